@@ -1,0 +1,54 @@
+"""navi_nb: one navigation policy, many actors, a compiled 3-D world.
+
+The public API is re-exported here lazily, so ``import navi_nb`` stays quick
+and does not compile any Numba kernel until one is used.
+"""
+import os as _os
+
+# BLAS results change with its thread count and BLAS threads inside Numba
+# parallel regions oversubscribe the cores (DESIGN.md, "Pitfalls"). The pin
+# must happen before NumPy is first imported to cover every BLAS library.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+             "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"):
+    _os.environ.setdefault(_var, "1")
+
+__version__ = "0.1.0"
+
+# name -> module that defines it
+_API = {
+    "GmdagError": "navi_nb.world.gmdag",
+    "World": "navi_nb.world.gmdag",
+    "load_world": "navi_nb.world.gmdag",
+    "save_world": "navi_nb.world.gmdag",
+    "validate_world": "navi_nb.world.gmdag",
+    "distance": "navi_nb.world.query",
+    "compile_mesh": "navi_nb.world.compiler",
+    "compile_scene": "navi_nb.world.compiler",
+    "compile_field": "navi_nb.world.compiler",
+    "read_mesh": "navi_nb.world.mesh_io",
+    "MeshError": "navi_nb.world.mesh_io",
+    "SCENES": "navi_nb.world.scenes",
+    "get_scene": "navi_nb.world.scenes",
+    "Sensor": "navi_nb.sense.sensor",
+    "trace": "navi_nb.sense.tracer",
+    "Tracer": "navi_nb.sense.tracer",
+    "NavEnv": "navi_nb.env.nav_env",
+    "allowed_cores": "navi_nb.parallel.cores",
+}
+
+__all__ = sorted(_API) + ["__version__"]
+
+
+def __getattr__(name):
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'navi_nb' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

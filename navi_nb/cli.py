@@ -1,0 +1,73 @@
+"""`navi-nb`: the console front.
+
+Each subcommand lives in ``navi_nb/commands/NAME.py`` and exposes
+``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+Modules are imported only when their command runs, so ``navi-nb --help`` is
+quick and a missing optional extra affects only the command that needs it.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+import navi_nb  # noqa: F401  (pins BLAS threads before NumPy loads)
+from navi_nb.errors import NaviError
+
+# command name -> (module, one-line help). Order is the order `--help` lists.
+COMMANDS = {
+    "compile": ("navi_nb.commands.compile", "compile a mesh or a built-in scene into a .gmdag world"),
+    "inspect": ("navi_nb.commands.inspect", "print a .gmdag file's header, node counts and validation result"),
+    "scenes": ("navi_nb.commands.scenes", "list the built-in procedural scenes"),
+    "render": ("navi_nb.commands.render", "draw what an actor sees (or a trained run's episode) as a PNG"),
+    "train": ("navi_nb.commands.train", "train a navigation policy with PPO over many actors"),
+    "eval": ("navi_nb.commands.eval", "evaluate a trained run deterministically"),
+    "bench": ("navi_nb.commands.bench", "run benchmarks (compile, trace, env, ppo, train)"),
+    "info": ("navi_nb.commands.info", "versions, backends, cores and caches of this machine"),
+}
+
+
+class CliError(NaviError):
+    """A user-facing error: printed without a traceback, exit status 2."""
+
+
+def _available():
+    out = {}
+    for name, (module, help_) in COMMANDS.items():
+        if importlib.util.find_spec(module) is not None:
+            out[name] = (module, help_)
+    return out
+
+
+def build_parser(only=None):
+    parser = argparse.ArgumentParser(
+        prog="navi-nb", description="Many-actor navigation RL in compiled 3-D worlds.")
+    parser.add_argument("--version", action="version", version=f"navi-nb {navi_nb.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, (module, help_) in _available().items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        if only is None or only == name:
+            importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Import only the chosen command's module to build its arguments.
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=chosen if chosen in COMMANDS else None)
+    args = parser.parse_args(argv)
+    module = importlib.import_module(COMMANDS[args.command][0])
+    try:
+        return int(module.run(args) or 0)
+    except NaviError as exc:
+        from rich.console import Console
+        Console(stderr=True).print(f"[bold red]error:[/] {exc}")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
