@@ -1,0 +1,92 @@
+"""`navi-nb bench [NAME]`: run one benchmark, or all of them into one table.
+
+Each benchmark is a module ``navi_nb/bench/NAME.py`` with
+``add_arguments(parser)`` and ``run(args) -> dict``. A result dict may carry a
+``"summary"`` list of ``[metric, value]`` rows for the combined table; other
+top-level scalars are shown otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+
+BENCHES = {
+    "compile": "time and peak memory to compile a ~35k-triangle mesh scene at 128/256/512",
+    "trace": "rays per second of the batched sphere tracer (and Embree when installed)",
+    "env": "actor-steps per second of the environment alone",
+    "ppo": "PPO update samples per second at 1 and 2 shards (and PyTorch when installed)",
+    "train": "end-to-end training actor-steps per second with the time split",
+}
+
+HELP = "run benchmarks (compile, trace, env, ppo, train)"
+
+
+def _module(name):
+    mod = f"navi_nb.bench.{name}"
+    return importlib.import_module(mod) if importlib.util.find_spec(mod) else None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", metavar="FILE", nargs="?", const="-", default=None,
+                        help="also write the results as JSON (to FILE, or stdout with no FILE)")
+    sub = parser.add_subparsers(dest="bench_name", metavar="NAME")
+    for name, help_ in BENCHES.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        mod = _module(name)
+        if mod is not None:
+            mod.add_arguments(p)
+    sub.add_parser("all", help="every benchmark with its defaults, one table")
+
+
+def _summary_rows(name, result):
+    rows = result.get("summary")
+    if rows:
+        return [(name, str(m), str(v)) for m, v in rows]
+    return [(name, k, f"{v:.4g}" if isinstance(v, float) else str(v))
+            for k, v in result.items() if isinstance(v, (int, float, str)) and k != "machine"]
+
+
+def run(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from navi_nb.bench.machine import print_machine
+    from navi_nb.cli import CliError
+
+    console = Console()
+    names = [args.bench_name] if args.bench_name not in (None, "all") else list(BENCHES)
+    results = {"machine": print_machine(console)}
+    for name in names:
+        mod = _module(name)
+        if mod is None:
+            if args.bench_name == name:
+                raise CliError(f"benchmark {name!r} is not available in this build")
+            console.print(f"[yellow]skipping {name}: not available in this build[/]")
+            continue
+        if args.bench_name == name:
+            bench_args = args
+        else:  # defaults of that benchmark
+            p = argparse.ArgumentParser()
+            mod.add_arguments(p)
+            bench_args = p.parse_args([])
+        console.rule(f"bench {name}")
+        results[name] = mod.run(bench_args) or {}
+    if len(names) > 1:
+        table = Table(title="navi-nb bench: summary")
+        for col in ("benchmark", "metric", "value"):
+            table.add_column(col)
+        for name in names:
+            for row in _summary_rows(name, results.get(name, {})):
+                table.add_row(*row)
+        console.print(table)
+    if args.json is not None:
+        text = json.dumps(results, indent=1, default=str)
+        if args.json == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            with open(args.json, "w") as fh:
+                fh.write(text + "\n")
+    return 0
