@@ -1,0 +1,352 @@
+"""Checkpoints: one `.npz` (a zip of `.npy` members, never pickle) per save.
+
+A checkpoint file holds
+
+- ``meta.json``: format version, package version, the config and its hash,
+  counters, every random generator's state (``bit_generator.state`` as JSON),
+  and anything else JSON-able the trainer wants back;
+- one ``NAME.npy`` member per array (policy parameters, optimizer moments,
+  environment state, ...).
+
+Writing is atomic: the zip goes to a temporary file in the same folder, is
+flushed and fsynced, renamed over the final name, and the folder is fsynced.
+A kill at any moment leaves either the old set of checkpoints or the old set
+plus the complete new one; a stray ``.tmp`` file is ignored by the reader and
+removed by the next save.
+
+Reading treats the file as untrusted input. ``open_checkpoint`` reads the
+zip's directory and ``meta.json`` (bounded in size); ``read_arrays(spec)``
+then checks the member list against ``spec`` (name -> (shape, dtype), what the
+config implies), reads every member's ``.npy`` header and checks its declared
+shape, dtype, order and size BEFORE reading any data, and only then reads the
+data (the zip's CRC is checked as it goes). Any mismatch raises
+``CheckpointError`` naming the file and the member; nothing is returned half
+read, so a caller that applies the arrays only after ``read_arrays`` returns
+never half-loads.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from navi_nb.errors import NaviError
+
+FORMAT_VERSION = 1
+META_MEMBER = "meta.json"
+MAX_META_BYTES = 8 << 20  # a larger meta.json is refused unread
+MAX_ARRAY_BYTES = 4 << 30  # a larger declared array is refused unread, even if spec says so
+CKPT_RE = re.compile(r"^ckpt_(\d{8})\.npz$")
+
+
+class CheckpointError(NaviError):
+    """A checkpoint is missing, corrupt, truncated or from another configuration."""
+
+    def __init__(self, source, problem):
+        self.source = str(source)
+        super().__init__(f"checkpoint {self.source}: {problem}")
+
+
+# --------------------------------------------------------------------------
+# small helpers: config hash, generator state
+# --------------------------------------------------------------------------
+
+def config_hash(config: dict) -> str:
+    """A short stable hash of a JSON-able config dict (sorted keys)."""
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def rng_state(gen: np.random.Generator) -> dict:
+    """A generator's full state as JSON-able data (big integers stay exact in JSON)."""
+    return gen.bit_generator.state
+
+
+def restore_rng(gen: np.random.Generator, state, source="<checkpoint>", name="rng"):
+    """Set ``gen``'s state, raising CheckpointError on malformed data (gen untouched then)."""
+    check_rng_state(gen, state, source, name)
+    gen.bit_generator.state = state
+
+
+def check_rng_state(gen: np.random.Generator, state, source="<checkpoint>", name="rng"):
+    """Raise CheckpointError unless ``state`` can be set on a generator like ``gen``."""
+    if not isinstance(state, dict) or state.get("bit_generator") != type(gen.bit_generator).__name__:
+        raise CheckpointError(source, f"generator state {name!r} is not a "
+                                      f"{type(gen.bit_generator).__name__} state")
+    probe = type(gen.bit_generator)()
+    try:
+        probe.state = state
+    except (TypeError, ValueError, KeyError, OverflowError) as exc:
+        raise CheckpointError(source, f"generator state {name!r} is malformed ({exc})") from exc
+
+
+# --------------------------------------------------------------------------
+# writing
+# --------------------------------------------------------------------------
+
+def _fsync_dir(folder: Path):
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # platforms without directory fds (Windows): rename is all we get
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _no_hook(step):
+    return None
+
+
+def save_checkpoint(path, arrays: dict, meta: dict, _hook=_no_hook) -> Path:
+    """Write ``arrays`` (name -> ndarray) and ``meta`` atomically to ``path``.
+
+    ``_hook(step)`` is called before each write step ("open", "meta", "array:NAME",
+    "close", "flush", "fsync", "rename", "fsync_dir"); tests use it to simulate
+    a kill at every step.
+    """
+    path = Path(path)
+    folder = path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob(".*.tmp"):  # left by a killed writer
+        try:
+            stale.unlink()
+        except OSError:
+            pass
+    meta = dict(meta)
+    meta.setdefault("format_version", FORMAT_VERSION)
+    meta_bytes = json.dumps(meta, sort_keys=True, indent=1).encode()
+    tmp = folder / f".{path.name}.{os.getpid()}.tmp"
+    try:
+        _hook("open")
+        with open(tmp, "wb") as fh:
+            with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as zf:
+                _hook("meta")
+                zf.writestr(META_MEMBER, meta_bytes)
+                for name in sorted(arrays):
+                    arr = np.ascontiguousarray(arrays[name])
+                    if arr.dtype.hasobject:
+                        raise TypeError(f"array {name!r} has object dtype; checkpoints hold plain arrays")
+                    _hook("array:" + name)
+                    with zf.open(name + ".npy", "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, arr, allow_pickle=False)
+                _hook("close")
+            _hook("flush")
+            fh.flush()
+            _hook("fsync")
+            os.fsync(fh.fileno())
+        _hook("rename")
+        os.replace(tmp, path)
+        _hook("fsync_dir")
+        _fsync_dir(folder)
+    except Exception:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
+    return path
+
+
+# --------------------------------------------------------------------------
+# reading
+# --------------------------------------------------------------------------
+
+class Checkpoint:
+    """An opened checkpoint: ``.meta`` is read; arrays come from ``read_arrays(spec)``."""
+
+    def __init__(self, path, meta, infos):
+        self.path = Path(path)
+        self.meta = meta
+        self._infos = infos  # member name -> ZipInfo
+
+    @property
+    def array_names(self):
+        return sorted(n[:-4] for n in self._infos if n != META_MEMBER)
+
+    def read_arrays(self, spec: dict) -> dict:
+        """Read every array, checked against ``spec``: name -> (shape, dtype).
+
+        The member set must equal ``spec``'s names; each member's declared
+        header must match before any of its data is read.
+        """
+        src = self.path
+        have = set(self.array_names)
+        want = set(spec)
+        if have - want:
+            raise CheckpointError(src, f"unexpected member(s) {sorted(have - want)} "
+                                       "(not implied by the configuration)")
+        if want - have:
+            raise CheckpointError(src, f"missing member(s) {sorted(want - have)}")
+        try:
+            fh = open(src, "rb")
+        except OSError as exc:
+            raise CheckpointError(src, f"cannot read ({exc.strerror or exc})") from exc
+        with fh, _open_zip(fh, src) as zf:
+            # pass 1: headers only
+            offsets = {}
+            for name in sorted(want):
+                shape, dtype = tuple(int(s) for s in spec[name][0]), np.dtype(spec[name][1])
+                info = self._infos[name + ".npy"]
+                with _open_member(zf, info, src) as f:
+                    hdr = _read_header(f, src, name)
+                    header_len = f.tell()
+                got_shape, fortran, got_dtype = hdr
+                if got_dtype != dtype:
+                    raise CheckpointError(src, f"member {name!r} declares dtype {got_dtype}, "
+                                               f"the configuration implies {dtype}")
+                if tuple(got_shape) != shape:
+                    raise CheckpointError(src, f"member {name!r} declares shape {tuple(got_shape)}, "
+                                               f"the configuration implies {shape}")
+                if fortran and len(shape) > 1:
+                    raise CheckpointError(src, f"member {name!r} is Fortran-ordered; expected C order")
+                nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                if nbytes > MAX_ARRAY_BYTES:
+                    raise CheckpointError(src, f"member {name!r} declares {nbytes} bytes, over the "
+                                               f"{MAX_ARRAY_BYTES}-byte limit")
+                if info.file_size != header_len + nbytes:
+                    raise CheckpointError(src, f"member {name!r} holds {info.file_size - header_len} "
+                                               f"data bytes, its header implies {nbytes}")
+                offsets[name] = (shape, dtype, nbytes)
+            # pass 2: data (CRC checked when each member is read to its end)
+            out = {}
+            for name in sorted(want):
+                shape, dtype, nbytes = offsets[name]
+                arr = np.empty(shape, dtype=dtype)
+                view = memoryview(arr.reshape(-1).view(np.uint8)) if nbytes else memoryview(b"")
+                with _open_member(zf, self._infos[name + ".npy"], src) as f:
+                    _read_header(f, src, name)
+                    try:
+                        got = 0
+                        while got < nbytes:
+                            n = f.readinto(view[got:])
+                            if not n:
+                                break
+                            got += n
+                        tail = f.read(1)
+                    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+                        raise CheckpointError(src, f"member {name!r} is corrupt ({exc})") from exc
+                if got != nbytes or tail:
+                    raise CheckpointError(src, f"member {name!r} is truncated or has trailing data")
+                out[name] = arr
+        return out
+
+
+def _open_zip(fh, src):
+    try:
+        return zipfile.ZipFile(fh, "r")
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
+        raise CheckpointError(src, f"not a readable .npz (truncated or corrupt: {exc})") from exc
+
+
+def _open_member(zf, info, src):
+    try:
+        return zf.open(info, "r")
+    except (zipfile.BadZipFile, NotImplementedError, OSError, EOFError, ValueError, RuntimeError) as exc:
+        raise CheckpointError(src, f"member {info.filename!r} cannot be opened ({exc})") from exc
+
+
+def _read_header(f, src, name):
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            return np.lib.format.read_array_header_1_0(f)
+        if version == (2, 0):
+            return np.lib.format.read_array_header_2_0(f)
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError, zipfile.BadZipFile) as exc:
+        raise CheckpointError(src, f"member {name!r} has a corrupt .npy header ({exc})") from exc
+    raise CheckpointError(src, f"member {name!r} has .npy format version {version}, expected 1.0 or 2.0")
+
+
+def open_checkpoint(path) -> Checkpoint:
+    """Open ``path``, check the zip directory and read ``meta.json`` (nothing else yet)."""
+    src = Path(path)
+    if not src.is_file():
+        raise CheckpointError(src, "no such file")
+    try:
+        fh = open(src, "rb")
+    except OSError as exc:
+        raise CheckpointError(src, f"cannot read ({exc.strerror or exc})") from exc
+    with fh, _open_zip(fh, src) as zf:
+        infos = {}
+        for info in zf.infolist():
+            name = info.filename
+            if name in infos:
+                raise CheckpointError(src, f"member {name!r} appears twice")
+            if name != META_MEMBER and (not name.endswith(".npy") or "/" in name or name.startswith(".")):
+                raise CheckpointError(src, f"unexpected member {name!r}")
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise CheckpointError(src, f"member {name!r} uses unsupported compression {info.compress_type}")
+            infos[name] = info
+        if META_MEMBER not in infos:
+            raise CheckpointError(src, "no meta.json member")
+        if infos[META_MEMBER].file_size > MAX_META_BYTES:
+            raise CheckpointError(src, f"meta.json declares {infos[META_MEMBER].file_size} bytes "
+                                       f"(limit {MAX_META_BYTES})")
+        try:
+            with zf.open(infos[META_MEMBER]) as f:
+                raw = f.read(MAX_META_BYTES + 1)
+            meta = json.loads(raw.decode("utf-8"))
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, UnicodeDecodeError) as exc:
+            raise CheckpointError(src, f"meta.json is corrupt ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise CheckpointError(src, "meta.json is not a JSON object")
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(src, f"format version {version!r} is not supported (expected {FORMAT_VERSION})")
+    return Checkpoint(src, meta, infos)
+
+
+def load_checkpoint(path, spec: dict, expect_hash: str | None = None):
+    """Open, check the config hash (when given) and read all arrays: ``(arrays, meta)``."""
+    ck = open_checkpoint(path)
+    if expect_hash is not None and ck.meta.get("config_hash") != expect_hash:
+        raise CheckpointError(path, f"was written by a run with config hash {ck.meta.get('config_hash')!r}, "
+                                    f"this run's config hash is {expect_hash!r} (another configuration)")
+    return ck.read_arrays(spec), ck.meta
+
+
+# --------------------------------------------------------------------------
+# a run's checkpoint folder
+# --------------------------------------------------------------------------
+
+def checkpoint_name(update: int) -> str:
+    return f"ckpt_{int(update):08d}.npz"
+
+
+def list_checkpoints(folder) -> list:
+    """``[(update, path), ...]`` sorted by update; temp files and strangers are ignored."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    out = []
+    for p in folder.iterdir():
+        m = CKPT_RE.match(p.name)
+        if m and p.is_file():
+            out.append((int(m.group(1)), p))
+    return sorted(out)
+
+
+def latest_checkpoint(folder):
+    """Path of the newest checkpoint in ``folder``, or None."""
+    found = list_checkpoints(folder)
+    return found[-1][1] if found else None
+
+
+def prune_checkpoints(folder, keep: int):
+    """Delete all but the newest ``keep`` checkpoints (keep <= 0 keeps all)."""
+    if keep <= 0:
+        return
+    for _, p in list_checkpoints(folder)[:-keep]:
+        try:
+            p.unlink()
+        except OSError:
+            pass
