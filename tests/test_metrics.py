@@ -1,0 +1,72 @@
+"""metrics.csv / metrics.jsonl: one row per update, documented columns, resume truncation."""
+import csv
+import json
+import math
+
+import pytest
+
+from navi_nb.metrics import COLUMN_NAMES, COLUMNS, MetricsLog, read_metrics_csv, read_metrics_jsonl
+
+
+def _row(update):
+    row = {c: float(update) / 7.0 for c in COLUMN_NAMES}
+    row.update(update=update, global_step=update * 64, episodes=update % 3)
+    row["success_rate"] = float("nan") if update == 2 else 0.5
+    return row
+
+
+def test_one_row_per_update_in_both_files(tmp_path):
+    with MetricsLog(tmp_path, tensorboard=False) as log:
+        for u in range(1, 6):
+            log.write(_row(u))
+    with open(tmp_path / "metrics.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["update"]) for r in rows] == [1, 2, 3, 4, 5]
+    assert list(rows[0].keys()) == COLUMN_NAMES
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    parsed = [json.loads(s) for s in lines]
+    assert [p["update"] for p in parsed] == [1, 2, 3, 4, 5]
+    assert all(list(p.keys()) == COLUMN_NAMES for p in parsed)
+    # values survive exactly (floats written with repr), NaN as NaN / null
+    a, b = read_metrics_csv(tmp_path / "metrics.csv"), read_metrics_jsonl(tmp_path / "metrics.jsonl")
+    for ra, rb, u in zip(a, b, range(1, 6)):
+        assert ra["policy_loss"] == rb["policy_loss"] == u / 7.0
+        assert ra["global_step"] == rb["global_step"] == u * 64
+    assert math.isnan(a[1]["success_rate"]) and parsed[1]["success_rate"] is None
+
+
+def test_documented_columns_are_unique_and_described():
+    assert len(set(COLUMN_NAMES)) == len(COLUMN_NAMES)
+    assert all(desc for _, _, desc in COLUMNS)
+
+
+def test_row_with_wrong_columns_refused(tmp_path):
+    with MetricsLog(tmp_path, tensorboard=False) as log:
+        bad = _row(1)
+        del bad["entropy"]
+        with pytest.raises(KeyError, match="entropy"):
+            log.write(bad)
+        with pytest.raises(KeyError, match="bogus"):
+            log.write(dict(_row(1), bogus=1.0))
+
+
+def test_resume_drops_rows_after_checkpoint_and_torn_line(tmp_path):
+    with MetricsLog(tmp_path, tensorboard=False) as log:
+        for u in range(1, 6):
+            log.write(_row(u))
+    with open(tmp_path / "metrics.jsonl", "a") as fh:
+        fh.write('{"update": 6, "glo')  # a write torn by a kill
+    with MetricsLog(tmp_path, resume_update=3, tensorboard=False) as log:
+        log.write(_row(4))
+    assert [r["update"] for r in read_metrics_csv(tmp_path / "metrics.csv")] == [1, 2, 3, 4]
+    assert [r["update"] for r in read_metrics_jsonl(tmp_path / "metrics.jsonl")] == [1, 2, 3, 4]
+
+
+def test_tensorboard_absent_is_said_once(tmp_path):
+    log = MetricsLog(tmp_path, tensorboard=True)
+    log.close()
+    try:
+        import tensorboardX  # noqa: F401
+        assert log.tb_note.startswith("TensorBoard event files:")
+    except ImportError:
+        assert "skipped" in log.tb_note
