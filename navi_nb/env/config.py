@@ -1,0 +1,146 @@
+"""Every setting of the environment, in one dataclass that documents itself.
+
+Pass any field as a keyword to :class:`navi_nb.env.NavEnv` (``NavEnv(world, 64,
+max_steps=300)``); unknown names and bad values raise :class:`EnvConfigError`
+before anything is allocated.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from navi_nb.errors import NaviError
+
+
+class EnvConfigError(NaviError, ValueError):
+    """A bad environment setting (unknown name, wrong type, out of range)."""
+
+
+class ActionError(NaviError, ValueError):
+    """Actions handed to ``step`` that cannot be used (NaN, inf, shape, dtype)."""
+
+
+class StateError(NaviError, ValueError):
+    """A state dict handed to ``set_state`` that does not fit this environment."""
+
+
+TASKS = ("pointgoal", "explore")
+
+
+@dataclass
+class EnvConfig:
+    # --- time and motion -------------------------------------------------
+    dt: float = 0.1
+    """Seconds per step."""
+    max_speed: float = 2.0
+    """Metres per second at forward action +-1."""
+    max_vertical_speed: float = 1.0
+    """Metres per second at vertical action +-1 (+1 moves up, along +y)."""
+    max_lateral_speed: float = 1.0
+    """Metres per second at lateral action +-1 (+1 moves right, +x at yaw 0)."""
+    max_yaw_rate: float = math.pi / 2
+    """Radians per second at yaw action +-1 (+1 turns right, toward +x from -z)."""
+    radius: float = 0.2
+    """The actor is a sphere of this radius (metres)."""
+    contact_margin: float = -1.0
+    """Extra clearance (metres) kept from the queried distance to absorb the
+    world's quantisation; negative means half a voxel of the loaded world."""
+    max_substeps: int = 24
+    """Most clearance-limited sub-moves per step in the collision kernel."""
+
+    # --- episodes --------------------------------------------------------
+    max_steps: int = 500
+    """Step limit: an episode reaching it is truncated."""
+    spawn: str = "free"
+    """``"free"``: uniform over reachable free space with clearance (default);
+    ``"points"``: the world's listed spawn points (falls back to free space
+    when the world lists none)."""
+    spawn_cell: float = -1.0
+    """Cell size (metres) of the reachability grid used to sample spawns and
+    goals; negative means ``max(2 * radius, 2 voxels)``."""
+
+    # --- point-goal ------------------------------------------------------
+    goal_min_distance: float = 1.0
+    """Goals are sampled at least this far (straight line) from the spawn."""
+    goal_max_distance: float = 8.0
+    """... and at most this far (when the free space allows)."""
+    success_radius: float = 0.5
+    """Success: the actor's centre within this distance of the goal."""
+    goal_scale: float = 10.0
+    """The goal distance and height difference in the observation are divided by this."""
+
+    # --- explore ---------------------------------------------------------
+    visit_cell: float = 1.0
+    """Cell size (metres) of the per-actor visit grid; grown when the world
+    cube needs more than ``visit_max_cells`` cells per axis."""
+    visit_max_cells: int = 64
+    """Most visit-grid cells per axis (bounds the per-actor memory)."""
+
+    # --- rewards ---------------------------------------------------------
+    reward_progress: float = 1.0
+    """pointgoal: reward per metre the goal distance shrinks (negative if it grows)."""
+    reward_success: float = 10.0
+    """pointgoal: bonus on the step that reaches the goal."""
+    reward_new_cell: float = 1.0
+    """explore: reward per visit-grid cell entered for the first time in the episode."""
+    penalty_contact: float = 0.1
+    """Subtracted on every step that touched geometry or the world cube's side."""
+    penalty_time: float = 0.01
+    """Subtracted on every step."""
+
+    # --- observation -----------------------------------------------------
+    max_distance: float = 10.0
+    """Sensor range in metres; depth is observed as log1p(d) / log1p(max_distance)."""
+    semantic_obs: bool = False
+    """Append each ray's semantic class / (classes - 1) to the observation."""
+
+    def validate(self) -> "EnvConfig":
+        def positive(name):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise EnvConfigError(f"env config: {name} must be a finite number > 0, got {v!r}")
+
+        def non_negative(name):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise EnvConfigError(f"env config: {name} must be a finite number >= 0, got {v!r}")
+
+        for name in ("dt", "max_speed", "max_vertical_speed", "max_lateral_speed", "max_yaw_rate",
+                     "radius", "goal_max_distance", "success_radius", "goal_scale", "visit_cell",
+                     "max_distance"):
+            positive(name)
+        for name in ("goal_min_distance", "reward_progress", "reward_success", "reward_new_cell",
+                     "penalty_contact", "penalty_time"):
+            non_negative(name)
+        for name in ("contact_margin", "spawn_cell"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v)):
+                raise EnvConfigError(f"env config: {name} must be a finite number, got {v!r}")
+        for name, lo in (("max_steps", 1), ("max_substeps", 1), ("visit_max_cells", 1)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+                raise EnvConfigError(f"env config: {name} must be an integer >= {lo}, got {v!r}")
+        if self.visit_max_cells > 256:
+            raise EnvConfigError(f"env config: visit_max_cells must be <= 256, got {self.visit_max_cells}")
+        if self.goal_min_distance > self.goal_max_distance:
+            raise EnvConfigError(
+                f"env config: goal_min_distance ({self.goal_min_distance}) > goal_max_distance "
+                f"({self.goal_max_distance})")
+        if self.spawn not in ("free", "points"):
+            raise EnvConfigError(f"env config: spawn must be 'free' or 'points', got {self.spawn!r}")
+        if not isinstance(self.semantic_obs, bool):
+            raise EnvConfigError(f"env config: semantic_obs must be True or False, got {self.semantic_obs!r}")
+        return self
+
+    @classmethod
+    def from_kwargs(cls, **kwargs) -> "EnvConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(kwargs) - names)
+        if unknown:
+            raise EnvConfigError(f"env config: unknown setting(s) {', '.join(unknown)}; "
+                                 f"known: {', '.join(sorted(names))}")
+        return cls(**kwargs).validate()
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

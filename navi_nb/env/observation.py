@@ -1,0 +1,95 @@
+"""The observation: one flat float32 vector per actor, and its layout.
+
+Layout (in this order; ``R = Az * El`` rays, flattened azimuth-major, i.e.
+ray ``(a, e)`` sits at ``a * El + e``, the order of the tracer's
+``(actors, Az, El)`` arrays):
+
+    depth       R   log1p(d) / log1p(max_distance), in [0, 1]; a miss reads 1
+    semantic    R   (only with ``semantic_obs``) class id / (classes - 1), 0 on a miss
+    prev_action 4   the clipped action of the previous step (0 after a reset)
+    velocity    3   achieved velocity in the actor's frame, each divided by its
+                    max speed: (forward, vertical, lateral), so +1 is full speed
+                    ahead / up / right
+    goal        4   (only for ``pointgoal``) distance / goal_scale,
+                    sin(bearing), cos(bearing), (goal y - actor y) / goal_scale;
+                    bearing is the goal's horizontal angle from the heading,
+                    positive to the right (the sensor's azimuth sense)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+
+def obs_layout(n_rays: int, semantic: bool, goal: bool) -> dict:
+    """Name -> slice of the flat observation."""
+    layout = {}
+    at = 0
+    for name, size, on in (("depth", n_rays, True), ("semantic", n_rays, semantic),
+                           ("prev_action", 4, True), ("velocity", 3, True), ("goal", 4, goal)):
+        if on:
+            layout[name] = slice(at, at + size)
+            at += size
+    return layout
+
+
+def obs_size(layout: dict) -> int:
+    return max(s.stop for s in layout.values())
+
+
+@njit(parallel=True, cache=True)
+def build_obs(rows, depth, semantic, inv_log_max, use_semantic, sem_scale, prev_action, vel, yaw,
+              inv_speeds, use_goal, goal, pos, inv_goal_scale, out):
+    """Write observation rows.
+
+    rows (K,) int64: the actor of each traced row j (depth[j] belongs to actor
+    rows[j]). depth (K,Az,El) float32 metres, semantic (K,Az,El) uint16.
+    prev_action (A,4), vel (A,3) world-frame m/s, yaw (A,), goal (A,3), pos (A,3)
+    float32; inv_speeds (3,) float64 = 1 / (max forward, vertical, lateral speed).
+    out (A, D) float32: rows ``rows`` are overwritten, other rows untouched.
+    """
+    k = rows.shape[0]
+    az = depth.shape[1]
+    el = depth.shape[2]
+    for j in prange(k):
+        i = rows[j]
+        o = 0
+        for a in range(az):
+            for e in range(el):
+                out[i, o] = np.float32(math.log1p(np.float64(depth[j, a, e])) * inv_log_max)
+                o += 1
+        if use_semantic:
+            for a in range(az):
+                for e in range(el):
+                    out[i, o] = np.float32(np.float64(semantic[j, a, e]) * sem_scale)
+                    o += 1
+        for q in range(4):
+            out[i, o + q] = prev_action[i, q]
+        o += 4
+        psi = np.float64(yaw[i])
+        s, c = math.sin(psi), math.cos(psi)
+        vx = np.float64(vel[i, 0])
+        vy = np.float64(vel[i, 1])
+        vz = np.float64(vel[i, 2])
+        out[i, o] = np.float32((vx * s - vz * c) * inv_speeds[0])      # forward
+        out[i, o + 1] = np.float32(vy * inv_speeds[1])                 # vertical
+        out[i, o + 2] = np.float32((vx * c + vz * s) * inv_speeds[2])  # lateral (right)
+        o += 3
+        if use_goal:
+            gx = np.float64(goal[i, 0]) - np.float64(pos[i, 0])
+            gy = np.float64(goal[i, 1]) - np.float64(pos[i, 1])
+            gz = np.float64(goal[i, 2]) - np.float64(pos[i, 2])
+            gf = gx * s - gz * c
+            gr = gx * c + gz * s
+            h = math.sqrt(gf * gf + gr * gr)
+            d = math.sqrt(gx * gx + gy * gy + gz * gz)
+            out[i, o] = np.float32(d * inv_goal_scale)
+            if h > 1e-9:
+                out[i, o + 1] = np.float32(gr / h)
+                out[i, o + 2] = np.float32(gf / h)
+            else:
+                out[i, o + 1] = np.float32(0.0)
+                out[i, o + 2] = np.float32(1.0)
+            out[i, o + 3] = np.float32(gy * inv_goal_scale)

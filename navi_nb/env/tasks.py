@@ -1,0 +1,175 @@
+"""Tasks: reward terms, success, the per-actor visit grid, episode counters.
+
+Both tasks share one kernel (``score_step``), parallel over actors, that writes
+each reward term per actor, their sum, the termination flags and the episode
+counters. Terms, in the order they are summed:
+
+pointgoal
+    progress  ``reward_progress * (d_before - d_after)``, d = straight-line
+              distance from the actor's centre to the goal (metres)
+    success   ``+reward_success`` on the step where ``d_after <= success_radius``;
+              the episode then terminates
+    contact   ``-penalty_contact`` on a step that touched geometry / the cube's side
+    time      ``-penalty_time`` on every step
+explore
+    new_cell  ``reward_new_cell`` per visit-grid cell entered for the first time
+              this episode (the spawn cell counts as visited, unrewarded)
+    contact   as above
+    time      as above
+
+Either task is truncated when the episode reaches ``max_steps`` steps without
+terminating. Per episode the environment reports return, length, success,
+SPL (``success * l / max(p, l)``, l the spawn-to-goal straight-line
+distance, p the path length travelled), coverage (fraction of the reachable
+visit-grid cells visited) and collisions (steps with a contact).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+POINTGOAL = 0
+EXPLORE = 1
+TERMS = {"pointgoal": ("progress", "success", "contact", "time"),
+         "explore": ("new_cell", "contact", "time")}
+TASK_CODES = {"pointgoal": POINTGOAL, "explore": EXPLORE}
+
+
+def reward_coefficients(task: str, cfg) -> np.ndarray:
+    """The signed coefficient of each term, in TERMS order (float64)."""
+    if task == "pointgoal":
+        c = (cfg.reward_progress, cfg.reward_success, -cfg.penalty_contact, -cfg.penalty_time)
+    else:
+        c = (cfg.reward_new_cell, -cfg.penalty_contact, -cfg.penalty_time)
+    return np.asarray(c, dtype=np.float64)
+
+
+class VisitGrid:
+    """Geometry of the coarse visit grid over the world cube (shared, not per actor).
+
+    Per actor only the bits live in the environment state: ``nbytes`` uint8.
+    """
+
+    def __init__(self, lo, hi, cell, max_cells):
+        lo = np.asarray(lo, dtype=np.float64)
+        hi = np.asarray(hi, dtype=np.float64)
+        ext = float(np.max(hi - lo))
+        cell = float(cell)
+        if ext / cell > max_cells:
+            cell = ext / max_cells
+        self.lo = lo
+        self.cell = cell
+        self.dims = np.maximum(1, np.ceil((hi - lo) / cell - 1e-9)).astype(np.int64)
+        self.n_cells = int(np.prod(self.dims))
+        self.nbytes = (self.n_cells + 7) // 8
+
+    def centres(self):
+        """(n_cells, 3) float64 cell centres in cell-index order (x outermost, z fastest)."""
+        ix, iy, iz = np.meshgrid(*[np.arange(d) for d in self.dims], indexing="ij")
+        idx = np.stack([ix.ravel(), iy.ravel(), iz.ravel()], axis=1)
+        return self.lo + (idx + 0.5) * self.cell
+
+    def cell_of(self, points):
+        p = np.asarray(points, dtype=np.float64)
+        c = np.floor((p - self.lo) / self.cell).astype(np.int64)
+        c = np.clip(c, 0, self.dims - 1)
+        return (c[:, 0] * self.dims[1] + c[:, 1]) * self.dims[2] + c[:, 2]
+
+
+@njit(inline="always", cache=True)
+def _cell_index(x, y, z, lo, inv_cell, dims):
+    ix = int(math.floor((np.float64(x) - lo[0]) * inv_cell))
+    iy = int(math.floor((np.float64(y) - lo[1]) * inv_cell))
+    iz = int(math.floor((np.float64(z) - lo[2]) * inv_cell))
+    ix = min(max(ix, 0), dims[0] - 1)
+    iy = min(max(iy, 0), dims[1] - 1)
+    iz = min(max(iz, 0), dims[2] - 1)
+    return (ix * dims[1] + iy) * dims[2] + iz
+
+
+@njit(parallel=True, cache=True)
+def start_episodes(rows, pos, goal, goal_dist, start_dist, visit, cells, grid_lo, inv_cell, dims,
+                   ep_return, ep_len, path_len, collisions, prev_action, vel):
+    """Zero the episode counters of actors ``rows`` and mark their spawn cell."""
+    for j in prange(rows.shape[0]):
+        i = rows[j]
+        gx = np.float64(goal[i, 0]) - np.float64(pos[i, 0])
+        gy = np.float64(goal[i, 1]) - np.float64(pos[i, 1])
+        gz = np.float64(goal[i, 2]) - np.float64(pos[i, 2])
+        d = math.sqrt(gx * gx + gy * gy + gz * gz)
+        goal_dist[i] = d
+        start_dist[i] = d
+        for b in range(visit.shape[1]):
+            visit[i, b] = 0
+        c = _cell_index(pos[i, 0], pos[i, 1], pos[i, 2], grid_lo, inv_cell, dims)
+        visit[i, c >> 3] = np.uint8(1 << (c & 7))
+        cells[i] = 1
+        ep_return[i] = 0.0
+        ep_len[i] = 0
+        path_len[i] = 0.0
+        collisions[i] = 0
+        for q in range(4):
+            prev_action[i, q] = 0.0
+        for q in range(3):
+            vel[i, q] = 0.0
+
+
+@njit(parallel=True, cache=True)
+def score_step(task, pos, goal, goal_dist, contact, moved, visit, cells, grid_lo, inv_cell, dims,
+               coefs, success_radius, max_steps, terms, reward, terminated, truncated, success,
+               ep_return, ep_len, path_len, collisions):
+    """Rewards, flags and counters for one step of every actor.
+
+    task: POINTGOAL or EXPLORE. pos, goal (A,3) float32 (after the move);
+    goal_dist (A,) float64 distance before the move, updated to after.
+    contact (A,) bool, moved (A,) float32 metres. visit (A,B) uint8 bits,
+    cells (A,) int32 visited count. coefs (T,) float64 signed coefficients.
+    Writes terms (T,A) float32, reward (A,) float32, terminated, truncated,
+    success (A,) bool; adds to ep_return (float64), ep_len (int32),
+    path_len (float64), collisions (int32).
+    """
+    n = pos.shape[0]
+    for i in prange(n):
+        ok = False
+        total = 0.0
+        if task == 0:
+            gx = np.float64(goal[i, 0]) - np.float64(pos[i, 0])
+            gy = np.float64(goal[i, 1]) - np.float64(pos[i, 1])
+            gz = np.float64(goal[i, 2]) - np.float64(pos[i, 2])
+            d = math.sqrt(gx * gx + gy * gy + gz * gz)
+            t0 = coefs[0] * (goal_dist[i] - d)
+            goal_dist[i] = d
+            ok = d <= success_radius
+            t1 = coefs[1] if ok else 0.0
+            t2 = coefs[2] if contact[i] else 0.0
+            t3 = coefs[3]
+            terms[0, i] = np.float32(t0)
+            terms[1, i] = np.float32(t1)
+            terms[2, i] = np.float32(t2)
+            terms[3, i] = np.float32(t3)
+            total = t0 + t1 + t2 + t3
+        else:
+            c = _cell_index(pos[i, 0], pos[i, 1], pos[i, 2], grid_lo, inv_cell, dims)
+            bit = np.uint8(1 << (c & 7))
+            new = (visit[i, c >> 3] & bit) == 0
+            if new:
+                visit[i, c >> 3] |= bit
+                cells[i] += 1
+            t0 = coefs[0] if new else 0.0
+            t1 = coefs[1] if contact[i] else 0.0
+            t2 = coefs[2]
+            terms[0, i] = np.float32(t0)
+            terms[1, i] = np.float32(t1)
+            terms[2, i] = np.float32(t2)
+            total = t0 + t1 + t2
+        reward[i] = np.float32(total)
+        success[i] = ok
+        ep_return[i] += np.float64(np.float32(total))
+        ep_len[i] += 1
+        path_len[i] += np.float64(moved[i])
+        if contact[i]:
+            collisions[i] += 1
+        terminated[i] = ok
+        truncated[i] = (not ok) and ep_len[i] >= max_steps
