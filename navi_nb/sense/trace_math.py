@@ -1,0 +1,299 @@
+"""The tracer's scalar math, written once and compiled for two targets.
+
+Every function here is plain Python over scalars (and the read-only node and
+half-float arrays). The CPU kernel uses the ``nb_*`` builds
+(``njit(inline="always")``); ``navi_nb/sense/cuda_tracer.py`` builds the same
+functions with ``cuda.jit(device=True)`` through :func:`build_for`. The
+helpers a function calls are looked up by name in a namespace given per
+target, so one body serves both: the CPU names resolve to the Numba CPU
+builds, the CUDA names to device functions. The bits of a node word are only
+ever read through the decoders of ``navi_nb.world.gmdag``.
+
+Units: everything inside is in *voxel units* of the world cube: a point
+``u = (p - bmin) / voxel_size`` lies in ``[0, resolution)^3``; ray parameters
+``t`` are voxel lengths along a unit direction. Arithmetic is float64 on
+both targets (so the two agree to the last bit on the same inputs; the
+outputs are float32).
+
+The tracing rule (docs/SENSING.md has the full contract):
+
+* pruned octant (clear mask bit): no surface inside, jump to its exit plus a
+  tiny nudge;
+* free leaf (semantic 0, distance >= 0): no surface inside, step by the larger
+  of its distance and its exit;
+* near-surface leaf (semantic != 0): hit when its distance is below epsilon
+  (depth ``t + distance``), else step by the distance;
+* negative leaf (inside solid): hit; the depth is ``t + distance`` (the
+  surface lies at least ``|distance|`` behind) but not before the last point
+  known to be in free space.
+"""
+from __future__ import annotations
+
+import math
+import types
+
+import numpy as np
+from numba import njit
+
+from navi_nb.world import gmdag
+
+BIG = 1.0e30  # "no crossing" along an axis the ray does not move on (voxel units)
+KIND_PRUNED = 0
+KIND_LEAF = 1
+MAX_DESCENT = gmdag.MAX_DEPTH + 1  # validated trees are never deeper
+
+
+def axis_exit(p, d, lo, size):
+    """Ray parameter at which coordinate ``p`` moving at rate ``d`` leaves ``[lo, lo+size)``."""
+    if d > 0.0:
+        return (lo + size - p) / d
+    if d < 0.0:
+        return (lo - p) / d
+    return BIG
+
+
+def cell_exit(px, py, pz, dx, dy, dz, lox, loy, loz, size):
+    """Distance along the ray from a point inside a cube cell to the cell's exit."""
+    tx = axis_exit(px, dx, lox, size)
+    ty = axis_exit(py, dy, loy, size)
+    tz = axis_exit(pz, dz, loz, size)
+    t = tx
+    if ty < t:
+        t = ty
+    if tz < t:
+        t = tz
+    if t < 0.0:
+        t = 0.0
+    return t
+
+
+def slab(o, d, lo, hi):
+    """(t_enter, t_exit) of the ray against one axis slab [lo, hi]."""
+    if d > 0.0:
+        return (lo - o) / d, (hi - o) / d
+    if d < 0.0:
+        return (hi - o) / d, (lo - o) / d
+    if o >= lo and o <= hi:
+        return -BIG, BIG
+    return BIG, -BIG
+
+
+def ray_box(ox, oy, oz, dx, dy, dz, size):
+    """(t_enter, t_exit) of the ray against the cube [0, size]^3 (enter > exit: miss)."""
+    ax, bx = slab(ox, dx, 0.0, size)
+    ay, by = slab(oy, dy, 0.0, size)
+    az, bz = slab(oz, dz, 0.0, size)
+    t0 = ax
+    if ay > t0:
+        t0 = ay
+    if az > t0:
+        t0 = az
+    t1 = bx
+    if by < t1:
+        t1 = by
+    if bz < t1:
+        t1 = bz
+    return t0, t1
+
+
+def descend(nodes, half_table, px, py, pz, res):
+    """The cell of the DAG holding point ``(px, py, pz)`` (voxel units).
+
+    Stackless: from the root, octant by octant, tracking the cell's cube.
+    Returns ``(kind, distance, semantic, lox, loy, loz, size)``: kind
+    ``KIND_LEAF`` with the leaf's distance (voxel units are applied by the
+    caller) and semantic id, or ``KIND_PRUNED`` for a cleared octant; the cell
+    cube's lower corner and side in voxel units.
+    """
+    lox = 0.0
+    loy = 0.0
+    loz = 0.0
+    size = res
+    node = 0
+    for _ in range(MAX_DESCENT):
+        w = nodes[node]
+        if word_is_leaf(w):
+            dist = float(leaf_distance(w, half_table))
+            return 1, dist, leaf_semantic(w), lox, loy, loz, size
+        size = size * 0.5
+        octant = 0
+        mx = lox + size
+        if px >= mx:
+            octant += 1
+            lox = mx
+        my = loy + size
+        if py >= my:
+            octant += 2
+            loy = my
+        mz = loz + size
+        if pz >= mz:
+            octant += 4
+            loz = mz
+        slot = child_slot(w, octant)
+        if slot < 0:
+            return 0, 0.0, 0, lox, loy, loz, size
+        node = word_index(nodes[slot])
+    return 0, 0.0, 0, lox, loy, loz, size
+
+
+def yaw_rotate(vx, vy, vz, cos_yaw, sin_yaw):
+    """Actor frame -> world frame: yaw grows to the right (heading azimuth).
+
+    forward (0,0,-1) -> (sin, 0, -cos); right (1,0,0) -> (cos, 0, sin).
+    """
+    return vx * cos_yaw - vz * sin_yaw, vy, vx * sin_yaw + vz * cos_yaw
+
+
+def trace_ray(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps):
+    """Sphere-trace one ray through the DAG, all lengths in voxel units.
+
+    dscale: voxels per metre (leaf distances are stored in metres).
+    (ox, oy, oz): origin in voxel units (may lie outside the cube);
+    (dx, dy, dz): unit direction. t_max > 0: the maximum distance. eps: hit
+    epsilon; nudge: the push past a cell's exit; max_steps: cell visits.
+    Returns ``(depth, semantic, hit)``; on a miss ``(t_max, 0, False)``.
+    """
+    t0, t1 = ray_box(ox, oy, oz, dx, dy, dz, res)
+    if t0 < 0.0:
+        t0 = 0.0
+    t_end = t1
+    if t_max < t_end:
+        t_end = t_max
+    if t0 > t_end:
+        return t_max, 0, False
+    t = t0
+    t_free = t0  # the surface lies beyond this point (last point known free)
+    last_sem = 0
+    ckind = 0
+    cdist = 0.0
+    csem = 0
+    clox = 0.0
+    cloy = 0.0
+    cloz = 0.0
+    csize = -1.0  # no cached cell yet
+    for _ in range(max_steps):
+        if t > t_end:
+            return t_max, 0, False
+        px = ox + t * dx
+        py = oy + t * dy
+        pz = oz + t * dz
+        if not (px >= clox and px < clox + csize and py >= cloy and py < cloy + csize
+                and pz >= cloz and pz < cloz + csize):
+            ckind, cdist, csem, clox, cloy, cloz, csize = descend(nodes, half_table, px, py, pz, res)
+        if ckind == 0:  # pruned octant: empty, skip to its exit
+            step = cell_exit(px, py, pz, dx, dy, dz, clox, cloy, cloz, csize)
+            t_free = t + step
+            t = t_free + nudge
+            continue
+        d = cdist * dscale
+        if not (d == d):  # NaN (only in files loaded without validation)
+            d = 0.0
+        if d < 0.0:  # inside solid
+            depth = t + d
+            if depth < t_free:
+                depth = t_free
+            sem = csem
+            if sem == 0:
+                sem = last_sem
+            if sem == 0:
+                sem = 1
+            if depth > t_max:
+                return t_max, 0, False
+            return depth, sem, True
+        if csem != 0:  # near a surface
+            last_sem = csem
+            if d < eps:
+                depth = t + d
+                if depth > t_max:
+                    return t_max, 0, False
+                return depth, csem, True
+            t_free = t
+            t = t + d
+        else:  # free leaf: no surface in the cell
+            step = cell_exit(px, py, pz, dx, dy, dz, clox, cloy, cloz, csize)
+            if d > step:
+                t = t + d
+                t_free = t
+            else:
+                t_free = t + step
+                t = t_free + nudge
+    return t_max, 0, False
+
+
+def trace_one(i, nodes, half_table, res, bmin, inv_voxel, voxel, dirs, n_dirs, origins, yaws,
+              t_max, eps, nudge, max_steps, max_distance, depth_out, sem_out, hit_out):
+    """Ray ``i`` of the flattened (actor, ray) batch: rotate, trace, write outputs.
+
+    dirs (n_dirs, 3) float32 actor frame; origins (A, 3) and yaws (A,)
+    float32 metres / radians; outputs flat (A * n_dirs,).
+    """
+    a = i // n_dirs
+    r = i - a * n_dirs
+    yaw = float(yaws[a])
+    c = math.cos(yaw)
+    s = math.sin(yaw)
+    dx, dy, dz = yaw_rotate(float(dirs[r, 0]), float(dirs[r, 1]), float(dirs[r, 2]), c, s)
+    ox = (float(origins[a, 0]) - float(bmin[0])) * inv_voxel
+    oy = (float(origins[a, 1]) - float(bmin[1])) * inv_voxel
+    oz = (float(origins[a, 2]) - float(bmin[2])) * inv_voxel
+    depth, sem, hit = trace_ray(nodes, half_table, res, inv_voxel, ox, oy, oz, dx, dy, dz, t_max, eps, nudge,
+                                max_steps)
+    if hit:
+        dm = depth * voxel
+        if dm > max_distance:
+            dm = max_distance
+        if dm < 0.0:
+            dm = 0.0
+        depth_out[i] = dm
+        sem_out[i] = sem
+        hit_out[i] = True
+    else:
+        depth_out[i] = max_distance
+        sem_out[i] = 0
+        hit_out[i] = False
+
+
+# --------------------------------------------------------------------------
+# building the functions for one target
+# --------------------------------------------------------------------------
+
+# helpers in the order they must be built (a function's helpers come first)
+GMDAG_HELPERS = ("word_is_leaf", "word_mask", "word_index", "leaf_semantic", "leaf_half_bits",
+                 "popcount8", "child_slot", "leaf_distance")
+MATH_FUNCTIONS = ("axis_exit", "cell_exit", "slab", "ray_box", "descend", "yaw_rotate",
+                  "trace_ray", "trace_one")
+
+
+def retarget(func, namespace):
+    """A copy of plain function ``func`` whose global names resolve in ``namespace`` first."""
+    g = dict(func.__globals__)
+    g.update(namespace)
+    new = types.FunctionType(func.__code__, g, func.__name__, func.__defaults__, func.__closure__)
+    new.__doc__ = func.__doc__
+    new.__module__ = func.__module__
+    new.__qualname__ = func.__qualname__
+    return new
+
+
+def build_for(decorate):
+    """Build every helper and math function with ``decorate`` (a decorator).
+
+    Returns a dict name -> compiled function. ``decorate`` is e.g.
+    ``njit(inline="always", cache=True)`` or ``cuda.jit(device=True)``.
+    """
+    built = {}
+    for name in GMDAG_HELPERS:
+        built[name] = decorate(retarget(getattr(gmdag, name), built))
+    this = globals()
+    for name in MATH_FUNCTIONS:
+        built[name] = decorate(retarget(this[name], built))
+    return built
+
+
+_CPU = build_for(njit(inline="always", cache=True))
+nb_descend = _CPU["descend"]
+nb_trace_ray = _CPU["trace_ray"]
+nb_trace_one = _CPU["trace_one"]
+nb_yaw_rotate = _CPU["yaw_rotate"]
+nb_cell_exit = _CPU["cell_exit"]
+nb_ray_box = _CPU["ray_box"]

@@ -1,0 +1,260 @@
+"""Batched sphere tracing of every actor's rays through a `.gmdag` world.
+
+``trace(world, origins, yaws, sensor, max_distance)`` answers all rays of all
+actors in one call; :class:`Tracer` keeps the prepared world (on the GPU for
+``backend="cuda"``) and reusable output buffers for a training loop.
+
+Contract (docs/SENSING.md):
+
+* outputs ``depth`` float32 metres, ``semantic`` uint16, ``hit`` bool, each
+  shaped ``(actors, Az, El)``;
+* ``depth`` is always finite and within ``[0, max_distance]``; a ray that
+  reaches ``max_distance``, leaves the world cube or exhausts ``max_steps``
+  reports ``max_distance``, ``hit = False``, semantic 0;
+* a ray starting inside solid reports depth 0, a hit;
+* every input is checked before any output is written; bad input raises
+  :class:`~navi_nb.sense.sensor.SenseError` (a ``NaviError``).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+from numba import njit, prange
+
+from navi_nb.sense.backend import resolve_backend
+from navi_nb.sense.sensor import SenseError, Sensor
+from navi_nb.sense.trace_math import nb_trace_one
+from navi_nb.world import gmdag
+
+DEFAULT_EPSILON = 0.5
+"""Hit epsilon in voxels: a near-surface leaf whose distance is below
+``epsilon * voxel_size`` is a hit (half a voxel: the compiler's leaves are
+exact to half a voxel near surfaces, and other writers sample at corners)."""
+DEFAULT_MAX_STEPS = 512
+"""Cell visits per ray before it gives up (and reports a miss)."""
+NUDGE = 1.0e-4
+"""Voxels pushed past a cell's exit so the next lookup lands in the next cell."""
+
+
+@njit(parallel=True, cache=True)
+def trace_rays(nodes, half_table, res, bmin, inv_voxel, voxel, dirs, origins, yaws, t_max, eps,
+               nudge, max_steps, max_distance, depth, semantic, hit):
+    """Trace rays for all actors: parallel over actors x rays, flattened.
+
+    nodes (N,) uint64 DAG words; half_table (65536,) float32; res float (voxels
+    per side); bmin (3,) float32 metres; inv_voxel / voxel floats; dirs (R, 3)
+    float32 actor-frame unit directions; origins (A, 3) float32 metres; yaws
+    (A,) float32 radians; t_max, eps, nudge in voxels; max_steps int;
+    max_distance metres. Writes depth (A*R,) float32 metres, semantic (A*R,)
+    uint16, hit (A*R,) bool.
+    """
+    n = origins.shape[0] * dirs.shape[0]
+    for i in prange(n):
+        nb_trace_one(i, nodes, half_table, res, bmin, inv_voxel, voxel, dirs, dirs.shape[0], origins,
+                     yaws, t_max, eps, nudge, max_steps, max_distance, depth, semantic, hit)
+
+
+# --------------------------------------------------------------------------
+# validation (all of it happens before anything is written)
+# --------------------------------------------------------------------------
+
+def check_world(world):
+    """A World with a sane node array; deep-validated once (sets ``deep_checked``)."""
+    if not isinstance(world, gmdag.World):
+        raise SenseError(f"world must be a navi_nb World (from load_world or a compiler), "
+                         f"got {type(world).__name__}")
+    nodes = world.nodes
+    if not isinstance(nodes, np.ndarray) or nodes.ndim != 1 or nodes.dtype != np.uint64:
+        raise SenseError(f"{world.source}: world.nodes must be a 1-D uint64 array")
+    if not world.deep_checked:
+        gmdag.validate_world(world)  # raises GmdagError (a NaviError) naming the rule
+    return world
+
+
+def check_sensor(sensor):
+    if not isinstance(sensor, Sensor):
+        raise SenseError(f"sensor must be a navi_nb Sensor, got {type(sensor).__name__}")
+    return sensor
+
+
+def check_positive(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise SenseError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value <= 0.0:
+        raise SenseError(f"{name} must be finite and > 0, got {value}")
+    return value
+
+
+def check_steps(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 0:
+        raise SenseError(f"max_steps must be an integer >= 0, got {value!r}")
+    return int(value)
+
+
+def check_pose_arrays(origins, yaws, xp=np):
+    """(origins (A,3) float32 contiguous, yaws (A,) float32 contiguous), or SenseError.
+
+    float32 and float64 (rounded to float32) are accepted; integer, bool,
+    complex and object arrays are not. ``xp`` is numpy or cupy.
+    """
+    origins = xp.asarray(origins)
+    yaws = xp.asarray(yaws)
+    for name, arr in (("origins", origins), ("yaws", yaws)):
+        if arr.dtype.kind != "f":
+            raise SenseError(f"{name} must be a float32 or float64 array, got dtype {arr.dtype}")
+    if origins.ndim != 2 or origins.shape[1] != 3:
+        raise SenseError(f"origins must be shaped (actors, 3), got {tuple(origins.shape)}")
+    if yaws.ndim != 1 or yaws.shape[0] != origins.shape[0]:
+        raise SenseError(f"yaws must be shaped ({origins.shape[0]},) to match origins, "
+                         f"got {tuple(yaws.shape)}")
+    origins = xp.ascontiguousarray(origins, dtype=np.float32)
+    yaws = xp.ascontiguousarray(yaws, dtype=np.float32)
+    if not bool(xp.isfinite(origins).all()):
+        bad = int(xp.argwhere(~xp.isfinite(origins).all(axis=1))[0, 0])
+        raise SenseError(f"origins must be finite: actor {bad} has {origins[bad].tolist()} "
+                         "(after rounding to float32)")
+    if not bool(xp.isfinite(yaws).all()):
+        bad = int(xp.argwhere(~xp.isfinite(yaws))[0, 0])
+        raise SenseError(f"yaws must be finite: actor {bad} has {float(yaws[bad])}")
+    return origins, yaws
+
+
+def check_out(out, shape, xp=np):
+    """Caller-provided (depth, semantic, hit) buffers of the right shape and dtype."""
+    if not isinstance(out, (tuple, list)) or len(out) != 3:
+        raise SenseError("out must be a tuple (depth, semantic, hit)")
+    for name, arr, dtype in zip(("depth", "semantic", "hit"), out, (np.float32, np.uint16, np.bool_)):
+        if not isinstance(arr, xp.ndarray):
+            raise SenseError(f"out {name} must be a {xp.__name__} array, got {type(arr).__name__}")
+        if tuple(arr.shape) != tuple(shape):
+            raise SenseError(f"out {name} must be shaped {tuple(shape)}, got {tuple(arr.shape)}")
+        if arr.dtype != dtype:
+            raise SenseError(f"out {name} must have dtype {np.dtype(dtype)}, got {arr.dtype}")
+        if not arr.flags.c_contiguous:
+            raise SenseError(f"out {name} must be C-contiguous")
+        if xp is np and not arr.flags.writeable:
+            raise SenseError(f"out {name} is read-only")
+    return tuple(out)
+
+
+class _Settings:
+    """Validated scalar settings shared by the CPU and CUDA paths."""
+
+    def __init__(self, world, max_distance, epsilon, max_steps):
+        self.max_distance = check_positive("max_distance", max_distance)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.max_steps = check_steps(max_steps)
+        self.voxel = float(np.float32(world.voxel_size))
+        self.inv_voxel = 1.0 / self.voxel
+        self.res = float(world.resolution)
+        self.t_max = self.max_distance * self.inv_voxel
+        self.bmin = np.ascontiguousarray(world.bmin, dtype=np.float32)
+
+
+def _run_cpu(world, settings, sensor, origins, yaws, out):
+    depth, semantic, hit = out
+    trace_rays(np.ascontiguousarray(world.nodes), gmdag.HALF_TO_FLOAT, settings.res, settings.bmin,
+               settings.inv_voxel, settings.voxel, sensor.flat_directions, origins, yaws,
+               settings.t_max, settings.epsilon, NUDGE, settings.max_steps, settings.max_distance,
+               depth.reshape(-1), semantic.reshape(-1), hit.reshape(-1))
+
+
+def trace(world, origins, yaws, sensor, max_distance, backend="cpu", out=None, *,
+          epsilon=DEFAULT_EPSILON, max_steps=DEFAULT_MAX_STEPS):
+    """Trace every actor's rays; returns ``(depth, semantic, hit)`` shaped (A, Az, El).
+
+    world: a World. origins (A, 3) metres and yaws (A,) radians, float32 or
+    float64. sensor: a Sensor. max_distance: metres, finite, > 0.
+    backend: "cpu", "cuda" or "auto" ("cuda" here copies the world to the GPU
+    on every call: use :class:`Tracer` for repeated calls). out: optional
+    (depth float32, semantic uint16, hit bool) arrays shaped (A, Az, El),
+    written in place and returned. epsilon: hit epsilon in voxels. max_steps:
+    cell visits per ray.
+    """
+    kind = resolve_backend(backend)
+    if kind == "cuda":
+        tracer = Tracer(world, sensor, max_distance, backend="cuda", epsilon=epsilon,
+                        max_steps=max_steps)
+        return tracer.trace(origins, yaws, out=out, to_host=out is None or isinstance(out[0], np.ndarray))
+    check_world(world)
+    check_sensor(sensor)
+    settings = _Settings(world, max_distance, epsilon, max_steps)
+    origins, yaws = check_pose_arrays(origins, yaws)
+    shape = (origins.shape[0],) + sensor.shape
+    if out is None:
+        out = (np.empty(shape, np.float32), np.empty(shape, np.uint16), np.empty(shape, np.bool_))
+    else:
+        out = check_out(out, shape)
+    if origins.shape[0]:
+        _run_cpu(world, settings, sensor, origins, yaws, out)
+    return out
+
+
+class Tracer:
+    """A world prepared for tracing, with output buffers reused every call.
+
+    ``Tracer(world, sensor, max_distance, backend="cpu"|"cuda"|"auto",
+    max_actors=None)``; ``tracer.trace(origins, yaws)`` returns ``(depth,
+    semantic, hit)`` views of buffers that the next call overwrites (copy what
+    you keep). The buffers hold ``max_actors`` actors (grown on demand when
+    None). On ``cuda`` the world is copied to the device once, here, and the
+    results are CuPy arrays unless ``to_host=True``.
+    """
+
+    def __init__(self, world, sensor, max_distance, backend="cpu", max_actors=None, *,
+                 epsilon=DEFAULT_EPSILON, max_steps=DEFAULT_MAX_STEPS):
+        self.backend = resolve_backend(backend)
+        self.world = check_world(world)
+        self.sensor = check_sensor(sensor)
+        self.settings = _Settings(world, max_distance, epsilon, max_steps)
+        if max_actors is not None and (isinstance(max_actors, bool) or not isinstance(max_actors, numbers.Integral)
+                                       or int(max_actors) < 1):
+            raise SenseError(f"max_actors must be a positive integer or None, got {max_actors!r}")
+        self.max_actors = None if max_actors is None else int(max_actors)
+        self._fixed = max_actors is not None
+        if self.backend == "cuda":
+            from navi_nb.sense.cuda_tracer import CudaTracer
+
+            self._impl = CudaTracer(world, self.sensor, self.settings, self.max_actors or 1)
+        else:
+            self._impl = None
+            self._nodes = np.ascontiguousarray(world.nodes)
+            self._buffers = self._allocate(self.max_actors or 1)
+
+    @property
+    def max_distance(self) -> float:
+        return self.settings.max_distance
+
+    def _allocate(self, n):
+        shape = (n,) + self.sensor.shape
+        return (np.empty(shape, np.float32), np.empty(shape, np.uint16), np.empty(shape, np.bool_))
+
+    def _capacity(self, n):
+        if self.max_actors is not None and n > self.max_actors and self._fixed:
+            raise SenseError(f"{n} actors exceed this Tracer's max_actors={self.max_actors}")
+        return n
+
+    def trace(self, origins, yaws, out=None, to_host=False):
+        """``(depth, semantic, hit)`` for actors at ``origins`` (A,3) turned by ``yaws`` (A,)."""
+        if self._impl is not None:
+            return self._impl.trace(origins, yaws, out=out, to_host=to_host, check_capacity=self._capacity)
+        origins, yaws = check_pose_arrays(origins, yaws)
+        n = self._capacity(origins.shape[0])
+        shape = (n,) + self.sensor.shape
+        if out is not None:
+            out = check_out(out, shape)
+        else:
+            if self._buffers[0].shape[0] < n:
+                self._buffers = self._allocate(n)
+                self.max_actors = n
+            out = tuple(b[:n] for b in self._buffers)
+        if n:
+            s = self.settings
+            trace_rays(self._nodes, gmdag.HALF_TO_FLOAT, s.res, s.bmin, s.inv_voxel, s.voxel,
+                       self.sensor.flat_directions, origins, yaws, s.t_max, s.epsilon, NUDGE,
+                       s.max_steps, s.max_distance, out[0].reshape(-1), out[1].reshape(-1),
+                       out[2].reshape(-1))
+        return out
