@@ -1,0 +1,178 @@
+"""Dense-layer kernels: forward, backward and weight gradients, written by hand.
+
+Every kernel is flat (arrays in, arrays out) and deterministic whatever the
+thread count: a `prange` runs over fixed pieces (sample chunks, weight tiles,
+parameter blocks) and each piece writes only its own outputs; sums over
+pieces happen afterwards in a fixed order. Products go through
+``blas.gemm`` (single-threaded, see ``blas.py``).
+
+Shapes: a layer's ``W`` is ``(n_in, n_out)``, ``b`` is ``(n_out,)``; a batch
+``X`` is ``(B, n_in)`` row major. ``act`` codes: 0 identity, 1 tanh, 2 relu.
+Derivatives of the activation are taken from its output ``H``
+(tanh: ``1 - H**2``; relu: ``H > 0``).
+
+Two ways to get a weight gradient ``dW = X.T @ dZ`` over a minibatch:
+
+- chunk slots (``wgrad_chunk_slots`` then ``sum_slots``): each fixed chunk of
+  samples writes its partial ``[dW, db]`` into its own slot, the slots are
+  summed element by element in chunk order. Scratch: ``size x chunks``.
+- tiles (``wgrad_tiles`` + ``bias_grad``): each fixed tile of ``dW`` is one
+  product over the whole minibatch in sample order. No scratch.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from navi_nb.learn.blas import NO_TRANS, TRANS, gemm
+
+IDENTITY, TANH, RELU = 0, 1, 2
+ACTIVATIONS = {"identity": IDENTITY, "tanh": TANH, "relu": RELU}
+
+
+@njit(cache=True, inline="always")
+def _ptr(a, offset):
+    """Address of element ``offset`` (counted in elements) of contiguous ``a``."""
+    return a.ctypes.data + np.uint64(offset * a.itemsize)
+
+
+@njit(cache=True, inline="always")
+def _act(z, act):
+    if act == TANH:
+        return np.tanh(z)
+    if act == RELU:
+        return z if z > 0 else z * 0
+    return z
+
+
+@njit(cache=True, inline="always")
+def _dact(h, act):
+    if act == TANH:
+        return 1 - h * h
+    if act == RELU:
+        return h * 0 + 1 if h > 0 else h * 0
+    return h * 0 + 1
+
+
+@njit(cache=True, parallel=True)
+def forward_chunks(X, W, b, H, act, chunk):
+    """H = act(X @ W + b), chunk by chunk of rows. X (B, n_in), H (B, n_out)."""
+    n_rows, n_in = X.shape
+    n_out = W.shape[1]
+    one = np.ones(1, H.dtype)[0]
+    zero = one - one
+    n_chunks = (n_rows + chunk - 1) // chunk
+    for c in prange(n_chunks):
+        r0 = c * chunk
+        r1 = min(n_rows, r0 + chunk)
+        gemm(NO_TRANS, NO_TRANS, r1 - r0, n_out, n_in, one,
+             _ptr(X, r0 * n_in), n_in, _ptr(W, 0), n_out,
+             zero, _ptr(H, r0 * n_out), n_out)
+        for i in range(r0, r1):
+            for j in range(n_out):
+                H[i, j] = _act(H[i, j] + b[j], act)
+
+
+@njit(cache=True, parallel=True)
+def backprop_chunks(dZ_next, W_next, H, dZ, act, chunk):
+    """dZ = (dZ_next @ W_next.T) * act'(H): the gradient at a layer's pre-activation.
+
+    dZ_next (B, n_next) is the next layer's pre-activation gradient, W_next
+    (n_out, n_next) its weights, H (B, n_out) this layer's output.
+    """
+    n_rows, n_out = H.shape
+    n_next = W_next.shape[1]
+    one = np.ones(1, H.dtype)[0]
+    zero = one - one
+    n_chunks = (n_rows + chunk - 1) // chunk
+    for c in prange(n_chunks):
+        r0 = c * chunk
+        r1 = min(n_rows, r0 + chunk)
+        gemm(NO_TRANS, TRANS, r1 - r0, n_out, n_next, one,
+             _ptr(dZ_next, r0 * n_next), n_next,
+             _ptr(W_next, 0), n_next, zero,
+             _ptr(dZ, r0 * n_out), n_out)
+        for i in range(r0, r1):
+            for j in range(n_out):
+                dZ[i, j] = dZ[i, j] * _dact(H[i, j], act)
+
+
+@njit(cache=True, parallel=True)
+def wgrad_chunk_slots(X, dZ, slots, chunk):
+    """slots[c] = [X_c.T @ dZ_c (flattened), column sums of dZ_c] for each chunk c."""
+    n_rows, n_in = X.shape
+    n_out = dZ.shape[1]
+    one = np.ones(1, slots.dtype)[0]
+    zero = one - one
+    n_chunks = (n_rows + chunk - 1) // chunk
+    nw = n_in * n_out
+    for c in prange(n_chunks):
+        r0 = c * chunk
+        r1 = min(n_rows, r0 + chunk)
+        gemm(TRANS, NO_TRANS, n_in, n_out, r1 - r0, one,
+             _ptr(X, r0 * n_in), n_in,
+             _ptr(dZ, r0 * n_out), n_out, zero,
+             _ptr(slots, c * slots.shape[1]), n_out)
+        for j in range(n_out):
+            s = zero
+            for i in range(r0, r1):
+                s += dZ[i, j]
+            slots[c, nw + j] = s
+
+
+@njit(cache=True, parallel=True)
+def sum_slots(slots, n_used, out, block):
+    """out[e] = sum over c < n_used of slots[c, e], in chunk order, for each e."""
+    n = out.shape[0]
+    n_blocks = (n + block - 1) // block
+    for k in prange(n_blocks):
+        e0 = k * block
+        e1 = min(n, e0 + block)
+        for e in range(e0, e1):
+            out[e] = slots[0, e]
+        for c in range(1, n_used):
+            for e in range(e0, e1):
+                out[e] += slots[c, e]
+
+
+@njit(cache=True, parallel=True)
+def wgrad_tiles(X, dZ, gW, gb, tile_rows, tile_cols):
+    """gW = X.T @ dZ by fixed tiles of gW (each one product over all rows, in row
+    order), and gb = column sums of dZ (each column summed in row order)."""
+    n_rows, n_in = X.shape
+    n_out = dZ.shape[1]
+    one = np.ones(1, gW.dtype)[0]
+    zero = one - one
+    nr = (n_in + tile_rows - 1) // tile_rows
+    ncol = (n_out + tile_cols - 1) // tile_cols
+    for t in prange(nr * ncol + ncol):
+        if t < nr * ncol:
+            i0 = (t // ncol) * tile_rows
+            j0 = (t % ncol) * tile_cols
+            i1 = min(n_in, i0 + tile_rows)
+            j1 = min(n_out, j0 + tile_cols)
+            gemm(TRANS, NO_TRANS, i1 - i0, j1 - j0, n_rows, one,
+                 _ptr(X, i0), n_in,
+                 _ptr(dZ, j0), n_out, zero,
+                 _ptr(gW, i0 * n_out + j0), n_out)
+        else:
+            j0 = (t - nr * ncol) * tile_cols
+            j1 = min(n_out, j0 + tile_cols)
+            for j in range(j0, j1):
+                gb[j] = zero
+            for i in range(n_rows):
+                for j in range(j0, j1):
+                    gb[j] += dZ[i, j]
+
+
+@njit(cache=True, parallel=True)
+def gather_rows(src, rows, col0, dst, chunk):
+    """dst[i, :] = src[rows[i], col0:col0 + dst.shape[1]] (the minibatch copy)."""
+    n = rows.shape[0]
+    width = dst.shape[1]
+    n_chunks = (n + chunk - 1) // chunk
+    for c in prange(n_chunks):
+        for i in range(c * chunk, min(n, c * chunk + chunk)):
+            r = rows[i]
+            for j in range(width):
+                dst[i, j] = src[r, col0 + j]

@@ -1,0 +1,166 @@
+"""The actor-critic: a Gaussian policy over the actions and a value head.
+
+Two separate MLP trunks (as in the common PPO references): ``pi`` maps the
+observation to the action mean, ``v`` to the state value. The standard
+deviation is state independent: ``std = exp(log_std)``, one learnable number
+per action dimension. All tensors are views into one flat buffer
+(``params.py``); initialisation is orthogonal with gain sqrt(2) on hidden
+layers, 0.01 on the policy output and 1.0 on the value output, zero biases,
+``log_std`` = ``log_std_init`` (0.0).
+
+The distribution is the plain (unsquashed) diagonal Gaussian; the
+environment clips actions to its range, and PPO uses the log-probability of
+the sampled, unclipped action, which is exact for this distribution.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from navi_nb.errors import NaviError
+from navi_nb.learn import mlp
+from navi_nb.learn.params import ParamError, ParamLayout
+
+LOG_2PI = math.log(2.0 * math.pi)
+DEFAULT_HIDDEN = (256, 256)
+
+
+class PolicyError(NaviError):
+    """Bad policy configuration or input (shapes, activation names)."""
+
+
+def orthogonal(rng, n_in, n_out, gain, dtype):
+    """An (n_in, n_out) matrix with orthonormal rows or columns, times gain
+    (the construction of torch.nn.init.orthogonal_, on the transposed shape)."""
+    rows, cols = n_out, n_in
+    a = rng.standard_normal((rows, cols))
+    if rows < cols:
+        a = a.T
+    q, r = np.linalg.qr(a)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return (gain * q).T.astype(dtype)
+
+
+class ActorCritic:
+    """Gaussian actor-critic with parameters in one flat buffer.
+
+    obs_dim: observation length; act_dim: action length (4 for NavEnv);
+    hidden: hidden sizes of both trunks (``hidden_v`` overrides the critic's);
+    activation: "tanh" or "relu"; dtype: float32 (float64 for gradient tests).
+    """
+
+    def __init__(self, obs_dim, act_dim=4, hidden=DEFAULT_HIDDEN, activation="tanh", seed=0,
+                 dtype=np.float32, hidden_v=None, log_std_init=0.0, chunk=64):
+        if activation not in ("tanh", "relu"):
+            raise PolicyError(f"activation {activation!r}: expected 'tanh' or 'relu'")
+        hidden = tuple(int(h) for h in hidden)
+        hidden_v = hidden if hidden_v is None else tuple(int(h) for h in hidden_v)
+        if int(obs_dim) < 1 or int(act_dim) < 1 or min(hidden + hidden_v + (1,)) < 1:
+            raise PolicyError(f"sizes must be positive: obs_dim={obs_dim}, act_dim={act_dim}, "
+                              f"hidden={hidden}, hidden_v={hidden_v}")
+        self.obs_dim, self.act_dim = int(obs_dim), int(act_dim)
+        self.hidden, self.hidden_v = hidden, hidden_v
+        self.activation = activation
+        self.act_code = mlp.ACTIVATIONS[activation]
+        self.dtype = np.dtype(dtype)
+        self.chunk = int(chunk)
+        self.layout = ParamLayout.actor_critic(self.obs_dim, self.act_dim, hidden, hidden_v)
+        self.params = np.zeros(self.layout.size, self.dtype)
+        self.p = self.layout.views(self.params)
+        self.pi_layers = self.layout.dense_layers("pi")
+        self.v_layers = self.layout.dense_layers("v")
+        self._scratch = {}
+        self.initialize(seed, log_std_init)
+
+    @property
+    def n_params(self):
+        return self.layout.size
+
+    def config(self):
+        return {"obs_dim": self.obs_dim, "act_dim": self.act_dim, "hidden": list(self.hidden),
+                "hidden_v": list(self.hidden_v), "activation": self.activation}
+
+    def initialize(self, seed, log_std_init=0.0):
+        rng = np.random.default_rng(seed)
+        for layers, out_gain in ((self.pi_layers, 0.01), (self.v_layers, 1.0)):
+            for i, layer in enumerate(layers):
+                gain = out_gain if i == len(layers) - 1 else math.sqrt(2.0)
+                self.p[layer.name + ".W"][...] = orthogonal(rng, layer.n_in, layer.n_out, gain,
+                                                            self.dtype)
+                self.p[layer.name + ".b"][...] = 0
+        self.p["log_std"][...] = log_std_init
+
+    def set_params(self, flat):
+        flat = np.asarray(flat)
+        if flat.shape != self.params.shape:
+            raise ParamError(f"parameters of shape {flat.shape}; this policy has {self.params.shape}")
+        self.params[...] = flat
+
+    # ---- forward (acting and learning share these) ------------------------
+    def trunk_forward(self, layers, x, outs, chunk=None):
+        """Run one trunk over x (N, obs_dim); outs[i] receives layer i's output."""
+        chunk = self.chunk if chunk is None else int(chunk)
+        for i, layer in enumerate(layers):
+            act = self.act_code if i < len(layers) - 1 else mlp.IDENTITY
+            mlp.forward_chunks(x, self.p[layer.name + ".W"], self.p[layer.name + ".b"], outs[i],
+                               act, chunk)
+            x = outs[i]
+        return x
+
+    def _buffers(self, n):
+        buf = self._scratch.get(n)
+        if buf is None:
+            buf = ([np.empty((n, l.n_out), self.dtype) for l in self.pi_layers],
+                   [np.empty((n, l.n_out), self.dtype) for l in self.v_layers])
+            self._scratch = {n: buf}   # keep one size: acting uses one batch size
+        return buf
+
+    def _check_obs(self, obs):
+        obs = np.ascontiguousarray(obs, dtype=self.dtype)
+        if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
+            raise PolicyError(f"observations shaped {obs.shape}; expected (N, {self.obs_dim})")
+        return obs
+
+    def forward(self, obs):
+        """(mean (N, act_dim), value (N,)) for observations (N, obs_dim); views of
+        reused buffers, valid until the next call."""
+        obs = self._check_obs(obs)
+        pi_out, v_out = self._buffers(obs.shape[0])
+        mu = self.trunk_forward(self.pi_layers, obs, pi_out)
+        v = self.trunk_forward(self.v_layers, obs, v_out)
+        return mu, v[:, 0]
+
+    def value(self, obs):
+        obs = self._check_obs(obs)
+        _, v_out = self._buffers(obs.shape[0])
+        return self.trunk_forward(self.v_layers, obs, v_out)[:, 0].copy()
+
+    def act(self, obs, rng, deterministic=False):
+        """Sample actions for all rows at once.
+
+        Returns (actions (N, act_dim), logp (N,), value (N,)), new arrays. The
+        noise is drawn for the whole batch from ``rng`` in one call.
+        """
+        mu, v = self.forward(obs)
+        log_std = self.p["log_std"]
+        if deterministic:
+            actions = mu.copy()
+        else:
+            noise = rng.standard_normal(mu.shape, dtype=np.float32).astype(self.dtype, copy=False)
+            actions = mu + np.exp(log_std) * noise
+        return actions, self.log_prob(mu, actions), v.copy()
+
+    def log_prob(self, mu, actions):
+        """Exact log-density of the diagonal Gaussian, summed over action dims."""
+        log_std = self.p["log_std"].astype(np.float64)
+        z = (actions.astype(np.float64) - mu) / np.exp(log_std)
+        lp = -0.5 * z * z - log_std - 0.5 * LOG_2PI
+        return lp.sum(axis=1).astype(self.dtype)
+
+    def entropy(self):
+        """Entropy of the (state-independent) Gaussian, summed over action dims."""
+        log_std = self.p["log_std"].astype(np.float64)
+        return float(np.sum(log_std + 0.5 + 0.5 * LOG_2PI))

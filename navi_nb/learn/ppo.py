@@ -1,0 +1,381 @@
+"""PPO (clipped surrogate), written out term by term, over the flat buffers.
+
+The loss of a minibatch of ``n`` samples (names as in the paper and CleanRL)::
+
+    logratio   = logp_new(a|s) - logp_old
+    ratio      = exp(logratio)
+    pg_loss    = mean(max(-A * ratio, -A * clip(ratio, 1 - clip_coef, 1 + clip_coef)))
+    v_loss     = 0.5 * mean(max((V - R)**2, (V_old + clip(V - V_old, +-clip_coef) - R)**2))
+                 (or 0.5 * mean((V - R)**2) without clip_vloss)
+    entropy    = sum(log_std + 0.5 + 0.5 * log(2 pi))   (state independent)
+    loss       = pg_loss - ent_coef * entropy + vf_coef * v_loss
+
+with ``A`` the advantages normalised over the whole minibatch (once, before
+any sharding). ``accumulate(order, start, stop)`` writes the gradient of that
+loss over samples ``order[start:stop]`` into ``self.grad`` (the parameters'
+flat layout); ``step`` clips it to ``max_grad_norm`` (global norm) and takes
+one Adam step. See docs/DETERMINISM.md for why every sum here has a fixed
+order.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from numba import njit, prange
+
+from navi_nb.errors import NaviError
+from navi_nb.learn import mlp
+from navi_nb.learn.adam import Adam, global_norm
+from navi_nb.learn.gae import compute_gae
+
+LOG_2PI = math.log(2.0 * math.pi)
+STAT_NAMES = ("pg_loss", "v_loss", "approx_kl", "clipfrac", "old_approx_kl")
+
+
+class PPOConfigError(NaviError):
+    """A PPO setting out of range."""
+
+
+@dataclass
+class PPOConfig:
+    gamma: float = 0.99
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """GAE lambda"""
+    clip_coef: float = 0.2
+    """surrogate clipping range (also the value clipping range)"""
+    clip_vloss: bool = True
+    """clip the value loss around the old values, as the references do"""
+    ent_coef: float = 0.0
+    """entropy bonus coefficient (references use 0.0 to 0.01)"""
+    vf_coef: float = 0.5
+    """value loss coefficient"""
+    max_grad_norm: float = 0.5
+    """global gradient-norm clip over the whole flat gradient"""
+    learning_rate: float = 3e-4
+    """Adam step size at the first update"""
+    anneal_lr: bool = True
+    """anneal the step size linearly to 0 over the planned updates"""
+    adam_eps: float = 1e-5
+    """Adam epsilon (the references' 1e-5, not PyTorch's 1e-8)"""
+    update_epochs: int = 4
+    """passes over the rollout per update"""
+    num_minibatches: int = 4
+    """minibatches per epoch (the rollout split evenly; a remainder joins none)"""
+    norm_adv: bool = True
+    """normalise advantages over each whole minibatch"""
+    target_kl: float | None = None
+    """stop the update's epochs early once a minibatch's approx KL exceeds this"""
+    chunk_size: int = 64
+    """samples per chunk: the unit of parallel work. Fixed, independent of the
+    shard count; changing it changes the last bits of the results"""
+    grad_mode: str = "auto"
+    """weight gradients by 'chunk' slots, by 'tile's, or 'auto' (tiles for layers
+    with at least tile_min_weights weights)"""
+    tile_min_weights: int = 32768
+    """'auto' threshold, from bench ppo (see docs/PERFORMANCE.md)"""
+    tile_rows: int = 64
+    """weight-gradient tile height (rows of W)"""
+    tile_cols: int = 128
+    """weight-gradient tile width (columns of W)"""
+
+    def validate(self):
+        checks = [(0.0 <= self.gamma <= 1.0, "gamma in [0, 1]"),
+                  (0.0 <= self.gae_lambda <= 1.0, "gae_lambda in [0, 1]"),
+                  (self.clip_coef > 0, "clip_coef > 0"), (self.max_grad_norm > 0, "max_grad_norm > 0"),
+                  (self.learning_rate > 0, "learning_rate > 0"), (self.update_epochs >= 1, "update_epochs >= 1"),
+                  (self.num_minibatches >= 1, "num_minibatches >= 1"), (self.chunk_size >= 1, "chunk_size >= 1"),
+                  (self.grad_mode in ("auto", "chunk", "tile"), "grad_mode in auto/chunk/tile"),
+                  (self.tile_rows >= 1 and self.tile_cols >= 1, "tile sizes >= 1")]
+        for ok, what in checks:
+            if not ok:
+                raise PPOConfigError(f"PPO config: expected {what} ({asdict(self)})")
+        return self
+
+
+@njit(cache=True, parallel=True)
+def ppo_loss_terms(mu, value, log_std, actions, logp_old, adv, v_old, ret, clip_coef, clip_vloss,
+                   vf_coef, inv_n, dmu, dv, dlogstd, stats):
+    """Per-sample loss terms and their gradients (already scaled by 1/n).
+
+    mu (n, k) action means, value (n, 1), actions (n, k); writes dmu (n, k),
+    dv (n, 1), dlogstd (n, k) (the per-sample part of d loss / d log_std) and
+    stats (n, 5): pg_loss, v_loss, approx_kl, clipped, -logratio. Float64 inside.
+    """
+    n, k = mu.shape
+    for i in prange(n):
+        lp = 0.0
+        for j in range(k):
+            ls = np.float64(log_std[j])
+            z = (np.float64(actions[i, j]) - np.float64(mu[i, j])) / math.exp(ls)
+            lp += -0.5 * z * z - ls - 0.5 * LOG_2PI
+        logratio = lp - np.float64(logp_old[i])
+        ratio = math.exp(logratio)
+        a = np.float64(adv[i])
+        clipped_ratio = min(max(ratio, 1.0 - clip_coef), 1.0 + clip_coef)
+        pg1 = -a * ratio
+        pg2 = -a * clipped_ratio
+        if pg1 >= pg2:
+            pg = pg1
+            dlogp = -a * ratio * inv_n
+        else:
+            pg = pg2
+            dlogp = 0.0
+        for j in range(k):
+            ls = np.float64(log_std[j])
+            std = math.exp(ls)
+            z = (np.float64(actions[i, j]) - np.float64(mu[i, j])) / std
+            dmu[i, j] = dlogp * z / std
+            dlogstd[i, j] = dlogp * (z * z - 1.0)
+        vi = np.float64(value[i, 0])
+        r = np.float64(ret[i])
+        if clip_vloss:
+            vo = np.float64(v_old[i])
+            d = vi - vo
+            vc = vo + min(max(d, -clip_coef), clip_coef)
+            lu = (vi - r) * (vi - r)
+            lc = (vc - r) * (vc - r)
+            if lu >= lc:
+                vl = 0.5 * lu
+                g = vi - r
+            else:
+                vl = 0.5 * lc
+                g = (vc - r) if abs(d) < clip_coef else 0.0
+        else:
+            vl = 0.5 * (vi - r) * (vi - r)
+            g = vi - r
+        dv[i, 0] = vf_coef * inv_n * g
+        stats[i, 0] = pg
+        stats[i, 1] = vl
+        stats[i, 2] = (ratio - 1.0) - logratio
+        stats[i, 3] = 1.0 if abs(ratio - 1.0) > clip_coef else 0.0
+        stats[i, 4] = -logratio
+
+
+@njit(cache=True)
+def column_sums(x, out):
+    """out[j] = sum over rows of x[:, j], rows in order (float64)."""
+    for j in range(x.shape[1]):
+        out[j] = 0.0
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[j] += x[i, j]
+
+
+@njit(cache=True)
+def normalize_advantages(adv, out, enabled):
+    """out = (adv - mean) / (std + 1e-8), std with n - 1 (as torch.std)."""
+    n = adv.shape[0]
+    if not enabled:
+        for i in range(n):
+            out[i] = adv[i]
+        return
+    s = 0.0
+    for i in range(n):
+        s += adv[i]
+    mean = s / n
+    q = 0.0
+    for i in range(n):
+        d = adv[i] - mean
+        q += d * d
+    std = math.sqrt(q / max(n - 1, 1))
+    for i in range(n):
+        out[i] = (adv[i] - mean) / (std + 1e-8)
+
+
+class _Scratch:
+    """Per-minibatch-size buffers: inputs, layer outputs, gradients, slots."""
+
+    def __init__(self, policy, n, n_aux, chunk, chunk_layers):
+        dt = policy.dtype
+        self.n = n
+        self.obs = np.empty((n, policy.obs_dim), dt)
+        self.aux = np.empty((n, n_aux), dt)
+        self.adv = np.empty(n, dt)
+        self.H = {t: [np.empty((n, l.n_out), dt) for l in layers]
+                  for t, layers in (("pi", policy.pi_layers), ("v", policy.v_layers))}
+        self.dZ = {t: [np.empty((n, l.n_out), dt) for l in layers]
+                   for t, layers in (("pi", policy.pi_layers), ("v", policy.v_layers))}
+        self.dlogstd = np.empty((n, policy.act_dim), dt)
+        self.stats = np.empty((n, len(STAT_NAMES)), np.float64)
+        n_chunks = (n + chunk - 1) // chunk
+        self.slots = {l.name: np.empty((n_chunks, l.size), dt) for l in chunk_layers}
+
+
+class PPO:
+    """The learner: an ActorCritic, its flat gradient, Adam, and the update loop.
+
+    ``source`` is the rollout's flat rows (``RolloutSlab.flat``); set it with
+    ``set_source`` (``update`` does) before calling ``accumulate``.
+    """
+
+    def __init__(self, policy, config=None, seed=0):
+        self.policy = policy
+        self.config = (config or PPOConfig()).validate()
+        self.grad = np.zeros_like(policy.params)
+        self.g = policy.layout.views(self.grad)
+        self.adam = Adam(policy.params, lr=self.config.learning_rate, eps=self.config.adam_eps)
+        self.rng = np.random.default_rng([int(seed), 0x5050])   # minibatch shuffling only
+        self.modes = {l.name: self._mode(l) for l in policy.pi_layers + policy.v_layers}
+        self._scratch = {}
+        self._norm_partial = None
+        self.source = None
+        self.updates_done = 0
+
+    def _mode(self, layer):
+        mode = self.config.grad_mode
+        if mode == "auto":
+            return "tile" if layer.n_in * layer.n_out >= self.config.tile_min_weights else "chunk"
+        return mode
+
+    # ---- the rollout rows --------------------------------------------------
+    def set_source(self, flat_rows, obs_dim, columns):
+        """flat_rows (N, width): obs in [0, obs_dim); ``columns`` maps actions,
+        logp, value, advantages, returns to their first column."""
+        self.source = flat_rows
+        c = columns
+        a0 = c["actions"]
+        act_dim = self.policy.act_dim
+        # aux = source columns [a0, a0 + width): actions, logp, value, ... returns
+        hi = max(c["logp"], c["value"], c["advantages"], c["returns"]) + 1
+        self._aux = (a0, hi - a0, {"actions": 0, "logp": c["logp"] - a0, "value": c["value"] - a0,
+                                   "advantages": c["advantages"] - a0, "returns": c["returns"] - a0})
+        if obs_dim != self.policy.obs_dim or c["actions"] + act_dim > flat_rows.shape[1]:
+            raise PPOConfigError(f"rollout rows of width {flat_rows.shape[1]} do not fit a policy "
+                                 f"with obs_dim {self.policy.obs_dim}, act_dim {act_dim}")
+
+    def _buffers(self, n):
+        s = self._scratch.get(n)
+        if s is None:
+            chunk_layers = [l for l in self.policy.pi_layers + self.policy.v_layers
+                            if self.modes[l.name] == "chunk"]
+            s = _Scratch(self.policy, n, self._aux[1], self.config.chunk_size, chunk_layers)
+            self._scratch[n] = s
+        return s
+
+    # ---- one minibatch's gradient ------------------------------------------
+    def accumulate(self, order, start, stop):
+        """Gradient of the PPO loss over samples order[start:stop] into self.grad.
+
+        Returns the minibatch's loss statistics (means over its samples).
+        """
+        cfg, pol = self.config, self.policy
+        rows = np.ascontiguousarray(order[start:stop], dtype=np.int64)
+        n = rows.shape[0]
+        if n < 1:
+            raise PPOConfigError(f"accumulate: empty range [{start}, {stop})")
+        chunk = cfg.chunk_size
+        s = self._buffers(n)
+        mlp.gather_rows(self.source, rows, 0, s.obs, chunk)
+        a0, _, ax = self._aux
+        mlp.gather_rows(self.source, rows, a0, s.aux, chunk)
+        k = pol.act_dim
+        normalize_advantages(s.aux[:, ax["advantages"]], s.adv, cfg.norm_adv)
+
+        mu = pol.trunk_forward(pol.pi_layers, s.obs, s.H["pi"], chunk)
+        val = pol.trunk_forward(pol.v_layers, s.obs, s.H["v"], chunk)
+        ppo_loss_terms(mu, val, pol.p["log_std"], s.aux[:, 0:k], s.aux[:, ax["logp"]], s.adv,
+                       s.aux[:, ax["value"]], s.aux[:, ax["returns"]], float(cfg.clip_coef),
+                       bool(cfg.clip_vloss), float(cfg.vf_coef), 1.0 / n,
+                       s.dZ["pi"][-1], s.dZ["v"][-1], s.dlogstd, s.stats)
+        sums = np.empty(k, np.float64)
+        column_sums(s.dlogstd, sums)
+        self.g["log_std"][...] = sums - cfg.ent_coef
+        for trunk, layers in (("pi", pol.pi_layers), ("v", pol.v_layers)):
+            self._backward(trunk, layers, s)
+        stat_sums = np.empty(len(STAT_NAMES), np.float64)
+        column_sums(s.stats, stat_sums)
+        out = dict(zip(STAT_NAMES, (stat_sums / n).tolist()))
+        out["entropy"] = pol.entropy()
+        out["loss"] = out["pg_loss"] - cfg.ent_coef * out["entropy"] + cfg.vf_coef * out["v_loss"]
+        return out
+
+    def _backward(self, trunk, layers, s):
+        pol, cfg = self.policy, self.config
+        H, dZ = s.H[trunk], s.dZ[trunk]
+        for i in range(len(layers) - 1, -1, -1):
+            layer = layers[i]
+            X = s.obs if i == 0 else H[i - 1]
+            if self.modes[layer.name] == "tile":
+                mlp.wgrad_tiles(X, dZ[i], self.g[layer.name + ".W"], self.g[layer.name + ".b"],
+                                cfg.tile_rows, cfg.tile_cols)
+            else:
+                slots = s.slots[layer.name]
+                mlp.wgrad_chunk_slots(X, dZ[i], slots, cfg.chunk_size)
+                mlp.sum_slots(slots, slots.shape[0],
+                              self.grad[layer.offset:layer.offset + layer.size], 1024)
+            if i > 0:
+                mlp.backprop_chunks(dZ[i], pol.p[layer.name + ".W"], H[i - 1], dZ[i - 1],
+                                    pol.act_code, cfg.chunk_size)
+
+    # ---- clipping and the optimizer step -----------------------------------
+    def step(self, lr=None):
+        """Clip the gradient to max_grad_norm (global) and take one Adam step.
+        Returns the gradient norm before clipping."""
+        n_blocks = (self.grad.shape[0] + 4095) // 4096
+        if self._norm_partial is None:
+            self._norm_partial = np.empty(n_blocks, np.float64)
+        norm = global_norm(self.grad, self._norm_partial)
+        scale = min(1.0, self.config.max_grad_norm / (norm + 1e-6))
+        self.adam.step(self.grad, scale, lr)
+        return norm
+
+    def learning_rate(self, update, num_updates):
+        """Step size for update ``update`` (0-based) of ``num_updates``."""
+        if not self.config.anneal_lr or not num_updates:
+            return self.config.learning_rate
+        return self.config.learning_rate * (1.0 - update / float(num_updates))
+
+    # ---- one PPO update over a filled rollout --------------------------------
+    def update(self, slab, last_values, num_updates=None):
+        """GAE, then epochs of shuffled minibatches. Returns the update's stats."""
+        cfg = self.config
+        compute_gae(slab.reward, slab.value, slab.terminated, slab.truncated, slab.final_value,
+                    last_values, cfg.gamma, cfg.gae_lambda, slab.advantages, slab.returns)
+        self.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
+                        ("actions", "logp", "value", "advantages", "returns")})
+        n_total = slab.n_samples
+        mb = n_total // cfg.num_minibatches
+        if mb < 1:
+            raise PPOConfigError(f"{n_total} samples cannot make {cfg.num_minibatches} minibatches")
+        lr = self.learning_rate(self.updates_done, num_updates)
+        totals, count, norms, stopped = {}, 0, [], False
+        for _epoch in range(cfg.update_epochs):
+            order = self.rng.permutation(n_total)
+            for start in range(0, mb * cfg.num_minibatches, mb):
+                st = self.accumulate(order, start, start + mb)
+                norms.append(self.step(lr))
+                for key, val in st.items():
+                    totals[key] = totals.get(key, 0.0) + val
+                count += 1
+                if cfg.target_kl is not None and st["approx_kl"] > cfg.target_kl:
+                    stopped = True
+                    break
+            if stopped:
+                break
+        self.updates_done += 1
+        stats = {key: val / count for key, val in totals.items()}
+        y_pred = slab.value.astype(np.float64).ravel()
+        y_true = slab.returns.astype(np.float64).ravel()
+        var_y = float(np.var(y_true))
+        stats["explained_variance"] = float("nan") if var_y == 0 else 1.0 - float(np.var(y_true - y_pred)) / var_y
+        stats["grad_norm"] = float(np.mean(norms))
+        stats["learning_rate"] = lr
+        stats["minibatches"] = count
+        stats["early_stop"] = stopped
+        return stats
+
+    # ---- state, for checkpoints and the same-sum tests ------------------------
+    def get_state(self):
+        return {"params": self.policy.params.copy(), **{"adam_" + k: v for k, v in self.adam.state().items()},
+                "updates_done": np.array(self.updates_done, np.int64),
+                "rng": np.frombuffer(repr(self.rng.bit_generator.state).encode(), np.uint8).copy()}
+
+    def set_state(self, state):
+        import ast
+        self.policy.set_params(state["params"])
+        self.adam.load_state({"m": state["adam_m"], "v": state["adam_v"], "t": state["adam_t"]})
+        self.updates_done = int(state["updates_done"])
+        self.rng.bit_generator.state = ast.literal_eval(bytes(state["rng"]).decode())
