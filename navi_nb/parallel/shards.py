@@ -1,0 +1,191 @@
+"""Choosing the shard count (the Numba thread count) and reporting why.
+
+Results never depend on the shard count (docs/DETERMINISM.md), only speed
+does. ``choose_shards``:
+
+1. reads the cores the process may use (``cores.allowed_cores``);
+2. takes an explicit count (``shards`` argument, else ``NAVI_NB_SHARDS``) if
+   given, skipping the measurement; more than allowed is honoured with a
+   warning (threads then share cores: slower, same results);
+3. otherwise measures, for 1 .. allowed shards, a PPO minibatch accumulation
+   and a collection tick (the batched policy forward over all actors, plus an
+   optional ``tick`` callable), about ``budget_s`` seconds in all, and keeps
+   the fastest (a count within 3% of a smaller one loses to it: noise);
+4. sets Numba's thread count to the choice.
+
+What cannot change after import: Numba sizes its thread pool from
+``NUMBA_NUM_THREADS`` (default: ``os.cpu_count()``) when it first loads, and
+``numba.set_num_threads(k)`` only accepts ``k <= NUMBA_NUM_THREADS``. A
+request above that cap is clamped to it with a warning that says to set
+``NUMBA_NUM_THREADS`` before starting. BLAS threads are pinned to 1 by
+``navi_nb/__init__.py`` before NumPy loads (and again by ``learn/blas.py``).
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from navi_nb.errors import NaviError
+from navi_nb.parallel.cores import CoreReport, allowed_cores
+
+ENV_VAR = "NAVI_NB_SHARDS"
+
+
+class ShardError(NaviError):
+    """A bad shard request (not a positive integer)."""
+
+
+@dataclass
+class ShardReport:
+    cores: CoreReport
+    choice: int
+    reason: str
+    source: str                      # "measured", "argument", "NAVI_NB_SHARDS"
+    numba_max: int
+    rates: dict = field(default_factory=dict)     # shards -> {"accumulate": samples/s, "collect": actors/s}
+    warnings: list = field(default_factory=list)
+
+    def as_dict(self):
+        return {"cores": self.cores.as_dict(), "choice": self.choice, "reason": self.reason,
+                "source": self.source, "numba_max_threads": self.numba_max,
+                "rates": {int(k): v for k, v in self.rates.items()}, "warnings": list(self.warnings)}
+
+    def table(self):
+        from rich.table import Table
+
+        c = self.cores
+        t = Table(title="shards (learner and collection threads)", show_header=True)
+        t.add_column("what")
+        t.add_column("value")
+        t.add_row("os.cpu_count()", str(c.cpu_count))
+        t.add_row("affinity", f"{c.affinity_count} cpus")
+        t.add_row("cgroup", "none found" if c.cgroup_version is None else f"v{c.cgroup_version}")
+        t.add_row("quota (raw)", c.quota_raw if c.quota_raw is not None else "none (max / -1)")
+        t.add_row("quota (cores)", f"{c.quota_cores:g}" if c.quota_cores is not None else "unlimited")
+        t.add_row("allowed cores", str(c.allowed))
+        t.add_row("numba max threads", str(self.numba_max))
+        if self.rates:
+            for k in sorted(self.rates):
+                r = self.rates[k]
+                mark = "  <- chosen" if k == self.choice else ""
+                t.add_row(f"measured at {k}",
+                          f"PPO {r['accumulate']:,.0f} samples/s, collect {r['collect']:,.0f} actor-steps/s{mark}")
+        else:
+            t.add_row("measured", f"skipped ({self.source})")
+        t.add_row("choice", f"[bold]{self.choice}[/]")
+        t.add_row("reason", self.reason)
+        return t
+
+    def print(self, console=None):
+        from rich.console import Console
+
+        console = console or Console()
+        console.print(self.table())
+        for w in self.warnings:
+            console.print(f"[yellow]warning:[/] {w}")
+
+
+def _parse(value, where):
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ShardError(f"{where}: shard count must be a positive integer, got {value!r}")
+    return n
+
+
+def _set_threads(k):
+    import numba
+    numba.set_num_threads(int(k))
+
+
+def _time_call(fn, budget_s, min_reps=2):
+    """Median seconds of fn() over repeats that fit budget_s (after one warm call)."""
+    fn()
+    times = []
+    t_end = time.perf_counter() + budget_s
+    while len(times) < min_reps or (time.perf_counter() < t_end and len(times) < 50):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def measure(ppo, slab, minibatch_size, counts, budget_s=1.0, tick=None):
+    """{k: {"accumulate": samples/s, "collect": actor-steps/s}} for each count k."""
+    n = slab.n_samples
+    mb = max(1, min(int(minibatch_size or n), n))
+    ppo.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
+                   ("actions", "logp", "value", "advantages", "returns")})
+    order = np.arange(n, dtype=np.int64)
+    obs0 = np.ascontiguousarray(slab.obs[0])
+    policy = ppo.policy
+    # ppo.grad is scratch (every accumulate overwrites it): timing it changes no state
+    per = budget_s / max(1, 2 * len(counts))
+    rates = {}
+    for k in counts:
+        _set_threads(k)
+        t_acc = _time_call(lambda: ppo.accumulate(order, 0, mb), per)
+
+        def collect():
+            policy.forward(obs0)
+            if tick is not None:
+                tick()
+        t_col = _time_call(collect, per)
+        rates[k] = {"accumulate": mb / t_acc, "collect": obs0.shape[0] / t_col,
+                    "t_accumulate_s": t_acc, "t_collect_s": t_col}
+    return rates
+
+
+def choose_shards(shards=None, ppo=None, slab=None, minibatch_size=None, tick=None, budget_s=1.0,
+                  root="/", cores=None):
+    """Pick and set the shard count; returns a ShardReport (``.print(console)``)."""
+    import numba
+
+    cores = cores or allowed_cores(root)
+    cap = int(numba.config.NUMBA_NUM_THREADS)
+    warnings = []
+    source = None
+    if shards is not None and int(shards) > 0:
+        want, source = _parse(shards, "--shards"), "argument"
+    elif os.environ.get(ENV_VAR, "").strip():
+        want, source = _parse(os.environ[ENV_VAR], ENV_VAR), ENV_VAR
+    if source is not None:
+        choice = want
+        reason = f"{want} shards asked for ({source}); measurement skipped"
+        if want > cores.allowed:
+            warnings.append(f"{want} shards asked for but only {cores.allowed} cores are allowed "
+                            f"({cores.reason}): threads will share cores and run slower "
+                            "(the results are the same)")
+        if want > cap:
+            choice = cap
+            warnings.append(f"{want} shards asked for but Numba's pool has {cap} threads "
+                            f"(NUMBA_NUM_THREADS, fixed at import): using {cap}; set "
+                            f"NUMBA_NUM_THREADS={want} before starting to allow more")
+            reason += f"; clamped to Numba's {cap} threads"
+        _set_threads(choice)
+        return ShardReport(cores, choice, reason, source, cap, {}, warnings)
+
+    top = max(1, min(cores.allowed, cap))
+    counts = list(range(1, top + 1))
+    if ppo is None or slab is None or len(counts) == 1:
+        choice = top
+        reason = (f"{cores.reason}; " + ("one candidate, nothing to measure" if len(counts) == 1
+                                         else "no learner given to measure: using all allowed"))
+        _set_threads(choice)
+        return ShardReport(cores, choice, reason, "allowed", cap, {}, warnings)
+    rates = measure(ppo, slab, minibatch_size, counts, budget_s, tick)
+
+    def cost(k):  # seconds per (one minibatch + one collection tick)
+        return rates[k]["t_accumulate_s"] + rates[k]["t_collect_s"]
+    choice = counts[0]
+    for k in counts[1:]:
+        if cost(k) < 0.97 * cost(choice):
+            choice = k
+    reason = f"{cores.reason}; {choice} shard{'s' if choice > 1 else ''} measured fastest"
+    _set_threads(choice)
+    return ShardReport(cores, choice, reason, "measured", cap, rates, warnings)
