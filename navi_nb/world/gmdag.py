@@ -123,6 +123,52 @@ def nb_leaf_distance(word, half_table):
     return d
 
 
+ROUND_NEAREST = 0  # nearest half float, ties to even (as NumPy's astype)
+ROUND_TOWARD_ZERO = 1  # never grows the magnitude: a bound stays a bound
+HALF_MAX_BITS = 0x7BFF  # 65504, the largest finite half
+
+
+@njit(inline="always", cache=True)
+def nb_half_bits(x, mode, half_table):
+    """float16 bit pattern of a finite float64 `x` (magnitudes clamp at 65504).
+
+    Positive half patterns 0x0000..0x7BFF increase with their value, so a
+    binary search over `half_table` finds the largest one not above |x|.
+    """
+    a = abs(x)
+    lo = 0
+    hi = HALF_MAX_BITS
+    if a >= half_table[HALF_MAX_BITS]:
+        lo = HALF_MAX_BITS
+    else:
+        while hi - lo > 1:  # invariant: table[lo] <= a < table[hi]
+            mid = (lo + hi) >> 1
+            if half_table[mid] <= a:
+                lo = mid
+            else:
+                hi = mid
+        if mode == ROUND_NEAREST:
+            below = a - half_table[lo]
+            above = half_table[hi] - a
+            if above < below or (above == below and (lo & 1) == 1):
+                lo = hi
+    if x < 0.0 and lo != 0:
+        lo |= 0x8000
+    return lo
+
+
+@njit(inline="always", cache=True)
+def nb_encode_leaf(semantic, distance, mode, half_table):
+    """Leaf word from a semantic id (0..65535) and a distance in metres."""
+    return (np.uint64(1) << np.uint64(63)) | (np.uint64(semantic & 0xFFFF) << np.uint64(16)) \
+        | np.uint64(nb_half_bits(distance, mode, half_table))
+
+
+@njit(inline="always", cache=True)
+def nb_encode_inner(mask, child_base):
+    return (np.uint64(mask & 0xFF) << np.uint64(55)) | np.uint64(child_base & 0xFFFFFFFF)
+
+
 # --------------------------------------------------------------------------
 # encoders (vectorised, Python side)
 # --------------------------------------------------------------------------

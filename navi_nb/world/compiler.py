@@ -1,0 +1,391 @@
+"""Compile a signed-distance field (scene, mesh, anything with `.evaluate`) into a `.gmdag`.
+
+Method (docs/COMPILER.md): level-synchronous top-down subdivision of the
+world cube. At each level the field is evaluated at the centres of the
+candidate cells (batched). A cell of half-diagonal ``hd`` whose centre value
+``d`` has ``|d| < hd + band`` may hold a surface (or lie in the
+interpolation stencil of a point that is near one) and is subdivided down to
+voxel level; other cells collapse into one leaf:
+
+- solid (``d < 0``): ``-(|d| - hd)``, magnitude rounded toward zero;
+- free, ``d >= 4 hd``: ``d - hd`` rounded down to a quarter of ``hd`` (a
+  lower bound >= half the true distance anywhere in the cell);
+- free but weaker: subdivided further (never pruned: a pruned octant makes
+  point queries answer the distance to its boundary, useless for collision);
+- free and entirely outside the region of interest: pruned (clear mask bit).
+
+Voxel leaves hold the field at the voxel centre (nearest half float) with
+the surface class as semantic id when ``|d| <= semantic_band`` (else 0).
+Then identical leaves and subtrees are shared bottom-up through hash tables
+with exact comparison, and the DAG is emitted with the root at word 0.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from numba import njit, prange
+
+from navi_nb.errors import NaviError
+from navi_nb.world import gmdag
+from navi_nb.world.gmdag import (HALF_TO_FLOAT, ROUND_NEAREST, ROUND_TOWARD_ZERO, World, nb_encode_inner,
+                                 nb_encode_leaf)
+
+COMPILER_VERSION = 1
+BAND_VOXELS = 3.0  # subdivision band; >= 2 + sqrt(3)/2 keeps interpolation stencils at voxel level
+SEMANTIC_BAND_VOXELS = 2.0  # voxel leaves this close to a surface carry its class
+MARGIN_VOXELS = 4  # default empty voxels between the region of interest and the cube faces
+COLLAPSE_FACTOR = 4.0  # free cells collapse when d >= 4 hd
+EVAL_CHUNK = 1 << 18  # points per field.evaluate call (bounds peak memory)
+
+KIND_LEAF, KIND_INNER, KIND_PRUNED = 0, 1, 2
+
+
+class CompileError(NaviError, ValueError):
+    """Bad compiler input (resolution, bounds, field output)."""
+
+
+# --------------------------------------------------------------------------
+# kernels
+# --------------------------------------------------------------------------
+
+@njit(parallel=True, cache=True)
+def _centres(coords, cell_metres, bmin, out):
+    """World centres (N,3) float64 of cells with integer coords (N,3)."""
+    for i in prange(coords.shape[0]):
+        for a in range(3):
+            out[i, a] = bmin[a] + (coords[i, a] + 0.5) * cell_metres
+
+
+@njit(parallel=True, cache=True)
+def _classify(d, cls, coords, cell_metres, bmin, roi_lo, roi_hi, finest, voxel, band, sem_band,
+              half_table, kind, word):
+    """Decide each cell: leaf (word), inner (subdivide) or pruned. See module doc."""
+    hd = cell_metres * math.sqrt(3.0) * 0.5
+    for i in prange(d.shape[0]):
+        v = d[i]
+        if finest:
+            sem = 0
+            if abs(v) <= sem_band:
+                sem = cls[i]
+                if sem <= 0 or sem > 0xFFFF:
+                    sem = 1
+            kind[i] = 0
+            word[i] = nb_encode_leaf(sem, v, ROUND_NEAREST, half_table)
+        elif abs(v) < hd + band:
+            kind[i] = 1
+        elif v < 0.0:
+            kind[i] = 0
+            word[i] = nb_encode_leaf(0, -(abs(v) - hd), ROUND_TOWARD_ZERO, half_table)
+        else:
+            outside = False
+            for a in range(3):
+                lo = bmin[a] + coords[i, a] * cell_metres
+                if lo + cell_metres < roi_lo[a] or lo > roi_hi[a]:
+                    outside = True
+            if outside:
+                kind[i] = 2
+            elif v >= COLLAPSE_FACTOR * hd:
+                q = 0.25 * hd
+                kind[i] = 0
+                word[i] = nb_encode_leaf(0, math.floor((v - hd) / q) * q, ROUND_TOWARD_ZERO, half_table)
+            else:
+                kind[i] = 1
+
+
+@njit(cache=True)
+def _children(coords, kind, n_inner):
+    """Integer coords of the 8 children of every inner cell, octant order."""
+    out = np.empty((8 * n_inner, 3), dtype=np.int32)
+    j = 0
+    for i in range(coords.shape[0]):
+        if kind[i] == 1:
+            for k in range(8):
+                out[j, 0] = 2 * coords[i, 0] + (k & 1)
+                out[j, 1] = 2 * coords[i, 1] + ((k >> 1) & 1)
+                out[j, 2] = 2 * coords[i, 2] + ((k >> 2) & 1)
+                j += 1
+    return out
+
+
+@njit(inline="always", cache=True)
+def _mix(h, v):
+    h ^= v + np.uint64(0x9E3779B97F4A7C15) + (h << np.uint64(6)) + (h >> np.uint64(2))
+    return h
+
+
+@njit(cache=True)
+def _dedup_level(kind, word, child_ref, leaf_words, n_leaf, leaf_table, inner_kids, n_inner, inner_table, ref):
+    """Canonical ids for one level's cells (bottom-up).
+
+    ref[i]: -1 pruned, -(leaf_uid + 2) leaf, inner_uid >= 0 inner. Leaves are
+    looked up by word, inner cells by their 8 child refs (exact compare).
+    Returns (n_leaf, n_inner), or (-1, -1) when a table needs to grow.
+    """
+    lmask = leaf_table.shape[0] - 1
+    imask = inner_table.shape[0] - 1
+    j = 0  # rank among inner cells of this level
+    for i in range(kind.shape[0]):
+        k = kind[i]
+        if k == 2:
+            ref[i] = -1
+        elif k == 0:
+            w = word[i]
+            h = (w * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(20)
+            slot = np.int64(h & np.uint64(lmask))
+            while True:
+                u = leaf_table[slot]
+                if u < 0:
+                    if 2 * (n_leaf + 1) > leaf_table.shape[0] or n_leaf >= leaf_words.shape[0]:
+                        return -1, -1
+                    leaf_table[slot] = n_leaf
+                    leaf_words[n_leaf] = w
+                    ref[i] = -(n_leaf + 2)
+                    n_leaf += 1
+                    break
+                if leaf_words[u] == w:
+                    ref[i] = -(u + 2)
+                    break
+                slot = (slot + 1) & lmask
+        else:
+            h = np.uint64(0)
+            for c in range(8):
+                h = _mix(h, np.uint64(child_ref[8 * j + c] + 3))
+            slot = np.int64(h & np.uint64(imask))
+            while True:
+                u = inner_table[slot]
+                if u < 0:
+                    if 2 * (n_inner + 1) > inner_table.shape[0] or n_inner >= inner_kids.shape[0]:
+                        return -1, -1
+                    inner_table[slot] = n_inner
+                    for c in range(8):
+                        inner_kids[n_inner, c] = child_ref[8 * j + c]
+                    ref[i] = n_inner
+                    n_inner += 1
+                    break
+                same = True
+                for c in range(8):
+                    if inner_kids[u, c] != child_ref[8 * j + c]:
+                        same = False
+                        break
+                if same:
+                    ref[i] = u
+                    break
+                slot = (slot + 1) & imask
+            j += 1
+    return n_leaf, n_inner
+
+
+@njit(cache=True)
+def _emit(inner_kids, n_inner, leaf_words, n_leaf, root_ref):
+    """Node words: inner nodes (root first), then leaves, then slot runs."""
+    n_slots = 0
+    for u in range(n_inner):
+        for c in range(8):
+            if inner_kids[u, c] != -1:
+                n_slots += 1
+    nodes = np.empty(n_inner + n_leaf + n_slots, dtype=np.uint64)
+    for l in range(n_leaf):
+        nodes[n_inner + l] = leaf_words[l]
+    base = n_inner + n_leaf
+    # word index of inner uid u is n_inner - 1 - u (root was created last)
+    for w in range(n_inner):
+        u = n_inner - 1 - w
+        mask = 0
+        count = 0
+        for c in range(8):
+            r = inner_kids[u, c]
+            if r != -1:
+                mask |= 1 << c
+                if r >= 0:
+                    idx = n_inner - 1 - r
+                else:
+                    idx = n_inner + (-r - 2)
+                nodes[base + count] = np.uint64(idx)
+                count += 1
+        nodes[w] = nb_encode_inner(mask, base)
+        base += count
+    return nodes
+
+
+# --------------------------------------------------------------------------
+# driver
+# --------------------------------------------------------------------------
+
+def fit_cube(bounds_min, bounds_max, resolution, margin=None):
+    """(bmin float32 (3,), voxel_size float32) of a cube around the bounds.
+
+    margin: metres of space kept around the bounds on every side; None keeps
+    MARGIN_VOXELS voxels.
+    """
+    lo = np.asarray(bounds_min, dtype=np.float64)
+    hi = np.asarray(bounds_max, dtype=np.float64)
+    ext = float(np.max(hi - lo))
+    if margin is None:
+        side = ext * resolution / (resolution - 2 * MARGIN_VOXELS)
+    else:
+        side = ext + 2.0 * float(margin)
+    voxel = np.float32(side / resolution)
+    while float(voxel) * resolution < side:
+        voxel = np.nextafter(voxel, np.float32(np.inf))
+    centre = (lo + hi) / 2
+    bmin = (centre - float(voxel) * resolution / 2).astype(np.float32)
+    return bmin, voxel
+
+
+def _check_args(bounds_min, bounds_max, resolution, margin):
+    if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)):
+        raise CompileError(f"resolution must be an integer, got {resolution!r}")
+    resolution = int(resolution)
+    if resolution < 16 or resolution > 8192 or resolution & (resolution - 1):
+        raise CompileError(f"resolution must be a power of two in 16..8192, got {resolution}")
+    lo = np.asarray(bounds_min, dtype=np.float64).reshape(-1)
+    hi = np.asarray(bounds_max, dtype=np.float64).reshape(-1)
+    if lo.shape != (3,) or hi.shape != (3,) or not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+        raise CompileError(f"bounds must be two finite 3-vectors, got {bounds_min!r}, {bounds_max!r}")
+    if np.any(hi <= lo):
+        raise CompileError(f"bounds are empty: min {lo.tolist()} max {hi.tolist()}")
+    if margin is not None and not (np.isfinite(margin) and margin >= 0):
+        raise CompileError(f"margin must be a finite number >= 0, got {margin!r}")
+    return lo, hi, resolution
+
+
+def _evaluate(field, centres):
+    d, c = field.evaluate(centres)
+    d = np.asarray(d, dtype=np.float64).reshape(-1)
+    c = np.asarray(c).reshape(-1).astype(np.int64)
+    if d.shape[0] != centres.shape[0] or c.shape[0] != centres.shape[0]:
+        raise CompileError("field.evaluate returned arrays of the wrong length")
+    if not np.all(np.isfinite(d)):
+        raise CompileError("field.evaluate returned non-finite distances")
+    return d, c
+
+
+def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None, band=BAND_VOXELS,
+                  semantic_band=SEMANTIC_BAND_VOXELS, sidecar=None, progress=None) -> World:
+    """Compile any field with ``.evaluate(points (N,3) float64) -> (sdf, class)``.
+
+    bounds_min/max: the region of interest (metres); the world cube is fitted
+    around it with `margin` metres (None: MARGIN_VOXELS voxels). band and
+    semantic_band are in voxels. progress: optional callable(depth, depths,
+    cells_at_depth). Returns a validated World with a sidecar dict.
+    """
+    lo, hi, resolution = _check_args(bounds_min, bounds_max, resolution, margin)
+    t0 = time.perf_counter()
+    bmin, voxel = fit_cube(lo, hi, resolution, margin)
+    h = float(voxel)
+    bmin64 = bmin.astype(np.float64)
+    depths = int(round(math.log2(resolution)))
+    band_m = band * h
+    sem_m = semantic_band * h
+
+    kinds, words = [], []
+    coords = np.zeros((1, 3), dtype=np.int32)
+    for depth in range(depths + 1):
+        n = coords.shape[0]
+        cell = h * (resolution >> depth)
+        kind = np.empty(n, dtype=np.int8)
+        word = np.zeros(n, dtype=np.uint64)
+        for s in range(0, n, EVAL_CHUNK):
+            e = min(n, s + EVAL_CHUNK)
+            cen = np.empty((e - s, 3), dtype=np.float64)
+            _centres(coords[s:e], cell, bmin64, cen)
+            d, c = _evaluate(field, cen)
+            _classify(d, c, coords[s:e], cell, bmin64, lo, hi, depth == depths, h, band_m, sem_m,
+                      HALF_TO_FLOAT, kind[s:e], word[s:e])
+        kinds.append(kind)
+        words.append(word)
+        if progress is not None:
+            progress(depth, depths, n)
+        n_inner = int(np.count_nonzero(kind == KIND_INNER))
+        if depth == depths or n_inner == 0:
+            break
+        coords = _children(coords, kind, n_inner)
+    del coords
+
+    nodes = _dedup(kinds, words)
+    world = World(resolution=resolution, bmin=bmin, voxel_size=float(voxel), nodes=nodes)
+    gmdag.validate_world(world)
+    world.sidecar = dict(sidecar or {})
+    world.sidecar.setdefault("class_names", ["none", "surface"])
+    world.sidecar.setdefault("spawn_points", [])
+    world.sidecar["bounds_of_interest"] = [lo.tolist(), hi.tolist()]
+    world.sidecar["compiler"] = {"version": COMPILER_VERSION, "resolution": resolution, "band_voxels": band,
+                                 "semantic_band_voxels": semantic_band,
+                                 "margin": None if margin is None else float(margin),
+                                 "seconds": round(time.perf_counter() - t0, 4)}
+    return world
+
+
+def _dedup(kinds, words):
+    """Bottom-up sharing of identical leaves and subtrees; returns node words."""
+    total = sum(k.shape[0] for k in kinds)
+    n_inner_cells = sum(int(np.count_nonzero(k == KIND_INNER)) for k in kinds)
+    leaf_cap = 1 << 12
+    inner_cap = 1 << max(4, int(math.ceil(math.log2(max(2, 2 * n_inner_cells)))))
+    while True:
+        leaf_table = np.full(leaf_cap, -1, dtype=np.int64)
+        leaf_words = np.empty(leaf_cap // 2, dtype=np.uint64)
+        inner_table = np.full(inner_cap, -1, dtype=np.int64)
+        inner_kids = np.empty((max(1, min(n_inner_cells, inner_cap // 2)), 8), dtype=np.int32)
+        n_leaf = n_inner = 0
+        child_ref = np.empty(0, dtype=np.int32)
+        ok = True
+        for depth in range(len(kinds) - 1, -1, -1):
+            ref = np.empty(kinds[depth].shape[0], dtype=np.int32)
+            n_leaf, n_inner = _dedup_level(kinds[depth], words[depth], child_ref, leaf_words, n_leaf,
+                                           leaf_table, inner_kids, n_inner, inner_table, ref)
+            if n_leaf < 0:
+                ok = False
+                break
+            child_ref = ref
+        if ok:
+            break
+        leaf_cap *= 4  # only the leaf table can fill up: the inner one is sized for every inner cell
+        if leaf_cap > 4 * total + (1 << 12):
+            inner_cap *= 2
+    root = int(child_ref[0])
+    if root == -1:  # the whole cube is free and outside the region of interest
+        return np.array([gmdag.encode_leaf(0, 0.0)], dtype=np.uint64)
+    if root < -1:
+        return leaf_words[-root - 2:-root - 1].copy()
+    return _emit(inner_kids, n_inner, leaf_words, n_leaf, root)
+
+
+def compile_scene(name_or_scene="house", resolution=128, seed=0, *, margin=None, progress=None) -> World:
+    """Compile a built-in scene (name or Scene) from its analytic field."""
+    from navi_nb.world.scenes import Scene, get_scene
+
+    scene = name_or_scene if isinstance(name_or_scene, Scene) else get_scene(name_or_scene, seed)
+    world = compile_field(scene, scene.bounds_min, scene.bounds_max, resolution, margin=margin,
+                          sidecar=scene.sidecar(), progress=progress)
+    world.source = f"<scene {scene.name} @ {resolution}>"
+    return world
+
+
+def compile_mesh(mesh_or_path, resolution=256, margin=None, *, progress=None, name=None) -> World:
+    """Compile a triangle mesh (Mesh, (vertices, faces) pair, or a file path).
+
+    Distances are signed where the mesh is closed (MeshField decides inside
+    from outside); semantic id 1 marks the surface band.
+    """
+    from navi_nb.world.mesh_field import MeshField
+
+    if isinstance(mesh_or_path, (str, bytes)) or hasattr(mesh_or_path, "__fspath__"):
+        from navi_nb.world.mesh_io import read_mesh
+
+        name = name or str(mesh_or_path)
+        mesh = read_mesh(mesh_or_path)
+        vertices, faces = mesh.vertices, mesh.faces
+    elif isinstance(mesh_or_path, tuple):
+        vertices, faces = mesh_or_path
+    else:
+        vertices, faces = mesh_or_path.vertices, mesh_or_path.faces
+    field = MeshField(vertices, faces)
+    sidecar = {"scene": name or "mesh", "class_names": ["none", "surface"], "spawn_points": [],
+               "triangles": int(np.asarray(faces).shape[0]), "closed": bool(getattr(field, "closed", False))}
+    world = compile_field(field, field.bounds_min, field.bounds_max, resolution, margin=margin,
+                          sidecar=sidecar, progress=progress)
+    world.source = f"<mesh {name or 'mesh'} @ {resolution}>"
+    return world
