@@ -58,6 +58,12 @@ def _centres(coords, cell_metres, bmin, out):
             out[i, a] = bmin[a] + (coords[i, a] + 0.5) * cell_metres
 
 
+@njit(inline="always", cache=True)
+def _pow2_floor(x):
+    """Largest power of two <= x (x > 0): coarse values so equal leaves repeat."""
+    return 2.0 ** math.floor(math.log2(x))
+
+
 @njit(parallel=True, cache=True)
 def _classify(d, cls, coords, cell_metres, bmin, roi_lo, roi_hi, finest, voxel, band, sem_band,
               half_table, kind, word):
@@ -77,7 +83,7 @@ def _classify(d, cls, coords, cell_metres, bmin, roi_lo, roi_hi, finest, voxel, 
             kind[i] = 1
         elif v < 0.0:
             kind[i] = 0
-            word[i] = nb_encode_leaf(0, -(abs(v) - hd), ROUND_TOWARD_ZERO, half_table)
+            word[i] = nb_encode_leaf(0, -_pow2_floor(abs(v) - hd), ROUND_TOWARD_ZERO, half_table)
         else:
             outside = False
             for a in range(3):
@@ -234,6 +240,18 @@ def fit_cube(bounds_min, bounds_max, resolution, margin=None):
     return bmin, voxel
 
 
+def _explicit_cube(cube, resolution):
+    try:
+        cmin = np.asarray(cube[0], dtype=np.float64).reshape(3)
+        side = float(cube[1])
+    except (TypeError, ValueError, IndexError) as exc:
+        raise CompileError(f"cube must be (minimum corner (3,), side), got {cube!r}") from exc
+    if not (np.all(np.isfinite(cmin)) and np.isfinite(side) and side > 0):
+        raise CompileError(f"cube must be finite with a positive side, got {cube!r}")
+    voxel = np.float32(side / resolution)
+    return cmin.astype(np.float32), voxel
+
+
 def _check_args(bounds_min, bounds_max, resolution, margin):
     if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)):
         raise CompileError(f"resolution must be an integer, got {resolution!r}")
@@ -262,18 +280,22 @@ def _evaluate(field, centres):
     return d, c
 
 
-def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None, band=BAND_VOXELS,
-                  semantic_band=SEMANTIC_BAND_VOXELS, sidecar=None, progress=None) -> World:
+def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None, cube=None,
+                  band=BAND_VOXELS, semantic_band=SEMANTIC_BAND_VOXELS, sidecar=None, progress=None) -> World:
     """Compile any field with ``.evaluate(points (N,3) float64) -> (sdf, class)``.
 
     bounds_min/max: the region of interest (metres); the world cube is fitted
-    around it with `margin` metres (None: MARGIN_VOXELS voxels). band and
+    around it with `margin` metres (None: MARGIN_VOXELS voxels), unless
+    cube = (minimum corner (3,), side) gives it explicitly. band and
     semantic_band are in voxels. progress: optional callable(depth, depths,
     cells_at_depth). Returns a validated World with a sidecar dict.
     """
     lo, hi, resolution = _check_args(bounds_min, bounds_max, resolution, margin)
     t0 = time.perf_counter()
-    bmin, voxel = fit_cube(lo, hi, resolution, margin)
+    if cube is None:
+        bmin, voxel = fit_cube(lo, hi, resolution, margin)
+    else:
+        bmin, voxel = _explicit_cube(cube, resolution)
     h = float(voxel)
     bmin64 = bmin.astype(np.float64)
     depths = int(round(math.log2(resolution)))
@@ -354,11 +376,18 @@ def _dedup(kinds, words):
 
 
 def compile_scene(name_or_scene="house", resolution=128, seed=0, *, margin=None, progress=None) -> World:
-    """Compile a built-in scene (name or Scene) from its analytic field."""
+    """Compile a built-in scene (name or Scene) from its analytic field.
+
+    The cube is the scene's own (cube_min, cube_side) unless `margin` (metres)
+    asks for a cube fitted around its region of interest.
+    """
     from navi_nb.world.scenes import Scene, get_scene
 
     scene = name_or_scene if isinstance(name_or_scene, Scene) else get_scene(name_or_scene, seed)
-    world = compile_field(scene, scene.bounds_min, scene.bounds_max, resolution, margin=margin,
+    cube = None
+    if margin is None and scene.cube_min is not None:
+        cube = (scene.cube_min, scene.cube_side)
+    world = compile_field(scene, scene.bounds_min, scene.bounds_max, resolution, margin=margin, cube=cube,
                           sidecar=scene.sidecar(), progress=progress)
     world.source = f"<scene {scene.name} @ {resolution}>"
     return world

@@ -26,6 +26,13 @@ NONE, FLOOR, WALL, CEILING, OBSTACLE, PILLAR = range(6)
 HEIGHT = 3.0
 SPAWN_HEIGHT = 1.0  # spawn points sit 1 m above the floor
 SPAWN_CLEARANCE = 0.5  # metres of free space around every spawn point
+EMBED = 1.0  # metres solids reach into floor, ceiling and outer walls
+CUBE_SIDE = 16.0  # every built-in scene compiles in this cube: 0.125 m voxels at 128
+CUBE_MIN = (-8.0, HEIGHT / 2 - 8.0, -8.0)
+# Geometry sits on a 0.125 m grid; walls and obstacles are >= 0.75 m thick,
+# round parts >= 0.375 m in radius and free gaps >= 0.75 m wide, so no thin
+# ridge of the field (where interpolation errs most) lies within two voxels
+# of a surface at resolution 128.
 
 SCENES = {
     "box": "an empty 8 x 6 m room",
@@ -53,6 +60,11 @@ class Scene:
     class_names: list = field(default_factory=lambda: list(CLASS_NAMES))
     spawn_points: np.ndarray = None  # (S, 3) float32
     seed: int = 0
+    # the world cube to compile into: minimum corner and side (metres). Built-in
+    # scenes use CUBE_MIN / CUBE_SIDE so their faces sit on voxel boundaries at
+    # every resolution >= 128 (equal surfaces then give equal subtrees).
+    cube_min: np.ndarray = None
+    cube_side: float = None
 
     def evaluate(self, points):
         """(sdf float64 (N,), class int32 (N,)) at points (N,3); metres, negative in solid."""
@@ -95,15 +107,17 @@ def _room(lo, hi):
     return [box_min_max(lo, hi, WALL, bottom=FLOOR, top=CEILING), op(OP_COMPLEMENT)]
 
 
-def _wall(axis, at, lo, hi, doors=(), thickness=0.4, door_height=2.1):
+def _wall(axis, at, lo, hi, doors=(), thickness=0.75, door_height=2.125):
     """Solid boxes of a floor-to-ceiling wall with doorway gaps.
 
     axis "x": the wall runs along x at z = at from x = lo to hi; "z": along z
-    at x = at. doors: (centre, width) along the run. Boxes reach 0.2 m into
-    the floor and ceiling, so no faces are coplanar.
+    at x = at. doors: (centre, width) along the run. Boxes reach EMBED into
+    the floor and ceiling (and runs should reach EMBED into the outer walls),
+    so no faces are coplanar and the creases a union leaves inside solid stay
+    farther than a few voxels from the surface.
     """
     t = thickness / 2
-    y0, y1 = -0.2, HEIGHT + 0.2
+    y0, y1 = -EMBED, HEIGHT + EMBED
     cuts = sorted((c - w / 2, c + w / 2) for c, w in doors)
     spans, start = [], lo
     for a, b in cuts:
@@ -114,7 +128,7 @@ def _wall(axis, at, lo, hi, doors=(), thickness=0.4, door_height=2.1):
     rows = []
     for s in spans:
         if s[0] == "lintel":
-            a, b, ya = s[1], s[2], door_height
+            a, b, ya = s[1] - t, s[2] + t, door_height  # overlap the posts: no seam inside solid
             if ya >= y1:
                 continue
         else:
@@ -157,7 +171,7 @@ def _spawn_points(scene, spacing=1.0, rng=None, count=None):
 def _finish(name, rows, lo, hi, seed, spacing=1.0):
     s = Scene(name=name, description=SCENES[name], program=_program(rows),
               bounds_min=np.asarray(lo, dtype=np.float64), bounds_max=np.asarray(hi, dtype=np.float64),
-              seed=seed)
+              seed=seed, cube_min=np.array(CUBE_MIN, dtype=np.float64), cube_side=CUBE_SIDE)
     s.spawn_points = _spawn_points(s, spacing)
     if len(s.spawn_points) == 0:
         raise SceneError(f"scene {name!r} (seed {seed}) has no free spawn point")
@@ -178,35 +192,36 @@ def _pillars(seed):
     rows = [_room(lo, hi)]
     for x in (-3.0, 0.0, 3.0):
         for z in (-2.5, 0.0, 2.5):
-            rows.append(cylinder([x, -0.5, z], [x, HEIGHT + 0.5, z], 0.35, PILLAR))
+            rows.append(cylinder([x, -EMBED, z], [x, HEIGHT + EMBED, z], 0.375, PILLAR))
     return _finish("pillars", rows, lo, hi, seed)
 
 
 def _house(seed):
-    lo, hi = [-8.0, 0.0, -6.0], [8.0, HEIGHT, 6.0]
+    # west wing (x < -2): two rooms split at z = 0; hall -2 < x < 2.5; east wing split at z = 1
+    lo, hi = [-7.5, 0.0, -5.5], [7.5, HEIGHT, 5.5]
+    e, w = EMBED, 1.25
     rows = [_room(lo, hi)]
-    # west wing (x < -2): two rooms split at z = 0; hall -2 < x < 3; east wing split at z = 1
-    rows += _wall("z", -2.0, -6.2, 6.2, doors=[(-3.5, 1.2), (3.0, 1.2)])
-    rows += _wall("x", 0.0, -8.2, -2.0, doors=[(-5.0, 1.2)])
-    rows += _wall("z", 3.0, -6.2, 6.2, doors=[(-2.0, 1.2), (4.0, 1.2)])
-    rows += _wall("x", 1.0, 3.0, 8.2, doors=[(5.5, 1.2)])
-    rows += _wall("x", -3.0, 3.0, 5.0)  # a closet wall stub in the south-east room
-    # furniture (rounded, so no knife edges)
-    rows.append(box_min_max([-7.0, -0.1, -5.0], [-5.2, 0.75, -4.0], OBSTACLE, rounding=0.08))  # table
-    rows.append(box_min_max([-7.6, -0.1, 2.0], [-6.8, 0.9, 4.5], OBSTACLE, rounding=0.15))  # sofa
-    rows.append(sphere([-4.0, 0.45, 4.8], 0.45, OBSTACLE))  # ball
-    rows.append(cylinder([0.5, -0.1, 4.5], [0.5, 1.0, 4.5], 0.4, OBSTACLE))  # barrel
-    rows.append(capsule([5.0, 0.3, -5.0], [7.0, 0.3, -4.2], 0.3, OBSTACLE))  # log
-    rows.append(box_min_max([5.0, -0.1, 3.0], [7.2, 0.5, 5.2], OBSTACLE, rounding=0.1))  # bed
-    rows.append(cylinder([-0.5, -0.5, -3.0], [-0.5, HEIGHT + 0.5, -3.0], 0.3, PILLAR))
+    rows += _wall("z", -2.0, -5.5 - e, 5.5 + e, doors=[(-3.0, w), (2.5, w)])
+    rows += _wall("x", 0.0, -7.5 - e, -2.0, doors=[(-5.0, w)])
+    rows += _wall("z", 2.5, -5.5 - e, 5.5 + e, doors=[(-2.0, w), (3.0, w)])
+    rows += _wall("x", 1.0, 2.5, 7.5 + e, doors=[(5.0, w)])
+    rows += _wall("x", -2.75, 2.5, 4.5)  # a wall stub in the south-east room
+    # furniture: edges rounded by one voxel at 128, nothing thinner than 3 voxels
+    rows.append(box_min_max([-6.75, -e, -4.75], [-5.0, 0.75, -3.75], OBSTACLE, rounding=0.125))  # table
+    rows.append(box_min_max([-6.75, -e, 2.0], [-6.0, 0.875, 4.25], OBSTACLE, rounding=0.125))  # sofa
+    rows.append(cylinder([-4.0, -e, 4.5], [-4.0, 0.5, 4.5], 0.375, OBSTACLE))  # stool
+    rows.append(cylinder([0.0, -e, 4.5], [0.0, 1.0, 4.5], 0.375, OBSTACLE))  # barrel
+    rows.append(capsule([4.5, 1.125, -4.5], [6.5, 1.125, -4.5], 0.375, OBSTACLE))  # rail
+    rows.append(box_min_max([4.5, -e, 2.75], [6.75, 0.5, 4.75], OBSTACLE, rounding=0.125))  # bed
+    rows.append(cylinder([-0.25, -e, -3.0], [-0.25, HEIGHT + e, -3.0], 0.375, PILLAR))
     return _finish("house", rows, lo, hi, seed)
 
 
-def _maze(seed, n=5, cell=2.4, thickness=0.4):
+def _maze(seed, n=5, cell=2.5, thickness=0.75):
     rng = np.random.default_rng(seed)
     size = n * cell
     lo, hi = [-size / 2, 0.0, -size / 2], [size / 2, HEIGHT, size / 2]
-    # depth-first maze over n x n cells; open[(a, b)] for removed walls
+    # depth-first maze over n x n cells; `opened` holds the removed walls
     seen = np.zeros((n, n), dtype=bool)
     opened = set()
     stack = [(0, 0)]
@@ -224,22 +239,26 @@ def _maze(seed, n=5, cell=2.4, thickness=0.4):
         stack.append(a)
     rows = [_room(lo, hi)]
     x0 = lo[0]
-    gap = 1.2  # opening width in a removed wall's place: walls are cut, posts stay
+    gap = 1.25  # a removed wall leaves an opening this wide (posts stay)
+
+    def ext(k):  # runs reach EMBED into the outer walls, thickness / 2 past inner posts
+        return EMBED if k in (0, n) else thickness / 2
+
     for i in range(n):
         for j in range(n):
-            # wall on the +x side of cell (i, j), and on the +z side
+            # the wall on the +x side of cell (i, j), and the one on its +z side
             if i + 1 < n:
                 at = x0 + (i + 1) * cell
                 c = x0 + (j + 0.5) * cell
                 doors = [(c, gap)] if frozenset([(i, j), (i + 1, j)]) in opened else []
-                rows += _wall("z", at, c - cell / 2 - thickness / 2, c + cell / 2 + thickness / 2,
-                              doors=doors, thickness=thickness, door_height=HEIGHT + 1.0)
+                rows += _wall("z", at, c - cell / 2 - ext(j), c + cell / 2 + ext(j + 1),
+                              doors=doors, thickness=thickness, door_height=HEIGHT + EMBED)
             if j + 1 < n:
                 at = x0 + (j + 1) * cell
                 c = x0 + (i + 0.5) * cell
                 doors = [(c, gap)] if frozenset([(i, j), (i, j + 1)]) in opened else []
-                rows += _wall("x", at, c - cell / 2 - thickness / 2, c + cell / 2 + thickness / 2,
-                              doors=doors, thickness=thickness, door_height=HEIGHT + 1.0)
+                rows += _wall("x", at, c - cell / 2 - ext(i), c + cell / 2 + ext(i + 1),
+                              doors=doors, thickness=thickness, door_height=HEIGHT + EMBED)
     return _finish("maze", rows, lo, hi, seed, spacing=cell / 2)
 
 
@@ -251,25 +270,26 @@ def _clutter(seed, count=30):
     tries = 0
     while len(placed) < count and tries < 5000:
         tries += 1
-        x, z = rng.uniform(-5.2, 5.2, size=2)
-        r = rng.uniform(0.25, 0.6)
-        if any((x - px) ** 2 + (z - pz) ** 2 < (r + pr + 0.7) ** 2 for px, pz, pr in placed):
+        r = rng.uniform(0.375, 0.6)
+        x, z = rng.uniform(-5.25 + 1.3 * r, 5.25 - 1.3 * r, size=2)
+        if any((x - px) ** 2 + (z - pz) ** 2 < (1.3 * (r + pr) + 0.75) ** 2 for px, pz, pr in placed):
             continue
         placed.append((x, z, r))
         kind = rng.integers(4)
         if kind == 0:
-            h = rng.uniform(0.4, 2.0)
-            rows.append(box_min_max([x - r, -0.1, z - r * 0.8], [x + r, h, z + r * 0.8], OBSTACLE,
-                                    rounding=0.08))
+            h = rng.uniform(0.75, 2.0)
+            hz = max(0.8 * r, 0.375)
+            rows.append(box_min_max([x - r, -EMBED, z - hz], [x + r, h, z + hz], OBSTACLE, rounding=0.125))
         elif kind == 1:
-            rows.append(sphere([x, rng.uniform(r, 2.0), z], r, OBSTACLE))
+            rows.append(sphere([x, rng.uniform(r + 0.75, HEIGHT - 0.75 - r), z], r, OBSTACLE))
         elif kind == 2:
-            rows.append(cylinder([x, -0.1, z], [x, rng.uniform(0.5, HEIGHT + 0.5), z], r, OBSTACLE))
+            top = rng.uniform(0.75, HEIGHT - 0.75) if rng.random() < 0.6 else HEIGHT + EMBED
+            rows.append(cylinder([x, -EMBED, z], [x, top, z], r, OBSTACLE))
         else:
             a = rng.uniform(0, np.pi)
-            dx, dz = np.cos(a) * r * 1.5, np.sin(a) * r * 1.5
-            y = rng.uniform(0.3, 2.2)
-            rows.append(capsule([x - dx, y, z - dz], [x + dx, y, z + dz], 0.25, OBSTACLE))
+            dx, dz = np.cos(a) * r * 1.3, np.sin(a) * r * 1.3
+            y = rng.uniform(1.125, 1.875)
+            rows.append(capsule([x - dx, y, z - dz], [x + dx, y, z + dz], 0.375, OBSTACLE))
     return _finish("clutter", rows, lo, hi, seed, spacing=0.75)
 
 
