@@ -1,0 +1,233 @@
+"""Kinematics and collision: one Numba kernel, parallel over actors.
+
+Frames (DESIGN.md): y is up; at yaw 0 an actor faces -z and +x is its right.
+Yaw is the heading's azimuth, growing to the right like the sensor's azimuth,
+so an actor at yaw ``psi`` has
+
+    forward = ( sin psi, 0, -cos psi)
+    right   = ( cos psi, 0,  sin psi)
+    up      = ( 0,       1,  0      )
+
+A step with action ``(f, v, l, w)`` (each clipped to [-1, 1]) asks to move by
+``dt * (f * max_speed * forward + v * max_vertical_speed * up
++ l * max_lateral_speed * right)`` using the heading at the start of the step,
+then turns by ``w * max_yaw_rate * dt`` (yaw kept in [-pi, pi)).
+
+Collision: the actor is a sphere of radius ``r``. Its clearance is
+``s = query(centre) - r - margin`` (``margin`` absorbs the world's
+quantisation, default half a voxel). The move is cut into sub-moves no longer
+than ``max(s, h_min)`` (``h_min`` is a quarter voxel), so the centre can never
+skip across a wall: a sub-move longer than the clearance is impossible, and the
+short ones (``h_min``) are far thinner than any wall the world resolves. After
+each sub-move the clearance is checked again; if it went negative the actor is
+pushed back out along the surface normal (central differences of point
+queries, one voxel apart) and the rest of the move loses its component into
+the surface, so the actor slides along it. Such a step reports a contact. The
+centre is also kept within the world cube shrunk by the radius (touching the
+cube's side is a contact too).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from navi_nb.world import gmdag
+
+
+@njit(cache=True)
+def _local_query_point(nodes, half, bmin, voxel, resolution, x, y, z):
+    """(distance m, semantic) at one point: the leaf holding it, or for a pruned
+    octant the distance to that octant's boundary (a lower bound); outside the
+    cube, the distance to the cube plus the value at the nearest cube point."""
+    inv = 1.0 / np.float64(voxel)
+    u = (np.float64(x) - np.float64(bmin[0])) * inv
+    v = (np.float64(y) - np.float64(bmin[1])) * inv
+    w = (np.float64(z) - np.float64(bmin[2])) * inv
+    r = np.float64(resolution)
+    top = r - 1e-9
+    cu = min(max(u, 0.0), top)
+    cv = min(max(v, 0.0), top)
+    cw = min(max(w, 0.0), top)
+    out = math.sqrt((u - cu) ** 2 + (v - cv) ** 2 + (w - cw) ** 2) * np.float64(voxel)
+    lx, ly, lz, size = 0.0, 0.0, 0.0, r
+    node = 0
+    for _ in range(gmdag.MAX_DEPTH + 1):
+        word = nodes[node]
+        if gmdag.nb_word_is_leaf(word):
+            d = np.float64(gmdag.nb_leaf_distance(word, half))
+            return out + d, gmdag.nb_leaf_semantic(word)
+        size *= 0.5
+        o = 0
+        if cu >= lx + size:
+            lx += size
+            o |= 1
+        if cv >= ly + size:
+            ly += size
+            o |= 2
+        if cw >= lz + size:
+            lz += size
+            o |= 4
+        slot = gmdag.nb_child_slot(word, o)
+        if slot < 0:
+            b = min(cu - lx, lx + size - cu, cv - ly, ly + size - cv, cw - lz, lz + size - cw)
+            return out + b * np.float64(voxel), np.int64(0)
+        node = gmdag.nb_word_index(nodes[slot])
+    return out, np.int64(0)
+
+
+try:  # the world stage's scalar query, when it exists
+    from navi_nb.world.query import query_point
+except ImportError:  # pragma: no cover - until the world stage lands
+    query_point = _local_query_point
+
+
+@njit(inline="always", cache=True)
+def _clearance(nodes, half, bmin, voxel, resolution, x, y, z, r_plus_margin):
+    d, _sem = query_point(nodes, half, bmin, voxel, resolution, x, y, z)
+    return np.float64(d) - r_plus_margin
+
+
+@njit(inline="always", cache=True)
+def _normal(nodes, half, bmin, voxel, resolution, x, y, z, fx, fy, fz):
+    """Unit gradient of the distance field by central differences (one voxel);
+    falls back to (fx, fy, fz) where the field is flat."""
+    e = np.float64(voxel)
+    gx = (np.float64(query_point(nodes, half, bmin, voxel, resolution, x + e, y, z)[0])
+          - np.float64(query_point(nodes, half, bmin, voxel, resolution, x - e, y, z)[0]))
+    gy = (np.float64(query_point(nodes, half, bmin, voxel, resolution, x, y + e, z)[0])
+          - np.float64(query_point(nodes, half, bmin, voxel, resolution, x, y - e, z)[0]))
+    gz = (np.float64(query_point(nodes, half, bmin, voxel, resolution, x, y, z + e)[0])
+          - np.float64(query_point(nodes, half, bmin, voxel, resolution, x, y, z - e)[0]))
+    n = math.sqrt(gx * gx + gy * gy + gz * gz)
+    if n < 1e-12:
+        return fx, fy, fz
+    return gx / n, gy / n, gz / n
+
+
+@njit(parallel=True, cache=True)
+def move_actors(nodes, half, bmin, voxel, resolution, pos, yaw, act, speeds, dt, radius, margin,
+                h_min, max_substeps, lo, hi, vel_out, contact_out, moved_out):
+    """Advance every actor one step with collision.
+
+    nodes (N,) uint64, half (65536,) float32: the world; bmin (3,) float32,
+    voxel float, resolution int. pos (A,3) float32 metres and yaw (A,) float32
+    radians are updated in place. act (A,4) float32, already clipped to [-1, 1].
+    speeds (4,) float64: max forward, vertical, lateral speed (m/s) and yaw rate
+    (rad/s). lo, hi (3,) float64: the box the centre must stay in.
+    Writes vel_out (A,3) float32 (world-frame velocity actually achieved, m/s),
+    contact_out (A,) bool, moved_out (A,) float32 (metres travelled).
+    """
+    n_actors = pos.shape[0]
+    rpm = np.float64(radius) + np.float64(margin)
+    for i in prange(n_actors):
+        psi = np.float64(yaw[i])
+        s, c = math.sin(psi), math.cos(psi)
+        f = np.float64(act[i, 0]) * speeds[0] * dt
+        v = np.float64(act[i, 1]) * speeds[1] * dt
+        l = np.float64(act[i, 2]) * speeds[2] * dt
+        # requested displacement: f * forward + v * up + l * right
+        rx = f * s + l * c
+        ry = v
+        rz = -f * c + l * s
+        x0 = np.float64(pos[i, 0])
+        y0 = np.float64(pos[i, 1])
+        z0 = np.float64(pos[i, 2])
+        x, y, z = x0, y0, z0
+        contact = False
+        for _sub in range(max_substeps):
+            L = math.sqrt(rx * rx + ry * ry + rz * rz)
+            if L < 1e-9:
+                break
+            clear = _clearance(nodes, half, bmin, voxel, resolution, x, y, z, rpm)
+            h = clear if clear > h_min else h_min
+            if h >= L:
+                t = 1.0
+            else:
+                t = h / L
+            sx, sy, sz = rx * t, ry * t, rz * t
+            rx -= sx
+            ry -= sy
+            rz -= sz
+            nx, ny, nz = x + sx, y + sy, z + sz
+            # push out of the margin band along the normal (twice, for corners)
+            for _push in range(2):
+                c2 = _clearance(nodes, half, bmin, voxel, resolution, nx, ny, nz, rpm)
+                if c2 >= 0.0:
+                    break
+                contact = True
+                gx, gy, gz = _normal(nodes, half, bmin, voxel, resolution, nx, ny, nz,
+                                     -sx / (L * t), -sy / (L * t), -sz / (L * t))
+                nx -= gx * c2
+                ny -= gy * c2
+                nz -= gz * c2
+                dn = rx * gx + ry * gy + rz * gz
+                if dn < 0.0:  # drop the rest of the move's component into the surface
+                    rx -= dn * gx
+                    ry -= dn * gy
+                    rz -= dn * gz
+            # the world cube's sides
+            if nx < lo[0]:
+                nx = lo[0]
+                contact = True
+                rx = rx if rx > 0.0 else 0.0
+            elif nx > hi[0]:
+                nx = hi[0]
+                contact = True
+                rx = rx if rx < 0.0 else 0.0
+            if ny < lo[1]:
+                ny = lo[1]
+                contact = True
+                ry = ry if ry > 0.0 else 0.0
+            elif ny > hi[1]:
+                ny = hi[1]
+                contact = True
+                ry = ry if ry < 0.0 else 0.0
+            if nz < lo[2]:
+                nz = lo[2]
+                contact = True
+                rz = rz if rz > 0.0 else 0.0
+            elif nz > hi[2]:
+                nz = hi[2]
+                contact = True
+                rz = rz if rz < 0.0 else 0.0
+            x, y, z = nx, ny, nz
+        dx, dy, dz = x - x0, y - y0, z - z0
+        pos[i, 0] = np.float32(x)
+        pos[i, 1] = np.float32(y)
+        pos[i, 2] = np.float32(z)
+        vel_out[i, 0] = np.float32(dx / dt)
+        vel_out[i, 1] = np.float32(dy / dt)
+        vel_out[i, 2] = np.float32(dz / dt)
+        moved_out[i] = np.float32(math.sqrt(dx * dx + dy * dy + dz * dz))
+        contact_out[i] = contact
+        ny_ = psi + np.float64(act[i, 3]) * speeds[3] * dt
+        ny_ = (ny_ + math.pi) % (2.0 * math.pi) - math.pi
+        yaw[i] = np.float32(ny_)
+
+
+def heading_vectors(yaw):
+    """(forward, right) unit vectors (A,3) float64 for yaws (A,): the frames used above."""
+    yaw = np.asarray(yaw, dtype=np.float64)
+    s, c = np.sin(yaw), np.cos(yaw)
+    zero = np.zeros_like(yaw)
+    return np.stack([s, zero, -c], axis=-1), np.stack([c, zero, s], axis=-1)
+
+
+@njit(parallel=True, cache=True)
+def _distances(nodes, half, bmin, voxel, resolution, points, out):
+    for i in prange(points.shape[0]):
+        out[i] = query_point(nodes, half, bmin, voxel, resolution, points[i, 0], points[i, 1], points[i, 2])[0]
+
+
+def clearance_distances(world, points) -> np.ndarray:
+    """(N,) float64 distances (metres) at points (N,3), by the same scalar query
+    the collision kernel uses (so spawn clearances and collisions agree)."""
+    pts = np.ascontiguousarray(points, dtype=np.float64).reshape(-1, 3)
+    out = np.empty(pts.shape[0], dtype=np.float64)
+    if pts.shape[0]:
+        _distances(np.ascontiguousarray(world.nodes), gmdag.HALF_TO_FLOAT,
+                   np.asarray(world.bmin, dtype=np.float32), float(np.float32(world.voxel_size)),
+                   int(world.resolution), pts, out)
+    return out

@@ -1,0 +1,355 @@
+"""`NavEnv`: many actors stepping together in one shared world.
+
+All state is plain arrays, one row per actor (``get_state``/``set_state`` save
+and restore it exactly). A step is: validate actions (before anything
+changes) -> clip -> ``move_actors`` (kinematics + collision) ->
+``score_step`` (reward terms, flags, counters) -> one batched trace of every
+actor's rays -> ``build_obs``; then finished actors are reset in the same call
+(autoreset, Gymnasium's SAME_STEP mode): their last observation of the finished
+episode is copied to ``info["final_obs"]``, their episode statistics to
+``info["episode"]``, and the observation returned for them is the first of
+their next episode. ``info["done"]`` marks them.
+
+Returned arrays are the environment's own preallocated buffers, overwritten by
+the next ``step``/``reset``: copy what you keep.
+"""
+from __future__ import annotations
+
+import numbers
+from pathlib import Path
+
+import numpy as np
+
+from navi_nb.env.config import TASKS, ActionError, EnvConfig, EnvConfigError, StateError
+from navi_nb.env.motion import clearance_distances, move_actors
+from navi_nb.env.observation import build_obs, obs_layout, obs_size
+from navi_nb.env.spawn import SpawnSampler
+from navi_nb.env.tasks import TASK_CODES, TERMS, VisitGrid, reward_coefficients, score_step, start_episodes
+from navi_nb.world import gmdag
+
+EPISODE_KEYS = ("return", "length", "success", "spl", "coverage", "collisions")
+
+
+def _region_of_interest(world):
+    """The sidecar's ``bounds_of_interest`` (written by the scene compiler), else None."""
+    side = world.sidecar if isinstance(world.sidecar, dict) else {}
+    b = side.get("bounds_of_interest")
+    try:
+        lo, hi = np.asarray(b[0], np.float64).reshape(3), np.asarray(b[1], np.float64).reshape(3)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all() and np.all(hi > lo)):
+        return None
+    return lo, hi
+
+
+def _rng_to_array(rng: np.random.Generator) -> np.ndarray:
+    st = rng.bit_generator.state
+    if st.get("bit_generator") != "PCG64":
+        raise StateError("only PCG64 generators can be saved")
+    m = (1 << 64) - 1
+    s, inc = st["state"]["state"], st["state"]["inc"]
+    return np.array([s & m, s >> 64, inc & m, inc >> 64, st["has_uint32"], st["uinteger"]], dtype=np.uint64)
+
+
+def _rng_from_array(a: np.ndarray) -> np.random.Generator:
+    a = [int(x) for x in a]
+    bg = np.random.PCG64()
+    bg.state = {"bit_generator": "PCG64", "state": {"state": a[0] | (a[1] << 64), "inc": a[2] | (a[3] << 64)},
+                "has_uint32": a[4], "uinteger": a[5]}
+    return np.random.Generator(bg)
+
+
+class NavEnv:
+    """A batch of ``n_actors`` actors in one world.
+
+    Parameters: ``world`` (a loaded :class:`~navi_nb.world.gmdag.World` or a
+    path to a ``.gmdag``), ``n_actors``, ``sensor`` (default
+    ``Sensor(64, 16)``), ``task`` (``"pointgoal"`` or ``"explore"``), ``seed``,
+    ``backend`` for the tracer (``"cpu"``, ``"cuda"``, ``"auto"``), and any
+    field of :class:`~navi_nb.env.config.EnvConfig` as a keyword.
+    """
+
+    action_dim = 4
+    metadata = {"autoreset_mode": "same_step"}
+
+    def __init__(self, world, n_actors, sensor=None, task="pointgoal", seed=0, backend="cpu", **config):
+        from navi_nb.sense.sensor import Sensor
+        from navi_nb.sense.tracer import Tracer
+
+        if isinstance(world, (str, Path)):
+            world = gmdag.load_world(world)
+        if not isinstance(world, gmdag.World):
+            raise EnvConfigError(f"NavEnv: world must be a World or a .gmdag path, got {type(world).__name__}")
+        if isinstance(n_actors, bool) or not isinstance(n_actors, numbers.Integral) or n_actors < 1:
+            raise EnvConfigError(f"NavEnv: n_actors must be a positive integer, got {n_actors!r}")
+        if task not in TASKS:
+            raise EnvConfigError(f"NavEnv: task must be one of {', '.join(TASKS)}, got {task!r}")
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise EnvConfigError(f"NavEnv: seed must be a non-negative integer, got {seed!r}")
+        if sensor is None:
+            sensor = Sensor(64, 16)
+        cfg = EnvConfig.from_kwargs(**config)
+        self.config = cfg
+        self.world = world
+        self.sensor = sensor
+        self.task = task
+        self.backend = backend
+        self.n_actors = A = int(n_actors)
+        self._task_code = TASK_CODES[task]
+        self.reward_names = TERMS[task]
+
+        # the world, shared (never copied per actor)
+        self._nodes = np.ascontiguousarray(world.nodes)
+        self._half = gmdag.HALF_TO_FLOAT
+        self._bmin = np.asarray(world.bmin, dtype=np.float32)
+        self._voxel = float(np.float32(world.voxel_size))
+        self._res = int(world.resolution)
+        self.margin = cfg.contact_margin if cfg.contact_margin >= 0 else 0.5 * self._voxel
+        self._h_min = 0.25 * self._voxel
+        cube_lo = self._bmin.astype(np.float64)
+        cube_hi = world.bmax.astype(np.float64)
+        self._lo = cube_lo + cfg.radius
+        self._hi = cube_hi - cfg.radius
+        if np.any(self._hi <= self._lo):
+            raise EnvConfigError(f"NavEnv: radius {cfg.radius} does not fit in the world cube")
+        self._speeds = np.array([cfg.max_speed, cfg.max_vertical_speed, cfg.max_lateral_speed,
+                                 cfg.max_yaw_rate], dtype=np.float64)
+        self._inv_speeds = 1.0 / self._speeds[:3]
+        self._coefs = reward_coefficients(task, cfg)
+
+        roi = _region_of_interest(world)
+        roi_lo, roi_hi = roi if roi is not None else (cube_lo, cube_hi)
+        spawn_cell = cfg.spawn_cell if cfg.spawn_cell > 0 else max(cfg.radius, self._voxel)
+
+        def distance_fn(points):
+            return clearance_distances(world, points)
+
+        self._spawner = SpawnSampler(distance_fn, cube_lo, cube_hi, roi_lo, roi_hi, cfg.radius,
+                                     self.margin, spawn_cell, world.spawn_points, cfg.spawn)
+        self._grid = VisitGrid(cube_lo, cube_hi, cfg.visit_cell, cfg.visit_max_cells)
+        reach = np.zeros(self._grid.n_cells, dtype=bool)
+        reach[self._grid.cell_of(self._spawner.pool)] = True
+        self.reachable_cells = int(reach.sum())
+        self._inv_cell = 1.0 / self._grid.cell
+
+        # sensing
+        self._tracer = Tracer(world, sensor, cfg.max_distance, backend=backend, max_actors=A)
+        n_rays = sensor.az_count * sensor.el_count
+        self.obs_layout = obs_layout(n_rays, cfg.semantic_obs, task == "pointgoal")
+        self.obs_dim = obs_size(self.obs_layout)
+        self._inv_log_max = 1.0 / float(np.log1p(cfg.max_distance))
+        n_classes = len(world.class_names)
+        self._sem_scale = 1.0 / max(1, n_classes - 1)
+
+        # per-actor state (plain arrays; everything get_state saves)
+        T = len(self.reward_names)
+        self._state_spec = {
+            "pos": ((A, 3), np.float32), "yaw": ((A,), np.float32), "vel": ((A, 3), np.float32),
+            "prev_action": ((A, 4), np.float32), "goal": ((A, 3), np.float32),
+            "goal_dist": ((A,), np.float64), "start_dist": ((A,), np.float64),
+            "visit": ((A, self._grid.nbytes), np.uint8), "cells": ((A,), np.int32),
+            "ep_return": ((A,), np.float64), "ep_len": ((A,), np.int32), "path_len": ((A,), np.float64),
+            "collisions": ((A,), np.int32), "episodes": ((A,), np.int64),
+            "obs": ((A, self.obs_dim), np.float32),
+            "rng_spawn": ((6,), np.uint64), "rng_goal": ((6,), np.uint64),
+        }
+        for name, (shape, dtype) in self._state_spec.items():
+            if not name.startswith("rng_"):
+                setattr(self, "_" + name, np.zeros(shape, dtype=dtype))
+        # per-step outputs (preallocated, reused)
+        self._act = np.zeros((A, 4), np.float32)
+        self._contact = np.zeros(A, bool)
+        self._moved = np.zeros(A, np.float32)
+        self._terms = np.zeros((T, A), np.float32)
+        self._reward = np.zeros(A, np.float32)
+        self._terminated = np.zeros(A, bool)
+        self._truncated = np.zeros(A, bool)
+        self._success = np.zeros(A, bool)
+        self._done = np.zeros(A, bool)
+        self._final_obs = np.zeros((A, self.obs_dim), np.float32)
+        self._ep_out = {"return": np.zeros(A, np.float32), "length": np.zeros(A, np.int32),
+                        "success": np.zeros(A, bool), "spl": np.zeros(A, np.float32),
+                        "coverage": np.zeros(A, np.float32), "collisions": np.zeros(A, np.int32)}
+        self._all_rows = np.arange(A, dtype=np.int64)
+        self._seed(seed)
+        self._has_reset = False
+
+    # ------------------------------------------------------------------
+    def _seed(self, seed):
+        ss = np.random.SeedSequence(int(seed))
+        spawn_ss, goal_ss = ss.spawn(2)
+        self._rng_spawn = np.random.Generator(np.random.PCG64(spawn_ss))
+        self._rng_goal = np.random.Generator(np.random.PCG64(goal_ss))
+
+    def _start(self, rows):
+        """Fresh episodes for actors ``rows`` (int64, ascending): spawn, goal, counters, observation."""
+        pos, yaw = self._spawner.sample_spawns(self._rng_spawn, rows.shape[0])
+        self._pos[rows] = pos
+        self._yaw[rows] = yaw
+        goals = self._spawner.sample_goals(self._rng_goal, pos, self.config.goal_min_distance,
+                                           self.config.goal_max_distance)
+        self._goal[rows] = goals
+        g = self._grid
+        start_episodes(rows, self._pos, self._goal, self._goal_dist, self._start_dist, self._visit,
+                       self._cells, g.lo, self._inv_cell, g.dims, self._ep_return, self._ep_len,
+                       self._path_len, self._collisions, self._prev_action, self._vel)
+        self._observe(rows)
+
+    def _observe(self, rows):
+        if rows.shape[0] == self.n_actors:
+            origins, yaws = self._pos, self._yaw
+        else:
+            origins, yaws = self._pos[rows], self._yaw[rows]
+        depth, sem, _hit = self._tracer.trace(origins, yaws, to_host=True)
+        cfg = self.config
+        build_obs(rows, depth, sem, self._inv_log_max, cfg.semantic_obs, self._sem_scale,
+                  self._prev_action, self._vel, self._yaw, self._inv_speeds, self.task == "pointgoal",
+                  self._goal, self._pos, 1.0 / cfg.goal_scale, self._obs)
+
+    # ------------------------------------------------------------------
+    def reset(self, seed=None):
+        """Start a fresh episode for every actor. Returns ``(obs (A, obs_dim) float32, info)``."""
+        if seed is not None:
+            if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+                raise EnvConfigError(f"NavEnv.reset: seed must be a non-negative integer, got {seed!r}")
+            self._seed(seed)
+        self._episodes[:] = 0
+        self._start(self._all_rows)
+        self._has_reset = True
+        self._done[:] = False
+        return self._obs, {"done": self._done}
+
+    def check_actions(self, actions) -> np.ndarray:
+        """The actions as an array, or an :class:`ActionError`; changes nothing."""
+        A = self.n_actors
+        if isinstance(actions, np.ndarray):
+            a = actions
+        else:
+            try:
+                a = np.asarray(actions)
+            except (ValueError, TypeError) as exc:
+                raise ActionError(f"NavEnv.step: actions are not an array of numbers ({exc})") from None
+        if a.dtype.kind != "f":
+            raise ActionError(f"NavEnv.step: actions must be floating point (float32 recommended), "
+                              f"got dtype {a.dtype}")
+        if a.shape != (A, 4):
+            raise ActionError(f"NavEnv.step: actions must have shape ({A}, 4) (actors x forward, vertical, "
+                              f"lateral, yaw rate), got {a.shape}")
+        finite = np.isfinite(a)
+        if not finite.all():
+            i, j = np.argwhere(~finite)[0]
+            raise ActionError(f"NavEnv.step: action of actor {i}, component {j} is {a[i, j]} "
+                              f"({int((~finite).sum())} non-finite values in all); nothing was changed")
+        return a
+
+    def step(self, actions):
+        """One step for every actor; see the module docstring for the autoreset contract.
+
+        Returns ``(obs, reward (A,) float32, terminated (A,) bool, truncated (A,) bool, info)``.
+        """
+        a = self.check_actions(actions)
+        if not self._has_reset:
+            raise StateError("NavEnv.step called before reset()")
+        np.clip(a, -1.0, 1.0, out=self._act, casting="unsafe")
+        cfg = self.config
+        move_actors(self._nodes, self._half, self._bmin, self._voxel, self._res, self._pos, self._yaw,
+                    self._act, self._speeds, cfg.dt, cfg.radius, self.margin, self._h_min,
+                    cfg.max_substeps, self._lo, self._hi, self._vel, self._contact, self._moved)
+        g = self._grid
+        score_step(self._task_code, self._pos, self._goal, self._goal_dist, self._contact, self._moved,
+                   self._visit, self._cells, g.lo, self._inv_cell, g.dims, self._coefs, cfg.success_radius,
+                   cfg.max_steps, self._terms, self._reward, self._terminated, self._truncated,
+                   self._success, self._ep_return, self._ep_len, self._path_len, self._collisions)
+        self._prev_action[:] = self._act
+        self._observe(self._all_rows)
+        np.logical_or(self._terminated, self._truncated, out=self._done)
+        ep = self._ep_out
+        for v in ep.values():
+            v[:] = 0
+        rows = np.flatnonzero(self._done)
+        if rows.shape[0]:
+            self._final_obs[rows] = self._obs[rows]
+            ep["return"][rows] = self._ep_return[rows]
+            ep["length"][rows] = self._ep_len[rows]
+            succ = self._success[rows]
+            ep["success"][rows] = succ
+            l = self._start_dist[rows]
+            ep["spl"][rows] = np.where(succ, l / np.maximum(np.maximum(self._path_len[rows], l), 1e-12), 0.0)
+            ep["coverage"][rows] = self._cells[rows] / max(1, self.reachable_cells)
+            ep["collisions"][rows] = self._collisions[rows]
+            self._episodes[rows] += 1
+            self._start(rows.astype(np.int64))
+        info = {"done": self._done, "final_obs": self._final_obs, "episode": ep,
+                "reward_terms": {n: self._terms[k] for k, n in enumerate(self.reward_names)},
+                "contact": self._contact, "success": self._success}
+        return self._obs, self._reward, self._terminated, self._truncated, info
+
+    # ------------------------------------------------------------------
+    def get_state(self) -> dict:
+        """Copies of every per-actor array and both generators' states."""
+        out = {}
+        for name in self._state_spec:
+            if name == "rng_spawn":
+                out[name] = _rng_to_array(self._rng_spawn)
+            elif name == "rng_goal":
+                out[name] = _rng_to_array(self._rng_goal)
+            else:
+                out[name] = getattr(self, "_" + name).copy()
+        out["has_reset"] = np.array(self._has_reset)
+        return out
+
+    def set_state(self, state: dict) -> None:
+        """Restore a ``get_state`` dict exactly (checked fully before anything changes)."""
+        if not isinstance(state, dict):
+            raise StateError(f"NavEnv.set_state: expected a dict, got {type(state).__name__}")
+        missing = [k for k in self._state_spec if k not in state]
+        if missing:
+            raise StateError(f"NavEnv.set_state: missing {', '.join(missing)}")
+        for name, (shape, dtype) in self._state_spec.items():
+            v = np.asarray(state[name])
+            if v.shape != shape or v.dtype != np.dtype(dtype):
+                raise StateError(f"NavEnv.set_state: {name} must be {np.dtype(dtype)} {shape}, "
+                                 f"got {v.dtype} {v.shape}")
+        for name in ("pos", "yaw", "vel", "goal", "goal_dist", "obs"):
+            if not np.isfinite(np.asarray(state[name])).all():
+                raise StateError(f"NavEnv.set_state: {name} holds non-finite values")
+        for name in self._state_spec:
+            if name == "rng_spawn":
+                self._rng_spawn = _rng_from_array(state[name])
+            elif name == "rng_goal":
+                self._rng_goal = _rng_from_array(state[name])
+            else:
+                getattr(self, "_" + name)[...] = state[name]
+        self._has_reset = bool(state.get("has_reset", True))
+
+    # ------------------------------------------------------------------
+    @property
+    def positions(self):
+        return self._pos
+
+    @property
+    def yaws(self):
+        return self._yaw
+
+    @property
+    def goals(self):
+        return self._goal
+
+    @property
+    def episodes_finished(self):
+        return self._episodes
+
+    def memory_report(self) -> dict:
+        """Bytes held: per actor (state + step buffers + ray buffers) and shared."""
+        per = sum(int(np.prod(s)) * np.dtype(d).itemsize for n, (s, d) in self._state_spec.items()
+                  if not n.startswith("rng_"))
+        steps = (self._act.nbytes + self._contact.nbytes + self._moved.nbytes + self._terms.nbytes
+                 + self._reward.nbytes + self._terminated.nbytes + self._truncated.nbytes
+                 + self._success.nbytes + self._done.nbytes + self._final_obs.nbytes
+                 + sum(v.nbytes for v in self._ep_out.values()) + self._all_rows.nbytes)
+        rays = self.sensor.az_count * self.sensor.el_count * (4 + 2 + 1)  # depth, semantic, hit
+        total_actor = per + steps + rays * self.n_actors
+        return {"bytes_per_actor": total_actor / self.n_actors, "state_bytes_per_actor": per / self.n_actors,
+                "visit_grid_bytes_per_actor": self._grid.nbytes, "ray_buffer_bytes_per_actor": rays,
+                "shared_world_bytes": int(self._nodes.nbytes), "shared_spawn_pool_bytes": self._spawner.nbytes}
