@@ -3,8 +3,8 @@
 ``MeshField(vertices, faces, classes=None).evaluate(points, cap=None) -> (sdf, class)``
 
 Distance: exact Euclidean distance (float64) to the nearest triangle, found by a
-depth-first walk of a bounding-volume hierarchy (median split on the longest
-centroid axis, leaves of at most ``LEAF_SIZE`` triangles), nearer child first,
+depth-first walk of a bounding-volume hierarchy (binned surface-area heuristic,
+leaves of at most ``LEAF_SIZE`` triangles), nearer child first,
 pruning every box farther than the best distance so far.
 
 Sign (negative inside solid), see docs/MESHES.md:
@@ -50,7 +50,7 @@ __all__ = ["MeshField", "LEAF_SIZE", "WINDING_BETA"]
 LEAF_SIZE = 4        # triangles per BVH leaf
 WINDING_BETA = 2.0   # far-field test of the winding number: |c - p| > beta * radius
 CHUNK = 64           # points per parallel work item (one traversal stack each)
-STACK = 128          # BVH depth is about log2(F / LEAF_SIZE) + slack; median split keeps it balanced
+STACK = 256          # traversal stack entries; build_bvh caps the tree depth below this
 
 # feature codes of the nearest point on a triangle (a, b, c)
 _VA, _VB, _VC, _EAB, _EBC, _ECA, _FACE = 0, 1, 2, 3, 4, 5, 6
@@ -60,9 +60,112 @@ _VA, _VB, _VC, _EAB, _EBC, _ECA, _FACE = 0, 1, 2, 3, 4, 5, 6
 # BVH build (one thread; ~35k triangles in a few ms)
 # --------------------------------------------------------------------------
 
+SAH_BINS = 16       # centroid bins per axis for the surface-area-heuristic split
+SAH_DEPTH = 64      # below this depth, median splits (keeps depth < SAH_DEPTH + 64 < STACK)
+
+
+@njit(inline="always")
+def _half_area(lo, hi):
+    dx = hi[0] - lo[0]
+    dy = hi[1] - lo[1]
+    dz = hi[2] - lo[2]
+    return dx * dy + dy * dz + dz * dx
+
+
+@njit(cache=True)
+def sah_split(order, s, e, tri_min, tri_max, centroid, clo, chi, use_sah):
+    """Partition order[s:e] by the cheapest binned SAH plane; return the split index.
+
+    Cost of a plane: half-area(left box) * left count + half-area(right box) *
+    right count, over SAH_BINS centroid bins on each axis. Falls back to a
+    median split on the longest centroid axis when no plane separates.
+    """
+    nb = SAH_BINS
+    best_cost = np.inf
+    best_axis = -1
+    best_bin = -1
+    bcount = np.zeros(nb, np.int64)
+    blo = np.empty((nb, 3))
+    bhi = np.empty((nb, 3))
+    rarea = np.empty(nb)
+    rcount = np.empty(nb, np.int64)
+    lo = np.empty(3)
+    hi = np.empty(3)
+    for axis in range(3):
+        ext = chi[axis] - clo[axis]
+        if not (use_sah and ext > 0.0):
+            continue
+        scale = nb / ext
+        bcount[:] = 0
+        blo[:, :] = np.inf
+        bhi[:, :] = -np.inf
+        for k in range(s, e):
+            t = order[k]
+            b = min(int((centroid[t, axis] - clo[axis]) * scale), nb - 1)
+            bcount[b] += 1
+            for j in range(3):
+                blo[b, j] = min(blo[b, j], tri_min[t, j])
+                bhi[b, j] = max(bhi[b, j], tri_max[t, j])
+        # sweep from the right: area and count of bins b..nb-1
+        lo[:] = np.inf
+        hi[:] = -np.inf
+        c = 0
+        for b in range(nb - 1, 0, -1):
+            c += bcount[b]
+            for j in range(3):
+                lo[j] = min(lo[j], blo[b, j])
+                hi[j] = max(hi[j], bhi[b, j])
+            rcount[b] = c
+            rarea[b] = _half_area(lo, hi) if c > 0 else 0.0
+        lo[:] = np.inf
+        hi[:] = -np.inf
+        c = 0
+        for b in range(nb - 1):  # plane after bin b
+            c += bcount[b]
+            for j in range(3):
+                lo[j] = min(lo[j], blo[b, j])
+                hi[j] = max(hi[j], bhi[b, j])
+            if c == 0 or rcount[b + 1] == 0:
+                continue
+            cost = _half_area(lo, hi) * c + rarea[b + 1] * rcount[b + 1]
+            if cost < best_cost:
+                best_cost = cost
+                best_axis = axis
+                best_bin = b
+    if best_axis >= 0:
+        scale = nb / (chi[best_axis] - clo[best_axis])
+        i = s
+        j = e - 1
+        while i <= j:
+            t = order[i]
+            if min(int((centroid[t, best_axis] - clo[best_axis]) * scale), nb - 1) <= best_bin:
+                i += 1
+            else:
+                order[i] = order[j]
+                order[j] = t
+                j -= 1
+        if i > s and i < e:
+            return i
+    # median split on the longest axis (all centroids in one bin, or coincident)
+    axis = 0
+    ext = chi[0] - clo[0]
+    for j in range(1, 3):
+        if chi[j] - clo[j] > ext:
+            ext = chi[j] - clo[j]
+            axis = j
+    idx = order[s:e].copy()
+    keys = np.empty(e - s)
+    for k in range(e - s):
+        keys[k] = centroid[idx[k], axis]
+    perm = np.argsort(keys, kind="mergesort")  # stable: the tree is deterministic
+    for k in range(e - s):
+        order[s + k] = idx[perm[k]]
+    return (s + e) // 2
+
+
 @njit(cache=True)
 def build_bvh(tri_min, tri_max, centroid, leaf_size):
-    """Median-split BVH over F triangles.
+    """Binned-SAH BVH over F triangles (leaves of at most leaf_size).
 
     tri_min, tri_max, centroid: (F, 3) float64 per-triangle box and centroid.
     Returns node_min, node_max (N, 3) float64; node_a (N,) int64 = first child
@@ -81,7 +184,7 @@ def build_bvh(tri_min, tri_max, centroid, leaf_size):
     st_node = np.empty(cap, np.int64)
     st_s = np.empty(cap, np.int64)
     st_e = np.empty(cap, np.int64)
-    sp = 0
+    st_d = np.zeros(cap, np.int64)
     st_node[0] = 0
     st_s[0] = 0
     st_e[0] = f
@@ -92,6 +195,7 @@ def build_bvh(tri_min, tri_max, centroid, leaf_size):
         node = st_node[sp]
         s = st_s[sp]
         e = st_e[sp]
+        depth = st_d[sp]
         lo0 = np.inf
         lo1 = np.inf
         lo2 = np.inf
@@ -121,20 +225,7 @@ def build_bvh(tri_min, tri_max, centroid, leaf_size):
             node_a[node] = s
             node_n[node] = e - s
             continue
-        axis = 0
-        ext = chi[0] - clo[0]
-        for j in range(1, 3):
-            if chi[j] - clo[j] > ext:
-                ext = chi[j] - clo[j]
-                axis = j
-        idx = order[s:e].copy()
-        keys = np.empty(e - s)
-        for k in range(e - s):
-            keys[k] = centroid[idx[k], axis]
-        perm = np.argsort(keys, kind="mergesort")  # stable: the tree is deterministic
-        for k in range(e - s):
-            order[s + k] = idx[perm[k]]
-        mid = (s + e) // 2
+        mid = sah_split(order, s, e, tri_min, tri_max, centroid, clo, chi, depth < SAH_DEPTH)
         left = count
         count += 2
         node_a[node] = left
@@ -142,66 +233,103 @@ def build_bvh(tri_min, tri_max, centroid, leaf_size):
         st_node[sp] = left
         st_s[sp] = s
         st_e[sp] = mid
+        st_d[sp] = depth + 1
         sp += 1
         st_node[sp] = left + 1
         st_s[sp] = mid
         st_e[sp] = e
+        st_d[sp] = depth + 1
         sp += 1
     return node_min[:count].copy(), node_max[:count].copy(), node_a[:count].copy(), node_n[:count].copy(), order
 
 
 @njit(cache=True)
-def bvh_moments(tri, node_min, node_max, node_a, node_n):
-    """Per node: area-vector sum (N, 3), area centroid (N, 3), radius (N,) for the winding far field.
+def pack_nodes(node_min, node_max, node_a, node_n, out_f, out_i):
+    """Write the BVH into 32-byte records: float32 box (rounded outwards) + int32 link.
 
-    tri: (F, 3, 3) float64 triangles in leaf-slot order. Children come after
-    parents, so one reverse sweep fills every node from its children.
+    out_f (M, 8) float32 and out_i (M, 8) int32 view the same memory. Record
+    layout: [min xyz, max xyz, a, n]. Old node 0 stays 0; old node k > 0 goes
+    to k + 1 (record 1 is unused) so that every sibling pair (2j, 2j + 1)
+    shares one 64-byte cache line.
     """
-    n = node_a.shape[0]
-    area_vec = np.zeros((n, 3))
-    cen = np.zeros((n, 3))
-    rad = np.zeros(n)
-    wsum = np.zeros(n)
-    for node in range(n - 1, -1, -1):
-        if node_n[node] > 0:
-            s = node_a[node]
-            for k in range(s, s + node_n[node]):
-                e1x = tri[k, 1, 0] - tri[k, 0, 0]
-                e1y = tri[k, 1, 1] - tri[k, 0, 1]
-                e1z = tri[k, 1, 2] - tri[k, 0, 2]
-                e2x = tri[k, 2, 0] - tri[k, 0, 0]
-                e2y = tri[k, 2, 1] - tri[k, 0, 1]
-                e2z = tri[k, 2, 2] - tri[k, 0, 2]
-                nx = 0.5 * (e1y * e2z - e1z * e2y)
-                ny = 0.5 * (e1z * e2x - e1x * e2z)
-                nz = 0.5 * (e1x * e2y - e1y * e2x)
-                area_vec[node, 0] += nx
-                area_vec[node, 1] += ny
-                area_vec[node, 2] += nz
-                a = math.sqrt(nx * nx + ny * ny + nz * nz)
-                wsum[node] += a
-                for j in range(3):
-                    cen[node, j] += a * (tri[k, 0, j] + tri[k, 1, j] + tri[k, 2, j]) / 3.0
-        else:
-            c = node_a[node]
-            for ch in range(c, c + 2):
-                wsum[node] += wsum[ch]
-                for j in range(3):
-                    area_vec[node, j] += area_vec[ch, j]
-                    cen[node, j] += cen[ch, j] * wsum[ch]
-        if wsum[node] > 0.0:
+    for k in range(node_a.shape[0]):
+        r = 0 if k == 0 else k + 1
+        for j in range(3):
+            lo = np.float32(node_min[k, j])
+            if lo > node_min[k, j]:
+                lo = np.nextafter(lo, np.float32(-np.inf))
+            hi = np.float32(node_max[k, j])
+            if hi < node_max[k, j]:
+                hi = np.nextafter(hi, np.float32(np.inf))
+            out_f[r, j] = lo
+            out_f[r, 3 + j] = hi
+        out_i[r, 6] = node_a[k] if node_n[k] > 0 else node_a[k] + 1
+        out_i[r, 7] = node_n[k]
+    for j in range(6):
+        out_f[1, j] = np.nan
+    out_i[1, 6] = 0
+    out_i[1, 7] = 0
+
+
+@njit(cache=True)
+def bvh_moments(tri, node_i, mom):
+    """Per node record: mom[:, 0:3] area-vector sum, [3:6] area centroid, [6] radius.
+
+    tri (F, 9) float64 rows (a, b - a, c - a) in leaf-slot order; node_i the
+    packed links. Children come after parents, so one reverse sweep fills
+    every node from its children. The radius bounds every triangle point's
+    distance from the centroid (the far-field test of the winding number).
+    """
+    m = node_i.shape[0]
+    wsum = np.zeros(m)
+    lo = np.empty((m, 3))
+    hi = np.empty((m, 3))
+    for node in range(m - 1, -1, -1):
+        if node == 1:
+            continue
+        n = node_i[node, 7]
+        for j in range(7):
+            mom[node, j] = 0.0
+        if n > 0:
+            s = node_i[node, 6]
             for j in range(3):
-                cen[node, j] /= wsum[node]
+                lo[node, j] = np.inf
+                hi[node, j] = -np.inf
+            for k in range(s, s + n):
+                nx = 0.5 * (tri[k, 4] * tri[k, 8] - tri[k, 5] * tri[k, 7])
+                ny = 0.5 * (tri[k, 5] * tri[k, 6] - tri[k, 3] * tri[k, 8])
+                nz = 0.5 * (tri[k, 3] * tri[k, 7] - tri[k, 4] * tri[k, 6])
+                mom[node, 0] += nx
+                mom[node, 1] += ny
+                mom[node, 2] += nz
+                ar = math.sqrt(nx * nx + ny * ny + nz * nz)
+                wsum[node] += ar
+                for j in range(3):
+                    va = tri[k, j]
+                    vb = va + tri[k, 3 + j]
+                    vc = va + tri[k, 6 + j]
+                    mom[node, 3 + j] += ar * (va + vb + vc) / 3.0
+                    lo[node, j] = min(lo[node, j], va, vb, vc)
+                    hi[node, j] = max(hi[node, j], va, vb, vc)
         else:
+            c = node_i[node, 6]
+            wsum[node] = wsum[c] + wsum[c + 1]
             for j in range(3):
-                cen[node, j] = 0.5 * (node_min[node, j] + node_max[node, j])
-        # radius: farthest box corner from the centroid (the box holds every triangle)
+                mom[node, j] = mom[c, j] + mom[c + 1, j]
+                mom[node, 3 + j] = mom[c, 3 + j] * wsum[c] + mom[c + 1, 3 + j] * wsum[c + 1]
+                lo[node, j] = min(lo[c, j], lo[c + 1, j])
+                hi[node, j] = max(hi[c, j], hi[c + 1, j])
+        for j in range(3):
+            if wsum[node] > 0.0:
+                mom[node, 3 + j] /= wsum[node]
+            else:
+                mom[node, 3 + j] = 0.5 * (lo[node, j] + hi[node, j])
         r2 = 0.0
         for j in range(3):
-            d = max(cen[node, j] - node_min[node, j], node_max[node, j] - cen[node, j])
+            d = max(mom[node, 3 + j] - lo[node, j], hi[node, j] - mom[node, 3 + j])
             r2 += d * d
-        rad[node] = math.sqrt(r2)
-    return area_vec, cen, rad
+        mom[node, 6] = math.sqrt(r2) * (1.0 + 1e-12)
+        mom[node, 7] = 0.0
 
 
 # --------------------------------------------------------------------------
@@ -210,19 +338,20 @@ def bvh_moments(tri, node_min, node_max, node_a, node_n):
 
 @njit(inline="always")
 def closest_on_triangle(px, py, pz, t, k):
-    """Nearest point q on triangle k of t (F, 3, 3) to p: returns (qx, qy, qz, feature code).
+    """Nearest point q on triangle k of t (F, 9) rows (a, b - a, c - a) to p.
 
-    Ericson, Real-Time Collision Detection, 5.1.5, in float64.
+    Returns (qx, qy, qz, feature code). Ericson, Real-Time Collision
+    Detection, 5.1.5, in float64.
     """
-    ax = t[k, 0, 0]
-    ay = t[k, 0, 1]
-    az = t[k, 0, 2]
-    abx = t[k, 1, 0] - ax
-    aby = t[k, 1, 1] - ay
-    abz = t[k, 1, 2] - az
-    acx = t[k, 2, 0] - ax
-    acy = t[k, 2, 1] - ay
-    acz = t[k, 2, 2] - az
+    ax = t[k, 0]
+    ay = t[k, 1]
+    az = t[k, 2]
+    abx = t[k, 3]
+    aby = t[k, 4]
+    abz = t[k, 5]
+    acx = t[k, 6]
+    acy = t[k, 7]
+    acz = t[k, 8]
     apx = px - ax
     apy = py - ay
     apz = pz - az
@@ -255,10 +384,8 @@ def closest_on_triangle(px, py, pz, t, k):
     va = d3 * d6 - d5 * d4
     if va <= 0.0 and (d4 - d3) >= 0.0 and (d5 - d6) >= 0.0:
         w = (d4 - d3) / ((d4 - d3) + (d5 - d6))
-        bx = ax + abx
-        by = ay + aby
-        bz = az + abz
-        return bx + w * (acx - abx), by + w * (acy - aby), bz + w * (acz - abz), _EBC
+        return (ax + abx + w * (acx - abx), ay + aby + w * (acy - aby),
+                az + abz + w * (acz - abz), _EBC)
     denom = 1.0 / (va + vb + vc)
     v = vb * denom
     w = vc * denom
@@ -266,28 +393,28 @@ def closest_on_triangle(px, py, pz, t, k):
 
 
 @njit(inline="always")
-def box_dist2(px, py, pz, bmin, bmax, node):
-    """Squared distance from p to the box of ``node`` (0 inside)."""
+def box_dist2(px, py, pz, nf, node):
+    """Squared distance from p to the box of packed node record ``node`` (0 inside)."""
     d = 0.0
-    t = bmin[node, 0] - px
+    t = nf[node, 0] - px
     if t > 0.0:
         d += t * t
     else:
-        t = px - bmax[node, 0]
+        t = px - nf[node, 3]
         if t > 0.0:
             d += t * t
-    t = bmin[node, 1] - py
+    t = nf[node, 1] - py
     if t > 0.0:
         d += t * t
     else:
-        t = py - bmax[node, 1]
+        t = py - nf[node, 4]
         if t > 0.0:
             d += t * t
-    t = bmin[node, 2] - pz
+    t = nf[node, 2] - pz
     if t > 0.0:
         d += t * t
     else:
-        t = pz - bmax[node, 2]
+        t = pz - nf[node, 5]
         if t > 0.0:
             d += t * t
     return d
@@ -296,15 +423,15 @@ def box_dist2(px, py, pz, bmin, bmax, node):
 @njit(inline="always")
 def triangle_solid_angle(px, py, pz, t, k):
     """Signed solid angle of triangle k seen from p (Van Oosterom & Strackee 1983)."""
-    ax = t[k, 0, 0] - px
-    ay = t[k, 0, 1] - py
-    az = t[k, 0, 2] - pz
-    bx = t[k, 1, 0] - px
-    by = t[k, 1, 1] - py
-    bz = t[k, 1, 2] - pz
-    cx = t[k, 2, 0] - px
-    cy = t[k, 2, 1] - py
-    cz = t[k, 2, 2] - pz
+    ax = t[k, 0] - px
+    ay = t[k, 1] - py
+    az = t[k, 2] - pz
+    bx = ax + t[k, 3]
+    by = ay + t[k, 4]
+    bz = az + t[k, 5]
+    cx = ax + t[k, 6]
+    cy = ay + t[k, 7]
+    cz = az + t[k, 8]
     la = math.sqrt(ax * ax + ay * ay + az * az)
     lb = math.sqrt(bx * bx + by * by + bz * bz)
     lc = math.sqrt(cx * cx + cy * cy + cz * cz)
@@ -319,10 +446,12 @@ def triangle_solid_angle(px, py, pz, t, k):
 # --------------------------------------------------------------------------
 
 @njit(inline="always")
-def nearest_triangle(px, py, pz, best2, tri, bmin, bmax, node_a, node_n, stack):
+def nearest_triangle(px, py, pz, best2, tri, nf, ni, stack, dstack):
     """Walk the BVH for the nearest triangle closer than sqrt(best2).
 
     Returns (best2, slot, qx, qy, qz, feature); slot -1 when none is closer.
+    stack (int64) and dstack (float64) hold pending nodes and their box
+    distances, so a node is dropped when popped if the best has shrunk past it.
     """
     slot = -1
     feat = -1
@@ -330,15 +459,19 @@ def nearest_triangle(px, py, pz, best2, tri, bmin, bmax, node_a, node_n, stack):
     qy = 0.0
     qz = 0.0
     sp = 0
-    if box_dist2(px, py, pz, bmin, bmax, 0) < best2:
+    d0 = box_dist2(px, py, pz, nf, 0)
+    if d0 < best2:
         stack[0] = 0
+        dstack[0] = d0
         sp = 1
     while sp > 0:
         sp -= 1
+        if dstack[sp] >= best2:
+            continue
         node = stack[sp]
-        n = node_n[node]
+        n = ni[node, 7]
         if n > 0:
-            s = node_a[node]
+            s = ni[node, 6]
             for k in range(s, s + n):
                 cx, cy, cz, f = closest_on_triangle(px, py, pz, tri, k)
                 dx = px - cx
@@ -353,29 +486,33 @@ def nearest_triangle(px, py, pz, best2, tri, bmin, bmax, node_a, node_n, stack):
                     qy = cy
                     qz = cz
             continue
-        c = node_a[node]
-        dl = box_dist2(px, py, pz, bmin, bmax, c)
-        dr = box_dist2(px, py, pz, bmin, bmax, c + 1)
+        c = ni[node, 6]
+        dl = box_dist2(px, py, pz, nf, c)
+        dr = box_dist2(px, py, pz, nf, c + 1)
         # push the farther child first so the nearer one is walked next
         if dl <= dr:
             if dr < best2:
                 stack[sp] = c + 1
+                dstack[sp] = dr
                 sp += 1
             if dl < best2:
                 stack[sp] = c
+                dstack[sp] = dl
                 sp += 1
         else:
             if dl < best2:
                 stack[sp] = c
+                dstack[sp] = dl
                 sp += 1
             if dr < best2:
                 stack[sp] = c + 1
+                dstack[sp] = dr
                 sp += 1
     return best2, slot, qx, qy, qz, feat
 
 
 @njit(inline="always")
-def winding_number(px, py, pz, tri, node_a, node_n, area_vec, cen, rad, beta2, stack):
+def winding_number(px, py, pz, tri, ni, mom, beta2, stack):
     """Generalised winding number at p through the BVH with dipole far field."""
     w = 0.0
     stack[0] = 0
@@ -383,21 +520,21 @@ def winding_number(px, py, pz, tri, node_a, node_n, area_vec, cen, rad, beta2, s
     while sp > 0:
         sp -= 1
         node = stack[sp]
-        dx = cen[node, 0] - px
-        dy = cen[node, 1] - py
-        dz = cen[node, 2] - pz
+        dx = mom[node, 3] - px
+        dy = mom[node, 4] - py
+        dz = mom[node, 5] - pz
         d2 = dx * dx + dy * dy + dz * dz
-        r = rad[node]
+        r = mom[node, 6]
         if d2 > beta2 * r * r:
-            w += (area_vec[node, 0] * dx + area_vec[node, 1] * dy + area_vec[node, 2] * dz) / (d2 * math.sqrt(d2))
+            w += (mom[node, 0] * dx + mom[node, 1] * dy + mom[node, 2] * dz) / (d2 * math.sqrt(d2))
             continue
-        n = node_n[node]
+        n = ni[node, 7]
         if n > 0:
-            s = node_a[node]
+            s = ni[node, 6]
             for k in range(s, s + n):
                 w += triangle_solid_angle(px, py, pz, tri, k)
             continue
-        c = node_a[node]
+        c = ni[node, 6]
         stack[sp] = c
         stack[sp + 1] = c + 1
         sp += 2
@@ -405,15 +542,17 @@ def winding_number(px, py, pz, tri, node_a, node_n, area_vec, cen, rad, beta2, s
 
 
 @njit(parallel=True, cache=True)
-def evaluate_kernel(points, cap, sign_mode, tri, tri_class, face_n, edge_n, vert_n,
-                    bmin, bmax, node_a, node_n, area_vec, cen, rad, beta, sdf, cls):
+def evaluate_kernel(points, cap, sign_mode, tri, tri_class, tri_closed, face_n, edge_n, vert_n,
+                    nf, ni, mom, beta, sdf, cls):
     """Signed distance and class at points.
 
     points (P, 3) float64; cap float64 (inf for none); sign_mode 0 unsigned,
-    1 pseudonormal, 2 winding; tri (F, 3, 3) float64 in slot order; tri_class
-    (F,) int32; face_n (F, 3), edge_n (F, 3, 3) (edges ab, bc, ca), vert_n
-    (F, 3, 3) (corners a, b, c) pseudonormals per slot; BVH arrays from
-    build_bvh and bvh_moments. Writes sdf (P,) float64 and cls (P,) int32.
+    1 auto (pseudonormal where the nearest triangle's component is closed,
+    else winding), 2 winding; per leaf slot: tri (F, 9) float64, tri_class
+    (F,) int32, tri_closed (F,) uint8, face_n (F, 3), edge_n (F, 3, 3) (edges
+    ab, bc, ca), vert_n (F, 3, 3) (corners a, b, c) pseudonormals; nf/ni the
+    packed BVH (float32 / int32 views), mom (M, 8) float64 moments. Writes sdf
+    (P,) float64 and cls (P,) int32.
     """
     p_count = points.shape[0]
     n_chunks = (p_count + CHUNK - 1) // CHUNK
@@ -421,19 +560,19 @@ def evaluate_kernel(points, cap, sign_mode, tri, tri_class, face_n, edge_n, vert
     beta2 = beta * beta
     for ch in prange(n_chunks):
         stack = np.empty(STACK, np.int64)
+        dstack = np.empty(STACK, np.float64)
         for i in range(ch * CHUNK, min(p_count, (ch + 1) * CHUNK)):
             px = points[i, 0]
             py = points[i, 1]
             pz = points[i, 2]
-            best2, slot, qx, qy, qz, feat = nearest_triangle(px, py, pz, cap2, tri, bmin, bmax,
-                                                             node_a, node_n, stack)
+            best2, slot, qx, qy, qz, feat = nearest_triangle(px, py, pz, cap2, tri, nf, ni, stack, dstack)
             if slot < 0:
                 d = cap
                 cls[i] = 0
             else:
                 d = math.sqrt(best2)
                 cls[i] = tri_class[slot]
-            if sign_mode == 1 and slot >= 0:
+            if sign_mode == 1 and slot >= 0 and tri_closed[slot] != 0:
                 if feat == _FACE:
                     nx = face_n[slot, 0]
                     ny = face_n[slot, 1]
@@ -450,14 +589,13 @@ def evaluate_kernel(points, cap, sign_mode, tri, tri_class, face_n, edge_n, vert
                 if (px - qx) * nx + (py - qy) * ny + (pz - qz) * nz < 0.0:
                     d = -d
             elif sign_mode != 0:
-                if winding_number(px, py, pz, tri, node_a, node_n, area_vec, cen, rad,
-                                  beta2, stack) >= 0.5:
+                if winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5:
                     d = -d
             sdf[i] = d
 
 
 @njit(parallel=True, cache=True)
-def winding_kernel(points, tri, node_a, node_n, area_vec, cen, rad, beta, out):
+def winding_kernel(points, tri, ni, mom, beta, out):
     """Generalised winding number at points (P, 3) float64 into out (P,) float64."""
     p_count = points.shape[0]
     n_chunks = (p_count + CHUNK - 1) // CHUNK
@@ -465,28 +603,77 @@ def winding_kernel(points, tri, node_a, node_n, area_vec, cen, rad, beta, out):
     for ch in prange(n_chunks):
         stack = np.empty(STACK, np.int64)
         for i in range(ch * CHUNK, min(p_count, (ch + 1) * CHUNK)):
-            out[i] = winding_number(points[i, 0], points[i, 1], points[i, 2], tri, node_a, node_n,
-                                    area_vec, cen, rad, beta2, stack)
+            out[i] = winding_number(points[i, 0], points[i, 1], points[i, 2], tri, ni, mom, beta2, stack)
+
+
+@njit(cache=True)
+def _find(parent, x):
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+@njit(cache=True)
+def face_components(sorted_keys, sorted_faces, n_faces):
+    """Component label per face: faces sharing an (undirected) edge are joined.
+
+    sorted_keys (3F,) int64 undirected edge keys sorted; sorted_faces (3F,)
+    the face of each key. Labels are the smallest face index of the component.
+    """
+    parent = np.arange(n_faces)
+    for k in range(1, sorted_keys.shape[0]):
+        if sorted_keys[k] == sorted_keys[k - 1]:
+            a = _find(parent, sorted_faces[k])
+            b = _find(parent, sorted_faces[k - 1])
+            if a < b:
+                parent[b] = a
+            elif b < a:
+                parent[a] = b
+    out = np.empty(n_faces, np.int64)
+    for f in range(n_faces):
+        out[f] = _find(parent, f)
+    return out
 
 
 # --------------------------------------------------------------------------
 # the field object
 # --------------------------------------------------------------------------
 
-def _is_closed(faces, n_vertices):
-    """Every directed edge appears once and its reverse once (closed, consistently oriented)."""
+def _edge_status(faces, n_vertices):
+    """Per face: True when each of its 3 directed edges appears exactly once and its reverse exactly once."""
     a = faces.reshape(-1)
     b = faces[:, [1, 2, 0]].reshape(-1)
     fwd = a * n_vertices + b
     rev = b * n_vertices + a
-    fwd_sorted = np.sort(fwd)
-    if fwd_sorted.size > 1 and np.any(fwd_sorted[1:] == fwd_sorted[:-1]):
-        return False
-    return bool(np.array_equal(fwd_sorted, np.sort(rev)))
+    srt = np.sort(fwd)
+    first = np.searchsorted(srt, fwd, side="left")
+    last = np.searchsorted(srt, fwd, side="right")
+    once = (last - first) == 1
+    rfirst = np.searchsorted(srt, rev, side="left")
+    rlast = np.searchsorted(srt, rev, side="right")
+    rev_once = (rlast - rfirst) == 1
+    return (once & rev_once).reshape(-1, 3).all(axis=1)
+
+
+def _closed_components(faces, n_vertices):
+    """(face -> its component is closed (bool), number of components, number closed)."""
+    a = faces
+    b = faces[:, [1, 2, 0]]
+    key = (np.minimum(a, b) * n_vertices + np.maximum(a, b)).reshape(-1)
+    order = np.argsort(key, kind="stable")
+    owner = np.repeat(np.arange(faces.shape[0]), 3)
+    label = face_components(key[order], owner[order], faces.shape[0])
+    good = _edge_status(faces, n_vertices)
+    roots, inv = np.unique(label, return_inverse=True)
+    comp_ok = np.ones(roots.size, bool)
+    np.logical_and.at(comp_ok, inv, good)
+    return comp_ok[inv], int(roots.size), int(comp_ok.sum())
 
 
 def _pseudonormals(v, faces):
-    """Unit face normals (F, 3), edge pseudonormals per face edge (F, 3, 3), vertex ones per corner."""
+    """Unit face normals (F, 3); edge pseudonormals per face edge ab, bc, ca (F, 3, 3); angle-weighted
+    vertex pseudonormals per corner (F, 3, 3)."""
     tri = v[faces]
     n = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
     n /= np.linalg.norm(n, axis=1, keepdims=True)
@@ -510,12 +697,23 @@ def _pseudonormals(v, faces):
     return n, edge_n, vert_n
 
 
+def _aligned(shape, dtype, align=64):
+    """Zeroed array whose data starts on an ``align``-byte boundary."""
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape))
+    raw = np.zeros(n * dt.itemsize + align, np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off:off + n * dt.itemsize].view(dt).reshape(shape)
+
+
 class MeshField:
     """Signed distance field over triangles (see the module docstring for the rules).
 
     Attributes: ``bounds_min``/``bounds_max`` (3,) float64 of the kept
-    triangles, ``closed`` (bool), ``sign`` ("pseudonormal", "winding" or
-    "unsigned"), ``n_faces`` kept, ``n_degenerate`` dropped.
+    triangles; ``closed`` (every edge shared by exactly two consistently
+    oriented faces); ``sign`` ("auto", "winding" or "unsigned");
+    ``n_faces`` kept, ``n_degenerate`` dropped; ``n_components`` and
+    ``n_closed_components`` (faces joined through shared edges).
     """
 
     def __init__(self, vertices, faces, classes=None, sign="auto", beta=WINDING_BETA):
@@ -531,8 +729,10 @@ class MeshField:
             if cl.size and (cl.min() < 0 or cl.max() > 65535):
                 raise MeshError("MeshField: classes must lie in 0..65535")
             cl = cl.astype(np.int32)
-        if sign not in ("auto", "pseudonormal", "winding", "unsigned"):
-            raise MeshError(f"MeshField: sign must be auto, pseudonormal, winding or unsigned, got {sign!r}")
+        if sign not in ("auto", "winding", "unsigned"):
+            raise MeshError(f"MeshField: sign must be 'auto', 'winding' or 'unsigned', got {sign!r}")
+        if not (np.isfinite(beta) and beta > 1.0):
+            raise MeshError(f"MeshField: beta must be a finite number > 1, got {beta!r}")
         tri = v[f]
         area2 = np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1)
         keep = (area2 > 0.0) & (f[:, 0] != f[:, 1]) & (f[:, 1] != f[:, 2]) & (f[:, 2] != f[:, 0])
@@ -542,9 +742,8 @@ class MeshField:
         if f.shape[0] == 0:
             raise MeshError("MeshField: every face is degenerate (zero area)")
         self.n_faces = int(f.shape[0])
-        self.closed = _is_closed(f, v.shape[0])
-        if sign == "auto":
-            sign = "pseudonormal" if self.closed else "winding"
+        comp_closed, self.n_components, self.n_closed_components = _closed_components(f, v.shape[0])
+        self.closed = bool(comp_closed.all())
         self.sign = sign
         self.beta = float(beta)
         tri = v[f]
@@ -552,12 +751,19 @@ class MeshField:
         self.bounds_max = tri.reshape(-1, 3).max(axis=0)
         node_min, node_max, node_a, node_n, order = build_bvh(
             tri.min(axis=1), tri.max(axis=1), tri.mean(axis=1), LEAF_SIZE)
-        self._tri = np.ascontiguousarray(tri[order])
+        t = tri[order]
+        self._tri = np.ascontiguousarray(np.concatenate([t[:, 0], t[:, 1] - t[:, 0], t[:, 2] - t[:, 0]], axis=1))
         self._class = np.ascontiguousarray(cl[order])
+        self._closed = np.ascontiguousarray(comp_closed[order].astype(np.uint8))
         self._face_index = order  # slot -> kept-face index
-        self._bmin, self._bmax, self._node_a, self._node_n = node_min, node_max, node_a, node_n
-        self._moments = bvh_moments(self._tri, node_min, node_max, node_a, node_n)
-        if sign == "pseudonormal":
+        m = node_a.shape[0] + 1
+        self._nf = _aligned((m, 8), np.float32)
+        self._ni = self._nf.view(np.int32)
+        pack_nodes(node_min, node_max, node_a, node_n, self._nf, self._ni)
+        self._mom = _aligned((m, 8), np.float64)
+        bvh_moments(self._tri, self._ni, self._mom)
+        self.n_nodes = int(node_a.shape[0])
+        if sign == "auto" and comp_closed.any():
             fn, en, vn = _pseudonormals(v, f)
             self._fn = np.ascontiguousarray(fn[order])
             self._en = np.ascontiguousarray(en[order])
@@ -586,17 +792,14 @@ class MeshField:
         c = np.inf if cap is None else float(cap)
         if not c > 0.0:
             raise MeshError(f"MeshField.evaluate: cap must be positive, got {cap!r}")
-        mode = {"unsigned": 0, "pseudonormal": 1, "winding": 2}[self.sign]
-        av, cen, rad = self._moments
-        evaluate_kernel(p, c, mode, self._tri, self._class, self._fn, self._en, self._vn,
-                        self._bmin, self._bmax, self._node_a, self._node_n, av, cen, rad,
-                        self.beta, sdf, cls)
+        mode = {"unsigned": 0, "auto": 1, "winding": 2}[self.sign]
+        evaluate_kernel(p, c, mode, self._tri, self._class, self._closed, self._fn, self._en, self._vn,
+                        self._nf, self._ni, self._mom, self.beta, sdf, cls)
         return sdf, cls
 
     def winding_number(self, points):
         """Generalised winding number (P,) float64 at points (P, 3) (dipole far field)."""
         p = self._points(points)
         out = np.empty(p.shape[0])
-        av, cen, rad = self._moments
-        winding_kernel(p, self._tri, self._node_a, self._node_n, av, cen, rad, self.beta, out)
+        winding_kernel(p, self._tri, self._ni, self._mom, self.beta, out)
         return out

@@ -9,8 +9,9 @@
   all other statements (``vt``, ``vn``, ``o``, ``g``, ``usemtl`` ...) are skipped.
 - STL: binary when the size is exactly ``84 + 50 * count`` (even if the header
   starts with ``solid``), else ASCII when it starts with ``solid``. STL repeats
-  each corner per facet; exactly equal corners are merged so that edges are
-  shared and a watertight STL reads as a closed mesh.
+  each corner per facet; corners equal to within ``MERGE_TOLERANCE`` of the
+  bounding-box diagonal are merged so that edges are shared and a watertight
+  STL reads as a closed mesh.
 - PLY: ``ascii``, ``binary_little_endian`` and ``binary_big_endian``; the
   ``vertex`` element needs ``x, y, z``; the ``face`` element needs a list
   property ``vertex_indices`` (or ``vertex_index``); other properties and other
@@ -217,11 +218,24 @@ def _parse_stl_ascii(data: bytes, src):
     return np.array(corners, dtype=np.float64)
 
 
+MERGE_TOLERANCE = 1e-9  # STL corners on the same grid cell of this fraction of the box diagonal merge
+
+
 def _merge_corners(corners):
-    """(3F, 3) facet corners -> (vertices, faces) with exactly equal corners merged."""
-    c = np.ascontiguousarray(corners) + 0.0  # +0.0 turns -0.0 into 0.0 so they merge
-    verts, inverse = np.unique(c, axis=0, return_inverse=True)
-    return verts, inverse.reshape(-1, 3).astype(np.int64)
+    """(3F, 3) facet corners -> (vertices, faces), merging corners that snap to one grid cell.
+
+    The grid step is MERGE_TOLERANCE times the bounding-box diagonal: exporters
+    write the same corner with float noise (e.g. 0 and -2.7e-16), which would
+    otherwise split edges and make a watertight STL look open. Each merged
+    vertex keeps the coordinates of its first corner.
+    """
+    c = np.ascontiguousarray(corners, dtype=np.float64)
+    if not np.isfinite(c).all():
+        return c, np.arange(c.shape[0], dtype=np.int64).reshape(-1, 3)  # check_mesh reports it
+    step = MERGE_TOLERANCE * max(float(np.linalg.norm(c.max(axis=0) - c.min(axis=0))), 1e-300)
+    key = np.round((c - c.min(axis=0)) / step).astype(np.int64)  # at most ~1e9: fits int64
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    return c[first], inverse.reshape(-1, 3).astype(np.int64)
 
 
 # --------------------------------------------------------------------------

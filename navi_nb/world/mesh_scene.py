@@ -116,12 +116,21 @@ def _room() -> Mesh:
 
 
 def find_shared_meshes(shared_meshes=None):
-    """The shared mesh folder: the argument, else $NAVI_NB_MESHES, else <repo>/../shared/meshes; None if absent."""
-    cands = [shared_meshes] if shared_meshes is not None else []
-    if os.environ.get("NAVI_NB_MESHES"):
-        cands.append(os.environ["NAVI_NB_MESHES"])
-    cands.append(Path(__file__).resolve().parents[2].parent / "shared" / "meshes")
+    """The shared mesh folder, or None when absent.
+
+    ``shared_meshes``: a folder (used alone), ``False`` (never use one), or
+    ``None``: ``$NAVI_NB_MESHES``, else ``<repo root>/../shared/meshes``.
+    """
+    if shared_meshes is False:
+        return None
+    if shared_meshes is not None:
+        cands = [shared_meshes]
+    else:
+        cands = [os.environ.get("NAVI_NB_MESHES") or None,
+                 Path(__file__).resolve().parents[2].parent / "shared" / "meshes"]
     for c in cands:
+        if c is None:
+            continue
         p = Path(c)
         if p.is_dir() and all((p / name).is_file() for name, _, _ in _SHARED):
             return p
@@ -153,7 +162,10 @@ def _slots(n):
 
 
 def benchmark_mesh_scene(shared_meshes=None):
-    """(Mesh, classes int32 (F,)) of about 35,000 triangles: a room with objects on its floor."""
+    """(Mesh, classes int32 (F,)) of about 35,000 triangles: a room with objects on its floor.
+
+    ``shared_meshes`` as in ``find_shared_meshes`` (``False`` forces the procedural objects).
+    """
     room = _room()
     folder = find_shared_meshes(shared_meshes)
     objects = []
