@@ -21,6 +21,7 @@ with exact comparison, and the DAG is emitted with the root at word 0.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import time
 
@@ -38,6 +39,11 @@ SEMANTIC_BAND_VOXELS = 2.0  # voxel leaves this close to a surface carry its cla
 MARGIN_VOXELS = 4  # default empty voxels between the region of interest and the cube faces
 COLLAPSE_FACTOR = 4.0  # free cells collapse when d >= 4 hd
 EVAL_CHUNK = 1 << 18  # points per field.evaluate call (bounds peak memory)
+# Fields whose evaluate takes `cap` (MeshField) may answer "at least cap" for
+# points farther than cap. A cell below the root has a subdivided parent, so
+# its centre value is below (COLLAPSE_FACTOR + 1) * 2 hd + band < 16 hd for
+# band < 6 hd: the cap never changes the output, it only skips far work.
+CAP_FACTOR = 16.0
 
 KIND_LEAF, KIND_INNER, KIND_PRUNED = 0, 1, 2
 
@@ -155,6 +161,14 @@ def _dedup_level(kind, word, child_ref, leaf_words, n_leaf, leaf_table, inner_ki
                     break
                 slot = (slot + 1) & lmask
         else:
+            empty = True
+            for c in range(8):
+                if child_ref[8 * j + c] != -1:
+                    empty = False
+            if empty:  # every child pruned: the cell is pruned too
+                ref[i] = -1
+                j += 1
+                continue
             h = np.uint64(0)
             for c in range(8):
                 h = _mix(h, np.uint64(child_ref[8 * j + c] + 3))
@@ -269,8 +283,15 @@ def _check_args(bounds_min, bounds_max, resolution, margin):
     return lo, hi, resolution
 
 
-def _evaluate(field, centres):
-    d, c = field.evaluate(centres)
+def _accepts_cap(field):
+    try:
+        return "cap" in inspect.signature(field.evaluate).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _evaluate(field, centres, cap=None):
+    d, c = field.evaluate(centres) if cap is None else field.evaluate(centres, cap=cap)
     d = np.asarray(d, dtype=np.float64).reshape(-1)
     c = np.asarray(c).reshape(-1).astype(np.int64)
     if d.shape[0] != centres.shape[0] or c.shape[0] != centres.shape[0]:
@@ -302,18 +323,20 @@ def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None,
     band_m = band * h
     sem_m = semantic_band * h
 
+    use_cap = _accepts_cap(field)
     kinds, words = [], []
     coords = np.zeros((1, 3), dtype=np.int32)
     for depth in range(depths + 1):
         n = coords.shape[0]
         cell = h * (resolution >> depth)
+        hd = cell * math.sqrt(3.0) / 2
         kind = np.empty(n, dtype=np.int8)
         word = np.zeros(n, dtype=np.uint64)
         for s in range(0, n, EVAL_CHUNK):
             e = min(n, s + EVAL_CHUNK)
             cen = np.empty((e - s, 3), dtype=np.float64)
             _centres(coords[s:e], cell, bmin64, cen)
-            d, c = _evaluate(field, cen)
+            d, c = _evaluate(field, cen, CAP_FACTOR * hd if use_cap and depth > 0 else None)
             _classify(d, c, coords[s:e], cell, bmin64, lo, hi, depth == depths, h, band_m, sem_m,
                       HALF_TO_FLOAT, kind[s:e], word[s:e])
         kinds.append(kind)

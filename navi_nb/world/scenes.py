@@ -38,7 +38,7 @@ SCENES = {
     "box": "an empty 8 x 6 m room",
     "pillars": "a 12 x 10 m hall with a 3 x 3 grid of round columns",
     "house": "five rooms and a hall joined by doorways, with furniture (the default)",
-    "maze": "a 5 x 5 maze of 2.4 m cells (seeded layout)",
+    "maze": "a 5 x 5 maze of 2.5 m cells (seeded layout)",
     "clutter": "a 12 x 12 m room with 30 seeded random obstacles",
 }
 DEFAULT_SCENE = "house"
