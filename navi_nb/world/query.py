@@ -141,6 +141,19 @@ def query_distance(nodes, half_table, bmin, voxel_size, resolution, points, out_
         out_s[i] = np.uint16(s)
 
 
+@njit(cache=True)
+def query_distance_serial(nodes, half_table, bmin, voxel_size, resolution, points, out_d, out_s):
+    """query_distance on one thread: small batches skip the parallel launch."""
+    for i in range(points.shape[0]):
+        d, s = query_point(nodes, half_table, bmin, voxel_size, resolution,
+                           np.float64(points[i, 0]), np.float64(points[i, 1]), np.float64(points[i, 2]))
+        out_d[i] = d
+        out_s[i] = np.uint16(s)
+
+
+SERIAL_BELOW = 512  # batches smaller than this run on one thread
+
+
 def world_arrays(world: World):
     """(nodes, half_table, bmin float64 (3,), voxel_size float64, resolution) for kernels.
 
@@ -178,5 +191,6 @@ def distance(world: World, points):
     out_d = np.empty(p.shape[0], dtype=np.float32)
     out_s = np.empty(p.shape[0], dtype=np.uint16)
     if p.shape[0]:
-        query_distance(nodes, table, bmin, voxel, res, p, out_d, out_s)
+        kernel = query_distance_serial if p.shape[0] < SERIAL_BELOW else query_distance
+        kernel(nodes, table, bmin, voxel, res, p, out_d, out_s)
     return out_d, out_s
