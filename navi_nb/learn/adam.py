@@ -14,7 +14,7 @@ from numba import njit, prange
 NORM_BLOCK = 4096
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def block_sumsq(g, partial, block):
     """partial[k] = sum of g[e]**2 over block k (float64), e in order."""
     n = g.shape[0]
@@ -42,7 +42,7 @@ def global_norm(g, partial=None):
     return math.sqrt(ordered_sum(partial))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def adam_kernel(params, grad, m, v, lr, beta1, beta2, eps, grad_scale, step):
     """One Adam step on flat buffers (CleanRL/PyTorch form, eps outside the sqrt).
 

@@ -102,8 +102,21 @@ _loop_dgemm = cfunc(types.void(_i32, _i32, _i32, _i64, _i64, _i64, types.float64
                     cache=True)(_make_loop_gemm(np.float64))
 
 
+_THREAD_SETTER = None
+
+
+def set_blas_threads(n):
+    """Set the thread count of NumPy's OpenBLAS (benchmarks only: navi_nb keeps
+    it at 1). Returns False when this BLAS offers no setter."""
+    if _THREAD_SETTER is None:
+        return False
+    _THREAD_SETTER(int(n))
+    return True
+
+
 def _bind():
     """Bind navi_nb_sgemm/dgemm; return the name of the implementation chosen."""
+    global _THREAD_SETTER
     want = os.environ.get("NAVI_NB_GEMM", "blas").strip().lower()
     lib = _numpy_blas_library() if want != "numba" else None
     addrs = {}
@@ -121,6 +134,7 @@ def _bind():
             if fn is not None:
                 fn.argtypes = [ctypes.c_int]
                 fn(1)
+                _THREAD_SETTER = fn
                 break
         _llvm.add_symbol("navi_nb_sgemm", addrs["s"])
         _llvm.add_symbol("navi_nb_dgemm", addrs["d"])

@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def gae_kernel(rewards, values, terminated, truncated, final_values, last_values, gamma, lam,
                adv, ret):
     """All arrays (T, A) except last_values (A,); writes adv and ret (T, A)."""

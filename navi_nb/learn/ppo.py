@@ -95,7 +95,7 @@ class PPOConfig:
         return self
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def ppo_loss_terms(mu, value, log_std, actions, logp_old, adv, v_old, ret, clip_coef, clip_vloss,
                    vf_coef, inv_n, dmu, dv, dlogstd, stats):
     """Per-sample loss terms and their gradients (already scaled by 1/n).

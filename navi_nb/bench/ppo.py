@@ -1,0 +1,257 @@
+"""`navi-nb bench ppo`: PPO update samples per second, shards, PyTorch, matmul.
+
+One "update step" is one minibatch: gather, forward of both trunks, the PPO
+loss, backward, global-norm clipping and one Adam step
+(``PPO.accumulate`` + ``PPO.step``). Measured at each shard count (Numba
+threads), for
+
+- ``default``: the trainer's default network (2 x 128 tanh, separate trunks)
+  on the environment's default observation (64 x 16 rays + extras), minibatch
+  1024 (64 actors x 64 steps / 4);
+- ``wide``: observation 1030, 2 x 256, minibatch 1024 (the issue's scale figure);
+- ``small``: observation 270, 2 x 64, minibatch 256;
+
+and, when PyTorch is installed, the same network, loss, clipping and Adam in
+PyTorch on the CPU with its default threads; and NumPy's float32 matmul rate
+(4096^2, BLAS at the allowed cores), which bounds any implementation.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+NETS = {
+    "default": {"obs": None, "hidden": (128, 128), "minibatch": 1024},
+    "wide": {"obs": 1030, "hidden": (256, 256), "minibatch": 1024},
+    "small": {"obs": 270, "hidden": (64, 64), "minibatch": 256},
+}
+FALLBACK_OBS = 1037
+
+
+def add_arguments(parser):
+    parser.add_argument("--nets", default="default,wide,small", help="networks to run (comma list of "
+                        + ", ".join(NETS) + ")")
+    parser.add_argument("--shards", default="1,2", help="shard counts to measure (comma list)")
+    parser.add_argument("--seconds", type=float, default=2.0, help="timing budget per measurement")
+    parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch peer")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="independent timing rounds per measurement (the best and the spread are reported)")
+
+
+def default_obs_dim():
+    """The environment's default observation length (64 x 16 sensor)."""
+    try:
+        from navi_nb.env.config import EnvConfig
+        from navi_nb.env.observation import obs_layout, obs_size
+        from navi_nb.sense.sensor import Sensor
+        return int(obs_size(obs_layout(Sensor(64, 16), EnvConfig())))
+    except Exception:  # the env stage's signature may differ: the documented estimate
+        return FALLBACK_OBS
+
+
+def net_flops(obs, hidden, act_dim=4):
+    """FLOPs per sample of forward + backward (weight and input gradients) of both trunks."""
+    total = 0
+    for head in (act_dim, 1):
+        sizes = [obs] + list(hidden) + [head]
+        mults = [sizes[i] * sizes[i + 1] for i in range(len(sizes) - 1)]
+        total += 2 * sum(mults) * 2 + 2 * sum(mults[1:])
+    return total
+
+
+def synthetic(policy, n, seed=0):
+    from navi_nb.learn.rollout import RolloutSlab
+    rng = np.random.default_rng(seed)
+    slab = RolloutSlab(n, 1, policy.obs_dim, policy.act_dim)
+    slab.obs[...] = rng.standard_normal(slab.obs.shape)
+    mu, v = policy.forward(slab.obs[:, 0])
+    act = mu + rng.standard_normal(mu.shape).astype(np.float32)
+    slab.actions[:, 0] = act
+    slab.logp[:, 0] = policy.log_prob(mu, act) + rng.uniform(-0.3, 0.3, n)
+    slab.value[:, 0] = v
+    slab.advantages[:, 0] = rng.standard_normal(n)
+    slab.returns[:, 0] = v + rng.standard_normal(n)
+    return slab
+
+
+def _time(fn, seconds, repeats):
+    """Best-of-rounds seconds per call, and the spread (max/min - 1) of round means."""
+    fn()
+    fn()
+    means = []
+    for _ in range(repeats):
+        n, t0 = 0, time.perf_counter()
+        while True:
+            fn()
+            n += 1
+            dt = time.perf_counter() - t0
+            if dt > seconds / repeats and n >= 3:
+                break
+        means.append(dt / n)
+    return min(means), max(means) / min(means) - 1.0
+
+
+def bench_navi(obs, hidden, mb, shards, seconds, repeats):
+    import numba
+
+    from navi_nb.learn.policy import ActorCritic
+    from navi_nb.learn.ppo import PPO, PPOConfig
+    pol = ActorCritic(obs, 4, hidden=hidden, seed=0)
+    ppo = PPO(pol, PPOConfig())
+    slab = synthetic(pol, mb * 2)
+    ppo.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
+                   ("actions", "logp", "value", "advantages", "returns")})
+    order = np.random.default_rng(1).permutation(slab.n_samples)
+    params0 = pol.params.copy()
+    out = {}
+    for k in shards:
+        numba.set_num_threads(k)
+        pol.params[...] = params0
+
+        def step():
+            ppo.accumulate(order, 0, mb)
+            ppo.step(3e-4)
+        t, spread = _time(step, seconds, repeats)
+        out[k] = {"samples_per_s": mb / t, "ms_per_minibatch": 1e3 * t, "spread": spread}
+    out["modes"] = dict(ppo.modes)
+    out["n_params"] = pol.n_params
+    return out
+
+
+def bench_torch(obs, hidden, mb, seconds, repeats, threads):
+    import torch
+    from torch import nn
+
+    # PyTorch's default is one thread per core; navi_nb's BLAS pin
+    # (OMP_NUM_THREADS=1) would otherwise have lowered it to 1.
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+
+    def trunk(n_out, gain_out):
+        layers, n_in = [], obs
+        for h in hidden:
+            lin = nn.Linear(n_in, h)
+            nn.init.orthogonal_(lin.weight, math.sqrt(2))
+            nn.init.zeros_(lin.bias)
+            layers += [lin, nn.Tanh()]
+            n_in = h
+        lin = nn.Linear(n_in, n_out)
+        nn.init.orthogonal_(lin.weight, gain_out)
+        nn.init.zeros_(lin.bias)
+        return nn.Sequential(*layers, lin)
+
+    actor, critic = trunk(4, 0.01), trunk(1, 1.0)
+    log_std = nn.Parameter(torch.zeros(4))
+    params = list(actor.parameters()) + [log_std] + list(critic.parameters())
+    opt = torch.optim.Adam(params, lr=3e-4, eps=1e-5)
+    g = torch.Generator().manual_seed(0)
+    n = mb * 2
+    x = torch.randn(n, obs, generator=g)
+    a = torch.randn(n, 4, generator=g)
+    logp_old = torch.randn(n, generator=g) * 0.1 - 5.0
+    adv_all, ret_all, v_old_all = (torch.randn(n, generator=g) for _ in range(3))
+    idx = torch.randperm(n, generator=g)[:mb]
+
+    def step():
+        b = idx
+        mu = actor(x[b])
+        v = critic(x[b]).squeeze(-1)
+        std = log_std.exp()
+        logp = (-0.5 * ((a[b] - mu) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi)).sum(1)
+        adv = adv_all[b]
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        ratio = (logp - logp_old[b]).exp()
+        pg = torch.max(-adv * ratio, -adv * ratio.clamp(0.8, 1.2)).mean()
+        vc = v_old_all[b] + (v - v_old_all[b]).clamp(-0.2, 0.2)
+        vl = 0.5 * torch.max((v - ret_all[b]) ** 2, (vc - ret_all[b]) ** 2).mean()
+        ent = (log_std + 0.5 + 0.5 * math.log(2 * math.pi)).sum()
+        loss = pg - 0.0 * ent + 0.5 * vl
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(params, 0.5)
+        opt.step()
+    t, spread = _time(step, seconds, repeats)
+    return {"samples_per_s": mb / t, "ms_per_minibatch": 1e3 * t, "spread": spread,
+            "threads": torch.get_num_threads(), "version": torch.__version__}
+
+
+def bench_matmul(threads, seconds):
+    from navi_nb.learn.blas import set_blas_threads
+    n = 4096
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    set_blas_threads(threads)
+    try:
+        t, spread = _time(lambda: a @ b, seconds, 2)
+    finally:
+        set_blas_threads(1)
+    return {"gflops": 2 * n ** 3 / t / 1e9, "threads": threads, "spread": spread}
+
+
+def run(args) -> dict:
+    import numba
+    from rich.console import Console
+    from rich.table import Table
+
+    import navi_nb  # noqa: F401  (BLAS pin)
+    from navi_nb.bench.machine import machine_info, print_machine
+    from navi_nb.learn.blas import GEMM_BACKEND
+
+    console = Console()
+    if not hasattr(args, "bench_name"):      # called directly, not through `navi-nb bench`
+        print_machine(console)
+    cap = numba.config.NUMBA_NUM_THREADS
+    shards = [int(s) for s in str(args.shards).split(",") if s.strip()]
+    shards = [s for s in shards if 1 <= s <= cap] or [1]
+    try:
+        import torch  # noqa: F401
+        have_torch = not args.no_torch
+    except ImportError:
+        have_torch = False
+    from navi_nb.parallel.cores import allowed_cores
+    allowed = allowed_cores().allowed
+    res = {"machine": machine_info(), "gemm": GEMM_BACKEND, "nets": {}}
+    mm = bench_matmul(allowed, args.seconds)
+    res["matmul"] = mm
+    table = Table(title=f"PPO update (one minibatch: forward, backward, clip, Adam); gemm={GEMM_BACKEND}")
+    for col in ("net", "obs", "hidden", "minibatch", "params", "shards", "samples/s", "ms/mb",
+                "GFLOP/s", "% matmul", "spread", "vs 1 shard", "vs torch"):
+        table.add_column(col, justify="right")
+    summary = [["numpy matmul GFLOP/s", f"{mm['gflops']:.1f} ({allowed} threads)"]]
+    for name in [n.strip() for n in args.nets.split(",") if n.strip()]:
+        spec = NETS[name]
+        obs = spec["obs"] or default_obs_dim()
+        hidden, mb = spec["hidden"], spec["minibatch"]
+        r = bench_navi(obs, hidden, mb, shards, args.seconds, args.repeats)
+        flops = net_flops(obs, hidden)
+        tr = bench_torch(obs, hidden, mb, args.seconds, args.repeats, allowed) if have_torch else None
+        entry = {"obs": obs, "hidden": list(hidden), "minibatch": mb, "n_params": r["n_params"],
+                 "flops_per_sample": flops, "modes": r["modes"], "shards": {}, "torch": tr}
+        base = r[shards[0]]["samples_per_s"]
+        for k in shards:
+            sps = r[k]["samples_per_s"]
+            gf = sps * flops / 1e9
+            entry["shards"][k] = {**r[k], "gflops": gf, "pct_matmul": 100 * gf / mm["gflops"],
+                                  "speedup_vs_1": sps / base,
+                                  "vs_torch": (sps / tr["samples_per_s"]) if tr else None}
+            e = entry["shards"][k]
+            table.add_row(name, str(obs), "x".join(map(str, hidden)), str(mb), f"{r['n_params']:,}", str(k),
+                          f"{sps:,.0f}", f"{r[k]['ms_per_minibatch']:.2f}", f"{gf:.1f}",
+                          f"{e['pct_matmul']:.0f}%", f"{100 * r[k]['spread']:.0f}%",
+                          f"{e['speedup_vs_1']:.2f}x", f"{e['vs_torch']:.2f}x" if tr else "-")
+            summary.append([f"{name} {k} shard(s) samples/s", f"{sps:,.0f}"])
+        if tr:
+            table.add_row(name, str(obs), "x".join(map(str, hidden)), str(mb), "", f"torch {tr['threads']}t",
+                          f"{tr['samples_per_s']:,.0f}", f"{tr['ms_per_minibatch']:.2f}",
+                          f"{tr['samples_per_s'] * flops / 1e9:.1f}", "", f"{100 * tr['spread']:.0f}%", "", "1.00x")
+            summary.append([f"{name} torch samples/s", f"{tr['samples_per_s']:,.0f}"])
+        res["nets"][name] = entry
+    numba.set_num_threads(cap)
+    console.print(table)
+    console.print(f"numpy float32 matmul 4096^2: {mm['gflops']:.1f} GFLOP/s with {allowed} BLAS threads "
+                  f"(spread {100 * mm['spread']:.0f}%)" + ("" if have_torch else "; PyTorch not installed"))
+    res["summary"] = summary
+    return res

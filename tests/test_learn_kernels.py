@@ -1,0 +1,124 @@
+"""Kernel pieces against independent answers: gemm (both bindings), tanh32,
+forward/backward layers and the two weight-gradient decompositions."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import navi_nb  # noqa: F401
+from navi_nb.learn import blas, mlp
+from navi_nb.learn.params import ParamError, ParamLayout
+from navi_nb.learn.policy import ActorCritic, PolicyError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_all_transposes(dtype):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((7, 5)).astype(dtype)
+    b = rng.standard_normal((5, 3)).astype(dtype)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for ta, tb, A, B in ((False, False, a, b), (True, False, a.T.copy(), b),
+                         (False, True, a, b.T.copy()), (True, True, a.T.copy(), b.T.copy())):
+        c = np.zeros((7, 3), dtype)
+        blas.matmul_into(A, B, c, ta, tb)
+        np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=tol, atol=tol)
+
+
+def test_gemm_numba_fallback_agrees():
+    """The plain-loop gemm (NAVI_NB_GEMM=numba) gives the same products to rounding."""
+    code = ("import numpy as np, navi_nb; from navi_nb.learn import blas; "
+            "rng=np.random.default_rng(1); a=rng.standard_normal((33,17)).astype(np.float32); "
+            "b=rng.standard_normal((17,9)).astype(np.float32); c=np.zeros((33,9),np.float32); "
+            "blas.matmul_into(a,b,c,False,False); c2=np.zeros((17,17),np.float32); "
+            "blas.matmul_into(a,a,c2,True,False); "
+            "print(blas.GEMM_BACKEND, float(abs(c-a.astype(np.float64)@b).max()), "
+            "float(abs(c2-a.T.astype(np.float64)@a).max()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env=dict(os.environ, NAVI_NB_GEMM="numba"), timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    name, e1, e2 = out.stdout.split()
+    assert name == "numba" and float(e1) < 1e-4 and float(e2) < 1e-4
+
+
+def test_tanh32_accuracy():
+    x = np.linspace(-20, 20, 400_001).astype(np.float32)[None, :]
+    h = x.copy()
+    mlp._bias_act_rows(h, np.zeros(x.shape[1], np.float32), 0, 1, mlp.TANH)
+    err = np.abs(h.astype(np.float64) - np.tanh(x.astype(np.float64)))
+    assert err.max() < 4e-7
+    assert h.max() <= 1.0 and h.min() >= -1.0
+
+
+@pytest.mark.parametrize("act", ["tanh", "relu"])
+def test_layer_forward_backward_and_both_weight_gradients(act):
+    rng = np.random.default_rng(2)
+    B, n_in, n_out, n_next = 70, 13, 11, 5
+    X = rng.standard_normal((B, n_in))
+    W = rng.standard_normal((n_in, n_out))
+    b = rng.standard_normal(n_out)
+    code = mlp.ACTIVATIONS[act]
+    H = np.empty((B, n_out))
+    mlp.forward_chunks(X, W, b, H, code, 16)
+    Z = X @ W + b
+    ref = np.tanh(Z) if act == "tanh" else np.maximum(Z, 0)
+    np.testing.assert_allclose(H, ref, rtol=1e-12, atol=1e-12)
+    W2 = rng.standard_normal((n_out, n_next))
+    dZ2 = rng.standard_normal((B, n_next))
+    dZ = np.empty((B, n_out))
+    mlp.backprop_chunks(dZ2, W2, H, dZ, code, 16)
+    dact = 1 - ref ** 2 if act == "tanh" else (Z > 0).astype(float)
+    np.testing.assert_allclose(dZ, (dZ2 @ W2.T) * dact, rtol=1e-12, atol=1e-12)
+    # weight gradient both ways against X.T @ dZ
+    slots = np.empty(((B + 15) // 16, n_in * n_out + n_out))
+    mlp.wgrad_chunk_slots(X, dZ, slots, 16)
+    flat = np.empty(n_in * n_out + n_out)
+    mlp.sum_slots(slots, slots.shape[0], flat, 7)
+    gW, gb = np.empty((n_in, n_out)), np.empty(n_out)
+    mlp.wgrad_tiles(X, dZ, gW, gb, 4, 3)
+    for w, bb in ((flat[:n_in * n_out].reshape(n_in, n_out), flat[n_in * n_out:]), (gW, gb)):
+        np.testing.assert_allclose(w, X.T @ dZ, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(bb, dZ.sum(0), rtol=1e-12, atol=1e-12)
+
+
+def test_layout_walk_order_and_views():
+    lay = ParamLayout.actor_critic(10, 4, (8, 6), (5,))
+    assert lay.names() == ["pi.0.W", "pi.0.b", "pi.1.W", "pi.1.b", "pi.out.W", "pi.out.b", "log_std",
+                           "v.0.W", "v.0.b", "v.out.W", "v.out.b"]
+    assert lay.size == 10 * 8 + 8 + 8 * 6 + 6 + 6 * 4 + 4 + 4 + 10 * 5 + 5 + 5 + 1
+    flat = np.arange(lay.size, dtype=np.float32)
+    v = lay.views(flat)
+    assert np.shares_memory(v["v.0.W"], flat) and v["pi.1.W"].shape == (8, 6)
+    assert v["pi.0.b"][0] == 80 and v["log_std"][0] == 80 + 8 + 48 + 6 + 24 + 4
+    with pytest.raises(ParamError, match="layout needs"):
+        lay.views(flat[:-1])
+
+
+def test_init_gains_and_distribution():
+    pol = ActorCritic(40, 4, hidden=(32, 16), seed=1)
+    W0 = pol.p["pi.0.W"]            # (40, 32): orthonormal columns times sqrt(2)
+    np.testing.assert_allclose(W0.T @ W0, 2 * np.eye(32), atol=1e-5)
+    Wo = pol.p["pi.out.W"]          # (16, 4): orthonormal columns times 0.01
+    np.testing.assert_allclose(Wo.T @ Wo, 1e-4 * np.eye(4), atol=1e-9)
+    Wv = pol.p["v.out.W"]           # (16, 1): a unit column times 1.0
+    assert abs(float(np.linalg.norm(Wv)) - 1.0) < 1e-5
+    assert np.all(pol.p["pi.0.b"] == 0) and np.all(pol.p["log_std"] == 0)
+    # log_prob and entropy against scipy's Gaussian
+    from scipy.stats import norm
+    pol.p["log_std"][...] = [-0.5, 0.0, 0.3, -1.0]
+    obs = np.random.default_rng(0).standard_normal((9, 40)).astype(np.float32)
+    a, lp, v = pol.act(obs, np.random.default_rng(3))
+    mu, _ = pol.forward(obs)
+    ref = norm.logpdf(a, mu, np.exp(pol.p["log_std"])).sum(1)
+    np.testing.assert_allclose(lp, ref, rtol=1e-5, atol=1e-5)
+    assert pol.entropy() == pytest.approx(norm.entropy(0, np.exp(pol.p["log_std"].astype(float))).sum())
+    # one noise draw for the whole batch: same generator state, same actions
+    a2, _, _ = pol.act(obs, np.random.default_rng(3))
+    assert np.array_equal(a, a2)
+    with pytest.raises(PolicyError, match="expected"):
+        pol.act(obs[:, :5], np.random.default_rng(0))
+    with pytest.raises(PolicyError, match="activation"):
+        ActorCritic(4, activation="gelu")
