@@ -1,0 +1,161 @@
+"""Built-in scenes: the analytic oracles against independent answers."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import scene
+
+from navi_nb.errors import NaviError
+from navi_nb.world import sdf
+from navi_nb.world.scenes import SCENES, SceneError, get_scene
+
+NAMES = list(SCENES)
+
+
+def _room_distance(p, lo, hi):
+    """Exact signed distance of the solid around an axis-aligned room (free inside)."""
+    inside = np.all((p > lo) & (p < hi), axis=1)
+    d_in = np.min(np.concatenate([p - lo, hi - p], axis=1), axis=1)
+    d_out = np.linalg.norm(p - np.clip(p, lo, hi), axis=1)
+    return np.where(inside, d_in, -d_out)
+
+
+def test_box_scene_is_exact_room():
+    s = scene("box")
+    rng = np.random.default_rng(0)
+    p = rng.uniform(s.bounds_min - 1.0, s.bounds_max + 1.0, size=(20000, 3))
+    d, c = s.evaluate(p)
+    np.testing.assert_allclose(d, _room_distance(p, s.bounds_min, s.bounds_max), atol=1e-12)
+    # classes: nearest face decides floor / ceiling / wall
+    mid = (s.bounds_min + s.bounds_max) / 2
+    probe = np.array([[mid[0], 0.1, mid[2]], [mid[0], 2.9, mid[2]], [s.bounds_max[0] - 0.1, 1.5, mid[2]]])
+    _, c = s.evaluate(probe)
+    assert [s.class_names[k] for k in c] == ["floor", "ceiling", "wall"]
+
+
+def _segment_distance(p, a, b):
+    t = np.linspace(0.0, 1.0, 20001)
+    pts = a[None, :] + t[:, None] * (b - a)[None, :]
+    return np.array([np.min(np.linalg.norm(pts - q, axis=1)) for q in p])
+
+
+def test_primitives_against_independent_formulas():
+    rng = np.random.default_rng(1)
+    p = rng.uniform(-2, 2, size=(300, 3))
+    out_d = np.empty(len(p))
+    out_c = np.empty(len(p), np.int32)
+
+    def run(rows):
+        sdf.evaluate_program(sdf.check_program(np.array(rows)), p, out_d, out_c)
+        return out_d.copy()
+
+    # sphere
+    np.testing.assert_allclose(run([sdf.sphere([0.1, 0.2, -0.3], 0.7, 4)]),
+                               np.linalg.norm(p - [0.1, 0.2, -0.3], axis=1) - 0.7, atol=1e-12)
+    # capsule: distance to a densely sampled segment
+    a, b = np.array([-0.5, 0.0, 0.2]), np.array([0.6, 0.4, -0.1])
+    np.testing.assert_allclose(run([sdf.capsule(a, b, 0.3, 4)]), _segment_distance(p, a, b) - 0.3, atol=2e-4)
+    # rounded box = (distance to the shrunk box) - r, the shrunk box by clamping
+    lo, hi, r = np.array([-0.8, -0.3, -0.5]), np.array([0.4, 0.9, 0.7]), 0.2
+    core_lo, core_hi = lo + r, hi - r
+    outside = np.linalg.norm(p - np.clip(p, core_lo, core_hi), axis=1)
+    inside = -np.min(np.concatenate([p - core_lo, core_hi - p], axis=1), axis=1)
+    ref = np.where(outside > 0, outside, inside) - r
+    np.testing.assert_allclose(run([sdf.box_min_max(lo, hi, 4, rounding=r)]), ref, atol=1e-12)
+    # vertical capped cylinder: radial and axial parts
+    c, r, y0, y1 = np.array([0.3, 0.0, -0.2]), 0.5, -0.4, 0.8
+    radial = np.hypot(p[:, 0] - c[0], p[:, 2] - c[2]) - r
+    axial = np.maximum(y0 - p[:, 1], p[:, 1] - y1)
+    ref = np.minimum(np.maximum(radial, axial), 0) + np.hypot(np.maximum(radial, 0), np.maximum(axial, 0))
+    np.testing.assert_allclose(run([sdf.cylinder([c[0], y0, c[2]], [c[0], y1, c[2]], r, 5)]), ref, atol=1e-12)
+    # operators on two spheres
+    s1 = np.linalg.norm(p - [0.3, 0, 0], axis=1) - 0.6
+    s2 = np.linalg.norm(p - [-0.3, 0, 0], axis=1) - 0.6
+    rows = [sdf.sphere([0.3, 0, 0], 0.6, 1), sdf.sphere([-0.3, 0, 0], 0.6, 2)]
+    np.testing.assert_allclose(run(rows + [sdf.op(sdf.OP_UNION)]), np.minimum(s1, s2), atol=1e-12)
+    np.testing.assert_allclose(run(rows + [sdf.op(sdf.OP_INTERSECT)]), np.maximum(s1, s2), atol=1e-12)
+    np.testing.assert_allclose(run(rows + [sdf.op(sdf.OP_SUBTRACT)]), np.maximum(s1, -s2), atol=1e-12)
+    np.testing.assert_allclose(run(rows[:1] + [sdf.op(sdf.OP_COMPLEMENT)]), -s1, atol=1e-12)
+    with pytest.raises(ValueError):
+        sdf.check_program(np.array(rows))  # two values left on the stack
+
+
+def test_raycast_box_room_is_analytic():
+    s = scene("box")
+    rng = np.random.default_rng(2)
+    o = rng.uniform(s.bounds_min + 0.5, s.bounds_max - 0.5, size=(500, 3))
+    v = rng.normal(size=(500, 3))
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    # exit distance of a ray from inside a box: the nearest plane crossing
+    with np.errstate(divide="ignore"):
+        t_hi = np.where(v > 0, (s.bounds_max - o) / v, np.inf)
+        t_lo = np.where(v < 0, (s.bounds_min - o) / v, np.inf)
+    ref = np.minimum(t_hi, t_lo).min(axis=1)
+    depth = s.raycast(o, v, 100.0)
+    np.testing.assert_allclose(depth, ref, atol=1e-5)
+    assert np.all(s.raycast(o, v, 0.25) == 0.25)  # misses report max_distance
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_raycast_hits_the_first_surface(name):
+    s = scene(name)
+    rng = np.random.default_rng(3)
+    o = s.spawn_points[rng.integers(len(s.spawn_points), size=200)].astype(np.float64)
+    v = rng.normal(size=(200, 3))
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    depth = s.raycast(o, v, 50.0)
+    assert np.all(depth < 50.0)  # closed worlds: every ray hits
+    hit = o + depth[:, None] * v
+    d, _ = s.evaluate(hit)
+    assert np.all(np.abs(d) < 1e-5)
+    # nothing solid before the hit: the field stays positive along the way
+    for f in np.linspace(0.0, 0.999, 40):
+        d, _ = s.evaluate(o + (f * depth)[:, None] * v)
+        assert np.all(d > -1e-9)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_spawn_points_free_with_clearance(name):
+    s = scene(name)
+    sp = s.spawn_points
+    assert sp.dtype == np.float32 and sp.ndim == 2 and sp.shape[1] == 3 and len(sp) >= 20
+    d, _ = s.evaluate(sp)
+    assert np.all(d >= 0.5 - 1e-6)
+    assert np.all((sp >= s.bounds_min) & (sp <= s.bounds_max))
+    assert s.class_names[0] == "none" and "floor" in s.class_names and "wall" in s.class_names
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_free_space_is_connected_for_an_actor(name):
+    """Every spawn point reaches every other one for a 0.25 m sphere at 1 m height
+    (doorways wide enough): flood fill over a 5 cm grid of the analytic field."""
+    s = scene(name)
+    step = 0.05
+    xs = np.arange(s.bounds_min[0], s.bounds_max[0], step)
+    zs = np.arange(s.bounds_min[2], s.bounds_max[2], step)
+    gx, gz = np.meshgrid(xs, zs, indexing="ij")
+    pts = np.stack([gx.ravel(), np.full(gx.size, 1.0), gz.ravel()], axis=1)
+    free = (s.evaluate(pts)[0] >= 0.25).reshape(gx.shape)
+    from scipy import ndimage
+
+    labels, _ = ndimage.label(free)
+    ix = np.round((s.spawn_points[:, 0] - xs[0]) / step).astype(int)
+    iz = np.round((s.spawn_points[:, 2] - zs[0]) / step).astype(int)
+    assert len(set(labels[ix, iz].tolist())) == 1 and labels[ix[0], iz[0]] != 0
+
+
+def test_seeds():
+    assert np.array_equal(get_scene("maze", 3).program, get_scene("maze", 3).program)
+    assert not np.array_equal(get_scene("maze", 3).program, get_scene("maze", 4).program)
+    assert np.array_equal(get_scene("clutter", 5).program, get_scene("clutter", 5).program)
+    assert not np.array_equal(get_scene("clutter", 5).program, get_scene("clutter", 6).program)
+    assert np.array_equal(get_scene("house", 1).program, get_scene("house", 2).program)
+
+
+def test_bad_scene_arguments():
+    with pytest.raises(SceneError, match="unknown scene 'attic'"):
+        get_scene("attic")
+    with pytest.raises(NaviError, match="seed"):
+        get_scene("maze", -1)
+    with pytest.raises(NaviError, match="seed"):
+        get_scene("maze", "x")
