@@ -47,7 +47,7 @@ from navi_nb.world.mesh_io import MeshError, check_mesh
 
 __all__ = ["MeshField", "LEAF_SIZE", "WINDING_BETA"]
 
-LEAF_SIZE = 4        # triangles per BVH leaf
+LEAF_SIZE = 2        # triangles per BVH leaf
 WINDING_BETA = 2.0   # far-field test of the winding number: |c - p| > beta * radius
 CHUNK = 64           # points per parallel work item (one traversal stack each)
 STACK = 256          # traversal stack entries; build_bvh caps the tree depth below this
@@ -446,18 +446,31 @@ def triangle_solid_angle(px, py, pz, t, k):
 # --------------------------------------------------------------------------
 
 @njit(inline="always")
-def nearest_triangle(px, py, pz, best2, tri, nf, ni, stack, dstack):
+def nearest_triangle(px, py, pz, best2, hint, tri, nf, ni, stack, dstack):
     """Walk the BVH for the nearest triangle closer than sqrt(best2).
 
     Returns (best2, slot, qx, qy, qz, feature); slot -1 when none is closer.
-    stack (int64) and dstack (float64) hold pending nodes and their box
-    distances, so a node is dropped when popped if the best has shrunk past it.
+    hint: a slot to try first (the previous point's nearest; -1 for none):
+    its distance bounds the walk from the start, which prunes most boxes for
+    nearby points. stack (int64) and dstack (float64) hold pending nodes and
+    their box distances, so a node is dropped when popped if the best has
+    shrunk past it.
     """
     slot = -1
     feat = -1
     qx = 0.0
     qy = 0.0
     qz = 0.0
+    if hint >= 0:
+        cx, cy, cz, f = closest_on_triangle(px, py, pz, tri, hint)
+        d2 = (px - cx) * (px - cx) + (py - cy) * (py - cy) + (pz - cz) * (pz - cz)
+        if d2 < best2:
+            best2 = d2
+            slot = hint
+            feat = f
+            qx = cx
+            qy = cy
+            qz = cz
     sp = 0
     d0 = box_dist2(px, py, pz, nf, 0)
     if d0 < best2:
@@ -541,18 +554,42 @@ def winding_number(px, py, pz, tri, ni, mom, beta2, stack):
     return w / (4.0 * math.pi)
 
 
+@njit(inline="always")
+def pseudonormal_inside(px, py, pz, qx, qy, qz, slot, feat, face_n, edge_n, vert_n):
+    """True when p lies behind the pseudonormal of feature ``feat`` of slot's triangle at q."""
+    if feat == _FACE:
+        nx = face_n[slot, 0]
+        ny = face_n[slot, 1]
+        nz = face_n[slot, 2]
+    elif feat <= _VC:
+        nx = vert_n[slot, feat, 0]
+        ny = vert_n[slot, feat, 1]
+        nz = vert_n[slot, feat, 2]
+    else:
+        e = feat - _EAB
+        nx = edge_n[slot, e, 0]
+        ny = edge_n[slot, e, 1]
+        nz = edge_n[slot, e, 2]
+    return (px - qx) * nx + (py - qy) * ny + (pz - qz) * nz < 0.0
+
+
 @njit(parallel=True, cache=True)
-def evaluate_kernel(points, cap, sign_mode, tri, tri_class, tri_closed, face_n, edge_n, vert_n,
+def evaluate_kernel(points, cap, sign_mode, all_closed, tri, tri_class, tri_closed, face_n, edge_n, vert_n,
                     nf, ni, mom, beta, sdf, cls):
     """Signed distance and class at points.
 
     points (P, 3) float64; cap float64 (inf for none); sign_mode 0 unsigned,
     1 auto (pseudonormal where the nearest triangle's component is closed,
-    else winding), 2 winding; per leaf slot: tri (F, 9) float64, tri_class
-    (F,) int32, tri_closed (F,) uint8, face_n (F, 3), edge_n (F, 3, 3) (edges
-    ab, bc, ca), vert_n (F, 3, 3) (corners a, b, c) pseudonormals; nf/ni the
-    packed BVH (float32 / int32 views), mom (M, 8) float64 moments. Writes sdf
-    (P,) float64 and cls (P,) int32.
+    else winding), 2 winding; all_closed: every component is closed (then the
+    sign is constant inside any surface-free ball, and a beyond-cap point
+    inside the free ball of an earlier point of its chunk copies its sign);
+    per leaf slot: tri (F, 9) float64, tri_class (F,) int32, tri_closed (F,)
+    uint8, face_n (F, 3), edge_n (F, 3, 3) (edges ab, bc, ca), vert_n (F, 3,
+    3) (corners a, b, c) pseudonormals; nf/ni the packed BVH (float32 / int32
+    views), mom (M, 8) float64 moments. Writes sdf (P,) float64, cls (P,) int32.
+
+    Points are processed in fixed chunks of CHUNK (whatever the thread count),
+    each chunk in order, so results do not depend on the number of threads.
     """
     p_count = points.shape[0]
     n_chunks = (p_count + CHUNK - 1) // CHUNK
@@ -561,37 +598,51 @@ def evaluate_kernel(points, cap, sign_mode, tri, tri_class, tri_closed, face_n, 
     for ch in prange(n_chunks):
         stack = np.empty(STACK, np.int64)
         dstack = np.empty(STACK, np.float64)
+        hint = -1
+        # last point of this chunk with a known sign and a surface-free ball around it
+        fx = 0.0
+        fy = 0.0
+        fz = 0.0
+        fr2 = -1.0
+        fneg = False
         for i in range(ch * CHUNK, min(p_count, (ch + 1) * CHUNK)):
             px = points[i, 0]
             py = points[i, 1]
             pz = points[i, 2]
-            best2, slot, qx, qy, qz, feat = nearest_triangle(px, py, pz, cap2, tri, nf, ni, stack, dstack)
-            if slot < 0:
-                d = cap
-                cls[i] = 0
-            else:
+            best2, slot, qx, qy, qz, feat = nearest_triangle(px, py, pz, cap2, hint, tri, nf, ni,
+                                                             stack, dstack)
+            if slot >= 0:
+                hint = slot
                 d = math.sqrt(best2)
                 cls[i] = tri_class[slot]
-            if sign_mode == 1 and slot >= 0 and tri_closed[slot] != 0:
-                if feat == _FACE:
-                    nx = face_n[slot, 0]
-                    ny = face_n[slot, 1]
-                    nz = face_n[slot, 2]
-                elif feat <= _VC:
-                    nx = vert_n[slot, feat, 0]
-                    ny = vert_n[slot, feat, 1]
-                    nz = vert_n[slot, feat, 2]
+            else:
+                d = cap
+                cls[i] = 0
+            neg = False
+            if sign_mode == 1:
+                if slot < 0 and all_closed and fr2 > 0.0 and \
+                        (px - fx) * (px - fx) + (py - fy) * (py - fy) + (pz - fz) * (pz - fz) < fr2:
+                    neg = fneg
                 else:
-                    e = feat - _EAB
-                    nx = edge_n[slot, e, 0]
-                    ny = edge_n[slot, e, 1]
-                    nz = edge_n[slot, e, 2]
-                if (px - qx) * nx + (py - qy) * ny + (pz - qz) * nz < 0.0:
-                    d = -d
-            elif sign_mode != 0:
-                if winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5:
-                    d = -d
-            sdf[i] = d
+                    if slot < 0:  # beyond cap: the sign still needs the nearest feature
+                        b2, sl, qx, qy, qz, feat = nearest_triangle(px, py, pz, np.inf, hint, tri, nf, ni,
+                                                                    stack, dstack)
+                        hint = sl
+                        fr2 = b2
+                    else:
+                        sl = slot
+                        fr2 = best2
+                    if tri_closed[sl] != 0:
+                        neg = pseudonormal_inside(px, py, pz, qx, qy, qz, sl, feat, face_n, edge_n, vert_n)
+                    else:
+                        neg = winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5
+                    fx = px
+                    fy = py
+                    fz = pz
+                    fneg = neg
+            elif sign_mode == 2:
+                neg = winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5
+            sdf[i] = -d if neg else d
 
 
 @njit(parallel=True, cache=True)
@@ -763,7 +814,7 @@ class MeshField:
         self._mom = _aligned((m, 8), np.float64)
         bvh_moments(self._tri, self._ni, self._mom)
         self.n_nodes = int(node_a.shape[0])
-        if sign == "auto" and comp_closed.any():
+        if sign == "auto":
             fn, en, vn = _pseudonormals(v, f)
             self._fn = np.ascontiguousarray(fn[order])
             self._en = np.ascontiguousarray(en[order])
@@ -793,7 +844,7 @@ class MeshField:
         if not c > 0.0:
             raise MeshError(f"MeshField.evaluate: cap must be positive, got {cap!r}")
         mode = {"unsigned": 0, "auto": 1, "winding": 2}[self.sign]
-        evaluate_kernel(p, c, mode, self._tri, self._class, self._closed, self._fn, self._en, self._vn,
+        evaluate_kernel(p, c, mode, self.closed, self._tri, self._class, self._closed, self._fn, self._en, self._vn,
                         self._nf, self._ni, self._mom, self.beta, sdf, cls)
         return sdf, cls
 
