@@ -593,52 +593,56 @@ def evaluate_kernel(points, cap, sign_mode, all_closed, tri, tri_class, tri_clos
     """
     p_count = points.shape[0]
     n_chunks = (p_count + CHUNK - 1) // CHUNK
-    cap2 = cap * cap
     beta2 = beta * beta
+    # auto on a mesh with open parts: the sign needs the nearest feature anyway, so search unbounded
+    search2 = cap * cap if (sign_mode != 1 or all_closed) else np.inf
     for ch in prange(n_chunks):
         stack = np.empty(STACK, np.int64)
         dstack = np.empty(STACK, np.float64)
         hint = -1
-        # last point of this chunk with a known sign and a surface-free ball around it
+        # all_closed: last point of this chunk with a known sign and the radius of its surface-free ball
         fx = 0.0
         fy = 0.0
         fz = 0.0
-        fr2 = -1.0
+        fr = -1.0
         fneg = False
         for i in range(ch * CHUNK, min(p_count, (ch + 1) * CHUNK)):
             px = points[i, 0]
             py = points[i, 1]
             pz = points[i, 2]
-            best2, slot, qx, qy, qz, feat = nearest_triangle(px, py, pz, cap2, hint, tri, nf, ni,
+            df = -1.0
+            if sign_mode == 1 and all_closed and fr > 0.0:
+                df = math.sqrt((px - fx) * (px - fx) + (py - fy) * (py - fy) + (pz - fz) * (pz - fz))
+                if df + cap <= fr:  # the cap ball around p lies in the free ball: no search at all
+                    sdf[i] = -cap if fneg else cap
+                    cls[i] = 0
+                    continue
+            best2, slot, qx, qy, qz, feat = nearest_triangle(px, py, pz, search2, hint, tri, nf, ni,
                                                              stack, dstack)
             if slot >= 0:
                 hint = slot
-                d = math.sqrt(best2)
-                cls[i] = tri_class[slot]
-            else:
+            d = math.sqrt(best2) if slot >= 0 else cap
+            if d > cap:
                 d = cap
-                cls[i] = 0
+            cls[i] = tri_class[slot] if slot >= 0 and d < cap else 0
             neg = False
             if sign_mode == 1:
-                if slot < 0 and all_closed and fr2 > 0.0 and \
-                        (px - fx) * (px - fx) + (py - fy) * (py - fy) + (pz - fz) * (pz - fz) < fr2:
-                    neg = fneg
+                if slot < 0 and 0.0 <= df < fr:
+                    neg = fneg  # inside a neighbour's free ball: same sign (every part is closed)
                 else:
+                    free2 = best2
                     if slot < 0:  # beyond cap: the sign still needs the nearest feature
-                        b2, sl, qx, qy, qz, feat = nearest_triangle(px, py, pz, np.inf, hint, tri, nf, ni,
-                                                                    stack, dstack)
-                        hint = sl
-                        fr2 = b2
-                    else:
-                        sl = slot
-                        fr2 = best2
-                    if tri_closed[sl] != 0:
-                        neg = pseudonormal_inside(px, py, pz, qx, qy, qz, sl, feat, face_n, edge_n, vert_n)
+                        free2, slot, qx, qy, qz, feat = nearest_triangle(px, py, pz, np.inf, hint, tri, nf, ni,
+                                                                         stack, dstack)
+                        hint = slot
+                    if tri_closed[slot] != 0:
+                        neg = pseudonormal_inside(px, py, pz, qx, qy, qz, slot, feat, face_n, edge_n, vert_n)
                     else:
                         neg = winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5
                     fx = px
                     fy = py
                     fz = pz
+                    fr = math.sqrt(free2)
                     fneg = neg
             elif sign_mode == 2:
                 neg = winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5
