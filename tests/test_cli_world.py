@@ -1,0 +1,83 @@
+"""`navi-nb compile / inspect / scenes`: outputs, and clean errors with non-zero exits."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from navi_nb.cli import main
+from navi_nb.world.gmdag import load_world
+
+
+def test_scenes_lists_all(capsys):
+    assert main(["scenes"]) == 0
+    out = capsys.readouterr().out
+    for name in ("box", "pillars", "house", "maze", "clutter"):
+        assert name in out
+    assert "default" in out
+
+
+def test_compile_scene_then_inspect(tmp_path, capsys):
+    out = tmp_path / "box.gmdag"
+    assert main(["compile", "--scene", "box", "-o", str(out), "--resolution", "32", "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    for word in ("resolution", "nodes", "bytes", "ratio to dense", "time"):
+        assert word in text
+    world = load_world(out)
+    assert world.resolution == 32 and world.sidecar["scene"] == "box"
+    assert len(world.spawn_points) > 0
+    assert main(["inspect", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "valid" in text and "GDAG / 1" in text and "by depth" in text
+
+
+def test_compile_mesh_file(tmp_path, capsys):
+    from navi_nb.world.mesh_io import write_obj
+    from navi_nb.world.mesh_scene import box_mesh
+
+    m = box_mesh()
+    write_obj(tmp_path / "cube.obj", m.vertices, m.faces)
+    out = tmp_path / "cube.gmdag"
+    assert main(["compile", str(tmp_path / "cube.obj"), "-o", str(out), "--resolution", "32", "--no-progress"]) == 0
+    assert "12" in capsys.readouterr().out  # triangles
+    w = load_world(out)
+    assert w.sidecar["triangles"] == 12
+    assert w.bmin[0] < -1.0 and w.bmax[0] > 1.0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["compile", "-o", "x.gmdag"], "either a MESH file or --scene"),
+    (["compile", "--scene", "attic", "-o", "{tmp}/x.gmdag"], "unknown scene"),
+    (["compile", "--scene", "box", "-o", "{tmp}/x.gmdag", "--resolution", "100"], "power of two"),
+    (["compile", "--scene", "box", "-o", "{tmp}/x.txt"], "should end in .gmdag"),
+    (["compile", "--scene", "box", "-o", "{tmp}/nodir/x.gmdag"], "does not exist"),
+    (["compile", "{tmp}/missing.obj", "-o", "{tmp}/x.gmdag"], "does not exist"),
+    (["compile", "{tmp}/garbage.obj", "-o", "{tmp}/x.gmdag"], ""),
+    (["inspect", "{tmp}/missing.gmdag"], "no such file"),
+    (["inspect", "{tmp}/garbage.gmdag"], "wrong magic"),
+    (["scenes", "--bogus"], None),
+])
+def test_bad_arguments_exit_nonzero_with_a_clear_message(tmp_path, capsys, argv, message):
+    (tmp_path / "garbage.obj").write_text("v 0 0 0\nf 1 2 3\n")
+    (tmp_path / "garbage.gmdag").write_bytes(b"NOPE" + bytes(40))
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    if message is None:  # argparse's own usage error
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code != 0
+        return
+    code = main(argv)
+    err = capsys.readouterr().err.replace("\n", "")  # rich wraps long lines
+    assert code != 0
+    assert "error" in err and message in err
+    assert "Traceback" not in err
+
+
+def test_inspect_reports_an_invalid_file(tmp_path, capsys):
+    from navi_nb.world import gmdag
+
+    w = gmdag.World(resolution=2, bmin=np.zeros(3, np.float32), voxel_size=1.0,
+                    nodes=np.array([int(gmdag.encode_inner(1, 1)), 0], np.uint64))
+    path = tmp_path / "cycle.gmdag"
+    path.write_bytes(w.to_bytes())
+    assert main(["inspect", str(path)]) == 1
+    assert "INVALID" in capsys.readouterr().out
