@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 import navi_nb  # noqa: F401  (pins BLAS threads before NumPy loads)
