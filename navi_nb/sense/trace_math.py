@@ -41,6 +41,7 @@ BIG = 1.0e30  # "no crossing" along an axis the ray does not move on (voxel unit
 KIND_PRUNED = 0
 KIND_LEAF = 1
 MAX_DESCENT = gmdag.MAX_DEPTH + 1  # validated trees are never deeper
+REFINE_WINDOW = 8.0  # voxels past the detected hit that refinement may move the depth
 
 
 def axis_exit(p, d, lo, size):
@@ -136,6 +137,103 @@ def descend(nodes, half_table, px, py, pz, res):
     return 0, 0.0, 0, lox, loy, loz, size
 
 
+def cell_value(nodes, half_table, res, dscale, px, py, pz):
+    """The field at a point (voxel units): its leaf's distance, or for a pruned
+    octant the distance to the octant's nearest face (a lower bound)."""
+    kind, dist, sem, lox, loy, loz, size = descend(nodes, half_table, px, py, pz, res)
+    if kind == 1:
+        v = dist * dscale
+        if not (v == v):
+            v = 0.0
+        return v
+    v = px - lox
+    if lox + size - px < v:
+        v = lox + size - px
+    if py - loy < v:
+        v = py - loy
+    if loy + size - py < v:
+        v = loy + size - py
+    if pz - loz < v:
+        v = pz - loz
+    if loz + size - pz < v:
+        v = loz + size - pz
+    return v
+
+
+def axis_lerp_index(q, res):
+    """(lower centre index, fraction) of coordinate ``q`` between voxel centres."""
+    c = q - 0.5
+    hi = res - 1.0
+    if c < 0.0:
+        c = 0.0
+    if c > hi:
+        c = hi
+    i = math.floor(c)
+    if i > hi - 1.0:
+        i = hi - 1.0
+    if i < 0.0:
+        i = 0.0
+    return i, c - i
+
+
+def field_at(nodes, half_table, res, dscale, px, py, pz):
+    """Trilinear interpolation of the leaf distances between voxel centres (voxel units)."""
+    ix, fx = axis_lerp_index(px, res)
+    iy, fy = axis_lerp_index(py, res)
+    iz, fz = axis_lerp_index(pz, res)
+    acc = 0.0
+    for k in range(8):
+        ox = k & 1
+        oy = (k >> 1) & 1
+        oz = (k >> 2) & 1
+        wx = fx if ox == 1 else 1.0 - fx
+        wy = fy if oy == 1 else 1.0 - fy
+        wz = fz if oz == 1 else 1.0 - fz
+        wgt = wx * wy * wz
+        if wgt > 0.0:
+            acc += wgt * cell_value(nodes, half_table, res, dscale, ix + ox + 0.5, iy + oy + 0.5,
+                                    iz + oz + 0.5)
+    return acc
+
+
+def refine_hit(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_hit, t_lo, t_hi, iters):
+    """Sharpen a hit's depth with secant steps on the interpolated field along the ray.
+
+    Starts from ``t_hit``; every iterate is kept within ``[t_lo, t_hi]``.
+    Returns ``(depth, found)``: the refined depth and True, or ``(t_hit,
+    False)`` when the iteration does not settle within 0.25 voxel of the
+    surface (a grazing ray, a coarse neighbourhood, an unsigned field).
+    """
+    t0 = t_hit
+    f0 = field_at(nodes, half_table, res, dscale, ox + t0 * dx, oy + t0 * dy, oz + t0 * dz)
+    if f0 < 1e-3 and f0 > -1e-3:
+        return t0, True
+    t1 = t0 + f0
+    if t1 < t_lo:
+        t1 = t_lo
+    if t1 > t_hi:
+        t1 = t_hi
+    f1 = field_at(nodes, half_table, res, dscale, ox + t1 * dx, oy + t1 * dy, oz + t1 * dz)
+    for _ in range(iters):
+        if f1 < 1e-3 and f1 > -1e-3:
+            break
+        den = f1 - f0
+        if den == 0.0:
+            break
+        t2 = t1 - f1 * (t1 - t0) / den
+        if t2 < t_lo:
+            t2 = t_lo
+        if t2 > t_hi:
+            t2 = t_hi
+        t0 = t1
+        f0 = f1
+        t1 = t2
+        f1 = field_at(nodes, half_table, res, dscale, ox + t1 * dx, oy + t1 * dy, oz + t1 * dz)
+    if f1 < 0.25 and f1 > -0.25:
+        return t1, True
+    return t_hit, False
+
+
 def yaw_rotate(vx, vy, vz, cos_yaw, sin_yaw):
     """Actor frame -> world frame: yaw grows to the right (heading azimuth).
 
@@ -144,10 +242,14 @@ def yaw_rotate(vx, vy, vz, cos_yaw, sin_yaw):
     return vx * cos_yaw - vz * sin_yaw, vy, vx * sin_yaw + vz * cos_yaw
 
 
-def trace_ray(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps):
+def trace_ray(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps,
+              refine, signed):
     """Sphere-trace one ray through the DAG, all lengths in voxel units.
 
-    dscale: voxels per metre (leaf distances are stored in metres).
+    dscale: voxels per metre (leaf distances are stored in metres). refine:
+    secant iterations that sharpen a hit's depth (0: none). signed: the
+    world holds negative distances (then a near-surface hit whose refinement
+    finds no zero crossing is taken as a graze and the ray marches on).
     (ox, oy, oz): origin in voxel units (may lie outside the cube);
     (dx, dy, dz): unit direction. t_max > 0: the maximum distance. eps: hit
     epsilon; nudge: the push past a cell's exit; max_steps: cell visits.
@@ -189,9 +291,17 @@ def trace_ray(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps
         if not (d == d):  # NaN (only in files loaded without validation)
             d = 0.0
         if d < 0.0:  # inside solid
+            if t == t0:  # the ray starts in solid (or enters the cube there)
+                return t0, (csem if csem != 0 else 1), True
             depth = t + d
             if depth < t_free:
                 depth = t_free
+            if refine > 0:
+                t_hi = t + REFINE_WINDOW
+                if t_hi > t_end:
+                    t_hi = t_end
+                depth, found = refine_hit(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz,
+                                          depth, t_free, t_hi, refine)
             sem = csem
             if sem == 0:
                 sem = last_sem
@@ -204,6 +314,20 @@ def trace_ray(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps
             last_sem = csem
             if d < eps:
                 depth = t + d
+                if refine > 0:
+                    t_hi = t + d + REFINE_WINDOW
+                    if t_hi > t_end:
+                        t_hi = t_end
+                    depth, found = refine_hit(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz,
+                                              depth, t_free, t_hi, refine)
+                    if signed and not found:
+                        # no zero crossing of the interpolated signed field near here: the ray
+                        # grazes the surface; march on (a real wall shows negative cells ahead)
+                        t_free = t
+                        if d < eps * 0.5:
+                            d = eps * 0.5
+                        t = t + d
+                        continue
                 if depth > t_max:
                     return t_max, 0, False
                 return depth, csem, True
@@ -221,7 +345,7 @@ def trace_ray(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps
 
 
 def trace_one(i, nodes, half_table, res, bmin, inv_voxel, voxel, dirs, n_dirs, origins, yaws,
-              t_max, eps, nudge, max_steps, max_distance, depth_out, sem_out, hit_out):
+              t_max, eps, nudge, max_steps, refine, signed, max_distance, depth_out, sem_out, hit_out):
     """Ray ``i`` of the flattened (actor, ray) batch: rotate, trace, write outputs.
 
     dirs (n_dirs, 3) float32 actor frame; origins (A, 3) and yaws (A,)
@@ -237,7 +361,7 @@ def trace_one(i, nodes, half_table, res, bmin, inv_voxel, voxel, dirs, n_dirs, o
     oy = (float(origins[a, 1]) - float(bmin[1])) * inv_voxel
     oz = (float(origins[a, 2]) - float(bmin[2])) * inv_voxel
     depth, sem, hit = trace_ray(nodes, half_table, res, inv_voxel, ox, oy, oz, dx, dy, dz, t_max, eps, nudge,
-                                max_steps)
+                                max_steps, refine, signed)
     if hit:
         dm = depth * voxel
         if dm > max_distance:
@@ -260,7 +384,8 @@ def trace_one(i, nodes, half_table, res, bmin, inv_voxel, voxel, dirs, n_dirs, o
 # helpers in the order they must be built (a function's helpers come first)
 GMDAG_HELPERS = ("word_is_leaf", "word_mask", "word_index", "leaf_semantic", "leaf_half_bits",
                  "popcount8", "child_slot", "leaf_distance")
-MATH_FUNCTIONS = ("axis_exit", "cell_exit", "slab", "ray_box", "descend", "yaw_rotate",
+MATH_FUNCTIONS = ("axis_exit", "cell_exit", "slab", "ray_box", "descend", "cell_value",
+                  "axis_lerp_index", "field_at", "refine_hit", "yaw_rotate",
                   "trace_ray", "trace_one")
 
 

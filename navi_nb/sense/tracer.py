@@ -34,26 +34,31 @@ DEFAULT_EPSILON = 0.5
 exact to half a voxel near surfaces, and other writers sample at corners)."""
 DEFAULT_MAX_STEPS = 512
 """Cell visits per ray before it gives up (and reports a miss)."""
+DEFAULT_REFINE = 4
+"""Secant iterations that sharpen each hit's depth on the trilinearly
+interpolated field (0 turns it off: depth = the point where the hit was found)."""
 NUDGE = 1.0e-4
 """Voxels pushed past a cell's exit so the next lookup lands in the next cell."""
 
 
 @njit(parallel=True, cache=True)
 def trace_rays(nodes, half_table, res, bmin, inv_voxel, voxel, dirs, origins, yaws, t_max, eps,
-               nudge, max_steps, max_distance, depth, semantic, hit):
+               nudge, max_steps, refine, signed, max_distance, depth, semantic, hit):
     """Trace rays for all actors: parallel over actors x rays, flattened.
 
     nodes (N,) uint64 DAG words; half_table (65536,) float32; res float (voxels
     per side); bmin (3,) float32 metres; inv_voxel / voxel floats; dirs (R, 3)
     float32 actor-frame unit directions; origins (A, 3) float32 metres; yaws
     (A,) float32 radians; t_max, eps, nudge in voxels; max_steps int;
-    max_distance metres. Writes depth (A*R,) float32 metres, semantic (A*R,)
+    refine: secant iterations per hit (0: none); signed: the world holds
+    negative distances; max_distance metres. Writes depth (A*R,) float32 metres, semantic (A*R,)
     uint16, hit (A*R,) bool.
     """
     n = origins.shape[0] * dirs.shape[0]
     for i in prange(n):
         nb_trace_one(i, nodes, half_table, res, bmin, inv_voxel, voxel, dirs, dirs.shape[0], origins,
-                     yaws, t_max, eps, nudge, max_steps, max_distance, depth, semantic, hit)
+                     yaws, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic,
+                     hit)
 
 
 # --------------------------------------------------------------------------
@@ -143,8 +148,11 @@ def check_out(out, shape, xp=np):
 class _Settings:
     """Validated scalar settings shared by the CPU and CUDA paths."""
 
-    def __init__(self, world, max_distance, epsilon, max_steps):
+    def __init__(self, world, max_distance, epsilon, max_steps, refine=DEFAULT_REFINE):
         self.max_distance = check_positive("max_distance", max_distance)
+        if isinstance(refine, bool) or not isinstance(refine, numbers.Integral) or not 0 <= refine <= 16:
+            raise SenseError(f"refine must be an integer in 0..16, got {refine!r}")
+        self.refine = int(refine)
         self.epsilon = check_positive("epsilon", epsilon)
         self.max_steps = check_steps(max_steps)
         self.voxel = float(np.float32(world.voxel_size))
@@ -152,18 +160,33 @@ class _Settings:
         self.res = float(world.resolution)
         self.t_max = self.max_distance * self.inv_voxel
         self.bmin = np.ascontiguousarray(world.bmin, dtype=np.float32)
+        self.signed = world_is_signed(world)
+
+
+def world_is_signed(world) -> bool:
+    """True when any leaf holds a negative distance (cached on the World)."""
+    cached = getattr(world, "_navi_signed", None)
+    if cached is not None and cached[0] is world.nodes:
+        return cached[1]
+    nodes = np.asarray(world.nodes)
+    leaves = nodes[gmdag.is_leaf(nodes)]
+    dist, _ = gmdag.decode_leaf(leaves)
+    signed = bool(np.any(dist < 0))
+    world._navi_signed = (world.nodes, signed)
+    return signed
 
 
 def _run_cpu(world, settings, sensor, origins, yaws, out):
     depth, semantic, hit = out
     trace_rays(np.ascontiguousarray(world.nodes), gmdag.HALF_TO_FLOAT, settings.res, settings.bmin,
                settings.inv_voxel, settings.voxel, sensor.flat_directions, origins, yaws,
-               settings.t_max, settings.epsilon, NUDGE, settings.max_steps, settings.max_distance,
+               settings.t_max, settings.epsilon, NUDGE, settings.max_steps, settings.refine, settings.signed,
+               settings.max_distance,
                depth.reshape(-1), semantic.reshape(-1), hit.reshape(-1))
 
 
 def trace(world, origins, yaws, sensor, max_distance, backend="cpu", out=None, *,
-          epsilon=DEFAULT_EPSILON, max_steps=DEFAULT_MAX_STEPS):
+          epsilon=DEFAULT_EPSILON, max_steps=DEFAULT_MAX_STEPS, refine=DEFAULT_REFINE):
     """Trace every actor's rays; returns ``(depth, semantic, hit)`` shaped (A, Az, El).
 
     world: a World. origins (A, 3) metres and yaws (A,) radians, float32 or
@@ -172,16 +195,16 @@ def trace(world, origins, yaws, sensor, max_distance, backend="cpu", out=None, *
     on every call: use :class:`Tracer` for repeated calls). out: optional
     (depth float32, semantic uint16, hit bool) arrays shaped (A, Az, El),
     written in place and returned. epsilon: hit epsilon in voxels. max_steps:
-    cell visits per ray.
+    cell visits per ray. refine: secant iterations sharpening each hit (0: off).
     """
     kind = resolve_backend(backend)
     if kind == "cuda":
         tracer = Tracer(world, sensor, max_distance, backend="cuda", epsilon=epsilon,
-                        max_steps=max_steps)
+                        max_steps=max_steps, refine=refine)
         return tracer.trace(origins, yaws, out=out, to_host=out is None or isinstance(out[0], np.ndarray))
     check_world(world)
     check_sensor(sensor)
-    settings = _Settings(world, max_distance, epsilon, max_steps)
+    settings = _Settings(world, max_distance, epsilon, max_steps, refine)
     origins, yaws = check_pose_arrays(origins, yaws)
     shape = (origins.shape[0],) + sensor.shape
     if out is None:
@@ -205,11 +228,11 @@ class Tracer:
     """
 
     def __init__(self, world, sensor, max_distance, backend="cpu", max_actors=None, *,
-                 epsilon=DEFAULT_EPSILON, max_steps=DEFAULT_MAX_STEPS):
+                 epsilon=DEFAULT_EPSILON, max_steps=DEFAULT_MAX_STEPS, refine=DEFAULT_REFINE):
         self.backend = resolve_backend(backend)
         self.world = check_world(world)
         self.sensor = check_sensor(sensor)
-        self.settings = _Settings(world, max_distance, epsilon, max_steps)
+        self.settings = _Settings(world, max_distance, epsilon, max_steps, refine)
         if max_actors is not None and (isinstance(max_actors, bool) or not isinstance(max_actors, numbers.Integral)
                                        or int(max_actors) < 1):
             raise SenseError(f"max_actors must be a positive integer or None, got {max_actors!r}")
@@ -255,6 +278,6 @@ class Tracer:
             s = self.settings
             trace_rays(self._nodes, gmdag.HALF_TO_FLOAT, s.res, s.bmin, s.inv_voxel, s.voxel,
                        self.sensor.flat_directions, origins, yaws, s.t_max, s.epsilon, NUDGE,
-                       s.max_steps, s.max_distance, out[0].reshape(-1), out[1].reshape(-1),
+                       s.max_steps, s.refine, s.signed, s.max_distance, out[0].reshape(-1), out[1].reshape(-1),
                        out[2].reshape(-1))
         return out
