@@ -101,7 +101,7 @@ def load_scene_world(scene: str, resolution: int, console=None):
 
 
 def make_env(world, cfg: TrainConfig, n_actors=None, seed=None):
-    from navi_nb.env import NavEnv
+    from navi_nb.env.nav_env import NavEnv
     from navi_nb.sense.sensor import Sensor
 
     sensor = Sensor(az=cfg.sensor_az, el=cfg.sensor_el)

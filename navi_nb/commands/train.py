@@ -158,4 +158,11 @@ def run(args) -> int:
         trainer = Trainer.create(cfg, console=console)
     summary = trainer.train(progress=not args.no_progress)
     print_summary(console, trainer, summary)
+    cfg = trainer.cfg
+    if cfg.eval_episodes and trainer.update >= cfg.num_updates:
+        from navi_nb.evaluate import evaluate, print_results
+
+        console.rule(f"evaluation: {cfg.eval_episodes} episodes, mean action, fresh seeds")
+        print_results(console, evaluate(trainer.run_path, episodes=cfg.eval_episodes))
+    console.print(f"run folder: [bold]{trainer.run_path}[/]")
     return 0

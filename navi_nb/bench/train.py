@@ -1,0 +1,105 @@
+"""`navi-nb bench train`: end-to-end training actor-steps per second, with the time split.
+
+Runs the real trainer loop (``Trainer.train_one_update``: collection and PPO
+learning together) on the default setting (point-goal in ``house``, 64 actors,
+64 x 16 rays, the default network and PPO settings) at each shard count, after
+one warm-up update, and splits the time between
+
+- tracing: the batched sphere tracing inside ``NavEnv.step`` / reset,
+- environment: the rest of ``NavEnv.step`` (kinematics, collision, rewards, resets, observations),
+- policy: the batched policy forward for acting (and the critic's values of final observations),
+- PPO: GAE and the epochs of minibatches,
+
+measured by wrapping those calls with timers (their overhead is a few
+microseconds per call). Nothing is written to disk.
+"""
+from __future__ import annotations
+
+import time
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--scene", default="house", help="scene (default house)")
+    parser.add_argument("--actors", type=int, default=64, help="actors (default 64)")
+    parser.add_argument("--sensor", default="64x16", help="rays AZxEL (default 64x16)")
+    parser.add_argument("--updates", type=int, default=3, help="timed updates per shard count (default 3)")
+    parser.add_argument("--shards", default="1,2", help="shard counts to run (default 1,2)")
+    parser.add_argument("--resolution", type=int, default=128, help="scene resolution (default 128)")
+
+
+class _Timer:
+    def __init__(self):
+        self.t = 0.0
+
+    def wrap(self, fn):
+        def timed(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                self.t += time.perf_counter() - t0
+        return timed
+
+
+def measure(cfg, shard_counts, updates, console=None):
+    import numba
+
+    from navi_nb.runs import load_scene_world
+    from navi_nb.train import Trainer
+
+    world = load_scene_world(cfg.scene, cfg.resolution, console)
+    out = []
+    for shards in shard_counts:
+        numba.set_num_threads(min(int(shards), numba.config.NUMBA_NUM_THREADS))
+        tr = Trainer(cfg, run_path="/nonexistent", world=world)
+        tr.obs, _ = tr.env.reset(seed=cfg.seed)
+        tr._t_start = time.perf_counter()
+        tr.train_one_update()  # warm-up: compiles or loads every kernel
+        trace_t, step_t, pol_t, ppo_t = _Timer(), _Timer(), _Timer(), _Timer()
+        tracer = tr.env._tracer
+        tracer.trace = trace_t.wrap(tracer.trace)
+        tr.env.step = step_t.wrap(tr.env.step)
+        tr.policy.act = pol_t.wrap(tr.policy.act)
+        tr.policy.value = pol_t.wrap(tr.policy.value)
+        tr.ppo.update = ppo_t.wrap(tr.ppo.update)
+        t0 = time.perf_counter()
+        for _ in range(updates):
+            tr.train_one_update()
+        wall = time.perf_counter() - t0
+        steps = updates * cfg.batch_size
+        env_only = step_t.t - trace_t.t
+        other = wall - step_t.t - pol_t.t - ppo_t.t
+        out.append({"shards": int(shards), "actor_steps_per_s": steps / wall, "wall_s": wall, "actor_steps": steps,
+                    "split_s": {"tracing": trace_t.t, "environment": env_only, "policy": pol_t.t,
+                                "ppo": ppo_t.t, "other": other}})
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    return out
+
+
+def run(args) -> dict:
+    from rich.console import Console
+    from rich.table import Table
+
+    from navi_nb.train_config import TrainConfig
+
+    console = Console()
+    az, el = (int(x) for x in args.sensor.lower().split("x"))
+    cfg = TrainConfig(scene=args.scene, actors=args.actors, sensor_az=az, sensor_el=el,
+                      resolution=args.resolution, eval_episodes=0).validate()
+    shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
+    rows = measure(cfg, shard_counts, args.updates, console)
+    t = Table(title=f"bench train: {cfg.scene}, {cfg.actors} actors, {az}x{el} rays, hidden {cfg.hidden}, "
+                    f"{cfg.rollout_steps} steps x {cfg.epochs} epochs x {cfg.minibatches} minibatches")
+    for c in ("shards", "actor-steps/s", "vs 1 shard", "tracing", "environment", "policy", "PPO", "other"):
+        t.add_column(c, justify="right")
+    base = rows[0]["actor_steps_per_s"] if rows else 1.0
+    for r in rows:
+        s = r["split_s"]
+        tot = r["wall_s"]
+        t.add_row(str(r["shards"]), f"{r['actor_steps_per_s']:,.0f}", f"{r['actor_steps_per_s'] / base:.2f}x",
+                  *(f"{100 * s[k] / tot:.0f}%" for k in ("tracing", "environment", "policy", "ppo", "other")))
+    console.print(t)
+    summary = [[f"actor-steps/s at {r['shards']} shard(s)", f"{r['actor_steps_per_s']:,.0f}"] for r in rows]
+    return {"setting": {"scene": cfg.scene, "actors": cfg.actors, "rays": [az, el], "hidden": cfg.hidden,
+                        "rollout_steps": cfg.rollout_steps, "epochs": cfg.epochs, "minibatches": cfg.minibatches},
+            "runs": rows, "summary": summary}

@@ -1,0 +1,34 @@
+"""`navi-nb eval RUN --episodes N`: deterministic (mean-action) evaluation on fresh seeds."""
+from __future__ import annotations
+
+HELP = "evaluate a trained run deterministically"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("run", metavar="RUN", help="run folder, e.g. runs/house-pointgoal-s0")
+    parser.add_argument("--episodes", type=int, default=100, metavar="N", help="episodes (default 100)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="evaluation seed (default: the run's seed + 1,000,003, never used in training)")
+    parser.add_argument("--policy", choices=("auto", "final", "latest"), default="auto",
+                        help="final policy.npz, the newest checkpoint, or auto (final if present)")
+    parser.add_argument("--json", metavar="FILE", nargs="?", const="-", default=None,
+                        help="also write the results as JSON (to FILE, or stdout with no FILE)")
+    parser.add_argument("--no-save", action="store_true", help="do not write eval.json / eval_episodes.npz")
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from navi_nb.evaluate import evaluate, print_results, results_json
+
+    console = Console(stderr=args.json == "-")
+    res = evaluate(args.run, episodes=args.episodes, seed=args.seed, source=args.policy, save=not args.no_save)
+    print_results(console, res)
+    if not args.no_save:
+        console.print(f"[dim]saved {args.run}/eval.json and eval_episodes.npz[/]")
+    if args.json == "-":
+        print(results_json(res))
+    elif args.json:
+        with open(args.json, "w") as fh:
+            fh.write(results_json(res) + "\n")
+    return 0
