@@ -34,59 +34,20 @@ import numpy as np
 from numba import njit, prange
 
 from navi_nb.world import gmdag
+from navi_nb.world.query import query_point
 
 
 @njit(cache=True)
-def _local_query_point(nodes, half, bmin, voxel, resolution, x, y, z):
-    """(distance m, semantic) at one point: the leaf holding it, or for a pruned
-    octant the distance to that octant's boundary (a lower bound); outside the
-    cube, the distance to the cube plus the value at the nearest cube point."""
-    inv = 1.0 / np.float64(voxel)
-    u = (np.float64(x) - np.float64(bmin[0])) * inv
-    v = (np.float64(y) - np.float64(bmin[1])) * inv
-    w = (np.float64(z) - np.float64(bmin[2])) * inv
-    r = np.float64(resolution)
-    top = r - 1e-9
-    cu = min(max(u, 0.0), top)
-    cv = min(max(v, 0.0), top)
-    cw = min(max(w, 0.0), top)
-    out = math.sqrt((u - cu) ** 2 + (v - cv) ** 2 + (w - cw) ** 2) * np.float64(voxel)
-    lx, ly, lz, size = 0.0, 0.0, 0.0, r
-    node = 0
-    for _ in range(gmdag.MAX_DEPTH + 1):
-        word = nodes[node]
-        if gmdag.nb_word_is_leaf(word):
-            d = np.float64(gmdag.nb_leaf_distance(word, half))
-            return out + d, gmdag.nb_leaf_semantic(word)
-        size *= 0.5
-        o = 0
-        if cu >= lx + size:
-            lx += size
-            o |= 1
-        if cv >= ly + size:
-            ly += size
-            o |= 2
-        if cw >= lz + size:
-            lz += size
-            o |= 4
-        slot = gmdag.nb_child_slot(word, o)
-        if slot < 0:
-            b = min(cu - lx, lx + size - cu, cv - ly, ly + size - cv, cw - lz, lz + size - cw)
-            return out + b * np.float64(voxel), np.int64(0)
-        node = gmdag.nb_word_index(nodes[slot])
-    return out, np.int64(0)
-
-
-try:  # the world stage's scalar query, when it exists
-    from navi_nb.world.query import query_point
-except ImportError:  # pragma: no cover - until the world stage lands
-    query_point = _local_query_point
+def _sdf(nodes, half, bmin, voxel, resolution, x, y, z):
+    """The world's scalar query, metres (float64). Not inlined: the kernel calls
+    it from nine places and one compiled copy keeps the JIT time short."""
+    d, _sem = query_point(nodes, half, bmin, voxel, resolution, x, y, z)
+    return np.float64(d)
 
 
 @njit(inline="always", cache=True)
 def _clearance(nodes, half, bmin, voxel, resolution, x, y, z, r_plus_margin):
-    d, _sem = query_point(nodes, half, bmin, voxel, resolution, x, y, z)
-    return np.float64(d) - r_plus_margin
+    return _sdf(nodes, half, bmin, voxel, resolution, x, y, z) - r_plus_margin
 
 
 @njit(inline="always", cache=True)
@@ -94,12 +55,12 @@ def _normal(nodes, half, bmin, voxel, resolution, x, y, z, fx, fy, fz):
     """Unit gradient of the distance field by central differences (one voxel);
     falls back to (fx, fy, fz) where the field is flat."""
     e = np.float64(voxel)
-    gx = (np.float64(query_point(nodes, half, bmin, voxel, resolution, x + e, y, z)[0])
-          - np.float64(query_point(nodes, half, bmin, voxel, resolution, x - e, y, z)[0]))
-    gy = (np.float64(query_point(nodes, half, bmin, voxel, resolution, x, y + e, z)[0])
-          - np.float64(query_point(nodes, half, bmin, voxel, resolution, x, y - e, z)[0]))
-    gz = (np.float64(query_point(nodes, half, bmin, voxel, resolution, x, y, z + e)[0])
-          - np.float64(query_point(nodes, half, bmin, voxel, resolution, x, y, z - e)[0]))
+    gx = (_sdf(nodes, half, bmin, voxel, resolution, x + e, y, z)
+          - _sdf(nodes, half, bmin, voxel, resolution, x - e, y, z))
+    gy = (_sdf(nodes, half, bmin, voxel, resolution, x, y + e, z)
+          - _sdf(nodes, half, bmin, voxel, resolution, x, y - e, z))
+    gz = (_sdf(nodes, half, bmin, voxel, resolution, x, y, z + e)
+          - _sdf(nodes, half, bmin, voxel, resolution, x, y, z - e))
     n = math.sqrt(gx * gx + gy * gy + gz * gz)
     if n < 1e-12:
         return fx, fy, fz
@@ -218,7 +179,7 @@ def heading_vectors(yaw):
 @njit(parallel=True, cache=True)
 def _distances(nodes, half, bmin, voxel, resolution, points, out):
     for i in prange(points.shape[0]):
-        out[i] = query_point(nodes, half, bmin, voxel, resolution, points[i, 0], points[i, 1], points[i, 2])[0]
+        out[i] = _sdf(nodes, half, bmin, voxel, resolution, points[i, 0], points[i, 1], points[i, 2])
 
 
 def clearance_distances(world, points) -> np.ndarray:
