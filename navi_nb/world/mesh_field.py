@@ -50,6 +50,8 @@ __all__ = ["MeshField", "LEAF_SIZE", "WINDING_BETA"]
 LEAF_SIZE = 2        # triangles per BVH leaf
 WINDING_BETA = 2.0   # far-field test of the winding number: |c - p| > beta * radius
 CHUNK = 64           # points per parallel work item (one traversal stack each)
+GROUP = 8            # consecutive points that share one candidate search (a cell's 8 children)
+MAX_CANDIDATES = 48  # a group whose candidate ball holds more triangles is searched point by point
 STACK = 256          # traversal stack entries; build_bvh caps the tree depth below this
 
 # feature codes of the nearest point on a triangle (a, b, c)
@@ -573,6 +575,115 @@ def pseudonormal_inside(px, py, pz, qx, qy, qz, slot, feat, face_n, edge_n, vert
     return (px - qx) * nx + (py - qy) * ny + (pz - qz) * nz < 0.0
 
 
+@njit(inline="always")
+def gather_candidates(cx, cy, cz, r2, tri, nf, ni, stack, cand):
+    """Slots of every leaf whose box is nearer than sqrt(r2) to c, into cand; -1 if they overflow it."""
+    nc = 0
+    if box_dist2(cx, cy, cz, nf, 0) >= r2:
+        return 0
+    stack[0] = 0
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        node = stack[sp]
+        n = ni[node, 7]
+        if n > 0:
+            if nc + n > cand.shape[0]:
+                return -1
+            s = ni[node, 6]
+            for k in range(s, s + n):
+                cand[nc] = k
+                nc += 1
+            continue
+        c = ni[node, 6]
+        if box_dist2(cx, cy, cz, nf, c) < r2:
+            stack[sp] = c
+            sp += 1
+        if box_dist2(cx, cy, cz, nf, c + 1) < r2:
+            stack[sp] = c + 1
+            sp += 1
+    return nc
+
+
+@njit(inline="always")
+def group_nearest(points, g0, g1, search2, hint, use_groups, tri, nf, ni, stack, dstack, cand,
+                  gb2, gslot, gq, gfeat):
+    """Nearest triangle (closer than sqrt(search2)) for points g0..g1-1, into gb2/gslot/gq/gfeat.
+
+    Neighbouring points share the search: with c their centre and r their
+    radius, every point p has d(p) <= d(c) + r, so its nearest triangle lies
+    within R = min(sqrt(search2), d(c) + r) + r of c. The triangles of every
+    leaf box nearer than R to c are gathered once and each point takes the
+    nearest of them, which is the same as its own search. Falls back to one
+    search per point when the ball holds more than MAX_CANDIDATES triangles.
+    Returns (hint for the next group, whether groups still pay).
+    """
+    m = g1 - g0
+    nc = -1
+    if use_groups and m > 1:
+        cx = 0.0
+        cy = 0.0
+        cz = 0.0
+        for i in range(g0, g1):
+            cx += points[i, 0]
+            cy += points[i, 1]
+            cz += points[i, 2]
+        cx /= m
+        cy /= m
+        cz /= m
+        rg2 = 0.0
+        for i in range(g0, g1):
+            dx = points[i, 0] - cx
+            dy = points[i, 1] - cy
+            dz = points[i, 2] - cz
+            rg2 = max(rg2, dx * dx + dy * dy + dz * dz)
+        rg = math.sqrt(rg2)
+        b2c, sc, qx, qy, qz, f = nearest_triangle(cx, cy, cz, search2, hint, tri, nf, ni, stack, dstack)
+        lim = math.sqrt(search2)
+        if sc >= 0:
+            hint = sc
+            lim = min(lim, math.sqrt(b2c) + rg)
+        rr = (lim + rg) * (1.0 + 1e-12) + 1e-300
+        nc = gather_candidates(cx, cy, cz, rr * rr, tri, nf, ni, stack, cand)
+        if nc < 0:
+            use_groups = False
+    if nc >= 0:
+        for i in range(g0, g1):
+            px = points[i, 0]
+            py = points[i, 1]
+            pz = points[i, 2]
+            j = i - g0
+            best2 = search2
+            slot = -1
+            for c in range(nc):
+                k = cand[c]
+                ax, ay, az, f = closest_on_triangle(px, py, pz, tri, k)
+                d2 = (px - ax) * (px - ax) + (py - ay) * (py - ay) + (pz - az) * (pz - az)
+                if d2 < best2:
+                    best2 = d2
+                    slot = k
+                    gfeat[j] = f
+                    gq[j, 0] = ax
+                    gq[j, 1] = ay
+                    gq[j, 2] = az
+            gb2[j] = best2
+            gslot[j] = slot
+    else:
+        for i in range(g0, g1):
+            j = i - g0
+            b2, sl, qx, qy, qz, f = nearest_triangle(points[i, 0], points[i, 1], points[i, 2], search2, hint,
+                                                     tri, nf, ni, stack, dstack)
+            if sl >= 0:
+                hint = sl
+            gb2[j] = b2
+            gslot[j] = sl
+            gfeat[j] = f
+            gq[j, 0] = qx
+            gq[j, 1] = qy
+            gq[j, 2] = qz
+    return hint, use_groups
+
+
 @njit(parallel=True, cache=True)
 def evaluate_kernel(points, cap, sign_mode, all_closed, tri, tri_class, tri_closed, face_n, edge_n, vert_n,
                     nf, ni, mom, beta, sdf, cls):
@@ -599,54 +710,78 @@ def evaluate_kernel(points, cap, sign_mode, all_closed, tri, tri_class, tri_clos
     for ch in prange(n_chunks):
         stack = np.empty(STACK, np.int64)
         dstack = np.empty(STACK, np.float64)
+        cand = np.empty(MAX_CANDIDATES, np.int64)
+        gb2 = np.empty(GROUP)
+        gslot = np.empty(GROUP, np.int64)
+        gfeat = np.empty(GROUP, np.int64)
+        gq = np.empty((GROUP, 3))
         hint = -1
+        use_groups = True
         # all_closed: last point of this chunk with a known sign and the radius of its surface-free ball
         fx = 0.0
         fy = 0.0
         fz = 0.0
         fr = -1.0
         fneg = False
-        for i in range(ch * CHUNK, min(p_count, (ch + 1) * CHUNK)):
-            px = points[i, 0]
-            py = points[i, 1]
-            pz = points[i, 2]
-            df = -1.0
+        c_end = min(p_count, (ch + 1) * CHUNK)
+        for g0 in range(ch * CHUNK, c_end, GROUP):
+            g1 = min(c_end, g0 + GROUP)
             if sign_mode == 1 and all_closed and fr > 0.0:
-                df = math.sqrt((px - fx) * (px - fx) + (py - fy) * (py - fy) + (pz - fz) * (pz - fz))
-                if df + cap <= fr:  # the cap ball around p lies in the free ball: no search at all
-                    sdf[i] = -cap if fneg else cap
-                    cls[i] = 0
+                # every point's cap ball inside the last free ball: beyond cap, same sign, no search
+                inside = True
+                for i in range(g0, g1):
+                    dx = points[i, 0] - fx
+                    dy = points[i, 1] - fy
+                    dz = points[i, 2] - fz
+                    if math.sqrt(dx * dx + dy * dy + dz * dz) + cap > fr:
+                        inside = False
+                        break
+                if inside:
+                    for i in range(g0, g1):
+                        sdf[i] = -cap if fneg else cap
+                        cls[i] = 0
                     continue
-            best2, slot, qx, qy, qz, feat = nearest_triangle(px, py, pz, search2, hint, tri, nf, ni,
-                                                             stack, dstack)
-            if slot >= 0:
-                hint = slot
-            d = math.sqrt(best2) if slot >= 0 else cap
-            if d > cap:
-                d = cap
-            cls[i] = tri_class[slot] if slot >= 0 and d < cap else 0
-            neg = False
-            if sign_mode == 1:
-                if slot < 0 and 0.0 <= df < fr:
-                    neg = fneg  # inside a neighbour's free ball: same sign (every part is closed)
-                else:
-                    free2 = best2
-                    if slot < 0:  # beyond cap: the sign still needs the nearest feature
-                        free2, slot, qx, qy, qz, feat = nearest_triangle(px, py, pz, np.inf, hint, tri, nf, ni,
-                                                                         stack, dstack)
-                        hint = slot
-                    if tri_closed[slot] != 0:
-                        neg = pseudonormal_inside(px, py, pz, qx, qy, qz, slot, feat, face_n, edge_n, vert_n)
+            hint, use_groups = group_nearest(points, g0, g1, search2, hint, use_groups, tri, nf, ni, stack,
+                                             dstack, cand, gb2, gslot, gq, gfeat)
+            for i in range(g0, g1):
+                j = i - g0
+                px = points[i, 0]
+                py = points[i, 1]
+                pz = points[i, 2]
+                best2 = gb2[j]
+                slot = gslot[j]
+                d = math.sqrt(best2) if slot >= 0 else cap
+                if d > cap:
+                    d = cap
+                cls[i] = tri_class[slot] if slot >= 0 and d < cap else 0
+                neg = False
+                if sign_mode == 1:
+                    df = -1.0
+                    if slot < 0 and all_closed and fr > 0.0:
+                        df = math.sqrt((px - fx) * (px - fx) + (py - fy) * (py - fy) + (pz - fz) * (pz - fz))
+                    if 0.0 <= df < fr:
+                        neg = fneg  # inside a neighbour's free ball: same sign (every part is closed)
                     else:
-                        neg = winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5
-                    fx = px
-                    fy = py
-                    fz = pz
-                    fr = math.sqrt(free2)
-                    fneg = neg
-            elif sign_mode == 2:
-                neg = winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5
-            sdf[i] = -d if neg else d
+                        free2 = best2
+                        qx = gq[j, 0]
+                        qy = gq[j, 1]
+                        qz = gq[j, 2]
+                        feat = gfeat[j]
+                        if slot < 0:  # beyond cap: the sign still needs the nearest feature
+                            free2, slot, qx, qy, qz, feat = nearest_triangle(px, py, pz, np.inf, hint, tri, nf,
+                                                                             ni, stack, dstack)
+                        if tri_closed[slot] != 0:
+                            neg = pseudonormal_inside(px, py, pz, qx, qy, qz, slot, feat, face_n, edge_n, vert_n)
+                        else:
+                            neg = winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5
+                        fx = px
+                        fy = py
+                        fz = pz
+                        fr = math.sqrt(free2)
+                        fneg = neg
+                elif sign_mode == 2:
+                    neg = winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5
+                sdf[i] = -d if neg else d
 
 
 @njit(parallel=True, cache=True)
