@@ -271,3 +271,26 @@ def test_shared_benchmark_scene_and_closed_meshes():
             w = brute_winding(f_v, mm.faces, p)
             clear = d > 1e-3
             np.testing.assert_array_equal(sdf[clear] < 0, w[clear] >= 0.5)
+
+
+def test_sibling_groups_match_brute_force_and_shuffled_order():
+    """Points ordered like the compiler's cells (8 children of a parent in a row) share a
+    candidate search; results equal brute force and the same points in shuffled order."""
+    m = merge_meshes([icosphere(3, 1.0), torus_mesh(0.6, 0.15, 32, 16, center=(2.5, 0.0, 0.0))])
+    f = MeshField(m.vertices, m.faces)
+    parents = np.concatenate([RNG.normal(size=(150, 3)), RNG.uniform((1.6, -0.4, -1.0), (3.4, 0.4, 1.0), (150, 3))])
+    parents[:150] /= np.linalg.norm(parents[:150], axis=1, keepdims=True)  # on the sphere
+    offsets = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float) * 0.01
+    p = (parents[:, None, :] + offsets[None]).reshape(-1, 3)
+    for cap in (None, 0.05):
+        sdf, cls = f.evaluate(p, cap)
+        d = brute_distance(m.vertices, m.faces, p)
+        expect = d if cap is None else np.minimum(d, cap)
+        np.testing.assert_allclose(np.abs(sdf), expect, rtol=0, atol=1e-12)
+        perm = RNG.permutation(len(p))
+        s2, c2 = f.evaluate(p[perm], cap)
+        np.testing.assert_array_equal(s2, sdf[perm])
+        np.testing.assert_array_equal(c2, cls[perm])
+    r = np.linalg.norm(p, axis=1)
+    sph = (np.arange(len(p)) < 1200) & (np.abs(r - 1.0) > 0.02)
+    np.testing.assert_array_equal(sdf[sph] < 0, r[sph] < 1.0)
