@@ -21,6 +21,7 @@ with exact comparison, and the DAG is emitted with the root at word 0.
 """
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 import time
@@ -56,14 +57,6 @@ class CompileError(NaviError, ValueError):
 # kernels
 # --------------------------------------------------------------------------
 
-@njit(parallel=True, cache=True)
-def _centres(coords, cell_metres, bmin, out):
-    """World centres (N,3) float64 of cells with integer coords (N,3)."""
-    for i in prange(coords.shape[0]):
-        for a in range(3):
-            out[i, a] = bmin[a] + (coords[i, a] + 0.5) * cell_metres
-
-
 @njit(inline="always", cache=True)
 def _pow2_floor(x):
     """Largest power of two <= x (x > 0): coarse values so equal leaves repeat."""
@@ -77,7 +70,9 @@ def _classify(d, cls, coords, cell_metres, bmin, roi_lo, roi_hi, finest, voxel, 
     hd = cell_metres * math.sqrt(3.0) * 0.5
     for i in prange(d.shape[0]):
         v = d[i]
-        if finest:
+        if v == np.inf:  # wholly outside the region of interest, known free: pruned
+            kind[i] = 2
+        elif finest:
             sem = 0
             if abs(v) <= sem_band:
                 sem = cls[i]
@@ -107,18 +102,72 @@ def _classify(d, cls, coords, cell_metres, bmin, roi_lo, roi_hi, finest, voxel, 
 
 
 @njit(cache=True)
-def _children(coords, kind, n_inner):
-    """Integer coords of the 8 children of every inner cell, octant order."""
-    out = np.empty((8 * n_inner, 3), dtype=np.int32)
+def _children(coords, kind, d, hd, start, stop, n_out):
+    """Coords (8 per inner cell, octant order) of the children of inner cells
+    start..stop-1, and the sign each child inherits: +-1 when the parent's
+    centre value proves the whole parent lies on one side (|d| >= hd), else 0."""
+    out = np.empty((n_out, 3), dtype=np.int32)
+    sign = np.zeros(n_out, dtype=np.int8)
     j = 0
-    for i in range(coords.shape[0]):
+    for i in range(start, stop):
         if kind[i] == 1:
+            sg = 0
+            if d[i] >= hd:
+                sg = 1
+            elif d[i] <= -hd:
+                sg = -1
             for k in range(8):
                 out[j, 0] = 2 * coords[i, 0] + (k & 1)
                 out[j, 1] = 2 * coords[i, 1] + ((k >> 1) & 1)
                 out[j, 2] = 2 * coords[i, 2] + ((k >> 2) & 1)
+                sign[j] = sg
                 j += 1
-    return out
+    return out, sign
+
+
+@njit(cache=True)
+def _prepare(coords, sign, cell_metres, bmin, roi_lo, roi_hi, free_outside, gap, split, cen_s, idx_s, cen_u,
+             idx_u, d):
+    """Sort a chunk's cells by how they are evaluated; write their centres.
+
+    Cells farther than `gap` outside the region of interest (free_outside)
+    get d = +inf (pruned) and no evaluation; with `split`, cells of known sign go to the unsigned
+    list (cen_u, idx_u), the others to the signed one. Returns (n_s, n_u).
+    """
+    ns = 0
+    nu = 0
+    for i in range(coords.shape[0]):
+        if free_outside:
+            o = False
+            for a in range(3):
+                lo = bmin[a] + coords[i, a] * cell_metres
+                if lo + cell_metres < roi_lo[a] - gap or lo > roi_hi[a] + gap:
+                    o = True
+            if o:
+                d[i] = np.inf
+                continue
+        if split and sign[i] != 0:
+            for a in range(3):
+                cen_u[nu, a] = bmin[a] + (coords[i, a] + 0.5) * cell_metres
+            idx_u[nu] = i
+            nu += 1
+        else:
+            for a in range(3):
+                cen_s[ns, a] = bmin[a] + (coords[i, a] + 0.5) * cell_metres
+            idx_s[ns] = i
+            ns += 1
+    return ns, nu
+
+
+@njit(cache=True)
+def _scatter(idx, vals, cls, sign, use_sign, d, c):
+    for j in range(idx.shape[0]):
+        i = idx[j]
+        v = vals[j]
+        if use_sign:
+            v = abs(v) * sign[i]
+        d[i] = v
+        c[i] = cls[j]
 
 
 @njit(inline="always", cache=True)
@@ -302,7 +351,8 @@ def _evaluate(field, centres, cap=None):
 
 
 def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None, cube=None,
-                  band=BAND_VOXELS, semantic_band=SEMANTIC_BAND_VOXELS, sidecar=None, progress=None) -> World:
+                  band=BAND_VOXELS, semantic_band=SEMANTIC_BAND_VOXELS, sidecar=None, progress=None,
+                  unsigned_field=None, free_outside=False) -> World:
     """Compile any field with ``.evaluate(points (N,3) float64) -> (sdf, class)``.
 
     bounds_min/max: the region of interest (metres); the world cube is fitted
@@ -310,6 +360,11 @@ def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None,
     cube = (minimum corner (3,), side) gives it explicitly. band and
     semantic_band are in voxels. progress: optional callable(depth, depths,
     cells_at_depth). Returns a validated World with a sidecar dict.
+
+    unsigned_field: an optional cheaper field giving |distance| (and class),
+    used for cells whose sign is inherited from a parent that lies wholly on
+    one side. free_outside: space outside the region of interest is known to
+    be free, so cells wholly outside it are pruned without evaluating them.
     """
     lo, hi, resolution = _check_args(bounds_min, bounds_max, resolution, margin)
     t0 = time.perf_counter()
@@ -324,32 +379,42 @@ def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None,
     sem_m = semantic_band * h
 
     use_cap = _accepts_cap(field)
+    ctx = _Level(field, unsigned_field, free_outside, use_cap, bmin64, lo, hi, h, band_m, sem_m)
+    leaves = _LeafTable()
     kinds, words = [], []
     coords = np.zeros((1, 3), dtype=np.int32)
-    for depth in range(depths + 1):
+    sign = np.zeros(1, dtype=np.int8)
+    finest_ref = None
+    for depth in range(depths):
         n = coords.shape[0]
         cell = h * (resolution >> depth)
-        hd = cell * math.sqrt(3.0) / 2
-        kind = np.empty(n, dtype=np.int8)
-        word = np.zeros(n, dtype=np.uint64)
-        for s in range(0, n, EVAL_CHUNK):
-            e = min(n, s + EVAL_CHUNK)
-            cen = np.empty((e - s, 3), dtype=np.float64)
-            _centres(coords[s:e], cell, bmin64, cen)
-            d, c = _evaluate(field, cen, CAP_FACTOR * hd if use_cap and depth > 0 else None)
-            _classify(d, c, coords[s:e], cell, bmin64, lo, hi, depth == depths, h, band_m, sem_m,
-                      HALF_TO_FLOAT, kind[s:e], word[s:e])
+        kind, word, d = ctx.run(coords, sign, cell, False, use_cap and depth > 0)
         kinds.append(kind)
         words.append(word)
         if progress is not None:
             progress(depth, depths, n)
-        n_inner = int(np.count_nonzero(kind == KIND_INNER))
-        if depth == depths or n_inner == 0:
+        inner = np.nonzero(kind == KIND_INNER)[0]
+        if inner.size == 0:
             break
-        coords = _children(coords, kind, n_inner)
-    del coords
+        hd = cell * math.sqrt(3.0) / 2
+        if depth + 1 < depths:
+            coords, sign = _children(coords, kind, d, hd, 0, n, 8 * inner.size)
+            continue
+        # the finest level, in chunks of parents: evaluate, encode, share leaves;
+        # only 8 int32 refs per parent are kept (never the voxel arrays)
+        finest_ref = np.empty(8 * inner.size, dtype=np.int32)
+        per = max(1, EVAL_CHUNK // 8)
+        for s in range(0, inner.size, per):
+            a, b = inner[s], inner[min(inner.size, s + per) - 1] + 1
+            m = min(inner.size, s + per) - s
+            cc, cs = _children(coords, kind, d, hd, a, b, 8 * m)
+            ck, cw, _ = ctx.run(cc, cs, h, True, use_cap)
+            leaves.refs(ck, cw, finest_ref[8 * s:8 * (s + m)])
+        if progress is not None:
+            progress(depths, depths, finest_ref.size)
+    del coords, sign
 
-    nodes = _dedup(kinds, words)
+    nodes = _dedup(kinds, words, finest_ref, leaves)
     world = World(resolution=resolution, bmin=bmin, voxel_size=float(voxel), nodes=nodes)
     gmdag.validate_world(world)
     world.sidecar = dict(sidecar or {})
@@ -363,39 +428,117 @@ def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None,
     return world
 
 
-def _dedup(kinds, words):
-    """Bottom-up sharing of identical leaves and subtrees; returns node words."""
-    total = sum(k.shape[0] for k in kinds)
+class _Level:
+    """Evaluates and classifies the cells of one level (in chunks)."""
+
+    def __init__(self, field, unsigned_field, free_outside, use_cap, bmin, lo, hi, h, band, sem_band):
+        self.field, self.unsigned, self.free_outside = field, unsigned_field, free_outside
+        self.bmin, self.lo, self.hi, self.h, self.band, self.sem_band = bmin, lo, hi, h, band, sem_band
+        self.evaluations = 0
+
+    def run(self, coords, sign, cell, finest, capped):
+        n = coords.shape[0]
+        hd = cell * math.sqrt(3.0) / 2
+        # voxel values are needed exactly up to 2 + sqrt(3) voxels (interpolation
+        # stencils of points within 2 voxels); coarser cells up to 16 hd
+        cap = (4.0 * self.h if finest else CAP_FACTOR * hd) if capped else None
+        kind = np.empty(n, dtype=np.int8)
+        word = np.zeros(n, dtype=np.uint64)
+        dall = np.empty(n, dtype=np.float64)
+        call = np.zeros(n, dtype=np.int64)
+        m = min(n, EVAL_CHUNK)
+        cen_s, idx_s = np.empty((m, 3)), np.empty(m, dtype=np.int64)
+        cen_u, idx_u = np.empty((m, 3)), np.empty(m, dtype=np.int64)
+        split = self.unsigned is not None
+        for s in range(0, n, EVAL_CHUNK):
+            e = min(n, s + EVAL_CHUNK)
+            d, c, sg = dall[s:e], call[s:e], sign[s:e]
+            # a pruned cell must hold no interpolation stencil point of a point within
+            # 2 voxels of a surface: keep band + 1 voxel of space evaluated
+            ns, nu = _prepare(coords[s:e], sg, cell, self.bmin, self.lo, self.hi, self.free_outside,
+                              self.band + self.h, split, cen_s, idx_s, cen_u, idx_u, d)
+            for field, cen, idx, k, signed in ((self.field, cen_s, idx_s, ns, False),
+                                               (self.unsigned, cen_u, idx_u, nu, True)):
+                if k:
+                    v, cl = _evaluate(field, cen[:k], cap)
+                    _scatter(idx[:k], v, cl, sg, signed, d, c)
+            self.evaluations += ns + nu
+            _classify(d, c, coords[s:e], cell, self.bmin, self.lo, self.hi, finest, self.h, self.band,
+                      self.sem_band, HALF_TO_FLOAT, kind[s:e], word[s:e])
+        return kind, word, dall
+
+
+class _LeafTable:
+    """Leaf words -> leaf uids (first-seen order), a growable open-addressing table."""
+
+    def __init__(self, cap=1 << 12):
+        self.table = np.full(cap, -1, dtype=np.int64)
+        self.words = np.empty(cap // 2, dtype=np.uint64)
+        self.n = 0
+
+    def reserve(self, k):
+        """Room for k more leaves, so a pass over k leaf cells never fills the table."""
+        need = self.n + k + 1
+        if 2 * need <= self.table.shape[0] and need <= self.words.shape[0]:
+            return
+        cap = self.table.shape[0]
+        while 2 * need > cap:
+            cap *= 2
+        words = np.empty(cap // 2, dtype=np.uint64)
+        words[:self.n] = self.words[:self.n]
+        self.table = np.full(cap, -1, dtype=np.int64)
+        self.words = words
+        _rehash(self.table, self.words, self.n)
+
+    def refs(self, kind, word, out):
+        """out[i] = -(uid + 2) for leaf cells, -1 for pruned ones (no inner cells here)."""
+        self.reserve(int(np.count_nonzero(kind == KIND_LEAF)))
+        n_leaf, _ = _dedup_level(kind, word, np.empty(0, np.int32), self.words, self.n, self.table,
+                                 np.empty((1, 8), dtype=np.int32), 0, np.full(2, -1, dtype=np.int64), out)
+        if n_leaf < 0:
+            raise RuntimeError("leaf table full after reserve (bug)")
+        self.n = n_leaf
+
+
+@njit(cache=True)
+def _rehash(table, words, n):
+    mask = table.shape[0] - 1
+    for u in range(n):
+        h = (words[u] * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(20)
+        slot = np.int64(h & np.uint64(mask))
+        while table[slot] >= 0:
+            slot = (slot + 1) & mask
+        table[slot] = u
+
+
+def _dedup(kinds, words, finest_ref, leaves):
+    """Bottom-up sharing of identical leaves and subtrees; returns node words.
+
+    kinds/words: levels 0..L (coarse to fine) as classified; finest_ref: the
+    refs of the finest level's cells (children of level L's inner cells), or
+    None when level L has no inner cells.
+    """
     n_inner_cells = sum(int(np.count_nonzero(k == KIND_INNER)) for k in kinds)
-    leaf_cap = 1 << 12
     inner_cap = 1 << max(4, int(math.ceil(math.log2(max(2, 2 * n_inner_cells)))))
-    while True:
-        leaf_table = np.full(leaf_cap, -1, dtype=np.int64)
-        leaf_words = np.empty(leaf_cap // 2, dtype=np.uint64)
-        inner_table = np.full(inner_cap, -1, dtype=np.int64)
-        inner_kids = np.empty((max(1, min(n_inner_cells, inner_cap // 2)), 8), dtype=np.int32)
-        n_leaf = n_inner = 0
-        child_ref = np.empty(0, dtype=np.int32)
-        ok = True
-        for depth in range(len(kinds) - 1, -1, -1):
-            ref = np.empty(kinds[depth].shape[0], dtype=np.int32)
-            n_leaf, n_inner = _dedup_level(kinds[depth], words[depth], child_ref, leaf_words, n_leaf,
-                                           leaf_table, inner_kids, n_inner, inner_table, ref)
-            if n_leaf < 0:
-                ok = False
-                break
-            child_ref = ref
-        if ok:
-            break
-        leaf_cap *= 4  # only the leaf table can fill up: the inner one is sized for every inner cell
-        if leaf_cap > 4 * total + (1 << 12):
-            inner_cap *= 2
+    inner_table = np.full(inner_cap, -1, dtype=np.int64)
+    inner_kids = np.empty((max(1, n_inner_cells), 8), dtype=np.int32)
+    n_inner = 0
+    child_ref = finest_ref if finest_ref is not None else np.empty(0, dtype=np.int32)
+    for depth in range(len(kinds) - 1, -1, -1):
+        ref = np.empty(kinds[depth].shape[0], dtype=np.int32)
+        leaves.reserve(int(np.count_nonzero(kinds[depth] == KIND_LEAF)))
+        n_leaf, n_new = _dedup_level(kinds[depth], words[depth], child_ref, leaves.words, leaves.n,
+                                     leaves.table, inner_kids, n_inner, inner_table, ref)
+        if n_leaf < 0:
+            raise RuntimeError("dedup table full after reserve (bug)")
+        leaves.n, n_inner = n_leaf, n_new
+        child_ref = ref
     root = int(child_ref[0])
     if root == -1:  # the whole cube is free and outside the region of interest
         return np.array([gmdag.encode_leaf(0, 0.0)], dtype=np.uint64)
     if root < -1:
-        return leaf_words[-root - 2:-root - 1].copy()
-    return _emit(inner_kids, n_inner, leaf_words, n_leaf, root)
+        return leaves.words[-root - 2:-root - 1].copy()
+    return _emit(inner_kids, n_inner, leaves.words, leaves.n, root)
 
 
 def compile_scene(name_or_scene="house", resolution=128, seed=0, *, margin=None, progress=None) -> World:
@@ -416,11 +559,13 @@ def compile_scene(name_or_scene="house", resolution=128, seed=0, *, margin=None,
     return world
 
 
-def compile_mesh(mesh_or_path, resolution=256, margin=None, *, progress=None, name=None) -> World:
+def compile_mesh(mesh_or_path, resolution=256, margin=None, *, progress=None, name=None, classes=None) -> World:
     """Compile a triangle mesh (Mesh, (vertices, faces) pair, or a file path).
 
-    Distances are signed where the mesh is closed (MeshField decides inside
-    from outside); semantic id 1 marks the surface band.
+    Distances are signed (MeshField decides inside from outside: pseudonormals
+    on closed meshes, the generalised winding number otherwise); space outside
+    the triangles' bounding box counts as free. Semantic ids: `classes` per
+    face (default 1) on near-surface voxels.
     """
     from navi_nb.world.mesh_field import MeshField
 
@@ -434,10 +579,14 @@ def compile_mesh(mesh_or_path, resolution=256, margin=None, *, progress=None, na
         vertices, faces = mesh_or_path
     else:
         vertices, faces = mesh_or_path.vertices, mesh_or_path.faces
-    field = MeshField(vertices, faces)
+    field = MeshField(vertices, faces, classes=classes)
+    # cells whose parent lies wholly on one side only need |distance|: no sign
+    # test. The same BVH serves both: a shallow copy with `sign` switched.
+    unsigned = copy.copy(field)
+    unsigned.sign = "unsigned"
     sidecar = {"scene": name or "mesh", "class_names": ["none", "surface"], "spawn_points": [],
                "triangles": int(np.asarray(faces).shape[0]), "closed": bool(getattr(field, "closed", False))}
     world = compile_field(field, field.bounds_min, field.bounds_max, resolution, margin=margin,
-                          sidecar=sidecar, progress=progress)
+                          sidecar=sidecar, progress=progress, unsigned_field=unsigned, free_outside=True)
     world.source = f"<mesh {name or 'mesh'} @ {resolution}>"
     return world
