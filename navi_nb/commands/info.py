@@ -66,13 +66,8 @@ def gather() -> dict:
         from navi_nb.parallel.cores import allowed_cores
 
         rep = allowed_cores()
-        for key in ("cpu_count", "affinity", "affinity_count", "quota", "quota_raw", "quota_cores",
-                    "allowed", "reason", "cgroup_version"):
-            if hasattr(rep, key):
-                v = getattr(rep, key)
-                cores[key] = sorted(v) if isinstance(v, (set, frozenset)) else v
-        if not any(k in cores for k in ("allowed",)):
-            cores["report"] = str(rep)
+        for k, v in rep.as_dict().items():
+            cores[k] = sorted(v) if isinstance(v, (set, frozenset, tuple, list)) else v
     except ImportError:
         if hasattr(os, "sched_getaffinity"):
             cores["affinity_count"] = len(os.sched_getaffinity(0))
@@ -115,6 +110,7 @@ def run(args) -> int:
         print(json.dumps(facts, indent=1, default=str))
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -130,13 +126,13 @@ def run(args) -> int:
     for c in ("backend", "available", "why not"):
         t.add_column(c)
     for k, v in facts["backends"].items():
-        t.add_row(k, "yes" if v["available"] else "no", v["why_not"] or "")
+        t.add_row(k, "yes" if v["available"] else "no", escape(v["why_not"] or ""))
     console.print(t)
     t = Table(title="cores, threads, caches")
     t.add_column("fact")
     t.add_column("value", overflow="fold")
     for k, v in facts["cores"].items():
-        t.add_row(f"cores: {k}", str(v))
+        t.add_row(f"cores: {k}", escape(str(v)))
     for k, v in facts["numba"].items():
         t.add_row(f"numba: {k}", str(v))
     for k, v in facts["blas_threads"].items():
