@@ -18,6 +18,7 @@ PyTorch on the CPU with its default threads; and NumPy's float32 matmul rate
 from __future__ import annotations
 
 import math
+import os
 import time
 
 import numpy as np
@@ -76,13 +77,16 @@ def synthetic(policy, n, seed=0):
     return slab
 
 
-def _time(fn, seconds, repeats):
-    """Best-of-rounds seconds per call, and the spread (max/min - 1) of round means."""
+def _time(fn, seconds, repeats, cpu=None):
+    """Best-of-rounds wall seconds per call and the spread (max/min - 1) of the
+    round means. With ``cpu`` (a dict), also the best CPU seconds per call
+    (``time.process_time``: on one thread, the time the code really ran, which
+    other processes on a shared machine do not inflate)."""
     fn()
     fn()
-    means = []
+    means, cpus = [], []
     for _ in range(repeats):
-        n, t0 = 0, time.perf_counter()
+        n, t0, c0 = 0, time.perf_counter(), time.process_time()
         while True:
             fn()
             n += 1
@@ -90,6 +94,9 @@ def _time(fn, seconds, repeats):
             if dt > seconds / repeats and n >= 3:
                 break
         means.append(dt / n)
+        cpus.append((time.process_time() - c0) / n)
+    if cpu is not None:
+        cpu["s"] = min(cpus)
     return min(means), max(means) / min(means) - 1.0
 
 
@@ -113,8 +120,11 @@ def bench_navi(obs, hidden, mb, shards, seconds, repeats):
         def step():
             ppo.accumulate(order, 0, mb)
             ppo.step(3e-4)
-        t, spread = _time(step, seconds, repeats)
+        cpu = {}
+        t, spread = _time(step, seconds, repeats, cpu)
         out[k] = {"samples_per_s": mb / t, "ms_per_minibatch": 1e3 * t, "spread": spread}
+        if k == 1:
+            out[k]["samples_per_cpu_s"] = mb / cpu["s"]
     out["modes"] = dict(ppo.modes)
     out["n_params"] = pol.n_params
     return out
@@ -173,8 +183,12 @@ def bench_torch(obs, hidden, mb, seconds, repeats, threads):
         nn.utils.clip_grad_norm_(params, 0.5)
         opt.step()
     t, spread = _time(step, seconds, repeats)
+    torch.set_num_threads(1)       # the per-core figure, in CPU time
+    cpu = {}
+    _time(step, seconds / 2, max(1, repeats - 1), cpu)
+    torch.set_num_threads(threads)
     return {"samples_per_s": mb / t, "ms_per_minibatch": 1e3 * t, "spread": spread,
-            "threads": torch.get_num_threads(), "version": torch.__version__}
+            "samples_per_cpu_s_1t": mb / cpu["s"], "threads": threads, "version": torch.__version__}
 
 
 def bench_matmul(threads, seconds):
@@ -188,7 +202,10 @@ def bench_matmul(threads, seconds):
         t, spread = _time(lambda: a @ b, seconds, 2)
     finally:
         set_blas_threads(1)
-    return {"gflops": 2 * n ** 3 / t / 1e9, "threads": threads, "spread": spread}
+    cpu = {}
+    _time(lambda: a @ b, seconds / 2, 1, cpu)
+    return {"gflops": 2 * n ** 3 / t / 1e9, "threads": threads, "spread": spread,
+            "gflops_per_cpu_s_1t": 2 * n ** 3 / cpu["s"] / 1e9}
 
 
 def run(args) -> dict:
@@ -201,6 +218,8 @@ def run(args) -> dict:
     from navi_nb.learn.blas import GEMM_BACKEND
 
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=170)
     if not hasattr(args, "bench_name"):      # called directly, not through `navi-nb bench`
         print_machine(console)
     cap = numba.config.NUMBA_NUM_THREADS
@@ -214,11 +233,14 @@ def run(args) -> dict:
     from navi_nb.parallel.cores import allowed_cores
     allowed = allowed_cores().allowed
     res = {"machine": machine_info(), "gemm": GEMM_BACKEND, "nets": {}}
+    t_start = time.perf_counter()
     mm = bench_matmul(allowed, args.seconds)
     res["matmul"] = mm
-    table = Table(title=f"PPO update (one minibatch: forward, backward, clip, Adam); gemm={GEMM_BACKEND}")
-    for col in ("net", "obs", "hidden", "minibatch", "params", "shards", "samples/s", "ms/mb",
-                "GFLOP/s", "% matmul", "spread", "vs 1 shard", "vs torch"):
+    table = Table(title=f"PPO update = one minibatch: gather, forward, loss, backward, clip, Adam "
+                        f"(gemm={GEMM_BACKEND})")
+    for col in ("net", "obs", "hidden", "mb", "params", "who", "samples/s", "spread", "vs 1 shard",
+                "vs torch", "GFLOP/s", "% matmul", "samples/cpu-s (1 thr)", "per core vs torch",
+                "per core % matmul"):
         table.add_column(col, justify="right")
     summary = [["numpy matmul GFLOP/s", f"{mm['gflops']:.1f} ({allowed} threads)"]]
     for name in [n.strip() for n in args.nets.split(",") if n.strip()]:
@@ -231,27 +253,47 @@ def run(args) -> dict:
         entry = {"obs": obs, "hidden": list(hidden), "minibatch": mb, "n_params": r["n_params"],
                  "flops_per_sample": flops, "modes": r["modes"], "shards": {}, "torch": tr}
         base = r[shards[0]]["samples_per_s"]
+        hid = "x".join(map(str, hidden))
         for k in shards:
             sps = r[k]["samples_per_s"]
             gf = sps * flops / 1e9
-            entry["shards"][k] = {**r[k], "gflops": gf, "pct_matmul": 100 * gf / mm["gflops"],
-                                  "speedup_vs_1": sps / base,
-                                  "vs_torch": (sps / tr["samples_per_s"]) if tr else None}
-            e = entry["shards"][k]
-            table.add_row(name, str(obs), "x".join(map(str, hidden)), str(mb), f"{r['n_params']:,}", str(k),
-                          f"{sps:,.0f}", f"{r[k]['ms_per_minibatch']:.2f}", f"{gf:.1f}",
-                          f"{e['pct_matmul']:.0f}%", f"{100 * r[k]['spread']:.0f}%",
-                          f"{e['speedup_vs_1']:.2f}x", f"{e['vs_torch']:.2f}x" if tr else "-")
+            e = dict(r[k], gflops=gf, pct_matmul=100 * gf / mm["gflops"], speedup_vs_1=sps / base,
+                     vs_torch=(sps / tr["samples_per_s"]) if tr else None)
+            cells = ["", "", ""]
+            if "samples_per_cpu_s" in e:
+                cps = e["samples_per_cpu_s"]
+                e["per_core_vs_torch"] = cps / tr["samples_per_cpu_s_1t"] if tr else None
+                e["per_core_pct_matmul"] = 100 * cps * flops / 1e9 / mm["gflops_per_cpu_s_1t"]
+                cells = [f"{cps:,.0f}", f"{e['per_core_vs_torch']:.2f}x" if tr else "-",
+                         f"{e['per_core_pct_matmul']:.0f}%"]
+            entry["shards"][k] = e
+            table.add_row(name, str(obs), hid, str(mb), f"{r['n_params']:,}", f"navi {k} shard",
+                          f"{sps:,.0f}", f"{100 * e['spread']:.0f}%", f"{e['speedup_vs_1']:.2f}x",
+                          f"{e['vs_torch']:.2f}x" if tr else "-", f"{gf:.1f}", f"{e['pct_matmul']:.0f}%",
+                          *cells)
             summary.append([f"{name} {k} shard(s) samples/s", f"{sps:,.0f}"])
         if tr:
-            table.add_row(name, str(obs), "x".join(map(str, hidden)), str(mb), "", f"torch {tr['threads']}t",
-                          f"{tr['samples_per_s']:,.0f}", f"{tr['ms_per_minibatch']:.2f}",
-                          f"{tr['samples_per_s'] * flops / 1e9:.1f}", "", f"{100 * tr['spread']:.0f}%", "", "1.00x")
+            table.add_row(name, str(obs), hid, str(mb), "", f"torch {tr['threads']} thr",
+                          f"{tr['samples_per_s']:,.0f}", f"{100 * tr['spread']:.0f}%", "", "1.00x",
+                          f"{tr['samples_per_s'] * flops / 1e9:.1f}",
+                          f"{100 * tr['samples_per_s'] * flops / 1e9 / mm['gflops']:.0f}%",
+                          f"{tr['samples_per_cpu_s_1t']:,.0f}", "1.00x",
+                          f"{100 * tr['samples_per_cpu_s_1t'] * flops / 1e9 / mm['gflops_per_cpu_s_1t']:.0f}%")
             summary.append([f"{name} torch samples/s", f"{tr['samples_per_s']:,.0f}"])
         res["nets"][name] = entry
     numba.set_num_threads(cap)
     console.print(table)
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = None
+    res["loadavg"] = load
+    res["seconds"] = time.perf_counter() - t_start
     console.print(f"numpy float32 matmul 4096^2: {mm['gflops']:.1f} GFLOP/s with {allowed} BLAS threads "
-                  f"(spread {100 * mm['spread']:.0f}%)" + ("" if have_torch else "; PyTorch not installed"))
+                  f"(spread {100 * mm['spread']:.0f}%), {mm['gflops_per_cpu_s_1t']:.1f} GFLOP per CPU-second "
+                  f"on 1 thread" + ("" if have_torch else "; PyTorch not installed"))
+    console.print(f"load average {load}: on a shared machine wall-clock rates and the 2-shard "
+                  "speedup are only as good as the idle cores; the per-CPU-second columns are not "
+                  "inflated by other processes")
     res["summary"] = summary
     return res
