@@ -12,7 +12,7 @@ from navi_nb.world import gmdag
 
 
 def dag_from_grid(dist, sem, voxel_size=1.0, bmin=(0.0, 0.0, 0.0), prune=True, collapse=True,
-                  unsigned=False):
+                  unsigned=False, keep_band=3.0):
     """A World whose leaves hold ``dist[x, y, z]`` (metres) and ``sem[x, y, z]``.
 
     dist, sem: (R, R, R) arrays, R a power of two, indexed [x, y, z].
@@ -20,6 +20,8 @@ def dag_from_grid(dist, sem, voxel_size=1.0, bmin=(0.0, 0.0, 0.0), prune=True, c
     collapse: an octant whose leaves are all semantic 0 with the same sign becomes one
     leaf holding their minimum |distance| (a safe lower bound) with that sign.
     unsigned: store |distance| (another writer's dialect).
+    keep_band: blocks holding a cell within this many voxels of a surface are neither
+    pruned nor collapsed (like the compiler, so interpolation stencils stay at voxel level).
     """
     dist = np.asarray(dist, dtype=np.float64)
     sem = np.asarray(sem, dtype=np.int64)
@@ -37,12 +39,13 @@ def dag_from_grid(dist, sem, voxel_size=1.0, bmin=(0.0, 0.0, 0.0), prune=True, c
         block_d = dist[x:x + size, y:y + size, z:z + size]
         block_s = sem[x:x + size, y:y + size, z:z + size]
         free = np.all(block_s == 0) and np.all(block_d > 0)
-        if prune and free and not is_root:
+        far = np.all(np.abs(block_d) >= keep_band * voxel_size)
+        if prune and free and far and not is_root:
             return None
         if size == 1:
             nodes.append(leaf(block_s[0, 0, 0], block_d[0, 0, 0]))
             return len(nodes) - 1
-        if collapse and not is_root and np.all(block_s == 0):
+        if collapse and far and not is_root and np.all(block_s == 0):
             if np.all(block_d > 0):
                 nodes.append(leaf(0, block_d.min()))
                 return len(nodes) - 1

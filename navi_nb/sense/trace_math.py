@@ -42,6 +42,7 @@ KIND_PRUNED = 0
 KIND_LEAF = 1
 MAX_DESCENT = gmdag.MAX_DEPTH + 1  # validated trees are never deeper
 REFINE_WINDOW = 8.0  # voxels past the detected hit that refinement may move the depth
+REFINE_TOL = 0.1  # voxels: a refined hit that saw the field turn negative ends this close to zero
 
 
 def axis_exit(p, d, lo, size):
@@ -168,7 +169,7 @@ def axis_lerp_index(q, res):
         c = 0.0
     if c > hi:
         c = hi
-    i = math.floor(c)
+    i = float(math.floor(c))
     if i > hi - 1.0:
         i = hi - 1.0
     if i < 0.0:
@@ -207,7 +208,8 @@ def refine_hit(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_hit, t_
     t0 = t_hit
     f0 = field_at(nodes, half_table, res, dscale, ox + t0 * dx, oy + t0 * dy, oz + t0 * dz)
     if f0 < 1e-3 and f0 > -1e-3:
-        return t0, True
+        return t0, True, f0
+    crossed = f0 < 0.0
     t1 = t0 + f0
     if t1 < t_lo:
         t1 = t_lo
@@ -215,6 +217,8 @@ def refine_hit(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_hit, t_
         t1 = t_hi
     f1 = field_at(nodes, half_table, res, dscale, ox + t1 * dx, oy + t1 * dy, oz + t1 * dz)
     for _ in range(iters):
+        if f1 < 0.0:
+            crossed = True
         if f1 < 1e-3 and f1 > -1e-3:
             break
         den = f1 - f0
@@ -229,9 +233,11 @@ def refine_hit(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_hit, t_
         f0 = f1
         t1 = t2
         f1 = field_at(nodes, half_table, res, dscale, ox + t1 * dx, oy + t1 * dy, oz + t1 * dz)
-    if f1 < 0.25 and f1 > -0.25:
-        return t1, True
-    return t_hit, False
+    if f1 < 0.0:
+        crossed = True
+    if (f1 < 1e-3 and f1 > -1e-3) or (crossed and f1 < REFINE_TOL and f1 > -REFINE_TOL):
+        return t1, True, f1
+    return t_hit, False, f0
 
 
 def yaw_rotate(vx, vy, vz, cos_yaw, sin_yaw):
@@ -300,8 +306,17 @@ def trace_ray(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps
                 t_hi = t + REFINE_WINDOW
                 if t_hi > t_end:
                     t_hi = t_end
-                depth, found = refine_hit(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz,
-                                          depth, t_free, t_hi, refine)
+                depth, found, f = refine_hit(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz,
+                                             depth, t_free, t_hi, refine)
+                if signed and not found:
+                    fh = field_at(nodes, half_table, res, dscale, px, py, pz)
+                    if fh > 0.0:
+                        # the cell's centre is in solid but the ray passes outside it: a graze
+                        t_free = t
+                        if fh < eps * 0.5:
+                            fh = eps * 0.5
+                        t = t + fh
+                        continue
             sem = csem
             if sem == 0:
                 sem = last_sem
@@ -318,8 +333,8 @@ def trace_ray(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps
                     t_hi = t + d + REFINE_WINDOW
                     if t_hi > t_end:
                         t_hi = t_end
-                    depth, found = refine_hit(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz,
-                                              depth, t_free, t_hi, refine)
+                    depth, found, f = refine_hit(nodes, half_table, res, dscale, ox, oy, oz, dx, dy,
+                                                 dz, depth, t_free, t_hi, refine)
                     if signed and not found:
                         # no zero crossing of the interpolated signed field near here: the ray
                         # grazes the surface; march on (a real wall shows negative cells ahead)
@@ -389,6 +404,9 @@ MATH_FUNCTIONS = ("axis_exit", "cell_exit", "slab", "ray_box", "descend", "cell_
                   "trace_ray", "trace_one")
 
 
+OUTER_FUNCTIONS = ("cell_value", "field_at", "refine_hit", "trace_ray", "trace_one")
+
+
 def retarget(func, namespace):
     """A copy of plain function ``func`` whose global names resolve in ``namespace`` first."""
     g = dict(func.__globals__)
@@ -400,22 +418,26 @@ def retarget(func, namespace):
     return new
 
 
-def build_for(decorate):
+def build_for(decorate, decorate_outer=None):
     """Build every helper and math function with ``decorate`` (a decorator).
 
-    Returns a dict name -> compiled function. ``decorate`` is e.g.
-    ``njit(inline="always", cache=True)`` or ``cuda.jit(device=True)``.
+    ``decorate_outer`` (default: ``decorate``) builds the functions in
+    ``OUTER_FUNCTIONS``: on the CPU these stay separate (not IR-inlined)
+    functions, because inlining all of them into the parallel kernel made its
+    first compile take minutes. Returns a dict name -> compiled function.
     """
+    decorate_outer = decorate_outer or decorate
     built = {}
     for name in GMDAG_HELPERS:
         built[name] = decorate(retarget(getattr(gmdag, name), built))
     this = globals()
     for name in MATH_FUNCTIONS:
-        built[name] = decorate(retarget(this[name], built))
+        deco = decorate_outer if name in OUTER_FUNCTIONS else decorate
+        built[name] = deco(retarget(this[name], built))
     return built
 
 
-_CPU = build_for(njit(inline="always", cache=True))
+_CPU = build_for(njit(inline="always", cache=True), njit(cache=True))
 nb_descend = _CPU["descend"]
 nb_trace_ray = _CPU["trace_ray"]
 nb_trace_one = _CPU["trace_one"]

@@ -37,6 +37,8 @@ DEFAULT_MAX_STEPS = 512
 DEFAULT_REFINE = 4
 """Secant iterations that sharpen each hit's depth on the trilinearly
 interpolated field (0 turns it off: depth = the point where the hit was found)."""
+UNSIGNED_MIN_EPSILON = 1.0
+"""Hit epsilon (voxels) used at least for unsigned worlds (no negative leaves)."""
 NUDGE = 1.0e-4
 """Voxels pushed past a cell's exit so the next lookup lands in the next cell."""
 
@@ -161,6 +163,9 @@ class _Settings:
         self.t_max = self.max_distance * self.inv_voxel
         self.bmin = np.ascontiguousarray(world.bmin, dtype=np.float32)
         self.signed = world_is_signed(world)
+        # unsigned fields sampled at cell centres never fall below ~0.87 voxel next to a
+        # surface that runs along cell faces: their hits need a wider epsilon
+        self.hit_epsilon = self.epsilon if self.signed else max(self.epsilon, UNSIGNED_MIN_EPSILON)
 
 
 def world_is_signed(world) -> bool:
@@ -180,7 +185,7 @@ def _run_cpu(world, settings, sensor, origins, yaws, out):
     depth, semantic, hit = out
     trace_rays(np.ascontiguousarray(world.nodes), gmdag.HALF_TO_FLOAT, settings.res, settings.bmin,
                settings.inv_voxel, settings.voxel, sensor.flat_directions, origins, yaws,
-               settings.t_max, settings.epsilon, NUDGE, settings.max_steps, settings.refine, settings.signed,
+               settings.t_max, settings.hit_epsilon, NUDGE, settings.max_steps, settings.refine, settings.signed,
                settings.max_distance,
                depth.reshape(-1), semantic.reshape(-1), hit.reshape(-1))
 
@@ -277,7 +282,7 @@ class Tracer:
         if n:
             s = self.settings
             trace_rays(self._nodes, gmdag.HALF_TO_FLOAT, s.res, s.bmin, s.inv_voxel, s.voxel,
-                       self.sensor.flat_directions, origins, yaws, s.t_max, s.epsilon, NUDGE,
+                       self.sensor.flat_directions, origins, yaws, s.t_max, s.hit_epsilon, NUDGE,
                        s.max_steps, s.refine, s.signed, s.max_distance, out[0].reshape(-1), out[1].reshape(-1),
                        out[2].reshape(-1))
         return out

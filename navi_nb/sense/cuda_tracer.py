@@ -1,0 +1,144 @@
+"""The tracer on CUDA: one ``numba.cuda`` kernel launch per call for all actors.
+
+The kernel runs the very functions the CPU kernel inlines
+(``navi_nb/sense/trace_math.py``, built here with ``cuda.jit(device=True)``),
+one CUDA thread per (actor, ray). :class:`CudaTracer` copies the DAG, the
+half-float table and the sensor's directions to the device once, keeps the
+output buffers there (CuPy arrays), and per call only moves the poses (or
+uses them in place when they are already CuPy arrays).
+
+Without CuPy, under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, the
+tests), Numba's own device arrays stand in for CuPy's.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from navi_nb.sense import trace_math
+from navi_nb.sense.backend import simulator_enabled
+from navi_nb.sense.tracer import NUDGE, SenseError, check_out, check_pose_arrays
+from navi_nb.world import gmdag
+
+THREADS_PER_BLOCK = 128
+
+_DEV = trace_math.build_for(cuda.jit(device=True))
+cu_trace_one = _DEV["trace_one"]
+
+
+@cuda.jit(cache=True)
+def trace_rays_cuda(nodes, half_table, res, bmin, inv_voxel, voxel, dirs, origins, yaws, t_max, eps,
+                    nudge, max_steps, refine, signed, max_distance, depth, semantic, hit):
+    """One thread per ray of the flattened (actor, ray) batch; arguments as ``trace_rays``."""
+    i = cuda.grid(1)
+    if i < origins.shape[0] * dirs.shape[0]:
+        cu_trace_one(i, nodes, half_table, res, bmin, inv_voxel, voxel, dirs, dirs.shape[0], origins,
+                     yaws, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic,
+                     hit)
+
+
+def _cupy():
+    try:
+        import cupy
+    except Exception:
+        return None
+    return cupy
+
+
+class CudaTracer:
+    """Device-resident world and buffers; use through ``Tracer(..., backend="cuda")``."""
+
+    def __init__(self, world, sensor, settings, max_actors):
+        self.sensor = sensor
+        self.settings = settings
+        self.cp = _cupy()
+        if self.cp is None and not simulator_enabled():
+            raise SenseError("the cuda backend needs CuPy (pip install navi-nb[cuda])")
+        self.nodes = self._to_device(np.ascontiguousarray(world.nodes, dtype=np.uint64))
+        self.half_table = self._to_device(gmdag.HALF_TO_FLOAT)
+        self.dirs = self._to_device(np.ascontiguousarray(sensor.flat_directions))
+        self.bmin = self._to_device(settings.bmin)
+        self.capacity = 0
+        self._grow(max_actors)
+
+    # -- device memory helpers (CuPy, or Numba device arrays in the simulator) --
+    def _to_device(self, arr):
+        if self.cp is not None:
+            return self.cp.asarray(arr)
+        return cuda.to_device(arr)
+
+    def _empty(self, shape, dtype):
+        if self.cp is not None:
+            return self.cp.empty(shape, dtype=dtype)
+        return cuda.device_array(shape, dtype=dtype)
+
+    def _grow(self, n):
+        shape = (n,) + self.sensor.shape
+        self.buffers = (self._empty(shape, np.float32), self._empty(shape, np.uint16),
+                        self._empty(shape, np.bool_))
+        self.origins = self._empty((n, 3), np.float32)
+        self.yaws = self._empty((n,), np.float32)
+        self.capacity = n
+
+    def _is_device(self, arr):
+        if self.cp is not None and isinstance(arr, self.cp.ndarray):
+            return True
+        return (not isinstance(arr, np.ndarray)) and hasattr(arr, "copy_to_host")
+
+    def _poses(self, origins, yaws):
+        """Validated device copies (or views) of the poses."""
+        if self.cp is not None and (isinstance(origins, self.cp.ndarray) or isinstance(yaws, self.cp.ndarray)):
+            return check_pose_arrays(self.cp.asarray(origins), self.cp.asarray(yaws), xp=self.cp)
+        if self._is_device(origins) or self._is_device(yaws):  # simulator / Numba device arrays
+            origins = origins.copy_to_host() if self._is_device(origins) else origins
+            yaws = yaws.copy_to_host() if self._is_device(yaws) else yaws
+        o, y = check_pose_arrays(origins, yaws)
+        n = o.shape[0]
+        if n > self.capacity:
+            self._grow(n)
+        if self.cp is not None:
+            self.origins[:n].set(o)
+            self.yaws[:n].set(y)
+            return self.origins[:n], self.yaws[:n]
+        return cuda.to_device(o), cuda.to_device(y)
+
+    def trace(self, origins, yaws, out=None, to_host=False, check_capacity=None):
+        o, y = self._poses(origins, yaws)
+        n = int(o.shape[0])
+        if check_capacity is not None:
+            check_capacity(n)
+        if n > self.capacity:
+            self._grow(n)
+        shape = (n,) + self.sensor.shape
+        host_out = None
+        if out is not None:
+            if isinstance(out[0], np.ndarray):
+                host_out = check_out(out, shape)
+                out = None
+            elif self.cp is not None:
+                out = check_out(out, shape, xp=self.cp)
+            else:
+                raise SenseError("out must be NumPy arrays (or CuPy arrays on a CUDA device)")
+        if out is None:
+            out = tuple(b[:n] for b in self.buffers)
+        if n:
+            s = self.settings
+            flat = tuple(b.reshape(-1) for b in out)
+            total = n * self.sensor.n_rays
+            blocks = (total + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
+            trace_rays_cuda[blocks, THREADS_PER_BLOCK](
+                self.nodes, self.half_table, s.res, self.bmin, s.inv_voxel, s.voxel, self.dirs, o, y,
+                s.t_max, s.hit_epsilon, NUDGE, s.max_steps, s.refine, s.signed, s.max_distance,
+                flat[0], flat[1], flat[2])
+        if host_out is not None:
+            for dst, src in zip(host_out, out):
+                dst[...] = self._host(src)
+            return host_out
+        if to_host:
+            return tuple(self._host(b) for b in out)
+        return out
+
+    def _host(self, arr):
+        if self.cp is not None:
+            return self.cp.asnumpy(arr)
+        return arr.copy_to_host()
