@@ -49,7 +49,7 @@ __all__ = ["MeshField", "LEAF_SIZE", "WINDING_BETA"]
 
 LEAF_SIZE = 2        # triangles per BVH leaf
 WINDING_BETA = 2.0   # far-field test of the winding number: |c - p| > beta * radius
-CHUNK = 64           # points per parallel work item (one traversal stack each)
+CHUNK = 512          # points per parallel work item (one traversal stack each)
 GROUP = 8            # consecutive points that share one candidate search (a cell's 8 children)
 MAX_CANDIDATES = 48  # a group whose candidate ball holds more triangles is searched point by point
 STACK = 256          # traversal stack entries; build_bvh caps the tree depth below this
@@ -606,7 +606,7 @@ def gather_candidates(cx, cy, cz, r2, tri, nf, ni, stack, cand):
 
 
 @njit(inline="always")
-def group_nearest(points, g0, g1, search2, hint, use_groups, tri, nf, ni, stack, dstack, cand,
+def group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, stack, dstack, cand,
                   gb2, gslot, gq, gfeat):
     """Nearest triangle (closer than sqrt(search2)) for points g0..g1-1, into gb2/gslot/gq/gfeat.
 
@@ -616,11 +616,14 @@ def group_nearest(points, g0, g1, search2, hint, use_groups, tri, nf, ni, stack,
     leaf box nearer than R to c are gathered once and each point takes the
     nearest of them, which is the same as its own search. Falls back to one
     search per point when the ball holds more than MAX_CANDIDATES triangles.
-    Returns (hint for the next group, whether groups still pay).
+    The ball is first sized from the previous nearest triangle (``hint``, one
+    triangle test), then, if that ball holds too many, from a search at c.
+    ``misses`` counts groups of this chunk that fell back; after 2 the chunk
+    goes point by point (its points are not neighbours). Returns (hint, misses).
     """
     m = g1 - g0
     nc = -1
-    if use_groups and m > 1:
+    if misses < 2 and m > 1:
         cx = 0.0
         cy = 0.0
         cz = 0.0
@@ -638,15 +641,22 @@ def group_nearest(points, g0, g1, search2, hint, use_groups, tri, nf, ni, stack,
             dz = points[i, 2] - cz
             rg2 = max(rg2, dx * dx + dy * dy + dz * dz)
         rg = math.sqrt(rg2)
-        b2c, sc, qx, qy, qz, f = nearest_triangle(cx, cy, cz, search2, hint, tri, nf, ni, stack, dstack)
         lim = math.sqrt(search2)
-        if sc >= 0:
-            hint = sc
-            lim = min(lim, math.sqrt(b2c) + rg)
-        rr = (lim + rg) * (1.0 + 1e-12) + 1e-300
-        nc = gather_candidates(cx, cy, cz, rr * rr, tri, nf, ni, stack, cand)
+        if hint >= 0:  # first try the bound from the previous nearest triangle: no search at c
+            ax, ay, az, f = closest_on_triangle(cx, cy, cz, tri, hint)
+            lim = min(lim, math.sqrt((cx - ax) * (cx - ax) + (cy - ay) * (cy - ay) + (cz - az) * (cz - az)) + rg)
+            rr = (lim + rg) * (1.0 + 1e-12) + 1e-300
+            nc = gather_candidates(cx, cy, cz, rr * rr, tri, nf, ni, stack, cand)
         if nc < 0:
-            use_groups = False
+            b2c, sc, qx, qy, qz, f = nearest_triangle(cx, cy, cz, search2, hint, tri, nf, ni, stack, dstack)
+            lim = math.sqrt(search2)
+            if sc >= 0:
+                hint = sc
+                lim = min(lim, math.sqrt(b2c) + rg)
+            rr = (lim + rg) * (1.0 + 1e-12) + 1e-300
+            nc = gather_candidates(cx, cy, cz, rr * rr, tri, nf, ni, stack, cand)
+        if nc < 0:
+            misses += 1
     if nc >= 0:
         for i in range(g0, g1):
             px = points[i, 0]
@@ -668,6 +678,8 @@ def group_nearest(points, g0, g1, search2, hint, use_groups, tri, nf, ni, stack,
                     gq[j, 2] = az
             gb2[j] = best2
             gslot[j] = slot
+            if slot >= 0:
+                hint = slot
     else:
         for i in range(g0, g1):
             j = i - g0
@@ -681,7 +693,7 @@ def group_nearest(points, g0, g1, search2, hint, use_groups, tri, nf, ni, stack,
             gq[j, 0] = qx
             gq[j, 1] = qy
             gq[j, 2] = qz
-    return hint, use_groups
+    return hint, misses
 
 
 @njit(parallel=True, cache=True)
@@ -716,7 +728,7 @@ def evaluate_kernel(points, cap, sign_mode, all_closed, tri, tri_class, tri_clos
         gfeat = np.empty(GROUP, np.int64)
         gq = np.empty((GROUP, 3))
         hint = -1
-        use_groups = True
+        misses = 0
         # all_closed: last point of this chunk with a known sign and the radius of its surface-free ball
         fx = 0.0
         fy = 0.0
@@ -741,7 +753,7 @@ def evaluate_kernel(points, cap, sign_mode, all_closed, tri, tri_class, tri_clos
                         sdf[i] = -cap if fneg else cap
                         cls[i] = 0
                     continue
-            hint, use_groups = group_nearest(points, g0, g1, search2, hint, use_groups, tri, nf, ni, stack,
+            hint, misses = group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, stack,
                                              dstack, cand, gb2, gslot, gq, gfeat)
             for i in range(g0, g1):
                 j = i - g0
