@@ -1,0 +1,98 @@
+"""`navi-nb render`: draw what an actor sees (or a trained run's episode) as a PNG.
+
+SOURCE is a built-in scene name, a `.gmdag` file, or a run directory (then
+``--episode K`` draws that evaluation episode). Examples::
+
+    navi-nb render --scene house --pose 0,1,0,0 -o view.png
+    navi-nb render house.gmdag --pose 1.5,1.2,-2,1.57 -o view.png
+    navi-nb render runs/mine --episode 0 -o episode.png
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+HELP = "draw what an actor sees (or a trained run's episode) as a PNG"
+
+
+def add_arguments(parser):
+    parser.add_argument("source", nargs="?", default=None, metavar="SOURCE",
+                        help="a built-in scene name, a .gmdag file, or a run directory (default: house)")
+    parser.add_argument("--scene", default=None, help="a built-in scene (same as giving its name as SOURCE)")
+    parser.add_argument("--pose", default=None, metavar="X,Y,Z,YAW",
+                        help="actor position (metres) and yaw (radians, growing to the right); "
+                             "default: the scene's first spawn point, yaw 0")
+    parser.add_argument("-o", "--output", default="view.png", help="PNG to write (default view.png)")
+    parser.add_argument("--resolution", type=int, default=128, help="compile resolution for scenes (default 128)")
+    parser.add_argument("--seed", type=int, default=0, help="scene seed (default 0)")
+    parser.add_argument("--az", type=int, default=256, help="azimuth bins (default 256)")
+    parser.add_argument("--el", type=int, default=48, help="elevation rows (default 48)")
+    parser.add_argument("--max-distance", type=float, default=20.0, help="metres (default 20)")
+    parser.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "auto"))
+    parser.add_argument("--size", type=int, default=520, help="width of the slice in pixels (default 520)")
+    parser.add_argument("--episode", type=int, default=None,
+                        help="with a run directory as SOURCE: the evaluation episode to draw")
+
+
+def _world(args):
+    from navi_nb.cli import CliError
+
+    source = args.scene or args.source or "house"
+    if args.scene and args.source:
+        raise CliError("give either SOURCE or --scene, not both")
+    path = Path(source)
+    if path.suffix == ".gmdag" or (path.exists() and path.is_file()):
+        from navi_nb.world.gmdag import load_world
+
+        return load_world(path), path.name
+    from navi_nb.world.scenes import SCENES
+
+    if source not in SCENES:
+        raise CliError(f"{source!r} is neither a .gmdag file nor a built-in scene "
+                       f"({', '.join(SCENES)})")
+    from navi_nb.world.compiler import compile_scene
+
+    if args.resolution < 8 or args.resolution & (args.resolution - 1):
+        raise CliError(f"--resolution must be a power of two >= 8, got {args.resolution}")
+    return compile_scene(source, args.resolution, seed=args.seed), f"scene {source} @ {args.resolution}"
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from navi_nb.cli import CliError
+    from navi_nb.sense.render import parse_pose, render_view
+    from navi_nb.sense.sensor import Sensor
+
+    console = Console()
+    if args.source and Path(args.source).is_dir():
+        if args.episode is None:
+            raise CliError(f"{args.source} is a directory: give --episode K to draw a run's episode")
+        from navi_nb.sense.render_episode import render_episode
+
+        result = render_episode(args.source, args.episode, args.output)
+        console.print(f"wrote {args.output}")
+        return 0 if result is None or result is not False else 1
+    if args.episode is not None:
+        raise CliError("--episode needs a run directory as SOURCE")
+    if not math.isfinite(args.max_distance) or args.max_distance <= 0:
+        raise CliError(f"--max-distance must be finite and > 0, got {args.max_distance}")
+    if args.size < 64 or args.size > 4096:
+        raise CliError(f"--size must be in 64..4096, got {args.size}")
+    sensor = Sensor(args.az, args.el)
+    world, label = _world(args)
+    if args.pose is None:
+        spawns = world.spawn_points
+        if len(spawns) == 0:
+            raise CliError("this world has no spawn points: give --pose X,Y,Z,YAW")
+        pose = [float(spawns[0][0]), float(spawns[0][1]), float(spawns[0][2]), 0.0]
+    else:
+        pose = parse_pose(args.pose)
+    title = (f"{label}: depth seen from ({pose[0]:.2f}, {pose[1]:.2f}, {pose[2]:.2f}), "
+             f"yaw {math.degrees(pose[3]):.0f} deg")
+    stats = render_view(world, pose, args.output, sensor=sensor, max_distance=args.max_distance,
+                        title=title, slice_size=args.size, backend=args.backend)
+    console.print(f"wrote {stats['path']} ({stats['width']}x{stats['height']}): "
+                  f"{100 * stats['hit_fraction']:.1f}% of {stats['rays']} rays hit, depth "
+                  f"{stats['depth_min']:.2f} .. {stats['depth_max']:.2f} m (median {stats['depth_median']:.2f})")
+    return 0
