@@ -1,0 +1,195 @@
+"""`navi-nb bench env`: actor-steps per second of the environment alone.
+
+Measures, on a built-in scene (default ``house`` at 128):
+
+1. 64 actors with a 64 x 16 sensor, at 1 and 2 Numba threads (target on a
+   2-core machine: at least 3,000 actor-steps/s), with the step split into
+   the ray trace and everything else (motion, collision, rewards, resets,
+   observation building);
+2. Navi's canonical setting: 4 actors, 256 x 48 rays, max_distance 30 m, in
+   ms per step (its original takes 36.5 ms per step on a laptop GPU);
+3. time per actor-step from 16 to 4,096 actors (it should stay flat);
+4. bytes per actor (``NavEnv.memory_report``).
+
+Actions are uniform random in [-1, 1] (pre-drawn), so actors collide, slide
+and reset as in training. Wall time per step is the best of ``--repeats``
+rounds; the spread across rounds is printed (the machine is shared).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+NAVI_CANONICAL_MS = 36.5
+
+
+def add_arguments(parser):
+    parser.add_argument("--scene", default="house", help="built-in scene (default house)")
+    parser.add_argument("--resolution", type=int, default=128, help="compile resolution (default 128)")
+    parser.add_argument("--actors", type=int, default=64, help="actors for the main figure (default 64)")
+    parser.add_argument("--az", type=int, default=64, help="sensor azimuth bins (default 64)")
+    parser.add_argument("--el", type=int, default=16, help="sensor elevation rows (default 16)")
+    parser.add_argument("--max-distance", type=float, default=10.0, help="sensor range, metres (default 10)")
+    parser.add_argument("--threads", default="1,2", help="Numba thread counts to time (default 1,2)")
+    parser.add_argument("--seconds", type=float, default=2.0, help="timing budget per figure (default 2 s)")
+    parser.add_argument("--repeats", type=int, default=3, help="timing rounds per figure, best kept (default 3)")
+    parser.add_argument("--scaling", default="16,64,256,1024,4096",
+                        help="actor counts for the scaling sweep ('' to skip)")
+    parser.add_argument("--no-canonical", action="store_true", help="skip Navi's canonical setting")
+
+
+def _time_steps(env, actions, seconds, repeats):
+    """(best wall s/step, spread, best CPU s/step) over rounds of env.step."""
+    k = 0
+    for _ in range(2):
+        env.step(actions[k % len(actions)])
+        k += 1
+    means, cpus = [], []
+    for _ in range(repeats):
+        n, t0, c0 = 0, time.perf_counter(), time.process_time()
+        while True:
+            env.step(actions[k % len(actions)])
+            k += 1
+            n += 1
+            dt = time.perf_counter() - t0
+            if dt > seconds / repeats and n >= 2:
+                break
+        means.append(dt / n)
+        cpus.append((time.process_time() - c0) / n)
+    return min(means), max(means) / min(means) - 1.0, min(cpus)
+
+
+def _time_trace(env, seconds, repeats):
+    tr = env._tracer
+    pos, yaw = env.positions.copy(), env.yaws.copy()
+    tr.trace(pos, yaw)
+    best = np.inf
+    for _ in range(repeats):
+        n, t0 = 0, time.perf_counter()
+        while True:
+            tr.trace(pos, yaw)
+            n += 1
+            dt = time.perf_counter() - t0
+            if dt > seconds / repeats / 2 and n >= 2:
+                break
+        best = min(best, dt / n)
+    return best
+
+
+def _env(world, n, az, el, max_distance, seed=0):
+    from navi_nb.env.nav_env import NavEnv
+    from navi_nb.sense.sensor import Sensor
+
+    env = NavEnv(world, n, sensor=Sensor(az, el), task="pointgoal", seed=seed, max_distance=max_distance)
+    env.reset()
+    rng = np.random.default_rng(seed)
+    actions = rng.uniform(-1.0, 1.0, (8, n, 4)).astype(np.float32)
+    return env, actions
+
+
+def run(args) -> dict:
+    import numba
+    from rich.console import Console
+    from rich.table import Table
+
+    from navi_nb.bench.machine import machine_info, print_machine
+    from navi_nb.world.compiler import compile_scene
+
+    console = Console()
+    machine = machine_info()
+    print_machine(console, machine)
+    threads = [int(t) for t in str(args.threads).split(",") if t.strip()]
+    cap = numba.config.NUMBA_NUM_THREADS
+    threads = [t for t in threads if 1 <= t <= cap] or [1]
+    old_threads = numba.get_num_threads()
+    t0 = time.perf_counter()
+    world = compile_scene(args.scene, args.resolution)
+    console.print(f"world: {args.scene} at {args.resolution} ({world.node_count} nodes, "
+                  f"{time.perf_counter() - t0:.1f} s to compile)")
+    result = {"machine": machine, "scene": args.scene, "resolution": args.resolution, "main": {},
+              "canonical": {}, "scaling": {}}
+    summary = []
+    try:
+        # 1. the main figure -------------------------------------------------
+        t0 = time.perf_counter()
+        env, actions = _env(world, args.actors, args.az, args.el, args.max_distance)
+        env.step(actions[0])
+        console.print(f"first NavEnv + reset + step (JIT or cache load): {time.perf_counter() - t0:.1f} s")
+        table = Table(title=f"NavEnv, {args.scene}, {args.actors} actors, {args.az} x {args.el} rays, "
+                            f"max_distance {args.max_distance:g} m")
+        for col in ("threads", "actor-steps/s", "ms/step", "spread", "trace ms", "rest ms", "CPU ms/step",
+                    "vs target 3,000"):
+            table.add_column(col, justify="right")
+        for t in threads:
+            numba.set_num_threads(t)
+            s, spread, cpu = _time_steps(env, actions, args.seconds, args.repeats)
+            tr = _time_trace(env, args.seconds, args.repeats)
+            rate = args.actors / s
+            result["main"][t] = {"actor_steps_per_s": rate, "ms_per_step": s * 1e3, "spread": spread,
+                                 "trace_ms": tr * 1e3, "rest_ms": max(0.0, s - tr) * 1e3,
+                                 "cpu_ms_per_step": cpu * 1e3}
+            table.add_row(str(t), f"{rate:,.0f}", f"{s * 1e3:.2f}", f"{spread:.0%}", f"{tr * 1e3:.2f}",
+                          f"{max(0.0, s - tr) * 1e3:.2f}", f"{cpu * 1e3:.2f}", f"{rate / 3000:.2f}x")
+            summary.append([f"actor-steps/s ({args.actors} actors, {args.az}x{args.el}, {t} thr)", f"{rate:,.0f}"])
+        if len(threads) > 1:
+            a, b = result["main"][threads[0]], result["main"][threads[-1]]
+            result["main"]["speedup"] = b["actor_steps_per_s"] / a["actor_steps_per_s"]
+        console.print(table)
+        mem = env.memory_report()
+        result["memory"] = mem
+        summary.append(["bytes per actor", f"{mem['bytes_per_actor']:,.0f}"])
+        console.print(f"memory per actor: {mem['bytes_per_actor']:,.0f} B (state {mem['state_bytes_per_actor']:,.0f}, "
+                      f"visit grid {mem['visit_grid_bytes_per_actor']}, ray buffers "
+                      f"{mem['ray_buffer_bytes_per_actor']:,}); shared: world {mem['shared_world_bytes']:,} B, "
+                      f"spawn pool {mem['shared_spawn_pool_bytes']:,} B")
+        del env
+
+        # 2. Navi's canonical setting ----------------------------------------
+        if not args.no_canonical:
+            env, actions = _env(world, 4, 256, 48, 30.0)
+            table = Table(title="Navi canonical: 4 actors, 256 x 48 rays, max_distance 30 m "
+                                f"(original: {NAVI_CANONICAL_MS} ms/step on a laptop GPU)")
+            for col in ("threads", "ms/step", "spread", "trace ms", "vs 36.5 ms"):
+                table.add_column(col, justify="right")
+            for t in threads:
+                numba.set_num_threads(t)
+                s, spread, _cpu = _time_steps(env, actions, args.seconds, args.repeats)
+                tr = _time_trace(env, args.seconds, args.repeats)
+                result["canonical"][t] = {"ms_per_step": s * 1e3, "spread": spread, "trace_ms": tr * 1e3,
+                                          "ratio_to_navi": NAVI_CANONICAL_MS / (s * 1e3)}
+                table.add_row(str(t), f"{s * 1e3:.1f}", f"{spread:.0%}", f"{tr * 1e3:.1f}",
+                              f"{NAVI_CANONICAL_MS / (s * 1e3):.2f}x faster" if s * 1e3 < NAVI_CANONICAL_MS
+                              else f"{s * 1e3 / NAVI_CANONICAL_MS:.2f}x slower")
+                summary.append([f"canonical ms/step ({t} thr)", f"{s * 1e3:.1f} (Navi GPU {NAVI_CANONICAL_MS})"])
+            console.print(table)
+            del env
+
+        # 3. scaling in the number of actors ----------------------------------
+        counts = [int(c) for c in str(args.scaling).split(",") if c.strip()]
+        if counts:
+            t = max(threads)
+            numba.set_num_threads(t)
+            table = Table(title=f"time per actor-step vs actors ({args.az} x {args.el} rays, {t} threads)")
+            for col in ("actors", "us/actor-step", "trace us/actor-step", "rest us/actor-step", "bytes/actor"):
+                table.add_column(col, justify="right")
+            for n in counts:
+                env, actions = _env(world, n, args.az, args.el, args.max_distance)
+                budget = max(args.seconds, 0.0)
+                s, spread, _cpu = _time_steps(env, actions, budget, max(1, min(args.repeats, 2)))
+                tr = _time_trace(env, budget, 1)
+                per = s / n * 1e6
+                result["scaling"][n] = {"us_per_actor_step": per, "trace_us_per_actor_step": tr / n * 1e6,
+                                        "rest_us_per_actor_step": max(0.0, s - tr) / n * 1e6,
+                                        "bytes_per_actor": env.memory_report()["bytes_per_actor"]}
+                r = result["scaling"][n]
+                table.add_row(str(n), f"{per:.1f}", f"{r['trace_us_per_actor_step']:.1f}",
+                              f"{r['rest_us_per_actor_step']:.2f}", f"{r['bytes_per_actor']:,.0f}")
+                del env
+            console.print(table)
+            per = [v["us_per_actor_step"] for v in result["scaling"].values()]
+            summary.append(["us/actor-step over actors", f"{min(per):.1f} .. {max(per):.1f}"])
+    finally:
+        numba.set_num_threads(old_threads)
+    result["summary"] = summary
+    return result

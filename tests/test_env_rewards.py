@@ -1,0 +1,136 @@
+"""Reward terms, success, SPL, coverage and episode statistics (issue 4, acceptance line 3)."""
+import math
+
+import numpy as np
+
+from env_helpers import act, make_env, place
+
+
+def test_progress_and_time_terms_on_a_step_toward_the_goal():
+    env = make_env("box", n=2)
+    env.reset()
+    # actor 0 faces the goal 3 m ahead; actor 1 backs away from its goal
+    place(env, [[0, 1.5, 1.0], [0, 1.5, 1.0]], [0.0, 0.0], goal=[[0, 1.5, -2.0], [0, 1.5, -2.0]])
+    obs, rew, term, trunc, info = env.step(np.array([[1, 0, 0, 0], [-1, 0, 0, 0]], np.float32))
+    t = info["reward_terms"]
+    cfg = env.config
+    step = cfg.max_speed * cfg.dt
+    np.testing.assert_allclose(t["progress"], [cfg.reward_progress * step, -cfg.reward_progress * step], atol=1e-5)
+    np.testing.assert_allclose(t["time"], [-cfg.penalty_time] * 2)
+    np.testing.assert_array_equal(t["success"], [0, 0])
+    np.testing.assert_array_equal(t["contact"], [0, 0])
+    np.testing.assert_allclose(rew, t["progress"] + t["success"] + t["contact"] + t["time"], atol=1e-6)
+    assert not term.any() and not trunc.any()
+    # the goal in the observation: distance, bearing straight ahead / behind, no height difference
+    g = obs[:, env.obs_layout["goal"]]
+    np.testing.assert_allclose(g[:, 0], np.array([3.0 - step, 3.0 + step]) / cfg.goal_scale, atol=1e-5)
+    np.testing.assert_allclose(g[:, 1:], [[0, 1, 0], [0, 1, 0]], atol=1e-5)
+
+
+def test_goal_bearing_in_own_frame():
+    env = make_env("box", n=3)
+    env.reset()
+    # goal to the right (+x at yaw 0), to the left and above, behind and below
+    place(env, np.tile([0, 1.5, 0], (3, 1)), [0.0, 0.0, math.pi / 2],
+          goal=[[2, 1.5, 0], [-1, 2.5, 0], [-2, 0.5, 0]])
+    obs = env.step(act(3))[0]
+    g = obs[:, env.obs_layout["goal"]]
+    s = env.config.goal_scale
+    np.testing.assert_allclose(g, [[2 / s, 1, 0, 0], [math.sqrt(2) / s, -1, 0, 1 / s], [math.sqrt(5) / s, 0, -1, -1 / s]],
+                               atol=1e-5)
+
+
+def test_success_bonus_terminates_and_reports_spl():
+    env = make_env("box", n=2)
+    env.reset()
+    cfg = env.config
+    # actor 0: 0.6 m from the goal, one forward step (0.2 m) brings it inside the 0.5 m radius
+    place(env, [[0, 1.5, 0.0], [2, 1.5, 0.0]], [0.0, 0.0], goal=[[0, 1.5, -0.6], [2, 1.5, -2.5]])
+    obs, rew, term, trunc, info = env.step(act(2, f=1.0))
+    t = info["reward_terms"]
+    np.testing.assert_array_equal(term, [True, False])
+    np.testing.assert_array_equal(t["success"], [cfg.reward_success, 0.0])
+    np.testing.assert_allclose(rew[0], cfg.reward_success + 0.2 * cfg.reward_progress - cfg.penalty_time, atol=1e-5)
+    ep = info["episode"]
+    assert info["done"].tolist() == [True, False]
+    assert ep["success"][0] and ep["length"][0] == 1
+    # SPL = l / max(p, l): path 0.2 m, straight line 0.6 m -> 1.0
+    assert ep["spl"][0] == 1.0
+    np.testing.assert_allclose(ep["return"][0], rew[0], atol=1e-6)
+
+
+def test_spl_of_a_detour():
+    env = make_env("box", n=1)
+    env.reset()
+    # goal 1.0 m ahead; first walk 0.5 m sideways and back (1.0 m), then 0.6 m forward
+    place(env, [[0, 1.5, 0.0]], [0.0], goal=[[0, 1.5, -1.0]])
+    for a in [act(1, l=1.0)] * 5 + [act(1, l=-1.0)] * 5 + [act(1, f=1.0)] * 3:
+        info = env.step(a)[4]
+    assert info["done"][0] and info["episode"]["success"][0]
+    path = 1.0 + 0.6
+    np.testing.assert_allclose(info["episode"]["spl"][0], 1.0 / path, atol=1e-5)
+    assert info["episode"]["length"][0] == 13
+
+
+def test_contact_penalty():
+    env = make_env("box", n=2)
+    env.reset()
+    cfg = env.config
+    place(env, [[0, 1.5, -3 + cfg.radius + 0.05], [0, 1.5, 0]], [0.0, 0.0])
+    info = env.step(act(2, f=1.0))[4]
+    np.testing.assert_array_equal(info["contact"], [True, False])
+    np.testing.assert_allclose(info["reward_terms"]["contact"], [-cfg.penalty_contact, 0.0])
+
+
+def test_explore_new_cell_reward_and_coverage():
+    env = make_env("box", n=2, task="explore", visit_cell=1.0)
+    env.reset()
+    cfg = env.config
+    g = env._grid
+    # a point 0.1 m before a cell boundary along -z: one forward step (0.2 m) enters a new cell
+    z_edge = g.lo[2] + g.cell * 9  # a cell boundary inside the room
+    x_mid = g.lo[0] + g.cell * 8.5
+    y_mid = g.lo[1] + g.cell * 7.5
+    place(env, [[x_mid, y_mid, z_edge + 0.1], [x_mid, y_mid, z_edge + 0.5]], [0.0, math.pi / 2])
+    assert set(env.reward_names) == {"new_cell", "contact", "time"}
+    rews = []
+    for _ in range(2):
+        obs, rew, term, trunc, info = env.step(act(2, f=1.0))
+        rews.append(info["reward_terms"]["new_cell"].copy())
+    # actor 0 crossed into a new cell on step 1 (rewarded), then stayed in it (not rewarded again);
+    # actor 1 walked 0.4 m along x from a cell centre: no boundary crossed, nothing new
+    assert rews[0][0] == cfg.reward_new_cell and rews[1][0] == 0.0
+    assert rews[0][1] == 0.0 and rews[1][1] == 0.0
+    assert "goal" not in env.obs_layout
+    assert env.get_state()["cells"].tolist() == [2, 1]
+
+
+def test_episode_statistics_add_up():
+    env = make_env("house", n=16, task="pointgoal", seed=5, max_steps=25)
+    env.reset()
+    rng = np.random.default_rng(1)
+    ret = np.zeros(16)
+    length = np.zeros(16, int)
+    contacts = np.zeros(16, int)
+    finished = 0
+    for _ in range(60):
+        obs, rew, term, trunc, info = env.step(rng.uniform(-1, 1, (16, 4)).astype(np.float32))
+        terms = info["reward_terms"]
+        np.testing.assert_allclose(rew, sum(terms[n] for n in env.reward_names), atol=1e-6)
+        ret += rew
+        length += 1
+        contacts += info["contact"]
+        done = info["done"]
+        assert np.array_equal(done, term | trunc)
+        ep = info["episode"]
+        np.testing.assert_allclose(ep["return"][done], ret[done], rtol=1e-5, atol=1e-4)
+        np.testing.assert_array_equal(ep["length"][done], length[done])
+        np.testing.assert_array_equal(ep["collisions"][done], contacts[done])
+        np.testing.assert_array_equal(ep["success"][done], term[done])
+        assert np.all(ep["spl"][done] <= 1.0) and np.all(ep["spl"][done][~term[done]] == 0.0)
+        assert np.all((ep["coverage"][done] > 0) & (ep["coverage"][done] <= 1))
+        # masked: rows of actors that did not finish hold zeros
+        assert not ep["return"][~done].any() and not ep["length"][~done].any()
+        finished += int(done.sum())
+        ret[done], length[done], contacts[done] = 0.0, 0, 0
+    assert finished >= 16 * 2
