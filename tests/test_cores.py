@@ -135,3 +135,30 @@ def test_override_and_warning(monkeypatch, tmp_path):
             choose_shards(None, cores=cores)
     finally:
         numba.set_num_threads(before)
+
+
+def test_env_tick_leaves_the_environment_unchanged():
+    import numpy as np
+    from navi_nb.learn.toy import PointGoalToy
+    from navi_nb.parallel.shards import env_tick
+
+    class Stateful(PointGoalToy):
+        def get_state(self):
+            return {k: getattr(self, k).copy() for k in ("pos", "goal", "steps", "ep_return")} | {
+                "rng": self.rng.bit_generator.state}
+
+        def set_state(self, st):
+            for k in ("pos", "goal", "steps", "ep_return"):
+                getattr(self, k)[...] = st[k]
+            self.rng.bit_generator.state = st["rng"]
+
+    env = Stateful(8, seed=0)
+    env.reset(seed=0)
+    before = env.get_state()
+    tick = env_tick(env, np.ones((8, 4), np.float32))
+    for _ in range(50):          # enough steps that some episodes would have ended
+        tick()
+    after = env.get_state()
+    for k in ("pos", "goal", "steps", "ep_return"):
+        assert np.array_equal(before[k], after[k]), k
+    assert before["rng"] == after["rng"]

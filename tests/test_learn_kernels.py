@@ -122,3 +122,35 @@ def test_init_gains_and_distribution():
         pol.act(obs[:, :5], np.random.default_rng(0))
     with pytest.raises(PolicyError, match="activation"):
         ActorCritic(4, activation="gelu")
+
+
+def test_bad_input_raises_before_any_change():
+    from navi_nb.errors import NaviError
+    from navi_nb.learn.ppo import PPO, PPOConfig, PPOConfigError
+    from navi_nb.learn.rollout import RolloutSlab
+    pol = ActorCritic(5, 4, hidden=(8,), seed=0)
+    ppo = PPO(pol, PPOConfig(num_minibatches=2))
+    slab = RolloutSlab(4, 3, 5, 4)
+    before = (pol.params.copy(), ppo.adam.m.copy(), ppo.adam.t)
+    with pytest.raises(PPOConfigError, match="set_source"):
+        ppo.accumulate(np.arange(12), 0, 4)
+    with pytest.raises(PPOConfigError, match="last_values"):
+        ppo.update(slab, np.zeros(5))
+    slab.reward[1, 2] = np.nan
+    with pytest.raises(PPOConfigError, match="non-finite"):
+        ppo.update(slab, np.zeros(3))
+    slab.reward[1, 2] = 0
+    ppo.set_source(slab.flat, 5, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")})
+    with pytest.raises(PPOConfigError, match="outside"):
+        ppo.accumulate(np.array([0, 1, 12]), 0, 3)
+    with pytest.raises(PPOConfigError, match="params"):
+        ppo.set_state({"params": np.zeros(3, np.float32)})
+    with pytest.raises(NaviError, match="grad_mode"):
+        PPO(pol, PPOConfig(grad_mode="fast"))
+    assert np.array_equal(pol.params, before[0]) and np.array_equal(ppo.adam.m, before[1])
+    assert ppo.adam.t == before[2]
+    # a good update after all that works and moves the weights
+    slab.obs[...] = np.random.default_rng(0).standard_normal(slab.obs.shape)
+    slab.reward[...] = 1.0
+    stats = ppo.update(slab, np.zeros(3))
+    assert stats["minibatches"] == 4 * 2 and not np.array_equal(pol.params, before[0])

@@ -262,10 +262,15 @@ class PPO:
         Returns the minibatch's loss statistics (means over its samples).
         """
         cfg, pol = self.config, self.policy
+        if self.source is None:
+            raise PPOConfigError("accumulate: no rollout rows; call set_source (or update) first")
         rows = np.ascontiguousarray(order[start:stop], dtype=np.int64)
         n = rows.shape[0]
         if n < 1:
-            raise PPOConfigError(f"accumulate: empty range [{start}, {stop})")
+            raise PPOConfigError(f"accumulate: empty range [{start}, {stop}) of an order of {len(order)}")
+        if rows.min() < 0 or rows.max() >= self.source.shape[0]:
+            raise PPOConfigError(f"accumulate: order[{start}:{stop}] holds rows outside "
+                                 f"[0, {self.source.shape[0]})")
         chunk = cfg.chunk_size
         s = self._buffers(n)
         mlp.gather_rows(self.source, rows, 0, s.obs, chunk)
@@ -332,6 +337,11 @@ class PPO:
     def update(self, slab, last_values, num_updates=None):
         """GAE, then epochs of shuffled minibatches. Returns the update's stats."""
         cfg = self.config
+        last_values = np.asarray(last_values)
+        if last_values.shape != (slab.n_actors,):
+            raise PPOConfigError(f"last_values shaped {last_values.shape}; expected ({slab.n_actors},)")
+        if not np.isfinite(slab.buffer).all():
+            raise PPOConfigError("the rollout holds non-finite values (NaN or inf); no update was made")
         compute_gae(slab.reward, slab.value, slab.terminated, slab.truncated, slab.final_value,
                     last_values, cfg.gamma, cfg.gae_lambda, slab.advantages, slab.returns)
         self.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
@@ -375,6 +385,11 @@ class PPO:
 
     def set_state(self, state):
         import ast
+        for key, ref in (("params", self.policy.params), ("adam_m", self.adam.m), ("adam_v", self.adam.v)):
+            arr = np.asarray(state.get(key))
+            if arr.shape != ref.shape or arr.dtype != ref.dtype:
+                raise PPOConfigError(f"PPO state {key!r}: shape {arr.shape} {arr.dtype}, expected "
+                                     f"{ref.shape} {ref.dtype}")
         self.policy.set_params(state["params"])
         self.adam.load_state({"m": state["adam_m"], "v": state["adam_v"], "t": state["adam_t"]})
         self.updates_done = int(state["updates_done"])

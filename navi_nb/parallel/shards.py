@@ -141,10 +141,32 @@ def measure(ppo, slab, minibatch_size, counts, budget_s=1.0, tick=None):
     return rates
 
 
+def env_tick(env, actions=None):
+    """A collection tick for the calibration that leaves ``env`` exactly as it was:
+    ``get_state``, one ``step`` of every actor, ``set_state``."""
+    acts = (np.zeros((env.n_actors, env.action_dim), np.float32) if actions is None
+            else np.asarray(actions, np.float32))
+
+    def tick():
+        state = env.get_state()
+        try:
+            env.step(acts)
+        finally:
+            env.set_state(state)
+    return tick
+
+
 def choose_shards(shards=None, ppo=None, slab=None, minibatch_size=None, tick=None, budget_s=1.0,
-                  root="/", cores=None):
-    """Pick and set the shard count; returns a ShardReport (``.print(console)``)."""
+                  root="/", cores=None, env=None):
+    """Pick and set the shard count; returns a ShardReport (``.print(console)``).
+
+    ``env``: when given (and no ``tick``), the collection tick also steps it
+    once (state-neutral, see ``env_tick``).
+    """
     import numba
+
+    if tick is None and env is not None:
+        tick = env_tick(env)
 
     cores = cores or allowed_cores(root)
     cap = int(numba.config.NUMBA_NUM_THREADS)
