@@ -847,14 +847,17 @@ def _edge_status(faces, n_vertices):
     a = faces.reshape(-1)
     b = faces[:, [1, 2, 0]].reshape(-1)
     fwd = a * n_vertices + b
+    order = np.argsort(fwd, kind="stable")
+    srt = fwd[order]
+    same = srt[1:] == srt[:-1]
+    once_sorted = np.ones(srt.size, bool)
+    once_sorted[1:] &= ~same
+    once_sorted[:-1] &= ~same
+    once = np.empty(srt.size, bool)
+    once[order] = once_sorted
     rev = b * n_vertices + a
-    srt = np.sort(fwd)
-    first = np.searchsorted(srt, fwd, side="left")
-    last = np.searchsorted(srt, fwd, side="right")
-    once = (last - first) == 1
-    rfirst = np.searchsorted(srt, rev, side="left")
-    rlast = np.searchsorted(srt, rev, side="right")
-    rev_once = (rlast - rfirst) == 1
+    idx = np.minimum(np.searchsorted(srt, rev), srt.size - 1)
+    rev_once = (srt[idx] == rev) & once_sorted[idx]
     return (once & rev_once).reshape(-1, 3).all(axis=1)
 
 
@@ -884,8 +887,8 @@ def _pseudonormals(v, faces):
     b = faces[:, [1, 2, 0]]
     key = (np.minimum(a, b) * nv + np.maximum(a, b)).reshape(-1)
     uniq, inv = np.unique(key, return_inverse=True)
-    acc = np.zeros((uniq.size, 3))
-    np.add.at(acc, inv, np.repeat(n, 3, axis=0))
+    rep = np.repeat(n, 3, axis=0)
+    acc = np.stack([np.bincount(inv, weights=rep[:, j], minlength=uniq.size) for j in range(3)], axis=1)
     edge_n = acc[inv].reshape(-1, 3, 3)
     angle = np.empty(faces.shape)
     for j in range(3):
@@ -893,8 +896,9 @@ def _pseudonormals(v, faces):
         w = tri[:, (j + 2) % 3] - tri[:, j]
         cosang = np.einsum("ij,ij->i", u, w) / (np.linalg.norm(u, axis=1) * np.linalg.norm(w, axis=1))
         angle[:, j] = np.arccos(np.clip(cosang, -1.0, 1.0))
-    vacc = np.zeros((nv, 3))
-    np.add.at(vacc, faces.reshape(-1), (angle[:, :, None] * n[:, None, :]).reshape(-1, 3))
+    wn = (angle[:, :, None] * n[:, None, :]).reshape(-1, 3)
+    corner = faces.reshape(-1)
+    vacc = np.stack([np.bincount(corner, weights=wn[:, j], minlength=nv) for j in range(3)], axis=1)
     vert_n = vacc[faces]
     return n, edge_n, vert_n
 
