@@ -15,7 +15,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run_specs(kind, specs):
-    env = dict(os.environ, NUMBA_NUM_THREADS="4")
+    # passive OpenMP waits: 3 and 4 threads on a (possibly busy) 2-core machine would
+    # otherwise spin at every barrier; the wait policy cannot change the results
+    env = dict(os.environ, NUMBA_NUM_THREADS="4", OMP_WAIT_POLICY="PASSIVE")
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
     out = subprocess.run([sys.executable, os.path.join(HERE, "learn_same_sum_run.py"), kind, *specs],
                          capture_output=True, text=True, env=env, timeout=600)
