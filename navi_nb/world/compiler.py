@@ -381,6 +381,7 @@ def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None,
     use_cap = _accepts_cap(field)
     ctx = _Level(field, unsigned_field, free_outside, use_cap, bmin64, lo, hi, h, band_m, sem_m)
     leaves = _LeafTable()
+    shared = _InnerTable()
     kinds, words = [], []
     coords = np.zeros((1, 3), dtype=np.int32)
     sign = np.zeros(1, dtype=np.int8)
@@ -400,21 +401,30 @@ def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None,
         if depth + 1 < depths:
             coords, sign = _children(coords, kind, d, hd, 0, n, 8 * inner.size)
             continue
-        # the finest level, in chunks of parents: evaluate, encode, share leaves;
-        # only 8 int32 refs per parent are kept (never the voxel arrays)
-        finest_ref = np.empty(8 * inner.size, dtype=np.int32)
+        # The finest level, in chunks of parents: evaluate, encode and share the
+        # leaves, then share the parents themselves at once. Only one int32 ref
+        # per parent cell is kept, never the voxel arrays.
+        last_kind, last_word = kinds.pop(), words.pop()
+        last_ref = np.empty(n, dtype=np.int32)
         per = max(1, EVAL_CHUNK // 8)
+        start = 0
         for s in range(0, inner.size, per):
-            a, b = inner[s], inner[min(inner.size, s + per) - 1] + 1
             m = min(inner.size, s + per) - s
-            cc, cs = _children(coords, kind, d, hd, a, b, 8 * m)
+            stop = n if s + m == inner.size else int(inner[s + m - 1]) + 1
+            cc, cs = _children(coords, last_kind, d, hd, start, stop, 8 * m)
             ck, cw, _ = ctx.run(cc, cs, h, True, use_cap)
-            leaves.refs(ck, cw, finest_ref[8 * s:8 * (s + m)])
+            child_ref = np.empty(8 * m, dtype=np.int32)
+            leaves.refs(ck, cw, child_ref)
+            del cc, cs, ck, cw
+            _dedup_range(last_kind[start:stop], last_word[start:stop], child_ref, leaves, shared,
+                         last_ref[start:stop])
+            start = stop
+        finest_ref = last_ref
         if progress is not None:
-            progress(depths, depths, finest_ref.size)
+            progress(depths, depths, 8 * inner.size)
     del coords, sign
 
-    nodes = _dedup(kinds, words, finest_ref, leaves)
+    nodes = _dedup(kinds, words, finest_ref, leaves, shared)
     world = World(resolution=resolution, bmin=bmin, voxel_size=float(voxel), nodes=nodes)
     gmdag.validate_world(world)
     world.sidecar = dict(sidecar or {})
@@ -444,15 +454,17 @@ class _Level:
         cap = (4.0 * self.h if finest else CAP_FACTOR * hd) if capped else None
         kind = np.empty(n, dtype=np.int8)
         word = np.zeros(n, dtype=np.uint64)
-        dall = np.empty(n, dtype=np.float64)
-        call = np.zeros(n, dtype=np.int64)
+        dall = np.empty(n, dtype=np.float32)  # kept for the children's inherited signs only
+        dbuf = np.empty(min(n, EVAL_CHUNK), dtype=np.float64)
+        cbuf = np.empty(min(n, EVAL_CHUNK), dtype=np.int64)
         m = min(n, EVAL_CHUNK)
         cen_s, idx_s = np.empty((m, 3)), np.empty(m, dtype=np.int64)
         cen_u, idx_u = np.empty((m, 3)), np.empty(m, dtype=np.int64)
         split = self.unsigned is not None
         for s in range(0, n, EVAL_CHUNK):
             e = min(n, s + EVAL_CHUNK)
-            d, c, sg = dall[s:e], call[s:e], sign[s:e]
+            d, c, sg = dbuf[:e - s], cbuf[:e - s], sign[s:e]
+            c[:] = 0
             # a pruned cell must hold no interpolation stencil point of a point within
             # 2 voxels of a surface: keep band + 1 voxel of space evaluated
             ns, nu = _prepare(coords[s:e], sg, cell, self.bmin, self.lo, self.hi, self.free_outside,
@@ -465,6 +477,8 @@ class _Level:
             self.evaluations += ns + nu
             _classify(d, c, coords[s:e], cell, self.bmin, self.lo, self.hi, finest, self.h, self.band,
                       self.sem_band, HALF_TO_FLOAT, kind[s:e], word[s:e])
+            # float32 rounding must not invent a sign the parent does not have
+            dall[s:e] = np.where(np.abs(d) >= hd, d, 0.0)
         return kind, word, dall
 
 
@@ -511,34 +525,72 @@ def _rehash(table, words, n):
         table[slot] = u
 
 
-def _dedup(kinds, words, finest_ref, leaves):
+class _InnerTable:
+    """Inner-node keys (8 child refs) -> uids (first-seen order), growable."""
+
+    def __init__(self, cap=1 << 12):
+        self.kids = np.empty((cap, 8), dtype=np.int32)
+        self.table = np.full(2 * cap, -1, dtype=np.int64)
+        self.n = 0
+
+    def reserve(self, k):
+        """Room for k more inner nodes, so a pass over k inner cells never fills the table."""
+        need = self.n + k + 1
+        if need <= self.kids.shape[0]:
+            return
+        cap = self.kids.shape[0]
+        while need > cap:
+            cap *= 2
+        kids = np.empty((cap, 8), dtype=np.int32)
+        kids[:self.n] = self.kids[:self.n]
+        self.kids = kids
+        self.table = np.full(2 * cap, -1, dtype=np.int64)
+        _rehash_inner(self.table, self.kids, self.n)
+
+
+@njit(cache=True)
+def _rehash_inner(table, kids, n):
+    mask = table.shape[0] - 1
+    for u in range(n):
+        h = np.uint64(0)
+        for c in range(8):
+            h = _mix(h, np.uint64(kids[u, c] + 3))
+        slot = np.int64(h & np.uint64(mask))
+        while table[slot] >= 0:
+            slot = (slot + 1) & mask
+        table[slot] = u
+
+
+def _dedup_range(kind, word, child_ref, leaves, shared, ref):
+    """Share the cells of one level (or a run of it) whose children have refs."""
+    leaves.reserve(int(np.count_nonzero(kind == KIND_LEAF)))
+    shared.reserve(int(np.count_nonzero(kind == KIND_INNER)))
+    n_leaf, n_inner = _dedup_level(kind, word, child_ref, leaves.words, leaves.n, leaves.table,
+                                   shared.kids, shared.n, shared.table, ref)
+    if n_leaf < 0:
+        raise RuntimeError("dedup table full after reserve (bug)")
+    leaves.n, shared.n = n_leaf, n_inner
+
+
+def _dedup(kinds, words, child_ref, leaves, shared):
     """Bottom-up sharing of identical leaves and subtrees; returns node words.
 
-    kinds/words: levels 0..L (coarse to fine) as classified; finest_ref: the
-    refs of the finest level's cells (children of level L's inner cells), or
-    None when level L has no inner cells.
+    kinds/words: levels 0..L (coarse to fine) as classified; child_ref: the
+    refs of level L+1's cells (children of level L's inner cells), or None
+    when level L has no inner cells.
     """
-    n_inner_cells = sum(int(np.count_nonzero(k == KIND_INNER)) for k in kinds)
-    inner_cap = 1 << max(4, int(math.ceil(math.log2(max(2, 2 * n_inner_cells)))))
-    inner_table = np.full(inner_cap, -1, dtype=np.int64)
-    inner_kids = np.empty((max(1, n_inner_cells), 8), dtype=np.int32)
-    n_inner = 0
-    child_ref = finest_ref if finest_ref is not None else np.empty(0, dtype=np.int32)
+    if child_ref is None:
+        child_ref = np.empty(0, dtype=np.int32)
     for depth in range(len(kinds) - 1, -1, -1):
         ref = np.empty(kinds[depth].shape[0], dtype=np.int32)
-        leaves.reserve(int(np.count_nonzero(kinds[depth] == KIND_LEAF)))
-        n_leaf, n_new = _dedup_level(kinds[depth], words[depth], child_ref, leaves.words, leaves.n,
-                                     leaves.table, inner_kids, n_inner, inner_table, ref)
-        if n_leaf < 0:
-            raise RuntimeError("dedup table full after reserve (bug)")
-        leaves.n, n_inner = n_leaf, n_new
+        _dedup_range(kinds[depth], words[depth], child_ref, leaves, shared, ref)
         child_ref = ref
     root = int(child_ref[0])
     if root == -1:  # the whole cube is free and outside the region of interest
         return np.array([gmdag.encode_leaf(0, 0.0)], dtype=np.uint64)
     if root < -1:
         return leaves.words[-root - 2:-root - 1].copy()
-    return _emit(inner_kids, n_inner, leaves.words, leaves.n, root)
+    return _emit(shared.kids, shared.n, leaves.words, leaves.n, root)
 
 
 def compile_scene(name_or_scene="house", resolution=128, seed=0, *, margin=None, progress=None) -> World:
