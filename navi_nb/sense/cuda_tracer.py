@@ -27,12 +27,12 @@ cu_trace_one = _DEV["trace_one"]
 
 
 @cuda.jit(cache=True)
-def trace_rays_cuda(nodes, half_table, res, bmin, inv_voxel, voxel, dirs, origins, yaws, t_max, eps,
+def trace_rays_cuda(nodes, half_table, top, res, bmin, inv_voxel, voxel, dirs, origins, yaws, t_max, eps,
                     nudge, max_steps, refine, signed, max_distance, depth, semantic, hit):
     """One thread per ray of the flattened (actor, ray) batch; arguments as ``trace_rays``."""
     i = cuda.grid(1)
     if i < origins.shape[0] * dirs.shape[0]:
-        cu_trace_one(i, nodes, half_table, res, bmin, inv_voxel, voxel, dirs, dirs.shape[0], origins,
+        cu_trace_one(i, nodes, half_table, top, res, bmin, inv_voxel, voxel, dirs, dirs.shape[0], origins,
                      yaws, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic,
                      hit)
 
@@ -56,6 +56,7 @@ class CudaTracer:
             raise SenseError("the cuda backend needs CuPy (pip install navi-nb[cuda])")
         self.nodes = self._to_device(np.ascontiguousarray(world.nodes, dtype=np.uint64))
         self.half_table = self._to_device(gmdag.HALF_TO_FLOAT)
+        self.top = self._to_device(settings.top)
         self.dirs = self._to_device(np.ascontiguousarray(sensor.flat_directions))
         self.bmin = self._to_device(settings.bmin)
         self.capacity = 0
@@ -127,7 +128,7 @@ class CudaTracer:
             total = n * self.sensor.n_rays
             blocks = (total + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
             trace_rays_cuda[blocks, THREADS_PER_BLOCK](
-                self.nodes, self.half_table, s.res, self.bmin, s.inv_voxel, s.voxel, self.dirs, o, y,
+                self.nodes, self.half_table, self.top, s.res, self.bmin, s.inv_voxel, s.voxel, self.dirs, o, y,
                 s.t_max, s.hit_epsilon, NUDGE, s.max_steps, s.refine, s.signed, s.max_distance,
                 flat[0], flat[1], flat[2])
         if host_out is not None:

@@ -42,7 +42,9 @@ KIND_PRUNED = 0
 KIND_LEAF = 1
 MAX_DESCENT = gmdag.MAX_DEPTH + 1  # validated trees are never deeper
 REFINE_WINDOW = 8.0  # voxels past the detected hit that refinement may move the depth
-REFINE_TOL = 0.1  # voxels: a refined hit that saw the field turn negative ends this close to zero
+MIN_SLOPE = 0.05  # a refined hit needs the field to fall at least this fast along the ray
+LONG_STEP = 2.0  # voxels: a longer Newton step is verified by one more evaluation
+GRAZE_MARGIN = 0.25  # voxels: a ray in a solid-centred cell marches on only when this far outside
 
 
 def axis_exit(p, d, lo, size):
@@ -98,20 +100,44 @@ def ray_box(ox, oy, oz, dx, dy, dz, size):
     return t0, t1
 
 
-def descend(nodes, half_table, px, py, pz, res):
+def descend(nodes, half_table, top, px, py, pz, res):
     """The cell of the DAG holding point ``(px, py, pz)`` (voxel units).
 
-    Stackless: from the root, octant by octant, tracking the cell's cube.
+    Stackless: from the root, octant by octant, tracking the cell's cube; the
+    top levels come from ``top`` (see :func:`top_entry`), a dense (n, n, n)
+    table of the descent's state at depth log2(n) (n = 1: the root only).
     Returns ``(kind, distance, semantic, lox, loy, loz, size)``: kind
-    ``KIND_LEAF`` with the leaf's distance (voxel units are applied by the
-    caller) and semantic id, or ``KIND_PRUNED`` for a cleared octant; the cell
-    cube's lower corner and side in voxel units.
+    ``KIND_LEAF`` with the leaf's distance (metres, as stored) and semantic
+    id, or ``KIND_PRUNED`` for a cleared octant; the cell cube's lower corner
+    and side in voxel units.
     """
-    lox = 0.0
-    loy = 0.0
-    loz = 0.0
-    size = res
-    node = 0
+    n = top.shape[0]
+    tsize = res / n
+    ix = int(math.floor(px / tsize))
+    iy = int(math.floor(py / tsize))
+    iz = int(math.floor(pz / tsize))
+    if ix < 0:
+        ix = 0
+    if ix > n - 1:
+        ix = n - 1
+    if iy < 0:
+        iy = 0
+    if iy > n - 1:
+        iy = n - 1
+    if iz < 0:
+        iz = 0
+    if iz > n - 1:
+        iz = n - 1
+    e = top[ix, iy, iz]
+    node = e & 0xFFFFFFFF
+    level = (e >> 32) & 0xFF
+    shrink = n >> level  # top cells per side of the cell where the table stopped
+    size = tsize * shrink
+    lox = (ix - ix % shrink) * tsize
+    loy = (iy - iy % shrink) * tsize
+    loz = (iz - iz % shrink) * tsize
+    if (e >> 40) & 1 == 1:
+        return 0, 0.0, 0, lox, loy, loz, size
     for _ in range(MAX_DESCENT):
         w = nodes[node]
         if word_is_leaf(w):
@@ -138,10 +164,42 @@ def descend(nodes, half_table, px, py, pz, res):
     return 0, 0.0, 0, lox, loy, loz, size
 
 
-def cell_value(nodes, half_table, res, dscale, px, py, pz):
+def top_entry(nodes, px, py, pz, res, depth):
+    """The descent's state at ``depth`` for the point: ``node | level << 32 | pruned << 40``.
+
+    ``level`` < depth when a leaf or a pruned octant ends the descent earlier.
+    """
+    lox = 0.0
+    loy = 0.0
+    loz = 0.0
+    size = res
+    node = 0
+    for level in range(depth):
+        w = nodes[node]
+        if word_is_leaf(w):
+            return node | (level << 32)
+        size = size * 0.5
+        octant = 0
+        if px >= lox + size:
+            octant += 1
+            lox = lox + size
+        if py >= loy + size:
+            octant += 2
+            loy = loy + size
+        if pz >= loz + size:
+            octant += 4
+            loz = loz + size
+        slot = child_slot(w, octant)
+        if slot < 0:
+            return ((level + 1) << 32) | (1 << 40)
+        node = word_index(nodes[slot])
+    return node | (depth << 32)
+
+
+def cell_value(nodes, half_table, top, res, dscale, px, py, pz):
     """The field at a point (voxel units): its leaf's distance, or for a pruned
     octant the distance to the octant's nearest face (a lower bound)."""
-    kind, dist, sem, lox, loy, loz, size = descend(nodes, half_table, px, py, pz, res)
+    kind, dist, sem, lox, loy, loz, size = descend(nodes, half_table, top, px, py, pz, res)
     if kind == 1:
         v = dist * dscale
         if not (v == v):
@@ -177,12 +235,18 @@ def axis_lerp_index(q, res):
     return i, c - i
 
 
-def field_at(nodes, half_table, res, dscale, px, py, pz):
-    """Trilinear interpolation of the leaf distances between voxel centres (voxel units)."""
+def field_at(nodes, half_table, top, res, dscale, px, py, pz):
+    """Trilinear interpolation of the leaf distances between voxel centres, and its gradient.
+
+    Returns ``(f, gx, gy, gz)`` in voxel units (the gradient is per voxel).
+    """
     ix, fx = axis_lerp_index(px, res)
     iy, fy = axis_lerp_index(py, res)
     iz, fz = axis_lerp_index(pz, res)
     acc = 0.0
+    gx = 0.0
+    gy = 0.0
+    gz = 0.0
     for k in range(8):
         ox = k & 1
         oy = (k >> 1) & 1
@@ -190,54 +254,49 @@ def field_at(nodes, half_table, res, dscale, px, py, pz):
         wx = fx if ox == 1 else 1.0 - fx
         wy = fy if oy == 1 else 1.0 - fy
         wz = fz if oz == 1 else 1.0 - fz
-        wgt = wx * wy * wz
-        if wgt > 0.0:
-            acc += wgt * cell_value(nodes, half_table, res, dscale, ix + ox + 0.5, iy + oy + 0.5,
-                                    iz + oz + 0.5)
-    return acc
+        v = cell_value(nodes, half_table, top, res, dscale, ix + ox + 0.5, iy + oy + 0.5, iz + oz + 0.5)
+        acc += wx * wy * wz * v
+        gx += (1.0 if ox == 1 else -1.0) * wy * wz * v
+        gy += (1.0 if oy == 1 else -1.0) * wx * wz * v
+        gz += (1.0 if oz == 1 else -1.0) * wx * wy * v
+    return acc, gx, gy, gz
 
 
-def refine_hit(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_hit, t_lo, t_hi, iters):
-    """Sharpen a hit's depth with secant steps on the interpolated field along the ray.
+def refine_hit(nodes, half_table, top, res, dscale, ox, oy, oz, dx, dy, dz, t_hit, t_lo, t_hi, iters):
+    """Sharpen a hit's depth with Newton steps on the interpolated field along the ray.
 
-    Starts from ``t_hit``; every iterate is kept within ``[t_lo, t_hi]``.
-    Returns ``(depth, found)``: the refined depth and True, or ``(t_hit,
-    False)`` when the iteration does not settle within 0.25 voxel of the
-    surface (a grazing ray, a coarse neighbourhood, an unsigned field).
+    From ``t_hit``, each step moves by ``-f / (grad f . dir)``, kept within
+    ``[t_lo, t_hi]``; a step longer than LONG_STEP voxels (a shallow ray) is
+    checked by one more evaluation. Returns ``(depth, found, f)``: found is
+    False (and the depth ``t_hit``) when the ray does not approach the surface
+    there (slope above -MIN_SLOPE: a graze, or leaving it), a first step would
+    leave the window, or a long step does not land within 0.25 voxel of the
+    surface; ``f`` is the field at ``t_hit``.
     """
-    t0 = t_hit
-    f0 = field_at(nodes, half_table, res, dscale, ox + t0 * dx, oy + t0 * dy, oz + t0 * dz)
-    if f0 < 1e-3 and f0 > -1e-3:
-        return t0, True, f0
-    crossed = f0 < 0.0
-    t1 = t0 + f0
-    if t1 < t_lo:
-        t1 = t_lo
-    if t1 > t_hi:
-        t1 = t_hi
-    f1 = field_at(nodes, half_table, res, dscale, ox + t1 * dx, oy + t1 * dy, oz + t1 * dz)
-    for _ in range(iters):
-        if f1 < 0.0:
-            crossed = True
-        if f1 < 1e-3 and f1 > -1e-3:
-            break
-        den = f1 - f0
-        if den == 0.0:
-            break
-        t2 = t1 - f1 * (t1 - t0) / den
-        if t2 < t_lo:
-            t2 = t_lo
-        if t2 > t_hi:
-            t2 = t_hi
-        t0 = t1
-        f0 = f1
-        t1 = t2
-        f1 = field_at(nodes, half_table, res, dscale, ox + t1 * dx, oy + t1 * dy, oz + t1 * dz)
-    if f1 < 0.0:
-        crossed = True
-    if (f1 < 1e-3 and f1 > -1e-3) or (crossed and f1 < REFINE_TOL and f1 > -REFINE_TOL):
-        return t1, True, f1
-    return t_hit, False, f0
+    t = t_hit
+    f, gx, gy, gz = field_at(nodes, half_table, top, res, dscale, ox + t * dx, oy + t * dy, oz + t * dz)
+    f_first = f
+    for k in range(iters):
+        if f < 1e-3 and f > -1e-3:
+            return t, True, f_first
+        slope = gx * dx + gy * dy + gz * dz
+        if slope > -MIN_SLOPE:
+            if k == 0 or f > 0.25 or f < -0.25:
+                return t_hit, False, f_first
+            return t, True, f_first
+        tn = t - f / slope
+        if tn < t_lo or tn > t_hi:
+            if k == 0 or f > 0.25 or f < -0.25:
+                return t_hit, False, f_first
+            return t, True, f_first
+        long = tn - t > LONG_STEP or t - tn > LONG_STEP
+        t = tn
+        if k < iters - 1 or long:
+            f, gx, gy, gz = field_at(nodes, half_table, top, res, dscale, ox + t * dx, oy + t * dy,
+                                     oz + t * dz)
+            if long and k == iters - 1 and (f > 0.25 or f < -0.25):
+                return t_hit, False, f_first
+    return t, True, f_first
 
 
 def yaw_rotate(vx, vy, vz, cos_yaw, sin_yaw):
@@ -248,7 +307,7 @@ def yaw_rotate(vx, vy, vz, cos_yaw, sin_yaw):
     return vx * cos_yaw - vz * sin_yaw, vy, vx * sin_yaw + vz * cos_yaw
 
 
-def trace_ray(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps,
+def trace_ray(nodes, half_table, top, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps,
               refine, signed):
     """Sphere-trace one ray through the DAG, all lengths in voxel units.
 
@@ -287,7 +346,7 @@ def trace_ray(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps
         pz = oz + t * dz
         if not (px >= clox and px < clox + csize and py >= cloy and py < cloy + csize
                 and pz >= cloz and pz < cloz + csize):
-            ckind, cdist, csem, clox, cloy, cloz, csize = descend(nodes, half_table, px, py, pz, res)
+            ckind, cdist, csem, clox, cloy, cloz, csize = descend(nodes, half_table, top, px, py, pz, res)
         if ckind == 0:  # pruned octant: empty, skip to its exit
             step = cell_exit(px, py, pz, dx, dy, dz, clox, cloy, cloz, csize)
             t_free = t + step
@@ -306,11 +365,11 @@ def trace_ray(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps
                 t_hi = t + REFINE_WINDOW
                 if t_hi > t_end:
                     t_hi = t_end
-                depth, found, f = refine_hit(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz,
+                depth, found, f = refine_hit(nodes, half_table, top, res, dscale, ox, oy, oz, dx, dy, dz,
                                              depth, t_free, t_hi, refine)
                 if signed and not found:
-                    fh = field_at(nodes, half_table, res, dscale, px, py, pz)
-                    if fh > 0.0:
+                    fh, gx, gy, gz = field_at(nodes, half_table, top, res, dscale, px, py, pz)
+                    if fh > GRAZE_MARGIN:
                         # the cell's centre is in solid but the ray passes outside it: a graze
                         t_free = t
                         if fh < eps * 0.5:
@@ -333,7 +392,7 @@ def trace_ray(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps
                     t_hi = t + d + REFINE_WINDOW
                     if t_hi > t_end:
                         t_hi = t_end
-                    depth, found, f = refine_hit(nodes, half_table, res, dscale, ox, oy, oz, dx, dy,
+                    depth, found, f = refine_hit(nodes, half_table, top, res, dscale, ox, oy, oz, dx, dy,
                                                  dz, depth, t_free, t_hi, refine)
                     if signed and not found:
                         # no zero crossing of the interpolated signed field near here: the ray
@@ -359,7 +418,7 @@ def trace_ray(nodes, half_table, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps
     return t_max, 0, False
 
 
-def trace_one(i, nodes, half_table, res, bmin, inv_voxel, voxel, dirs, n_dirs, origins, yaws,
+def trace_one(i, nodes, half_table, top, res, bmin, inv_voxel, voxel, dirs, n_dirs, origins, yaws,
               t_max, eps, nudge, max_steps, refine, signed, max_distance, depth_out, sem_out, hit_out):
     """Ray ``i`` of the flattened (actor, ray) batch: rotate, trace, write outputs.
 
@@ -375,7 +434,7 @@ def trace_one(i, nodes, half_table, res, bmin, inv_voxel, voxel, dirs, n_dirs, o
     ox = (float(origins[a, 0]) - float(bmin[0])) * inv_voxel
     oy = (float(origins[a, 1]) - float(bmin[1])) * inv_voxel
     oz = (float(origins[a, 2]) - float(bmin[2])) * inv_voxel
-    depth, sem, hit = trace_ray(nodes, half_table, res, inv_voxel, ox, oy, oz, dx, dy, dz, t_max, eps, nudge,
+    depth, sem, hit = trace_ray(nodes, half_table, top, res, inv_voxel, ox, oy, oz, dx, dy, dz, t_max, eps, nudge,
                                 max_steps, refine, signed)
     if hit:
         dm = depth * voxel
@@ -399,7 +458,7 @@ def trace_one(i, nodes, half_table, res, bmin, inv_voxel, voxel, dirs, n_dirs, o
 # helpers in the order they must be built (a function's helpers come first)
 GMDAG_HELPERS = ("word_is_leaf", "word_mask", "word_index", "leaf_semantic", "leaf_half_bits",
                  "popcount8", "child_slot", "leaf_distance")
-MATH_FUNCTIONS = ("axis_exit", "cell_exit", "slab", "ray_box", "descend", "cell_value",
+MATH_FUNCTIONS = ("axis_exit", "cell_exit", "slab", "ray_box", "descend", "top_entry", "cell_value",
                   "axis_lerp_index", "field_at", "refine_hit", "yaw_rotate",
                   "trace_ray", "trace_one")
 
@@ -439,6 +498,7 @@ def build_for(decorate, decorate_outer=None):
 
 _CPU = build_for(njit(inline="always", cache=True), njit(cache=True))
 nb_descend = _CPU["descend"]
+nb_top_entry = _CPU["top_entry"]
 nb_trace_ray = _CPU["trace_ray"]
 nb_trace_one = _CPU["trace_one"]
 nb_yaw_rotate = _CPU["yaw_rotate"]

@@ -25,7 +25,7 @@ from numba import njit, prange
 
 from navi_nb.sense.backend import resolve_backend
 from navi_nb.sense.sensor import SenseError, Sensor
-from navi_nb.sense.trace_math import nb_trace_one
+from navi_nb.sense.trace_math import nb_top_entry, nb_trace_one
 from navi_nb.world import gmdag
 
 DEFAULT_EPSILON = 0.5
@@ -34,9 +34,12 @@ DEFAULT_EPSILON = 0.5
 exact to half a voxel near surfaces, and other writers sample at corners)."""
 DEFAULT_MAX_STEPS = 512
 """Cell visits per ray before it gives up (and reports a miss)."""
-DEFAULT_REFINE = 4
-"""Secant iterations that sharpen each hit's depth on the trilinearly
-interpolated field (0 turns it off: depth = the point where the hit was found)."""
+DEFAULT_REFINE = 1
+"""Newton steps that sharpen each hit's depth on the trilinearly interpolated
+field (0 turns it off: depth = the point where the hit was found)."""
+TOP_DEPTH = 5
+"""Levels of the DAG decoded into a dense table (32**3 int64 = 256 KiB) that
+each descent starts from, instead of the root."""
 UNSIGNED_MIN_EPSILON = 1.0
 """Hit epsilon (voxels) used at least for unsigned worlds (no negative leaves)."""
 NUDGE = 1.0e-4
@@ -44,11 +47,12 @@ NUDGE = 1.0e-4
 
 
 @njit(parallel=True, cache=True)
-def trace_rays(nodes, half_table, res, bmin, inv_voxel, voxel, dirs, origins, yaws, t_max, eps,
+def trace_rays(nodes, half_table, top, res, bmin, inv_voxel, voxel, dirs, origins, yaws, t_max, eps,
                nudge, max_steps, refine, signed, max_distance, depth, semantic, hit):
     """Trace rays for all actors: parallel over actors x rays, flattened.
 
-    nodes (N,) uint64 DAG words; half_table (65536,) float32; res float (voxels
+    nodes (N,) uint64 DAG words; half_table (65536,) float32; top (n, n, n)
+    int64 table of the top levels (``top_table``); res float (voxels
     per side); bmin (3,) float32 metres; inv_voxel / voxel floats; dirs (R, 3)
     float32 actor-frame unit directions; origins (A, 3) float32 metres; yaws
     (A,) float32 radians; t_max, eps, nudge in voxels; max_steps int;
@@ -58,9 +62,40 @@ def trace_rays(nodes, half_table, res, bmin, inv_voxel, voxel, dirs, origins, ya
     """
     n = origins.shape[0] * dirs.shape[0]
     for i in prange(n):
-        nb_trace_one(i, nodes, half_table, res, bmin, inv_voxel, voxel, dirs, dirs.shape[0], origins,
+        nb_trace_one(i, nodes, half_table, top, res, bmin, inv_voxel, voxel, dirs, dirs.shape[0], origins,
                      yaws, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic,
                      hit)
+
+
+@njit(cache=True)
+def build_top_table(nodes, res, depth, out):
+    """Fill ``out`` (n, n, n) int64, n = 2**depth, with the descent state at each cell's centre."""
+    n = out.shape[0]
+    size = res / n
+    for i in range(n):
+        for j in range(n):
+            for k in range(n):
+                out[i, j, k] = nb_top_entry(nodes, (i + 0.5) * size, (j + 0.5) * size, (k + 0.5) * size,
+                                            res, depth)
+
+
+def top_table(world):
+    """The dense table of the DAG's top levels (cached on the World).
+
+    Depth ``TOP_DEPTH`` (fewer for small worlds); 0 (the root alone) when the
+    resolution is not a power of two, where the table's cells would not line
+    up with the octants exactly.
+    """
+    cached = getattr(world, "_navi_top", None)
+    if cached is not None and cached[0] is world.nodes:
+        return cached[1]
+    res = int(world.resolution)
+    depth = min(TOP_DEPTH, res.bit_length() - 1) if res & (res - 1) == 0 else 0
+    n = 1 << depth
+    table = np.empty((n, n, n), dtype=np.int64)
+    build_top_table(np.ascontiguousarray(world.nodes), float(res), depth, table)
+    world._navi_top = (world.nodes, table)
+    return table
 
 
 # --------------------------------------------------------------------------
@@ -163,6 +198,7 @@ class _Settings:
         self.t_max = self.max_distance * self.inv_voxel
         self.bmin = np.ascontiguousarray(world.bmin, dtype=np.float32)
         self.signed = world_is_signed(world)
+        self.top = top_table(world)
         # unsigned fields sampled at cell centres never fall below ~0.87 voxel next to a
         # surface that runs along cell faces: their hits need a wider epsilon
         self.hit_epsilon = self.epsilon if self.signed else max(self.epsilon, UNSIGNED_MIN_EPSILON)
@@ -183,7 +219,7 @@ def world_is_signed(world) -> bool:
 
 def _run_cpu(world, settings, sensor, origins, yaws, out):
     depth, semantic, hit = out
-    trace_rays(np.ascontiguousarray(world.nodes), gmdag.HALF_TO_FLOAT, settings.res, settings.bmin,
+    trace_rays(np.ascontiguousarray(world.nodes), gmdag.HALF_TO_FLOAT, settings.top, settings.res, settings.bmin,
                settings.inv_voxel, settings.voxel, sensor.flat_directions, origins, yaws,
                settings.t_max, settings.hit_epsilon, NUDGE, settings.max_steps, settings.refine, settings.signed,
                settings.max_distance,
@@ -281,7 +317,7 @@ class Tracer:
             out = tuple(b[:n] for b in self._buffers)
         if n:
             s = self.settings
-            trace_rays(self._nodes, gmdag.HALF_TO_FLOAT, s.res, s.bmin, s.inv_voxel, s.voxel,
+            trace_rays(self._nodes, gmdag.HALF_TO_FLOAT, s.top, s.res, s.bmin, s.inv_voxel, s.voxel,
                        self.sensor.flat_directions, origins, yaws, s.t_max, s.hit_epsilon, NUDGE,
                        s.max_steps, s.refine, s.signed, s.max_distance, out[0].reshape(-1), out[1].reshape(-1),
                        out[2].reshape(-1))

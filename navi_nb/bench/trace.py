@@ -1,0 +1,195 @@
+"""`navi-nb bench trace`: rays per second of the batched sphere tracer.
+
+Scene: the ~35,000-triangle benchmark room (``benchmark_mesh_scene``: meshes
+from ``../shared/meshes`` when present, else procedural ones) compiled at
+``--resolution`` (256). Rays: ``--actors`` (64) actors x 64 x 16 from seeded
+free-space positions (point query > 0.3 m), ``--max-distance`` 30 m. The
+tracer is timed at 1 and 2 Numba threads (median of ``--repeat`` warm calls,
+spread shown), and, when ``embreex`` is installed, Embree on the same rays
+against the original triangles (its ``run`` is one thread), with the depth
+agreement on rays both hit. Then Navi's canonical sensor: 4 actors x 256 x
+48 rays, ``max_distance`` 30, ms per call (Navi's GPU original: 36.5 ms per
+environment step on a laptop GPU).
+
+Targets (issue 3): >= 0.25 x Embree's single-thread rate per thread, >= 1.7x
+from 1 to 2 threads, p99 |depth difference| within one voxel.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+NAVI_CANONICAL_MS = 36.5
+TARGET_EMBREE_RATIO = 0.25
+TARGET_SCALING = 1.7
+
+
+def add_arguments(parser):
+    parser.add_argument("--resolution", type=int, default=256, help="compile resolution (default 256)")
+    parser.add_argument("--actors", type=int, default=64, help="actors (default 64)")
+    parser.add_argument("--az", type=int, default=64, help="azimuth bins (default 64)")
+    parser.add_argument("--el", type=int, default=16, help="elevation rows (default 16)")
+    parser.add_argument("--max-distance", type=float, default=30.0, help="metres (default 30)")
+    parser.add_argument("--repeat", type=int, default=7, help="timed calls per setting (default 7)")
+    parser.add_argument("--threads", default="1,2", help="Numba thread counts to time (default 1,2)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-embree", action="store_true", help="skip the Embree peer")
+
+
+def free_positions(world, lo, hi, n, seed, clearance=0.3):
+    """n seeded points in [lo, hi] whose point query is above ``clearance`` metres."""
+    from navi_nb.world.query import distance
+
+    rng = np.random.default_rng(seed)
+    out = np.empty((0, 3), np.float32)
+    for _ in range(200):
+        pts = rng.uniform(lo, hi, (4 * n, 3)).astype(np.float32)
+        d, _ = distance(world, pts)
+        out = np.concatenate([out, pts[d > clearance]])
+        if len(out) >= n:
+            return out[:n]
+    raise RuntimeError("could not find free-space positions in the benchmark scene")
+
+
+def _time(fn, repeat):
+    fn()  # warm (kernel loaded, caches filled)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return np.array(times)
+
+
+def run(args) -> dict:
+    import numba
+    from rich.console import Console
+    from rich.table import Table
+
+    from navi_nb.bench.machine import machine_info, print_machine
+    from navi_nb.sense.sensor import Sensor
+    from navi_nb.sense.tracer import Tracer
+    from navi_nb.world.compiler import compile_mesh
+    from navi_nb.world.mesh_scene import benchmark_mesh_scene
+
+    console = Console()
+    mesh, classes = benchmark_mesh_scene()
+    t0 = time.perf_counter()
+    world = compile_mesh(mesh, args.resolution, classes=classes)
+    compile_s = time.perf_counter() - t0
+    vs = float(world.voxel_size)
+    vmin, vmax = mesh.vertices.min(axis=0), mesh.vertices.max(axis=0)
+    pos = free_positions(world, vmin + 0.2, vmax - 0.2, args.actors, args.seed)
+    yaws = np.random.default_rng(args.seed + 1).uniform(-math.pi, math.pi, args.actors).astype(np.float32)
+    sensor = Sensor(args.az, args.el)
+    tracer = Tracer(world, sensor, args.max_distance, max_actors=args.actors)
+    n_rays = args.actors * sensor.n_rays
+    threads = [int(t) for t in str(args.threads).split(",") if t.strip()]
+    allowed = numba.config.NUMBA_NUM_THREADS
+    before = numba.get_num_threads()
+    result = {"machine": machine_info(), "scene": {"triangles": int(mesh.faces.shape[0]),
+                                                   "resolution": args.resolution, "voxel_m": vs,
+                                                   "nodes": world.node_count, "compile_s": compile_s},
+              "rays": n_rays, "actors": args.actors, "sensor": [args.az, args.el],
+              "max_distance": args.max_distance, "threads": {}}
+    print_machine(console, result["machine"])
+    try:
+        for t in threads:
+            if t > allowed:
+                console.print(f"[yellow]skipping {t} threads: numba allows {allowed}[/]")
+                continue
+            numba.set_num_threads(t)
+            times = _time(lambda: tracer.trace(pos, yaws), args.repeat)
+            med = float(np.median(times))
+            result["threads"][t] = {"median_s": med, "min_s": float(times.min()), "max_s": float(times.max()),
+                                    "rays_per_s": n_rays / med, "rays_per_s_best": n_rays / float(times.min())}
+        depth, sem, hit = (np.array(a) for a in tracer.trace(pos, yaws))
+        # Navi's canonical sensor
+        canon_sensor = Sensor(256, 48)
+        canon = Tracer(world, canon_sensor, 30.0, max_actors=4)
+        cpos, cyaw = pos[:4], yaws[:4]
+        result["canonical"] = {}
+        for t in threads:
+            if t > allowed:
+                continue
+            numba.set_num_threads(t)
+            times = _time(lambda: canon.trace(cpos, cyaw), args.repeat)
+            result["canonical"][t] = {"median_ms": 1e3 * float(np.median(times)),
+                                      "min_ms": 1e3 * float(times.min()), "max_ms": 1e3 * float(times.max())}
+    finally:
+        numba.set_num_threads(before)
+    result["hit_fraction"] = float(hit.mean())
+
+    # Embree peer on the same rays against the original triangles
+    embree = None
+    if not args.no_embree:
+        try:
+            from embreex import rtcore_scene as rtcs
+            from embreex.mesh_construction import TriangleMesh
+        except ImportError:
+            console.print("[yellow]embreex is not installed: no Embree peer (pip install embreex)[/]")
+        else:
+            scene = rtcs.EmbreeScene()
+            TriangleMesh(scene, mesh.vertices[mesh.faces].astype(np.float32))
+            dirs = sensor.world_directions(yaws).reshape(-1, 3)
+            origins = np.repeat(pos, sensor.n_rays, axis=0).astype(np.float32)
+            dirs = np.ascontiguousarray(dirs, dtype=np.float32)
+            times = _time(lambda: scene.run(origins, dirs, output=1), args.repeat)
+            res = scene.run(origins, dirs, output=1)
+            tfar = res["tfar"].astype(np.float64)
+            e_hit = (res["primID"] >= 0) & (tfar <= args.max_distance)
+            both = e_hit & hit.reshape(-1)
+            diff = np.abs(tfar[both] - depth.reshape(-1)[both].astype(np.float64))
+            med = float(np.median(times))
+            embree = {"median_s": med, "rays_per_s": n_rays / med,
+                      "hit_agreement": float(np.mean(e_hit == hit.reshape(-1))),
+                      "depth_diff_median_m": float(np.median(diff)) if diff.size else float("nan"),
+                      "depth_diff_p99_m": float(np.percentile(diff, 99)) if diff.size else float("nan"),
+                      "depth_diff_max_m": float(diff.max()) if diff.size else float("nan"),
+                      "rays_compared": int(both.sum())}
+            embree["depth_diff_p99_voxels"] = embree["depth_diff_p99_m"] / vs
+            result["embree"] = embree
+
+    # the table
+    table = Table(title=f"trace: {n_rays:,} rays ({args.actors} actors x {args.az} x {args.el}), "
+                        f"{result['scene']['triangles']:,} triangles at {args.resolution} "
+                        f"(voxel {vs * 100:.1f} cm)")
+    for col in ("setting", "rays/s (median)", "spread (min..max s)", "vs Embree 1 thread", "per thread vs Embree"):
+        table.add_column(col)
+    one = result["threads"].get(1, {}).get("rays_per_s")
+    for t, r in result["threads"].items():
+        ratio = r["rays_per_s"] / embree["rays_per_s"] if embree else None
+        table.add_row(f"navi_nb CPU, {t} thread{'s' if t > 1 else ''}", f"{r['rays_per_s']:,.0f}",
+                      f"{r['min_s']:.4f}..{r['max_s']:.4f}", f"{ratio:.2f}x" if ratio else "-",
+                      f"{ratio / t:.2f}x" if ratio else "-")
+    if embree:
+        table.add_row("Embree (embreex, 1 thread)", f"{embree['rays_per_s']:,.0f}", "", "1.00x", "1.00x")
+    console.print(table)
+    summary = []
+    if one and 2 in result["threads"]:
+        result["scaling_1_to_2"] = result["threads"][2]["rays_per_s"] / one
+        summary.append(["speed-up 1 -> 2 threads", f"{result['scaling_1_to_2']:.2f}x (target >= {TARGET_SCALING})"])
+    if embree and one:
+        result["per_thread_vs_embree"] = min(r["rays_per_s"] / t / embree["rays_per_s"]
+                                             for t, r in result["threads"].items())
+        summary.append(["per thread vs Embree 1 thread",
+                        f"{result['per_thread_vs_embree']:.2f}x (target >= {TARGET_EMBREE_RATIO})"])
+        summary.append(["|depth - Embree| median / p99",
+                        f"{embree['depth_diff_median_m'] * 100:.2f} / {embree['depth_diff_p99_m'] * 100:.2f} cm "
+                        f"({embree['depth_diff_p99_voxels']:.2f} voxel at p99; target <= 1)"])
+        summary.append(["hit flags equal to Embree", f"{100 * embree['hit_agreement']:.2f}%"])
+    for t, r in result["canonical"].items():
+        summary.append([f"canonical 4 x 256 x 48, {t} thread{'s' if t > 1 else ''}",
+                        f"{r['median_ms']:.1f} ms/call (Navi GPU: {NAVI_CANONICAL_MS} ms/step; "
+                        f"{NAVI_CANONICAL_MS / r['median_ms']:.2f}x)"])
+    summary.append(["rays that hit", f"{100 * result['hit_fraction']:.1f}%"])
+    st = Table(title="trace: summary")
+    st.add_column("metric")
+    st.add_column("value")
+    for m, v in summary:
+        st.add_row(m, v)
+    console.print(st)
+    result["summary"] = summary
+    return result
