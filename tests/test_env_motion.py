@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from env_helpers import RES, act, make_env, place, scene, scene_world
+from env_helpers import act, make_env, place, scene, scene_world
 
 DT = 0.1
 
