@@ -447,7 +447,7 @@ def triangle_solid_angle(px, py, pz, t, k):
 # query kernels
 # --------------------------------------------------------------------------
 
-@njit(inline="always")
+@njit(cache=True)
 def nearest_triangle(px, py, pz, best2, hint, tri, nf, ni, stack, dstack):
     """Walk the BVH for the nearest triangle closer than sqrt(best2).
 
@@ -526,7 +526,7 @@ def nearest_triangle(px, py, pz, best2, hint, tri, nf, ni, stack, dstack):
     return best2, slot, qx, qy, qz, feat
 
 
-@njit(inline="always")
+@njit(cache=True)
 def winding_number(px, py, pz, tri, ni, mom, beta2, stack):
     """Generalised winding number at p through the BVH with dipole far field."""
     w = 0.0
@@ -575,7 +575,7 @@ def pseudonormal_inside(px, py, pz, qx, qy, qz, slot, feat, face_n, edge_n, vert
     return (px - qx) * nx + (py - qy) * ny + (pz - qz) * nz < 0.0
 
 
-@njit(inline="always")
+@njit(cache=True)
 def gather_candidates(cx, cy, cz, r2, tri, nf, ni, stack, cand):
     """Slots of every leaf whose box is nearer than sqrt(r2) to c, into cand; -1 if they overflow it."""
     nc = 0
@@ -605,7 +605,7 @@ def gather_candidates(cx, cy, cz, r2, tri, nf, ni, stack, cand):
     return nc
 
 
-@njit(inline="always")
+@njit(cache=True)
 def group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, stack, dstack, cand,
                   gb2, gslot, gq, gfeat):
     """Nearest triangle (closer than sqrt(search2)) for points g0..g1-1, into gb2/gslot/gq/gfeat.
@@ -696,6 +696,87 @@ def group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, stack, dst
     return hint, misses
 
 
+@njit(cache=True)
+def evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, tri, tri_class, tri_closed, face_n,
+                   edge_n, vert_n, nf, ni, mom, beta2, sdf, cls):
+    """Points ch * CHUNK .. (ch + 1) * CHUNK - 1 of evaluate_kernel, in order (one thread)."""
+    p_count = points.shape[0]
+    stack = np.empty(STACK, np.int64)
+    dstack = np.empty(STACK, np.float64)
+    cand = np.empty(MAX_CANDIDATES, np.int64)
+    gb2 = np.empty(GROUP)
+    gslot = np.empty(GROUP, np.int64)
+    gfeat = np.empty(GROUP, np.int64)
+    gq = np.empty((GROUP, 3))
+    hint = -1
+    misses = 0
+    # all_closed: last point of this chunk with a known sign and the radius of its surface-free ball
+    fx = 0.0
+    fy = 0.0
+    fz = 0.0
+    fr = -1.0
+    fneg = False
+    c_end = min(p_count, (ch + 1) * CHUNK)
+    for g0 in range(ch * CHUNK, c_end, GROUP):
+        g1 = min(c_end, g0 + GROUP)
+        if sign_mode == 1 and all_closed and fr > 0.0:
+            # every point's cap ball inside the last free ball: beyond cap, same sign, no search
+            inside = True
+            for i in range(g0, g1):
+                dx = points[i, 0] - fx
+                dy = points[i, 1] - fy
+                dz = points[i, 2] - fz
+                if math.sqrt(dx * dx + dy * dy + dz * dz) + cap > fr:
+                    inside = False
+                    break
+            if inside:
+                for i in range(g0, g1):
+                    sdf[i] = -cap if fneg else cap
+                    cls[i] = 0
+                continue
+        hint, misses = group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, stack,
+                                         dstack, cand, gb2, gslot, gq, gfeat)
+        for i in range(g0, g1):
+            j = i - g0
+            px = points[i, 0]
+            py = points[i, 1]
+            pz = points[i, 2]
+            best2 = gb2[j]
+            slot = gslot[j]
+            d = math.sqrt(best2) if slot >= 0 else cap
+            if d > cap:
+                d = cap
+            cls[i] = tri_class[slot] if slot >= 0 and d < cap else 0
+            neg = False
+            if sign_mode == 1:
+                df = -1.0
+                if slot < 0 and all_closed and fr > 0.0:
+                    df = math.sqrt((px - fx) * (px - fx) + (py - fy) * (py - fy) + (pz - fz) * (pz - fz))
+                if 0.0 <= df < fr:
+                    neg = fneg  # inside a neighbour's free ball: same sign (every part is closed)
+                else:
+                    free2 = best2
+                    qx = gq[j, 0]
+                    qy = gq[j, 1]
+                    qz = gq[j, 2]
+                    feat = gfeat[j]
+                    if slot < 0:  # beyond cap: the sign still needs the nearest feature
+                        free2, slot, qx, qy, qz, feat = nearest_triangle(px, py, pz, np.inf, hint, tri, nf,
+                                                                         ni, stack, dstack)
+                    if tri_closed[slot] != 0:
+                        neg = pseudonormal_inside(px, py, pz, qx, qy, qz, slot, feat, face_n, edge_n, vert_n)
+                    else:
+                        neg = winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5
+                    fx = px
+                    fy = py
+                    fz = pz
+                    fr = math.sqrt(free2)
+                    fneg = neg
+            elif sign_mode == 2:
+                neg = winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5
+            sdf[i] = -d if neg else d
+
+
 @njit(parallel=True, cache=True)
 def evaluate_kernel(points, cap, sign_mode, all_closed, tri, tri_class, tri_closed, face_n, edge_n, vert_n,
                     nf, ni, mom, beta, sdf, cls):
@@ -716,84 +797,11 @@ def evaluate_kernel(points, cap, sign_mode, all_closed, tri, tri_class, tri_clos
     """
     p_count = points.shape[0]
     n_chunks = (p_count + CHUNK - 1) // CHUNK
-    beta2 = beta * beta
     # auto on a mesh with open parts: the sign needs the nearest feature anyway, so search unbounded
     search2 = cap * cap if (sign_mode != 1 or all_closed) else np.inf
     for ch in prange(n_chunks):
-        stack = np.empty(STACK, np.int64)
-        dstack = np.empty(STACK, np.float64)
-        cand = np.empty(MAX_CANDIDATES, np.int64)
-        gb2 = np.empty(GROUP)
-        gslot = np.empty(GROUP, np.int64)
-        gfeat = np.empty(GROUP, np.int64)
-        gq = np.empty((GROUP, 3))
-        hint = -1
-        misses = 0
-        # all_closed: last point of this chunk with a known sign and the radius of its surface-free ball
-        fx = 0.0
-        fy = 0.0
-        fz = 0.0
-        fr = -1.0
-        fneg = False
-        c_end = min(p_count, (ch + 1) * CHUNK)
-        for g0 in range(ch * CHUNK, c_end, GROUP):
-            g1 = min(c_end, g0 + GROUP)
-            if sign_mode == 1 and all_closed and fr > 0.0:
-                # every point's cap ball inside the last free ball: beyond cap, same sign, no search
-                inside = True
-                for i in range(g0, g1):
-                    dx = points[i, 0] - fx
-                    dy = points[i, 1] - fy
-                    dz = points[i, 2] - fz
-                    if math.sqrt(dx * dx + dy * dy + dz * dz) + cap > fr:
-                        inside = False
-                        break
-                if inside:
-                    for i in range(g0, g1):
-                        sdf[i] = -cap if fneg else cap
-                        cls[i] = 0
-                    continue
-            hint, misses = group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, stack,
-                                             dstack, cand, gb2, gslot, gq, gfeat)
-            for i in range(g0, g1):
-                j = i - g0
-                px = points[i, 0]
-                py = points[i, 1]
-                pz = points[i, 2]
-                best2 = gb2[j]
-                slot = gslot[j]
-                d = math.sqrt(best2) if slot >= 0 else cap
-                if d > cap:
-                    d = cap
-                cls[i] = tri_class[slot] if slot >= 0 and d < cap else 0
-                neg = False
-                if sign_mode == 1:
-                    df = -1.0
-                    if slot < 0 and all_closed and fr > 0.0:
-                        df = math.sqrt((px - fx) * (px - fx) + (py - fy) * (py - fy) + (pz - fz) * (pz - fz))
-                    if 0.0 <= df < fr:
-                        neg = fneg  # inside a neighbour's free ball: same sign (every part is closed)
-                    else:
-                        free2 = best2
-                        qx = gq[j, 0]
-                        qy = gq[j, 1]
-                        qz = gq[j, 2]
-                        feat = gfeat[j]
-                        if slot < 0:  # beyond cap: the sign still needs the nearest feature
-                            free2, slot, qx, qy, qz, feat = nearest_triangle(px, py, pz, np.inf, hint, tri, nf,
-                                                                             ni, stack, dstack)
-                        if tri_closed[slot] != 0:
-                            neg = pseudonormal_inside(px, py, pz, qx, qy, qz, slot, feat, face_n, edge_n, vert_n)
-                        else:
-                            neg = winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5
-                        fx = px
-                        fy = py
-                        fz = pz
-                        fr = math.sqrt(free2)
-                        fneg = neg
-                elif sign_mode == 2:
-                    neg = winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5
-                sdf[i] = -d if neg else d
+        evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, tri, tri_class, tri_closed, face_n,
+                       edge_n, vert_n, nf, ni, mom, beta * beta, sdf, cls)
 
 
 @njit(parallel=True, cache=True)
