@@ -102,19 +102,20 @@ def _classify(d, cls, coords, cell_metres, bmin, roi_lo, roi_hi, finest, voxel, 
 
 
 @njit(cache=True)
-def _children(coords, kind, d, hd, start, stop, n_out):
+def _children(coords, kind, d, reach, start, stop, n_out):
     """Coords (8 per inner cell, octant order) of the children of inner cells
-    start..stop-1, and the sign each child inherits: +-1 when the parent's
-    centre value proves the whole parent lies on one side (|d| >= hd), else 0."""
+    start..stop-1, and the sign each child's centre inherits: +-1 when the
+    parent's centre value proves no surface lies between the parent's centre
+    and its children's centres (|d| >= reach, their distance), else 0."""
     out = np.empty((n_out, 3), dtype=np.int32)
     sign = np.zeros(n_out, dtype=np.int8)
     j = 0
     for i in range(start, stop):
         if kind[i] == 1:
             sg = 0
-            if d[i] >= hd:
+            if d[i] >= reach:
                 sg = 1
-            elif d[i] <= -hd:
+            elif d[i] <= -reach:
                 sg = -1
             for k in range(8):
                 out[j, 0] = 2 * coords[i, 0] + (k & 1)
@@ -362,8 +363,8 @@ def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None,
     cells_at_depth). Returns a validated World with a sidecar dict.
 
     unsigned_field: an optional cheaper field giving |distance| (and class),
-    used for cells whose sign is inherited from a parent that lies wholly on
-    one side. free_outside: space outside the region of interest is known to
+    used for cells whose sign their parent's value proves (|d_parent| at
+    least the distance between the two centres). free_outside: space outside the region of interest is known to
     be free, so cells wholly outside it are pruned without evaluating them.
     """
     lo, hi, resolution = _check_args(bounds_min, bounds_max, resolution, margin)
@@ -399,7 +400,7 @@ def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None,
             break
         hd = cell * math.sqrt(3.0) / 2
         if depth + 1 < depths:
-            coords, sign = _children(coords, kind, d, hd, 0, n, 8 * inner.size)
+            coords, sign = _children(coords, kind, d, hd / 2, 0, n, 8 * inner.size)
             continue
         # The finest level, in chunks of parents: evaluate, encode and share the
         # leaves, then share the parents themselves at once. Only one int32 ref
@@ -411,7 +412,7 @@ def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None,
         for s in range(0, inner.size, per):
             m = min(inner.size, s + per) - s
             stop = n if s + m == inner.size else int(inner[s + m - 1]) + 1
-            cc, cs = _children(coords, last_kind, d, hd, start, stop, 8 * m)
+            cc, cs = _children(coords, last_kind, d, hd / 2, start, stop, 8 * m)
             ck, cw, _ = ctx.run(cc, cs, h, True, use_cap)
             child_ref = np.empty(8 * m, dtype=np.int32)
             leaves.refs(ck, cw, child_ref)
@@ -477,8 +478,8 @@ class _Level:
             self.evaluations += ns + nu
             _classify(d, c, coords[s:e], cell, self.bmin, self.lo, self.hi, finest, self.h, self.band,
                       self.sem_band, HALF_TO_FLOAT, kind[s:e], word[s:e])
-            # float32 rounding must not invent a sign the parent does not have
-            dall[s:e] = np.where(np.abs(d) >= hd, d, 0.0)
+            if not finest:  # float32 rounding must not invent a sign the parent does not have
+                dall[s:e] = np.where(np.abs(d) >= hd / 2, d, 0.0)
         return kind, word, dall
 
 
@@ -632,7 +633,7 @@ def compile_mesh(mesh_or_path, resolution=256, margin=None, *, progress=None, na
     else:
         vertices, faces = mesh_or_path.vertices, mesh_or_path.faces
     field = MeshField(vertices, faces, classes=classes)
-    # cells whose parent lies wholly on one side only need |distance|: no sign
+    # cells whose parent's value proves their sign only need |distance|: no sign
     # test. The same BVH serves both: a shallow copy with `sign` switched.
     unsigned = copy.copy(field)
     unsigned.sign = "unsigned"
