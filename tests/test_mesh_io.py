@@ -257,3 +257,20 @@ def test_shared_meshes_agree_with_trimesh():
                                                     ours.vertices[ours.faces][:, :1]).transpose(1, 0, 2)),
                                          axis=1).sum()
         assert abs(area_ours - theirs.area) <= 1e-6 * theirs.area, name
+
+
+def test_other_formats_without_trimesh_name_the_extra(tmp_path, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "trimesh", None)  # import trimesh now raises ImportError
+    path = tmp_path / "model.glb"
+    path.write_bytes(b"glTF")
+    with pytest.raises(MeshError, match="'mesh' extra"):
+        read_mesh(path)
+
+
+def test_other_formats_through_trimesh(tmp_path):
+    trimesh = pytest.importorskip("trimesh", reason="trimesh (the 'mesh' extra) is not installed")
+    path = tmp_path / "box.off"
+    trimesh.Trimesh(BOX.vertices, BOX.faces, process=False).export(str(path))
+    m = read_mesh(path)
+    assert triangle_set(m.vertices, m.faces) == triangle_set(BOX.vertices, BOX.faces)
