@@ -132,7 +132,9 @@ def save_checkpoint(path, arrays: dict, meta: dict, _hook=_no_hook) -> Path:
                 _hook("meta")
                 zf.writestr(META_MEMBER, meta_bytes)
                 for name in sorted(arrays):
-                    arr = np.ascontiguousarray(arrays[name])
+                    arr = np.asarray(arrays[name])  # (not ascontiguousarray: it makes 0-d arrays 1-d)
+                    if not arr.flags.c_contiguous:
+                        arr = arr.copy(order="C")
                     if arr.dtype.hasobject:
                         raise TypeError(f"array {name!r} has object dtype; checkpoints hold plain arrays")
                     _hook("array:" + name)

@@ -81,6 +81,7 @@ class Trainer:
             "created": time.strftime("%Y-%m-%d %H:%M:%S"), "obs_dim": self.env.obs_dim,
             "n_params": int(self.policy.params.size)})
         self.metrics = MetricsLog(run_path, console=console)
+        self.save_checkpoint()  # update 0: a run killed during its first update can still be resumed
         return self
 
     @classmethod

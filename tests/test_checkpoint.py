@@ -27,6 +27,9 @@ def _arrays(k=1.0):
         "env.pos": np.linspace(0, k, 12, dtype=np.float32).reshape(4, 3),
         "env.steps": np.arange(4, dtype=np.int64),
         "empty": np.zeros((0, 3), dtype=np.float32),
+        "scalar": np.array(7, dtype=np.int64),
+        "flag": np.array(True),
+        "strided": np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2],
     }
 
 
