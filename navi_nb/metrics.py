@@ -75,7 +75,7 @@ class MetricsLog:
         new_csv = not self.csv_path.exists() or self.csv_path.stat().st_size == 0
         self._csv = open(self.csv_path, "a", newline="")
         self._jsonl = open(self.jsonl_path, "a")
-        self._writer = csv.writer(self._csv)
+        self._writer = csv.writer(self._csv, lineterminator="\n")
         if new_csv:
             self._writer.writerow(COLUMN_NAMES)
             self._csv.flush()
@@ -148,7 +148,8 @@ def truncate_metrics(run_dir, update: int):
     run_dir = Path(run_dir)
     csv_path, jsonl_path = run_dir / "metrics.csv", run_dir / "metrics.jsonl"
     if csv_path.exists():
-        lines = csv_path.read_text().splitlines(keepends=True)
+        with open(csv_path, newline="") as fh:
+            lines = fh.read().splitlines(keepends=True)
         keep = []
         for i, line in enumerate(lines):
             if not line.endswith("\n"):

@@ -267,6 +267,8 @@ class Trainer:
         cfg, console = self.cfg, self.console
         if console is not None:
             print_config(console, cfg, self.run_path)
+        if self.update >= cfg.num_updates and console is not None:
+            console.print(f"run {self.run_path} is already complete ({self.update} of {cfg.num_updates} updates)")
         self.calibrate_shards()
         if console is not None and self.shard_report is not None and hasattr(self.shard_report, "print"):
             self.shard_report.print(console)

@@ -1,0 +1,211 @@
+"""`navi-nb train` / `eval` / `info` from the command line, and their bad-input paths.
+
+Every bad input gives a clear one-line message, a non-zero exit, and leaves
+the run folder exactly as it was (names and bytes of every file).
+"""
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from navi_nb import checkpoint as ck
+from navi_nb.cli import main
+from navi_nb.metrics import read_metrics_csv, read_metrics_jsonl
+
+TINY = ["--scene", "box", "--resolution", "32", "--actors", "4", "--sensor", "8x4", "--rollout-steps", "16",
+        "--hidden", "16", "--epochs", "1", "--minibatches", "2", "--total-steps", "128", "--checkpoint-every", "1",
+        "--eval-episodes", "4", "--env", "max_steps=20", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny finished run (2 updates, evaluated on 4 episodes), copied by the tests that damage it."""
+    root = tmp_path_factory.mktemp("runs")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NAVI_NB_CACHE", str(root / "cache"))
+    assert main(["train", *TINY, "--run-dir", str(root), "--name", "r"]) == 0
+    mp.undo()
+    return root / "r"
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("NAVI_NB_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def snapshot(folder: Path):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def copy_run(trained, tmp_path, name="run"):
+    dst = tmp_path / name
+    shutil.copytree(trained, dst)
+    return dst
+
+
+def fails_cleanly(argv, capsys, match, folder=None):
+    before = snapshot(folder) if folder is not None and folder.exists() else None
+    code = main(argv)
+    err = " ".join(capsys.readouterr().err.split())  # rich wraps long lines at the terminal width
+    assert code == 2, (code, err)
+    assert err.startswith("error:") and err.count("error:") == 1 and match in err, err
+    assert "Traceback" not in err
+    if before is not None:
+        assert snapshot(folder) == before, "run folder changed"
+    return err
+
+
+def test_run_folder_layout_and_metrics(trained):
+    names = set(snapshot(trained))
+    for required in ("config.json", "world.gmdag", "metrics.csv", "metrics.jsonl", "policy.npz", "eval.json",
+                     "eval_episodes.npz", "checkpoints/ckpt_00000002.npz"):
+        assert required in names, names
+    cfg = json.loads((trained / "config.json").read_text())
+    assert cfg["config"]["actors"] == 4 and len(cfg["config_hash"]) == 16
+    rows = read_metrics_csv(trained / "metrics.csv")
+    assert [r["update"] for r in rows] == [1, 2]
+    assert [r["update"] for r in read_metrics_jsonl(trained / "metrics.jsonl")] == [1, 2]
+    ev = json.loads((trained / "eval.json").read_text())
+    assert ev["episodes"] == 4 and 0.0 <= ev["success_rate"] <= 1.0
+    assert len(ev["per_episode"]["success"]) == 4
+    assert ev["success_rate"] == sum(ev["per_episode"]["success"]) / 4
+
+
+def test_eval_command_json(trained, tmp_path, capsys):
+    run = copy_run(trained, tmp_path)
+    assert main(["eval", str(run), "--episodes", "3", "--json", "--no-save"]) == 0
+    out = capsys.readouterr().out
+    res = json.loads(out[out.index("{"):])
+    assert res["episodes"] == 3 and res["deterministic"] is True
+    # deterministic: the same seed gives the same episodes
+    assert main(["eval", str(run), "--episodes", "3", "--json", "--no-save"]) == 0
+    out2 = capsys.readouterr().out
+    assert json.loads(out2[out2.index("{"):])["per_episode"] == res["per_episode"]
+
+
+def test_unknown_flag(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--actorz", "3"])
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --actorz" in capsys.readouterr().err
+
+
+def test_unknown_scene_creates_nothing(tmp_path, capsys):
+    fails_cleanly(["train", "--scene", "castle", "--run-dir", str(tmp_path / "runs")], capsys, "unknown scene 'castle'")
+    assert not (tmp_path / "runs").exists()
+    fails_cleanly(["train", "--scene", str(tmp_path / "nope.gmdag"), "--run-dir", str(tmp_path / "runs")], capsys,
+                  "does not exist")
+
+
+def test_bad_values_and_config(tmp_path, capsys):
+    fails_cleanly(["train", "--actors", "0", "--run-dir", str(tmp_path)], capsys, "actors")
+    bad = tmp_path / "c.toml"
+    bad.write_text("actors = [")
+    fails_cleanly(["train", "--config", str(bad)], capsys, "not valid TOML")
+
+
+def test_existing_name_refused(trained, tmp_path, capsys):
+    run = copy_run(trained, tmp_path)
+    fails_cleanly(["train", *TINY, "--run-dir", str(tmp_path), "--name", "run"], capsys, "already exists", run)
+
+
+def test_missing_run_folder(tmp_path, capsys):
+    fails_cleanly(["train", "--resume", str(tmp_path / "nope")], capsys, "does not exist")
+    fails_cleanly(["eval", str(tmp_path / "nope")], capsys, "does not exist")
+
+
+def test_corrupt_config_json(trained, tmp_path, capsys):
+    run = copy_run(trained, tmp_path)
+    (run / "config.json").write_text("{not json")
+    fails_cleanly(["train", "--resume", str(run)], capsys, "not valid JSON", run)
+    fails_cleanly(["eval", str(run)], capsys, "not valid JSON", run)
+    data = json.loads((trained / "config.json").read_text())
+    data["config"]["actors"] = 8  # edited by hand: the hash no longer matches
+    (run / "config.json").write_text(json.dumps(data))
+    fails_cleanly(["train", "--resume", str(run)], capsys, "was edited", run)
+
+
+def test_corrupt_checkpoint(trained, tmp_path, capsys):
+    run = copy_run(trained, tmp_path)
+    latest = ck.latest_checkpoint(run / "checkpoints")
+    latest.write_bytes(latest.read_bytes()[:-100])
+    fails_cleanly(["train", "--resume", str(run), "--total-steps", "128"], capsys, "checkpoint", run)
+    for p in (run / "checkpoints").iterdir():
+        p.unlink()
+    fails_cleanly(["train", "--resume", str(run)], capsys, "no checkpoint", run)
+
+
+def test_checkpoint_from_another_config(trained, tmp_path, capsys):
+    other = tmp_path / "other"
+    assert main(["train", *TINY, "--seed", "5", "--eval-episodes", "0", "--run-dir", str(tmp_path),
+                 "--name", "other"]) == 0
+    capsys.readouterr()
+    run = copy_run(trained, tmp_path)
+    for p in (run / "checkpoints").iterdir():
+        p.unlink()
+    src = ck.latest_checkpoint(other / "checkpoints")
+    shutil.copy(src, run / "checkpoints" / src.name)
+    fails_cleanly(["train", "--resume", str(run)], capsys, "another configuration", run)
+    # changing a result setting on resume is refused too
+    fails_cleanly(["train", "--resume", str(other), "--seed", "1"], capsys, "cannot change seed", other)
+
+
+def test_resume_of_finished_run_is_a_no_op(trained, tmp_path, capsys):
+    run = copy_run(trained, tmp_path)
+    before = (run / "metrics.csv").read_bytes(), (run / "metrics.jsonl").read_bytes()
+    assert main(["train", "--resume", str(run), "--no-progress", "--eval-episodes", "0"]) == 0
+    assert "already complete" in " ".join(capsys.readouterr().out.split())
+    assert ((run / "metrics.csv").read_bytes(), (run / "metrics.jsonl").read_bytes()) == before
+
+
+def test_info_command(capsys):
+    assert main(["info", "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["backends"]["cpu"]["available"] is True
+    assert facts["backends"]["cuda"]["available"] or facts["backends"]["cuda"]["why_not"]
+    assert facts["numba"]["threading_layer"] and facts["cores"]["os_cpu_count"] >= 1
+
+
+def test_render_episode_draws_trajectory(trained, tmp_path):
+    pytest.importorskip("PIL", reason="Pillow (the image extra) is not installed")
+    from PIL import Image
+
+    from navi_nb.evaluate import load_episodes
+    from navi_nb.sense.render_episode import RenderError, render_episode
+
+    eps, meta = load_episodes(trained)
+    assert eps["positions"].shape[1] == 4 and meta["episodes"] == 4
+    out = render_episode(trained, 1, tmp_path / "ep.png")
+    img = Image.open(out)
+    assert img.width >= 100 and img.height >= 100
+    # the start marker (blue square) is drawn
+    rgb = np.asarray(img.convert("RGB"))
+    assert ((rgb[..., 0] == 40) & (rgb[..., 1] == 60) & (rgb[..., 2] == 255)).any()
+    gif = render_episode(trained, 0, tmp_path / "ep.gif", gif=True)
+    assert Image.open(gif).n_frames >= 2
+    with pytest.raises(RenderError, match="does not exist"):
+        render_episode(trained, 4, tmp_path / "x.png")
+
+
+def test_cli_doc_lists_every_flag():
+    """docs/CLI.md names every flag of every command that exists."""
+    import argparse
+    import importlib
+
+    from navi_nb.cli import COMMANDS
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "CLI.md").read_text()
+    for name, (module, _) in COMMANDS.items():
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            continue
+        assert f"## {name}" in doc, name
+        p = argparse.ArgumentParser()
+        mod.add_arguments(p)
+        for action in p._actions:
+            for flag in action.option_strings:
+                if flag.startswith("--") and flag != "--help":
+                    assert flag in doc, (name, flag)

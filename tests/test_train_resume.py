@@ -1,0 +1,85 @@
+"""Exact resume: a run stopped after update k and resumed equals the uninterrupted run, byte for byte."""
+import numpy as np
+import pytest
+
+from navi_nb import checkpoint as ck
+from navi_nb.metrics import read_metrics_csv
+from navi_nb.train import CHECKPOINT_DIR, Trainer
+from navi_nb.train_config import TrainConfig
+
+TIMING = {"time_s", "actor_steps_per_s", "t_collect_s", "t_learn_s"}
+
+
+def tiny_config(tmp_path, **kw):
+    cfg = TrainConfig(scene="box", resolution=32, actors=4, sensor_az=8, sensor_el=4, rollout_steps=16,
+                      hidden=[16], epochs=2, minibatches=2, total_steps=4 * 16 * 4, checkpoint_every=1,
+                      keep_checkpoints=0, eval_episodes=0, run_dir=str(tmp_path), env={"max_steps": 20})
+    for k, v in kw.items():
+        setattr(cfg, k, v)
+    return cfg.validate()
+
+
+@pytest.fixture(autouse=True)
+def _world_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("NAVI_NB_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def _state_bytes(trainer):
+    return {k: np.ascontiguousarray(v).tobytes() for k, v in trainer.state_arrays().items()}
+
+
+def test_resume_is_exact(tmp_path):
+    cfg = tiny_config(tmp_path)
+    full = Trainer.create(cfg, run_path=tmp_path / "full")
+    full.train(progress=False)
+    assert full.update == 4
+
+    part = Trainer.create(tiny_config(tmp_path), run_path=tmp_path / "part")
+    part.train(progress=False, stop_after=2)
+    assert part.update == 2
+    assert [u for u, _ in ck.list_checkpoints(tmp_path / "part" / CHECKPOINT_DIR)] == [0, 1, 2]
+    # a checkpoint is a faithful copy: reloading update 2 into a fresh trainer gives the same state
+    del part
+    resumed = Trainer.resume(tmp_path / "part")
+    assert resumed.update == 2
+    resumed.train(progress=False)
+    assert resumed.update == 4
+
+    a, b = _state_bytes(full), _state_bytes(resumed)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert a[k] == b[k], k
+    assert full.rng_action.bit_generator.state == resumed.rng_action.bit_generator.state
+    assert full.ppo.rng.bit_generator.state == resumed.ppo.rng.bit_generator.state
+    # the final policies are the same bytes, and training did change the weights
+    fa = ck.load_checkpoint(tmp_path / "full" / "policy.npz", {"policy.params": (full.policy.params.shape,
+                                                                                 np.float32)})[0]
+    fb = ck.load_checkpoint(tmp_path / "part" / "policy.npz", {"policy.params": (full.policy.params.shape,
+                                                                                 np.float32)})[0]
+    assert fa["policy.params"].tobytes() == fb["policy.params"].tobytes()
+    fresh = Trainer.create(tiny_config(tmp_path), run_path=tmp_path / "fresh")
+    assert fresh.policy.params.tobytes() != full.policy.params.tobytes()
+    # metrics: one row per update in both runs, equal apart from timings
+    ra = read_metrics_csv(tmp_path / "full" / "metrics.csv")
+    rb = read_metrics_csv(tmp_path / "part" / "metrics.csv")
+    assert [r["update"] for r in ra] == [r["update"] for r in rb] == [1, 2, 3, 4]
+    for x, y in zip(ra, rb):
+        for k in x:
+            if k not in TIMING:
+                assert x[k] == y[k] or (np.isnan(x[k]) and np.isnan(y[k])), k
+
+
+def test_resume_after_a_crash_past_the_checkpoint(tmp_path):
+    """Rows and state written after the newest checkpoint are redone, not duplicated."""
+    cfg = tiny_config(tmp_path, checkpoint_every=2)
+    full = Trainer.create(cfg, run_path=tmp_path / "full")
+    full.train(progress=False)
+    run = Trainer.create(tiny_config(tmp_path, checkpoint_every=2), run_path=tmp_path / "crash")
+    run.train(progress=False, stop_after=3)  # checkpoints at 2 and (end of this call) 3
+    (tmp_path / "crash" / CHECKPOINT_DIR / ck.checkpoint_name(3)).unlink()  # as if killed before writing it
+    assert len(read_metrics_csv(tmp_path / "crash" / "metrics.csv")) == 3
+    resumed = Trainer.resume(tmp_path / "crash")
+    assert resumed.update == 2
+    resumed.train(progress=False)
+    assert _state_bytes(resumed) == _state_bytes(full)
+    assert [r["update"] for r in read_metrics_csv(tmp_path / "crash" / "metrics.csv")] == [1, 2, 3, 4]
