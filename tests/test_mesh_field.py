@@ -235,6 +235,8 @@ def test_bad_input_raises_mesh_error():
     f = MeshField(b.vertices, b.faces)
     with pytest.raises(MeshError, match="shape"):
         f.evaluate(np.zeros((4, 2)))
+    with pytest.raises(MeshError, match="point 1 is not finite"):
+        f.evaluate(np.array([[0.0, 0, 0], [np.nan, 0, 0]]))
     with pytest.raises(MeshError, match="cap"):
         f.evaluate(np.zeros((4, 3)), cap=0.0)
 

@@ -992,7 +992,11 @@ class MeshField:
         p = np.asarray(points)
         if p.ndim != 2 or p.shape[1] != 3:
             raise MeshError(f"MeshField.evaluate: points must have shape (N, 3), got {p.shape}")
-        return np.ascontiguousarray(p, dtype=np.float64)
+        p = np.ascontiguousarray(p, dtype=np.float64)
+        if not np.isfinite(p).all():
+            i = int(np.flatnonzero(~np.isfinite(p).all(axis=1))[0])
+            raise MeshError(f"MeshField.evaluate: point {i} is not finite ({p[i].tolist()})")
+        return p
 
     def evaluate(self, points, cap=None):
         """Signed distance (P,) float64 and class (P,) int32 at points (P, 3).
