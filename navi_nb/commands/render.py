@@ -32,6 +32,8 @@ def add_arguments(parser):
     parser.add_argument("--size", type=int, default=520, help="width of the slice in pixels (default 520)")
     parser.add_argument("--episode", type=int, default=None,
                         help="with a run directory as SOURCE: the evaluation episode to draw")
+    parser.add_argument("--gif", action="store_true",
+                        help="with --episode: write an animated GIF of the episode instead of a PNG")
 
 
 def _world(args):
@@ -70,7 +72,7 @@ def run(args) -> int:
             raise CliError(f"{args.source} is a directory: give --episode K to draw a run's episode")
         from navi_nb.sense.render_episode import render_episode
 
-        result = render_episode(args.source, args.episode, args.output)
+        result = render_episode(args.source, args.episode, args.output, gif=args.gif)
         console.print(f"wrote {args.output}")
         return 0 if result is None or result is not False else 1
     if args.episode is not None:
