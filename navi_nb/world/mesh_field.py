@@ -557,12 +557,16 @@ def winding_number(px, py, pz, tri, ni, mom, beta2, stack):
 
 
 @njit(inline="always")
-def pseudonormal_inside(px, py, pz, qx, qy, qz, slot, feat, face_n, edge_n, vert_n):
-    """True when p lies behind the pseudonormal of feature ``feat`` of slot's triangle at q."""
+def pseudonormal_inside(px, py, pz, qx, qy, qz, slot, feat, tri, edge_n, vert_n):
+    """True when p lies behind the pseudonormal of feature ``feat`` of slot's triangle at q.
+
+    A face's normal is (b - a) x (c - a) from the triangle record itself (no
+    extra memory read); edges and vertices use their precomputed pseudonormals.
+    """
     if feat == _FACE:
-        nx = face_n[slot, 0]
-        ny = face_n[slot, 1]
-        nz = face_n[slot, 2]
+        nx = tri[slot, 4] * tri[slot, 8] - tri[slot, 5] * tri[slot, 7]
+        ny = tri[slot, 5] * tri[slot, 6] - tri[slot, 3] * tri[slot, 8]
+        nz = tri[slot, 3] * tri[slot, 7] - tri[slot, 4] * tri[slot, 6]
     elif feat <= _VC:
         nx = vert_n[slot, feat, 0]
         ny = vert_n[slot, feat, 1]
@@ -697,7 +701,7 @@ def group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, stack, dst
 
 
 @njit(cache=True)
-def evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, tri, tri_class, tri_closed, face_n,
+def evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, tri, tri_class, tri_closed,
                    edge_n, vert_n, nf, ni, mom, beta2, sdf, cls):
     """Points ch * CHUNK .. (ch + 1) * CHUNK - 1 of evaluate_kernel, in order (one thread)."""
     p_count = points.shape[0]
@@ -764,7 +768,7 @@ def evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, tri, tri_cla
                         free2, slot, qx, qy, qz, feat = nearest_triangle(px, py, pz, np.inf, hint, tri, nf,
                                                                          ni, stack, dstack)
                     if tri_closed[slot] != 0:
-                        neg = pseudonormal_inside(px, py, pz, qx, qy, qz, slot, feat, face_n, edge_n, vert_n)
+                        neg = pseudonormal_inside(px, py, pz, qx, qy, qz, slot, feat, tri, edge_n, vert_n)
                     else:
                         neg = winding_number(px, py, pz, tri, ni, mom, beta2, stack) >= 0.5
                     fx = px
@@ -778,7 +782,7 @@ def evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, tri, tri_cla
 
 
 @njit(parallel=True, cache=True)
-def evaluate_kernel(points, cap, sign_mode, all_closed, tri, tri_class, tri_closed, face_n, edge_n, vert_n,
+def evaluate_kernel(points, cap, sign_mode, all_closed, tri, tri_class, tri_closed, edge_n, vert_n,
                     nf, ni, mom, beta, sdf, cls):
     """Signed distance and class at points.
 
@@ -788,7 +792,7 @@ def evaluate_kernel(points, cap, sign_mode, all_closed, tri, tri_class, tri_clos
     sign is constant inside any surface-free ball, and a beyond-cap point
     inside the free ball of an earlier point of its chunk copies its sign);
     per leaf slot: tri (F, 9) float64, tri_class (F,) int32, tri_closed (F,)
-    uint8, face_n (F, 3), edge_n (F, 3, 3) (edges ab, bc, ca), vert_n (F, 3,
+    uint8, edge_n (F, 3, 3) (edges ab, bc, ca), vert_n (F, 3,
     3) (corners a, b, c) pseudonormals; nf/ni the packed BVH (float32 / int32
     views), mom (M, 8) float64 moments. Writes sdf (P,) float64, cls (P,) int32.
 
@@ -800,7 +804,7 @@ def evaluate_kernel(points, cap, sign_mode, all_closed, tri, tri_class, tri_clos
     # auto on a mesh with open parts: the sign needs the nearest feature anyway, so search unbounded
     search2 = cap * cap if (sign_mode != 1 or all_closed) else np.inf
     for ch in prange(n_chunks):
-        evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, tri, tri_class, tri_closed, face_n,
+        evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, tri, tri_class, tri_closed,
                        edge_n, vert_n, nf, ni, mom, beta * beta, sdf, cls)
 
 
@@ -978,12 +982,10 @@ class MeshField:
         bvh_moments(self._tri, self._ni, self._mom)
         self.n_nodes = int(node_a.shape[0])
         if sign == "auto":
-            fn, en, vn = _pseudonormals(v, f)
-            self._fn = np.ascontiguousarray(fn[order])
+            _, en, vn = _pseudonormals(v, f)
             self._en = np.ascontiguousarray(en[order])
             self._vn = np.ascontiguousarray(vn[order])
         else:
-            self._fn = np.zeros((1, 3))
             self._en = np.zeros((1, 3, 3))
             self._vn = np.zeros((1, 3, 3))
 
@@ -1011,7 +1013,7 @@ class MeshField:
         if not c > 0.0:
             raise MeshError(f"MeshField.evaluate: cap must be positive, got {cap!r}")
         mode = {"unsigned": 0, "auto": 1, "winding": 2}[self.sign]
-        evaluate_kernel(p, c, mode, self.closed, self._tri, self._class, self._closed, self._fn, self._en, self._vn,
+        evaluate_kernel(p, c, mode, self.closed, self._tri, self._class, self._closed, self._en, self._vn,
                         self._nf, self._ni, self._mom, self.beta, sdf, cls)
         return sdf, cls
 
