@@ -9,7 +9,9 @@ spread shown), and, when ``embreex`` is installed, Embree on the same rays
 against the original triangles (its ``run`` is one thread), with the depth
 agreement on rays both hit. Then Navi's canonical sensor: 4 actors x 256 x
 48 rays, ``max_distance`` 30, ms per call (Navi's GPU original: 36.5 ms per
-environment step on a laptop GPU).
+environment step on a laptop GPU). All contenders are timed round-robin, one
+call each per round, so a busy moment on a shared machine hits them alike;
+the load average before and after is reported.
 
 Targets (issue 3): >= 0.25 x Embree's single-thread rate per thread, >= 1.7x
 from 1 to 2 threads, p99 |depth difference| within one voxel.
@@ -17,6 +19,7 @@ from 1 to 2 threads, p99 |depth difference| within one voxel.
 from __future__ import annotations
 
 import math
+import os
 import time
 
 import numpy as np
@@ -53,16 +56,6 @@ def free_positions(world, lo, hi, n, seed, clearance=0.3):
     raise RuntimeError("could not find free-space positions in the benchmark scene")
 
 
-def _time(fn, repeat):
-    fn()  # warm (kernel loaded, caches filled)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return np.array(times)
-
-
 def run(args) -> dict:
     import numba
     from rich.console import Console
@@ -88,42 +81,29 @@ def run(args) -> dict:
     n_rays = args.actors * sensor.n_rays
     threads = [int(t) for t in str(args.threads).split(",") if t.strip()]
     allowed = numba.config.NUMBA_NUM_THREADS
+    skipped = [t for t in threads if t > allowed]
+    threads = [t for t in threads if t <= allowed]
+    for t in skipped:
+        console.print(f"[yellow]skipping {t} threads: numba allows {allowed}[/]")
     before = numba.get_num_threads()
     result = {"machine": machine_info(), "scene": {"triangles": int(mesh.faces.shape[0]),
                                                    "resolution": args.resolution, "voxel_m": vs,
                                                    "nodes": world.node_count, "compile_s": compile_s},
               "rays": n_rays, "actors": args.actors, "sensor": [args.az, args.el],
-              "max_distance": args.max_distance, "threads": {}}
+              "max_distance": args.max_distance, "threads": {}, "canonical": {},
+              "load_average_before": list(os.getloadavg())}
     print_machine(console, result["machine"])
-    try:
-        for t in threads:
-            if t > allowed:
-                console.print(f"[yellow]skipping {t} threads: numba allows {allowed}[/]")
-                continue
-            numba.set_num_threads(t)
-            times = _time(lambda: tracer.trace(pos, yaws), args.repeat)
-            med = float(np.median(times))
-            result["threads"][t] = {"median_s": med, "min_s": float(times.min()), "max_s": float(times.max()),
-                                    "rays_per_s": n_rays / med, "rays_per_s_best": n_rays / float(times.min())}
-        depth, sem, hit = (np.array(a) for a in tracer.trace(pos, yaws))
-        # Navi's canonical sensor
-        canon_sensor = Sensor(256, 48)
-        canon = Tracer(world, canon_sensor, 30.0, max_actors=4)
-        cpos, cyaw = pos[:4], yaws[:4]
-        result["canonical"] = {}
-        for t in threads:
-            if t > allowed:
-                continue
-            numba.set_num_threads(t)
-            times = _time(lambda: canon.trace(cpos, cyaw), args.repeat)
-            result["canonical"][t] = {"median_ms": 1e3 * float(np.median(times)),
-                                      "min_ms": 1e3 * float(times.min()), "max_ms": 1e3 * float(times.max())}
-    finally:
-        numba.set_num_threads(before)
-    result["hit_fraction"] = float(hit.mean())
 
-    # Embree peer on the same rays against the original triangles
-    embree = None
+    # the contenders, timed round-robin (one call of each per round) so that a
+    # busy moment on this shared machine hits them all alike
+    canon_sensor = Sensor(256, 48)
+    canon = Tracer(world, canon_sensor, 30.0, max_actors=4)
+    cpos, cyaw = pos[:4], yaws[:4]
+    calls = {}
+    for t in threads:
+        calls[("rays", t)] = (t, lambda: tracer.trace(pos, yaws))
+        calls[("canonical", t)] = (t, lambda: canon.trace(cpos, cyaw))
+    scene = None
     if not args.no_embree:
         try:
             from embreex import rtcore_scene as rtcs
@@ -133,24 +113,52 @@ def run(args) -> dict:
         else:
             scene = rtcs.EmbreeScene()
             TriangleMesh(scene, mesh.vertices[mesh.faces].astype(np.float32))
-            dirs = sensor.world_directions(yaws).reshape(-1, 3)
-            origins = np.repeat(pos, sensor.n_rays, axis=0).astype(np.float32)
-            dirs = np.ascontiguousarray(dirs, dtype=np.float32)
-            times = _time(lambda: scene.run(origins, dirs, output=1), args.repeat)
-            res = scene.run(origins, dirs, output=1)
-            tfar = res["tfar"].astype(np.float64)
-            e_hit = (res["primID"] >= 0) & (tfar <= args.max_distance)
-            both = e_hit & hit.reshape(-1)
-            diff = np.abs(tfar[both] - depth.reshape(-1)[both].astype(np.float64))
-            med = float(np.median(times))
-            embree = {"median_s": med, "rays_per_s": n_rays / med,
-                      "hit_agreement": float(np.mean(e_hit == hit.reshape(-1))),
-                      "depth_diff_median_m": float(np.median(diff)) if diff.size else float("nan"),
-                      "depth_diff_p99_m": float(np.percentile(diff, 99)) if diff.size else float("nan"),
-                      "depth_diff_max_m": float(diff.max()) if diff.size else float("nan"),
-                      "rays_compared": int(both.sum())}
-            embree["depth_diff_p99_voxels"] = embree["depth_diff_p99_m"] / vs
-            result["embree"] = embree
+            e_dirs = np.ascontiguousarray(sensor.world_directions(yaws).reshape(-1, 3), dtype=np.float32)
+            e_orig = np.repeat(pos, sensor.n_rays, axis=0).astype(np.float32)
+            calls[("embree", 1)] = (1, lambda: scene.run(e_orig, e_dirs, output=1))
+    times = {k: [] for k in calls}
+    try:
+        for k, (t, fn) in calls.items():  # warm every contender once
+            numba.set_num_threads(t)
+            fn()
+        for _ in range(args.repeat):
+            for k, (t, fn) in calls.items():
+                numba.set_num_threads(t)
+                t0 = time.perf_counter()
+                fn()
+                times[k].append(time.perf_counter() - t0)
+        numba.set_num_threads(max(threads) if threads else before)
+        depth, sem, hit = (np.array(a) for a in tracer.trace(pos, yaws))
+    finally:
+        numba.set_num_threads(before)
+    result["load_average_after"] = list(os.getloadavg())
+    for (kind, t), ts in times.items():
+        ts = np.array(ts)
+        med = float(np.median(ts))
+        if kind == "rays":
+            result["threads"][t] = {"median_s": med, "min_s": float(ts.min()), "max_s": float(ts.max()),
+                                    "rays_per_s": n_rays / med, "rays_per_s_best": n_rays / float(ts.min())}
+        elif kind == "canonical":
+            result["canonical"][t] = {"median_ms": 1e3 * med, "min_ms": 1e3 * float(ts.min()),
+                                      "max_ms": 1e3 * float(ts.max())}
+    result["hit_fraction"] = float(hit.mean())
+    embree = None
+    if scene is not None:
+        ts = np.array(times[("embree", 1)])
+        res = scene.run(e_orig, e_dirs, output=1)
+        tfar = res["tfar"].astype(np.float64)
+        e_hit = (res["primID"] >= 0) & (tfar <= args.max_distance)
+        both = e_hit & hit.reshape(-1)
+        diff = np.abs(tfar[both] - depth.reshape(-1)[both].astype(np.float64))
+        med = float(np.median(ts))
+        embree = {"median_s": med, "min_s": float(ts.min()), "max_s": float(ts.max()), "rays_per_s": n_rays / med,
+                  "hit_agreement": float(np.mean(e_hit == hit.reshape(-1))),
+                  "depth_diff_median_m": float(np.median(diff)) if diff.size else float("nan"),
+                  "depth_diff_p99_m": float(np.percentile(diff, 99)) if diff.size else float("nan"),
+                  "depth_diff_max_m": float(diff.max()) if diff.size else float("nan"),
+                  "rays_compared": int(both.sum())}
+        embree["depth_diff_p99_voxels"] = embree["depth_diff_p99_m"] / vs
+        result["embree"] = embree
 
     # the table
     table = Table(title=f"trace: {n_rays:,} rays ({args.actors} actors x {args.az} x {args.el}), "
@@ -165,7 +173,8 @@ def run(args) -> dict:
                       f"{r['min_s']:.4f}..{r['max_s']:.4f}", f"{ratio:.2f}x" if ratio else "-",
                       f"{ratio / t:.2f}x" if ratio else "-")
     if embree:
-        table.add_row("Embree (embreex, 1 thread)", f"{embree['rays_per_s']:,.0f}", "", "1.00x", "1.00x")
+        table.add_row("Embree (embreex, 1 thread)", f"{embree['rays_per_s']:,.0f}",
+                      f"{embree['min_s']:.4f}..{embree['max_s']:.4f}", "1.00x", "1.00x")
     console.print(table)
     summary = []
     if one and 2 in result["threads"]:
@@ -185,6 +194,8 @@ def run(args) -> dict:
                         f"{r['median_ms']:.1f} ms/call (Navi GPU: {NAVI_CANONICAL_MS} ms/step; "
                         f"{NAVI_CANONICAL_MS / r['median_ms']:.2f}x)"])
     summary.append(["rays that hit", f"{100 * result['hit_fraction']:.1f}%"])
+    summary.append(["load average before / after", " / ".join(
+        f"{a[0]:.1f}" for a in (result["load_average_before"], result["load_average_after"]))])
     st = Table(title="trace: summary")
     st.add_column("metric")
     st.add_column("value")

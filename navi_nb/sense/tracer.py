@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -42,6 +43,9 @@ TOP_DEPTH = 5
 each descent starts from, instead of the root."""
 UNSIGNED_MIN_EPSILON = 1.0
 """Hit epsilon (voxels) used at least for unsigned worlds (no negative leaves)."""
+CHUNK = 256
+"""Rays per work chunk handed to a thread (dynamic scheduling: rays cost
+different amounts, and a shared machine can stall one thread)."""
 NUDGE = 1.0e-4
 """Voxels pushed past a cell's exit so the next lookup lands in the next cell."""
 
@@ -219,11 +223,12 @@ def world_is_signed(world) -> bool:
 
 def _run_cpu(world, settings, sensor, origins, yaws, out):
     depth, semantic, hit = out
-    trace_rays(np.ascontiguousarray(world.nodes), gmdag.HALF_TO_FLOAT, settings.top, settings.res, settings.bmin,
-               settings.inv_voxel, settings.voxel, sensor.flat_directions, origins, yaws,
-               settings.t_max, settings.hit_epsilon, NUDGE, settings.max_steps, settings.refine, settings.signed,
-               settings.max_distance,
-               depth.reshape(-1), semantic.reshape(-1), hit.reshape(-1))
+    with numba.parallel_chunksize(CHUNK):
+        trace_rays(np.ascontiguousarray(world.nodes), gmdag.HALF_TO_FLOAT, settings.top, settings.res,
+                   settings.bmin, settings.inv_voxel, settings.voxel, sensor.flat_directions, origins, yaws,
+                   settings.t_max, settings.hit_epsilon, NUDGE, settings.max_steps, settings.refine,
+                   settings.signed, settings.max_distance, depth.reshape(-1), semantic.reshape(-1),
+                   hit.reshape(-1))
 
 
 def trace(world, origins, yaws, sensor, max_distance, backend="cpu", out=None, *,
@@ -317,8 +322,9 @@ class Tracer:
             out = tuple(b[:n] for b in self._buffers)
         if n:
             s = self.settings
-            trace_rays(self._nodes, gmdag.HALF_TO_FLOAT, s.top, s.res, s.bmin, s.inv_voxel, s.voxel,
-                       self.sensor.flat_directions, origins, yaws, s.t_max, s.hit_epsilon, NUDGE,
-                       s.max_steps, s.refine, s.signed, s.max_distance, out[0].reshape(-1), out[1].reshape(-1),
-                       out[2].reshape(-1))
+            with numba.parallel_chunksize(CHUNK):
+                trace_rays(self._nodes, gmdag.HALF_TO_FLOAT, s.top, s.res, s.bmin, s.inv_voxel, s.voxel,
+                           self.sensor.flat_directions, origins, yaws, s.t_max, s.hit_epsilon, NUDGE,
+                           s.max_steps, s.refine, s.signed, s.max_distance, out[0].reshape(-1),
+                           out[1].reshape(-1), out[2].reshape(-1))
         return out
