@@ -113,9 +113,10 @@ def descend(nodes, half_table, top, px, py, pz, res):
     """
     n = top.shape[0]
     tsize = res / n
-    ix = int(math.floor(px / tsize))
-    iy = int(math.floor(py / tsize))
-    iz = int(math.floor(pz / tsize))
+    inv = n / res  # exact for power-of-two tables; with n == 1 every index clamps to 0
+    ix = int(math.floor(px * inv))
+    iy = int(math.floor(py * inv))
+    iz = int(math.floor(pz * inv))
     if ix < 0:
         ix = 0
     if ix > n - 1:
@@ -133,9 +134,9 @@ def descend(nodes, half_table, top, px, py, pz, res):
     level = (e >> 32) & 0xFF
     shrink = n >> level  # top cells per side of the cell where the table stopped
     size = tsize * shrink
-    lox = (ix - ix % shrink) * tsize
-    loy = (iy - iy % shrink) * tsize
-    loz = (iz - iz % shrink) * tsize
+    lox = (ix - (ix & (shrink - 1))) * tsize  # shrink is a power of two, indices >= 0
+    loy = (iy - (iy & (shrink - 1))) * tsize
+    loz = (iz - (iz & (shrink - 1))) * tsize
     if (e >> 40) & 1 == 1:
         return 0, 0.0, 0, lox, loy, loz, size
     for _ in range(MAX_DESCENT):
