@@ -63,10 +63,11 @@ def run(args) -> int:
     from rich.console import Console
 
     from navi_nb.cli import CliError
-    from navi_nb.sense.render import parse_pose, render_view
+    from navi_nb.sense.render import parse_pose, pillow, render_view
     from navi_nb.sense.sensor import Sensor
 
     console = Console()
+    pillow()  # say which extra is missing before any long compile
     if args.source and Path(args.source).is_dir():
         if args.episode is None:
             raise CliError(f"{args.source} is a directory: give --episode K to draw a run's episode")
@@ -82,14 +83,13 @@ def run(args) -> int:
     if args.size < 64 or args.size > 4096:
         raise CliError(f"--size must be in 64..4096, got {args.size}")
     sensor = Sensor(args.az, args.el)
+    pose = parse_pose(args.pose) if args.pose is not None else None
     world, label = _world(args)
-    if args.pose is None:
+    if pose is None:
         spawns = world.spawn_points
         if len(spawns) == 0:
             raise CliError("this world has no spawn points: give --pose X,Y,Z,YAW")
         pose = [float(spawns[0][0]), float(spawns[0][1]), float(spawns[0][2]), 0.0]
-    else:
-        pose = parse_pose(args.pose)
     title = (f"{label}: depth seen from ({pose[0]:.2f}, {pose[1]:.2f}, {pose[2]:.2f}), "
              f"yaw {math.degrees(pose[3]):.0f} deg")
     stats = render_view(world, pose, args.output, sensor=sensor, max_distance=args.max_distance,
