@@ -39,7 +39,7 @@ BAND_VOXELS = 3.0  # subdivision band; >= 2 + sqrt(3)/2 keeps interpolation sten
 SEMANTIC_BAND_VOXELS = 2.0  # voxel leaves this close to a surface carry its class
 MARGIN_VOXELS = 4  # default empty voxels between the region of interest and the cube faces
 COLLAPSE_FACTOR = 4.0  # free cells collapse when d >= 4 hd
-EVAL_CHUNK = 1 << 18  # points per field.evaluate call (bounds peak memory)
+EVAL_CHUNK = 1 << 17  # points per field.evaluate call (bounds peak memory)
 # Fields whose evaluate takes `cap` (MeshField) may answer "at least cap" for
 # points farther than cap. A cell below the root has a subdivided parent, so
 # its centre value is below (COLLAPSE_FACTOR + 1) * 2 hd + band < 16 hd for
@@ -107,7 +107,7 @@ def _children(coords, kind, d, reach, start, stop, n_out):
     start..stop-1, and the sign each child's centre inherits: +-1 when the
     parent's centre value proves no surface lies between the parent's centre
     and its children's centres (|d| >= reach, their distance), else 0."""
-    out = np.empty((n_out, 3), dtype=np.int32)
+    out = np.empty((n_out, 3), dtype=np.int16)  # resolution <= 8192: coords fit
     sign = np.zeros(n_out, dtype=np.int8)
     j = 0
     for i in range(start, stop):
@@ -384,7 +384,7 @@ def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None,
     leaves = _LeafTable()
     shared = _InnerTable()
     kinds, words = [], []
-    coords = np.zeros((1, 3), dtype=np.int32)
+    coords = np.zeros((1, 3), dtype=np.int16)
     sign = np.zeros(1, dtype=np.int8)
     finest_ref = None
     for depth in range(depths):
