@@ -1,0 +1,25 @@
+"""`bench train` runs the real trainer loop and accounts for its time."""
+import pytest
+
+from navi_nb.bench.train import measure
+from navi_nb.train_config import TrainConfig
+
+
+@pytest.fixture(autouse=True)
+def _world_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("NAVI_NB_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def test_bench_train_measures_and_splits_time():
+    cfg = TrainConfig(scene="box", resolution=32, actors=4, sensor_az=8, sensor_el=4, rollout_steps=16,
+                      hidden=[16], epochs=1, minibatches=2, total_steps=4096, eval_episodes=0).validate()
+    rows = measure(cfg, [1, 2], updates=2)
+    assert [r["shards"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["actor_steps"] == 2 * cfg.batch_size
+        assert r["actor_steps_per_s"] == pytest.approx(r["actor_steps"] / r["wall_s"])
+        split = r["split_s"]
+        assert all(split[k] > 0 for k in ("tracing", "environment", "policy", "ppo"))
+        # the parts add up to the wall time ("other" is the loop's own bookkeeping)
+        assert sum(split.values()) == pytest.approx(r["wall_s"])
+        assert 0 <= split["other"] < 0.5 * r["wall_s"]
