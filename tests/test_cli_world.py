@@ -72,6 +72,19 @@ def test_bad_arguments_exit_nonzero_with_a_clear_message(tmp_path, capsys, argv,
     assert "Traceback" not in err
 
 
+def test_open_flat_mesh_compiles(tmp_path, capsys):
+    """One triangle: an open, flat surface. Positive on both sides, semantic 1 near it."""
+    (tmp_path / "tri.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+    out = tmp_path / "tri.gmdag"
+    assert main(["compile", str(tmp_path / "tri.obj"), "-o", str(out), "--resolution", "32", "--no-progress"]) == 0
+    w = load_world(out)
+    from navi_nb.world.query import distance
+
+    d, s = distance(w, np.array([[0.25, 0.25, 0.1], [0.25, 0.25, -0.1], [0.25, 0.25, 0.0]]))
+    np.testing.assert_allclose(d, [0.1, 0.1, 0.0], atol=0.5 * w.voxel_size)
+    assert s[2] == 1 and w.sidecar["closed"] is False
+
+
 def test_inspect_reports_an_invalid_file(tmp_path, capsys):
     from navi_nb.world import gmdag
 

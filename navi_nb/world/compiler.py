@@ -218,7 +218,7 @@ def _check_args(bounds_min, bounds_max, resolution, margin):
     hi = np.asarray(bounds_max, dtype=np.float64).reshape(-1)
     if lo.shape != (3,) or hi.shape != (3,) or not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
         raise CompileError(f"bounds must be two finite 3-vectors, got {bounds_min!r}, {bounds_max!r}")
-    if np.any(hi <= lo):
+    if np.any(hi < lo) or not np.any(hi > lo):  # flat along some axis is fine (a wall, a sheet)
         raise CompileError(f"bounds are empty: min {lo.tolist()} max {hi.tolist()}")
     if margin is not None and not (np.isfinite(margin) and margin >= 0):
         raise CompileError(f"margin must be a finite number >= 0, got {margin!r}")
