@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import compiled_scene
+from numba import njit
 
 from navi_nb.world import gmdag
 from navi_nb.world.gmdag import (GmdagError, World, encode_inner, encode_leaf, from_bytes, load_world, save_world,
@@ -161,16 +162,16 @@ def test_inf_quirk_and_decoders():
     assert d[2] == -0.5 and s[2] == 7
 
 
+@njit(cache=True)
+def _encode_halves(x, mode, table):
+    out = np.empty(x.shape[0], np.int64)
+    for i in range(x.shape[0]):
+        out[i] = gmdag.nb_half_bits(x[i], mode, table)
+    return out
+
+
 def test_half_encoder_matches_numpy():
-    from numba import njit
-
-    @njit
-    def enc(x, mode, table):
-        out = np.empty(x.shape[0], np.int64)
-        for i in range(x.shape[0]):
-            out[i] = gmdag.nb_half_bits(x[i], mode, table)
-        return out
-
+    enc = _encode_halves
     rng = np.random.default_rng(0)
     x = rng.normal(0, 1, 50000) * 10.0 ** rng.integers(-7, 5, 50000)
     x = x[np.abs(x) < 65000]
