@@ -18,7 +18,6 @@ from numba import cuda
 from navi_nb.sense import trace_math
 from navi_nb.sense.backend import simulator_enabled
 from navi_nb.sense.tracer import NUDGE, SenseError, check_out, check_pose_arrays
-from navi_nb.world import gmdag
 
 THREADS_PER_BLOCK = 128
 
@@ -27,12 +26,12 @@ cu_trace_one = _DEV["trace_one"]
 
 
 @cuda.jit(cache=True)
-def trace_rays_cuda(nodes, half_table, top, res, bmin, inv_voxel, voxel, dirs, origins, yaws, t_max, eps,
-                    nudge, max_steps, refine, signed, max_distance, depth, semantic, hit):
+def trace_rays_cuda(child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs, origins,
+                    yaws, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic, hit):
     """One thread per ray of the flattened (actor, ray) batch; arguments as ``trace_rays``."""
     i = cuda.grid(1)
     if i < origins.shape[0] * dirs.shape[0]:
-        cu_trace_one(i, nodes, half_table, top, res, bmin, inv_voxel, voxel, dirs, dirs.shape[0], origins,
+        cu_trace_one(i, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs, dirs.shape[0], origins,
                      yaws, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic,
                      hit)
 
@@ -54,9 +53,9 @@ class CudaTracer:
         self.cp = _cupy()
         if self.cp is None and not simulator_enabled():
             raise SenseError("the cuda backend needs CuPy (pip install navi-nb[cuda])")
-        self.nodes = self._to_device(np.ascontiguousarray(world.nodes, dtype=np.uint64))
-        self.half_table = self._to_device(gmdag.HALF_TO_FLOAT)
-        self.top = self._to_device(settings.top)
+        lay = settings.layout  # the decoded world (navi_nb/sense/layout.py), copied once
+        self.layout = tuple(self._to_device(a) for a in (lay.child, lay.leaf_dist, lay.leaf_sem, lay.top_code,
+                                                          lay.top_level))
         self.dirs = self._to_device(np.ascontiguousarray(sensor.flat_directions))
         self.bmin = self._to_device(settings.bmin)
         self.capacity = 0
@@ -128,7 +127,7 @@ class CudaTracer:
             total = n * self.sensor.n_rays
             blocks = (total + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
             trace_rays_cuda[blocks, THREADS_PER_BLOCK](
-                self.nodes, self.half_table, self.top, s.res, self.bmin, s.inv_voxel, s.voxel, self.dirs, o, y,
+                *self.layout, s.res, self.bmin, s.inv_voxel, s.voxel, self.dirs, o, y,
                 s.t_max, s.hit_epsilon, NUDGE, s.max_steps, s.refine, s.signed, s.max_distance,
                 flat[0], flat[1], flat[2])
         if host_out is not None:

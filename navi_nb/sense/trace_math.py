@@ -1,18 +1,20 @@
 """The tracer's scalar math, written once and compiled for two targets.
 
-Every function here is plain Python over scalars (and the read-only node and
-half-float arrays). The CPU kernel uses the ``nb_*`` builds
+Every function here is plain Python over scalars (and the read-only arrays
+of the world's decoded layout, ``navi_nb/sense/layout.py``). The CPU kernel uses the ``nb_*`` builds
 (``njit(inline="always")``); ``navi_nb/sense/cuda_tracer.py`` builds the same
 functions with ``cuda.jit(device=True)`` through :func:`build_for`. The
 helpers a function calls are looked up by name in a namespace given per
 target, so one body serves both: the CPU names resolve to the Numba CPU
 builds, the CUDA names to device functions. The bits of a node word are only
-ever read through the decoders of ``navi_nb.world.gmdag``.
+read by the layout's decoder (through ``navi_nb.world.gmdag``'s decoders).
 
 Units: everything inside is in *voxel units* of the world cube: a point
 ``u = (p - bmin) / voxel_size`` lies in ``[0, resolution)^3``; ray parameters
-``t`` are voxel lengths along a unit direction. Arithmetic is float64 on
-both targets (so the two agree to the last bit on the same inputs; the
+``t`` are voxel lengths along a unit direction. The world is read through
+its decoded layout (``navi_nb/sense/layout.py``: child-code table, leaf
+distances already in voxel units, a dense top-level table). Arithmetic is
+float64 on both targets (so the two agree to the last bit on the same inputs; the
 outputs are float32).
 
 The tracing rule (docs/SENSING.md has the full contract):
@@ -100,18 +102,18 @@ def ray_box(ox, oy, oz, dx, dy, dz, size):
     return t0, t1
 
 
-def descend(nodes, half_table, top, px, py, pz, res):
-    """The cell of the DAG holding point ``(px, py, pz)`` (voxel units).
+def descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res):
+    """The cell of the world holding point ``(px, py, pz)`` (voxel units).
 
-    Stackless: from the root, octant by octant, tracking the cell's cube; the
-    top levels come from ``top`` (see :func:`top_entry`), a dense (n, n, n)
-    table of the descent's state at depth log2(n) (n = 1: the root only).
-    Returns ``(kind, distance, semantic, lox, loy, loz, size)``: kind
-    ``KIND_LEAF`` with the leaf's distance (metres, as stored) and semantic
-    id, or ``KIND_PRUNED`` for a cleared octant; the cell cube's lower corner
-    and side in voxel units.
+    Stackless, over the decoded layout (``navi_nb/sense/layout.py``): one
+    load from the dense (n, n, n) table of the descent at depth log2(n)
+    (n = 1: the root only), then one child-code load per level, tracking the
+    cell's cube. Returns ``(kind, distance, semantic, lox, loy, loz, size)``:
+    kind ``KIND_LEAF`` with the leaf's distance (voxel units) and semantic id,
+    or ``KIND_PRUNED`` for a cleared octant; the cell cube's lower corner and
+    side in voxel units.
     """
-    n = top.shape[0]
+    n = top_code.shape[0]
     tsize = res / n
     inv = n / res  # exact for power-of-two tables; with n == 1 every index clamps to 0
     ix = int(math.floor(px * inv))
@@ -129,21 +131,21 @@ def descend(nodes, half_table, top, px, py, pz, res):
         iz = 0
     if iz > n - 1:
         iz = n - 1
-    e = top[ix, iy, iz]
-    node = e & 0xFFFFFFFF
-    level = (e >> 32) & 0xFF
-    shrink = n >> level  # top cells per side of the cell where the table stopped
-    size = tsize * shrink
-    lox = (ix - (ix & (shrink - 1))) * tsize  # shrink is a power of two, indices >= 0
-    loy = (iy - (iy & (shrink - 1))) * tsize
-    loz = (iz - (iz & (shrink - 1))) * tsize
-    if (e >> 40) & 1 == 1:
-        return 0, 0.0, 0, lox, loy, loz, size
+    code = int(top_code[ix, iy, iz])
+    if code >= 0:
+        size = tsize
+        lox = ix * tsize
+        loy = iy * tsize
+        loz = iz * tsize
+    else:
+        shrink = n >> int(top_level[ix, iy, iz])  # top cells per side of the cell that ended it
+        size = tsize * shrink
+        lox = (ix - (ix & (shrink - 1))) * tsize  # shrink is a power of two, indices >= 0
+        loy = (iy - (iy & (shrink - 1))) * tsize
+        loz = (iz - (iz & (shrink - 1))) * tsize
     for _ in range(MAX_DESCENT):
-        w = nodes[node]
-        if word_is_leaf(w):
-            dist = float(leaf_distance(w, half_table))
-            return 1, dist, leaf_semantic(w), lox, loy, loz, size
+        if code < 0:
+            break
         size = size * 0.5
         octant = 0
         mx = lox + size
@@ -158,54 +160,19 @@ def descend(nodes, half_table, top, px, py, pz, res):
         if pz >= mz:
             octant += 4
             loz = mz
-        slot = child_slot(w, octant)
-        if slot < 0:
-            return 0, 0.0, 0, lox, loy, loz, size
-        node = word_index(nodes[slot])
+        code = int(child[8 * code + octant])
+    if code < -1:
+        k = -code - 2
+        return 1, leaf_dist[k], int(leaf_sem[k]), lox, loy, loz, size
     return 0, 0.0, 0, lox, loy, loz, size
 
 
-def top_entry(nodes, px, py, pz, res, depth):
-    """The descent's state at ``depth`` for the point: ``node | level << 32 | pruned << 40``.
-
-    ``level`` < depth when a leaf or a pruned octant ends the descent earlier.
-    """
-    lox = 0.0
-    loy = 0.0
-    loz = 0.0
-    size = res
-    node = 0
-    for level in range(depth):
-        w = nodes[node]
-        if word_is_leaf(w):
-            return node | (level << 32)
-        size = size * 0.5
-        octant = 0
-        if px >= lox + size:
-            octant += 1
-            lox = lox + size
-        if py >= loy + size:
-            octant += 2
-            loy = loy + size
-        if pz >= loz + size:
-            octant += 4
-            loz = loz + size
-        slot = child_slot(w, octant)
-        if slot < 0:
-            return ((level + 1) << 32) | (1 << 40)
-        node = word_index(nodes[slot])
-    return node | (depth << 32)
-
-
-def cell_value(nodes, half_table, top, res, dscale, px, py, pz):
+def cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, px, py, pz):
     """The field at a point (voxel units): its leaf's distance, or for a pruned
     octant the distance to the octant's nearest face (a lower bound)."""
-    kind, dist, sem, lox, loy, loz, size = descend(nodes, half_table, top, px, py, pz, res)
+    kind, dist, sem, lox, loy, loz, size = descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res)
     if kind == 1:
-        v = dist * dscale
-        if not (v == v):
-            v = 0.0
-        return v
+        return dist
     v = px - lox
     if lox + size - px < v:
         v = lox + size - px
@@ -236,7 +203,41 @@ def axis_lerp_index(q, res):
     return i, c - i
 
 
-def field_at(nodes, half_table, top, res, dscale, px, py, pz):
+def voxel_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, vx, vy, vz):
+    """The field at the centre of voxel ``(vx, vy, vz)`` (integers in ``[0, res)``).
+
+    shift: log2 of the voxels per side of a dense-table cell (-1: the table
+    does not line up with the voxels). The descent below the table runs in
+    integers on the voxel index bits (the same cells the general descent
+    finds); a pruned octant goes through :func:`cell_value`.
+    """
+    if shift >= 0:
+        code = int(top_code[vx >> shift, vy >> shift, vz >> shift])
+        b = shift - 1
+        while code >= 0 and b >= 0:
+            code = int(child[8 * code + ((vx >> b) & 1) + (((vy >> b) & 1) << 1) + (((vz >> b) & 1) << 2)])
+            b -= 1
+        if code < -1:
+            return leaf_dist[-code - 2]
+    return cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, vx + 0.5, vy + 0.5, vz + 0.5)
+
+
+def table_shift(top_code, res):
+    """log2(res / n) for the (n, n, n) dense table when both are powers of two, else -1."""
+    n = top_code.shape[0]
+    r = int(res)
+    if r != res or r < n or r % n != 0:
+        return -1
+    ratio = r // n
+    if ratio & (ratio - 1) != 0:
+        return -1
+    shift = 0
+    while (1 << shift) < ratio:
+        shift += 1
+    return shift
+
+
+def field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, px, py, pz):
     """Trilinear interpolation of the leaf distances between voxel centres, and its gradient.
 
     Returns ``(f, gx, gy, gz)`` in voxel units (the gradient is per voxel).
@@ -244,6 +245,10 @@ def field_at(nodes, half_table, top, res, dscale, px, py, pz):
     ix, fx = axis_lerp_index(px, res)
     iy, fy = axis_lerp_index(py, res)
     iz, fz = axis_lerp_index(pz, res)
+    shift = table_shift(top_code, res)
+    jx = int(ix)
+    jy = int(iy)
+    jz = int(iz)
     acc = 0.0
     gx = 0.0
     gy = 0.0
@@ -255,7 +260,7 @@ def field_at(nodes, half_table, top, res, dscale, px, py, pz):
         wx = fx if ox == 1 else 1.0 - fx
         wy = fy if oy == 1 else 1.0 - fy
         wz = fz if oz == 1 else 1.0 - fz
-        v = cell_value(nodes, half_table, top, res, dscale, ix + ox + 0.5, iy + oy + 0.5, iz + oz + 0.5)
+        v = voxel_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + ox, jy + oy, jz + oz)
         acc += wx * wy * wz * v
         gx += (1.0 if ox == 1 else -1.0) * wy * wz * v
         gy += (1.0 if oy == 1 else -1.0) * wx * wz * v
@@ -263,7 +268,7 @@ def field_at(nodes, half_table, top, res, dscale, px, py, pz):
     return acc, gx, gy, gz
 
 
-def refine_hit(nodes, half_table, top, res, dscale, ox, oy, oz, dx, dy, dz, t_hit, t_lo, t_hi, iters):
+def refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz, t_hit, t_lo, t_hi, iters):
     """Sharpen a hit's depth with Newton steps on the interpolated field along the ray.
 
     From ``t_hit``, each step moves by ``-f / (grad f . dir)``, kept within
@@ -275,7 +280,7 @@ def refine_hit(nodes, half_table, top, res, dscale, ox, oy, oz, dx, dy, dz, t_hi
     surface; ``f`` is the field at ``t_hit``.
     """
     t = t_hit
-    f, gx, gy, gz = field_at(nodes, half_table, top, res, dscale, ox + t * dx, oy + t * dy, oz + t * dz)
+    f, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, ox + t * dx, oy + t * dy, oz + t * dz)
     f_first = f
     for k in range(iters):
         if f < 1e-3 and f > -1e-3:
@@ -293,7 +298,7 @@ def refine_hit(nodes, half_table, top, res, dscale, ox, oy, oz, dx, dy, dz, t_hi
         long = tn - t > LONG_STEP or t - tn > LONG_STEP
         t = tn
         if k < iters - 1 or long:
-            f, gx, gy, gz = field_at(nodes, half_table, top, res, dscale, ox + t * dx, oy + t * dy,
+            f, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, ox + t * dx, oy + t * dy,
                                      oz + t * dz)
             if long and k == iters - 1 and (f > 0.25 or f < -0.25):
                 return t_hit, False, f_first
@@ -308,11 +313,12 @@ def yaw_rotate(vx, vy, vz, cos_yaw, sin_yaw):
     return vx * cos_yaw - vz * sin_yaw, vy, vx * sin_yaw + vz * cos_yaw
 
 
-def trace_ray(nodes, half_table, top, res, dscale, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps,
+def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps,
               refine, signed):
     """Sphere-trace one ray through the DAG, all lengths in voxel units.
 
-    dscale: voxels per metre (leaf distances are stored in metres). refine:
+    The world is the decoded layout (``navi_nb/sense/layout.py``; leaf
+    distances in voxel units). refine:
     secant iterations that sharpen a hit's depth (0: none). signed: the
     world holds negative distances (then a near-surface hit whose refinement
     finds no zero crossing is taken as a graze and the ray marches on).
@@ -347,15 +353,13 @@ def trace_ray(nodes, half_table, top, res, dscale, ox, oy, oz, dx, dy, dz, t_max
         pz = oz + t * dz
         if not (px >= clox and px < clox + csize and py >= cloy and py < cloy + csize
                 and pz >= cloz and pz < cloz + csize):
-            ckind, cdist, csem, clox, cloy, cloz, csize = descend(nodes, half_table, top, px, py, pz, res)
+            ckind, cdist, csem, clox, cloy, cloz, csize = descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res)
         if ckind == 0:  # pruned octant: empty, skip to its exit
             step = cell_exit(px, py, pz, dx, dy, dz, clox, cloy, cloz, csize)
             t_free = t + step
             t = t_free + nudge
             continue
-        d = cdist * dscale
-        if not (d == d):  # NaN (only in files loaded without validation)
-            d = 0.0
+        d = cdist  # voxel units, NaN already read as 0 by the layout
         if d < 0.0:  # inside solid
             if t == t0:  # the ray starts in solid (or enters the cube there)
                 return t0, (csem if csem != 0 else 1), True
@@ -366,10 +370,10 @@ def trace_ray(nodes, half_table, top, res, dscale, ox, oy, oz, dx, dy, dz, t_max
                 t_hi = t + REFINE_WINDOW
                 if t_hi > t_end:
                     t_hi = t_end
-                depth, found, f = refine_hit(nodes, half_table, top, res, dscale, ox, oy, oz, dx, dy, dz,
+                depth, found, f = refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz,
                                              depth, t_free, t_hi, refine)
                 if signed and not found:
-                    fh, gx, gy, gz = field_at(nodes, half_table, top, res, dscale, px, py, pz)
+                    fh, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, px, py, pz)
                     if fh > GRAZE_MARGIN:
                         # the cell's centre is in solid but the ray passes outside it: a graze
                         t_free = t
@@ -393,7 +397,7 @@ def trace_ray(nodes, half_table, top, res, dscale, ox, oy, oz, dx, dy, dz, t_max
                     t_hi = t + d + REFINE_WINDOW
                     if t_hi > t_end:
                         t_hi = t_end
-                    depth, found, f = refine_hit(nodes, half_table, top, res, dscale, ox, oy, oz, dx, dy,
+                    depth, found, f = refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy,
                                                  dz, depth, t_free, t_hi, refine)
                     if signed and not found:
                         # no zero crossing of the interpolated signed field near here: the ray
@@ -419,7 +423,7 @@ def trace_ray(nodes, half_table, top, res, dscale, ox, oy, oz, dx, dy, dz, t_max
     return t_max, 0, False
 
 
-def trace_one(i, nodes, half_table, top, res, bmin, inv_voxel, voxel, dirs, n_dirs, origins, yaws,
+def trace_one(i, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs, n_dirs, origins, yaws,
               t_max, eps, nudge, max_steps, refine, signed, max_distance, depth_out, sem_out, hit_out):
     """Ray ``i`` of the flattened (actor, ray) batch: rotate, trace, write outputs.
 
@@ -435,7 +439,7 @@ def trace_one(i, nodes, half_table, top, res, bmin, inv_voxel, voxel, dirs, n_di
     ox = (float(origins[a, 0]) - float(bmin[0])) * inv_voxel
     oy = (float(origins[a, 1]) - float(bmin[1])) * inv_voxel
     oz = (float(origins[a, 2]) - float(bmin[2])) * inv_voxel
-    depth, sem, hit = trace_ray(nodes, half_table, top, res, inv_voxel, ox, oy, oz, dx, dy, dz, t_max, eps, nudge,
+    depth, sem, hit = trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge,
                                 max_steps, refine, signed)
     if hit:
         dm = depth * voxel
@@ -457,10 +461,9 @@ def trace_one(i, nodes, half_table, top, res, bmin, inv_voxel, voxel, dirs, n_di
 # --------------------------------------------------------------------------
 
 # helpers in the order they must be built (a function's helpers come first)
-GMDAG_HELPERS = ("word_is_leaf", "word_mask", "word_index", "leaf_semantic", "leaf_half_bits",
-                 "popcount8", "child_slot", "leaf_distance")
-MATH_FUNCTIONS = ("axis_exit", "cell_exit", "slab", "ray_box", "descend", "top_entry", "cell_value",
-                  "axis_lerp_index", "field_at", "refine_hit", "yaw_rotate",
+GMDAG_HELPERS = ()  # the kernels read the decoded layout, not node words
+MATH_FUNCTIONS = ("axis_exit", "cell_exit", "slab", "ray_box", "descend", "cell_value",
+                  "axis_lerp_index", "voxel_value", "table_shift", "field_at", "refine_hit", "yaw_rotate",
                   "trace_ray", "trace_one")
 
 
@@ -499,7 +502,6 @@ def build_for(decorate, decorate_outer=None):
 
 _CPU = build_for(njit(inline="always", cache=True), njit(cache=True))
 nb_descend = _CPU["descend"]
-nb_top_entry = _CPU["top_entry"]
 nb_trace_ray = _CPU["trace_ray"]
 nb_trace_one = _CPU["trace_one"]
 nb_yaw_rotate = _CPU["yaw_rotate"]

@@ -26,7 +26,8 @@ from numba import njit, prange
 
 from navi_nb.sense.backend import resolve_backend
 from navi_nb.sense.sensor import SenseError, Sensor
-from navi_nb.sense.trace_math import nb_top_entry, nb_trace_one
+from navi_nb.sense.layout import world_layout
+from navi_nb.sense.trace_math import nb_trace_one
 from navi_nb.world import gmdag
 
 DEFAULT_EPSILON = 0.5
@@ -38,9 +39,6 @@ DEFAULT_MAX_STEPS = 512
 DEFAULT_REFINE = 1
 """Newton steps that sharpen each hit's depth on the trilinearly interpolated
 field (0 turns it off: depth = the point where the hit was found)."""
-TOP_DEPTH = 5
-"""Levels of the DAG decoded into a dense table (32**3 int64 = 256 KiB) that
-each descent starts from, instead of the root."""
 UNSIGNED_MIN_EPSILON = 1.0
 """Hit epsilon (voxels) used at least for unsigned worlds (no negative leaves)."""
 CHUNK = 256
@@ -51,55 +49,24 @@ NUDGE = 1.0e-4
 
 
 @njit(parallel=True, cache=True)
-def trace_rays(nodes, half_table, top, res, bmin, inv_voxel, voxel, dirs, origins, yaws, t_max, eps,
-               nudge, max_steps, refine, signed, max_distance, depth, semantic, hit):
+def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs, origins, yaws,
+               t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic, hit):
     """Trace rays for all actors: parallel over actors x rays, flattened.
 
-    nodes (N,) uint64 DAG words; half_table (65536,) float32; top (n, n, n)
-    int64 table of the top levels (``top_table``); res float (voxels
-    per side); bmin (3,) float32 metres; inv_voxel / voxel floats; dirs (R, 3)
-    float32 actor-frame unit directions; origins (A, 3) float32 metres; yaws
-    (A,) float32 radians; t_max, eps, nudge in voxels; max_steps int;
-    refine: secant iterations per hit (0: none); signed: the world holds
-    negative distances; max_distance metres. Writes depth (A*R,) float32 metres, semantic (A*R,)
-    uint16, hit (A*R,) bool.
+    child, leaf_dist, leaf_sem, top_code, top_level: the world's decoded
+    layout (``navi_nb/sense/layout.py``); res float (voxels per side); bmin
+    (3,) float32 metres; inv_voxel / voxel floats; dirs (R, 3) float32
+    actor-frame unit directions; origins (A, 3) float32 metres; yaws (A,)
+    float32 radians; t_max, eps, nudge in voxels; max_steps int; refine:
+    Newton iterations per hit (0: none); signed: the world holds negative
+    distances; max_distance metres. Writes depth (A*R,) float32 metres,
+    semantic (A*R,) uint16, hit (A*R,) bool.
     """
     n = origins.shape[0] * dirs.shape[0]
     for i in prange(n):
-        nb_trace_one(i, nodes, half_table, top, res, bmin, inv_voxel, voxel, dirs, dirs.shape[0], origins,
-                     yaws, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic,
-                     hit)
-
-
-@njit(cache=True)
-def build_top_table(nodes, res, depth, out):
-    """Fill ``out`` (n, n, n) int64, n = 2**depth, with the descent state at each cell's centre."""
-    n = out.shape[0]
-    size = res / n
-    for i in range(n):
-        for j in range(n):
-            for k in range(n):
-                out[i, j, k] = nb_top_entry(nodes, (i + 0.5) * size, (j + 0.5) * size, (k + 0.5) * size,
-                                            res, depth)
-
-
-def top_table(world):
-    """The dense table of the DAG's top levels (cached on the World).
-
-    Depth ``TOP_DEPTH`` (fewer for small worlds); 0 (the root alone) when the
-    resolution is not a power of two, where the table's cells would not line
-    up with the octants exactly.
-    """
-    cached = getattr(world, "_navi_top", None)
-    if cached is not None and cached[0] is world.nodes:
-        return cached[1]
-    res = int(world.resolution)
-    depth = min(TOP_DEPTH, res.bit_length() - 1) if res & (res - 1) == 0 else 0
-    n = 1 << depth
-    table = np.empty((n, n, n), dtype=np.int64)
-    build_top_table(np.ascontiguousarray(world.nodes), float(res), depth, table)
-    world._navi_top = (world.nodes, table)
-    return table
+        nb_trace_one(i, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs,
+                     dirs.shape[0], origins, yaws, t_max, eps, nudge, max_steps, refine, signed, max_distance,
+                     depth, semantic, hit)
 
 
 # --------------------------------------------------------------------------
@@ -202,7 +169,7 @@ class _Settings:
         self.t_max = self.max_distance * self.inv_voxel
         self.bmin = np.ascontiguousarray(world.bmin, dtype=np.float32)
         self.signed = world_is_signed(world)
-        self.top = top_table(world)
+        self.layout = world_layout(world, self.inv_voxel)
         # unsigned fields sampled at cell centres never fall below ~0.87 voxel next to a
         # surface that runs along cell faces: their hits need a wider epsilon
         self.hit_epsilon = self.epsilon if self.signed else max(self.epsilon, UNSIGNED_MIN_EPSILON)
@@ -223,8 +190,9 @@ def world_is_signed(world) -> bool:
 
 def _run_cpu(world, settings, sensor, origins, yaws, out):
     depth, semantic, hit = out
+    lay = settings.layout
     with numba.parallel_chunksize(CHUNK):
-        trace_rays(np.ascontiguousarray(world.nodes), gmdag.HALF_TO_FLOAT, settings.top, settings.res,
+        trace_rays(lay.child, lay.leaf_dist, lay.leaf_sem, lay.top_code, lay.top_level, settings.res,
                    settings.bmin, settings.inv_voxel, settings.voxel, sensor.flat_directions, origins, yaws,
                    settings.t_max, settings.hit_epsilon, NUDGE, settings.max_steps, settings.refine,
                    settings.signed, settings.max_distance, depth.reshape(-1), semantic.reshape(-1),
@@ -290,7 +258,6 @@ class Tracer:
             self._impl = CudaTracer(world, self.sensor, self.settings, self.max_actors or 1)
         else:
             self._impl = None
-            self._nodes = np.ascontiguousarray(world.nodes)
             self._buffers = self._allocate(self.max_actors or 1)
 
     @property
@@ -321,10 +288,5 @@ class Tracer:
                 self.max_actors = n
             out = tuple(b[:n] for b in self._buffers)
         if n:
-            s = self.settings
-            with numba.parallel_chunksize(CHUNK):
-                trace_rays(self._nodes, gmdag.HALF_TO_FLOAT, s.top, s.res, s.bmin, s.inv_voxel, s.voxel,
-                           self.sensor.flat_directions, origins, yaws, s.t_max, s.hit_epsilon, NUDGE,
-                           s.max_steps, s.refine, s.signed, s.max_distance, out[0].reshape(-1),
-                           out[1].reshape(-1), out[2].reshape(-1))
+            _run_cpu(self.world, self.settings, self.sensor, origins, yaws, out)
         return out
