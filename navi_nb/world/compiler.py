@@ -28,12 +28,12 @@ import math
 import time
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from navi_nb.errors import NaviError
 from navi_nb.world import gmdag
 from navi_nb.world.dagshare import KIND_INNER, InnerTable, LeafTable, dedup, dedup_range
-from navi_nb.world.gmdag import HALF_TO_FLOAT, ROUND_NEAREST, ROUND_TOWARD_ZERO, World, nb_encode_leaf
+from navi_nb.world.gmdag import ROUND_NEAREST, ROUND_TOWARD_ZERO, World, nb_encode_leaf
 
 COMPILER_VERSION = 1
 BAND_VOXELS = 3.0  # subdivision band; >= 2 + sqrt(3)/2 keeps interpolation stencils at voxel level
@@ -63,12 +63,12 @@ def _pow2_floor(x):
     return 2.0 ** math.floor(math.log2(x))
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
 def _classify(d, cls, coords, cell_metres, bmin, roi_lo, roi_hi, finest, voxel, band, sem_band,
-              half_table, kind, word):
+              kind, word):
     """Decide each cell: leaf (word), inner (subdivide) or pruned. See module doc."""
     hd = cell_metres * math.sqrt(3.0) * 0.5
-    for i in prange(d.shape[0]):
+    for i in range(d.shape[0]):
         v = d[i]
         if v == np.inf:  # wholly outside the region of interest, known free: pruned
             kind[i] = 2
@@ -79,12 +79,12 @@ def _classify(d, cls, coords, cell_metres, bmin, roi_lo, roi_hi, finest, voxel, 
                 if sem <= 0 or sem > 0xFFFF:
                     sem = 1
             kind[i] = 0
-            word[i] = nb_encode_leaf(sem, v, ROUND_NEAREST, half_table)
+            word[i] = nb_encode_leaf(sem, v, ROUND_NEAREST)
         elif abs(v) < hd + band:
             kind[i] = 1
         elif v < 0.0:
             kind[i] = 0
-            word[i] = nb_encode_leaf(0, -_pow2_floor(abs(v) - hd), ROUND_TOWARD_ZERO, half_table)
+            word[i] = nb_encode_leaf(0, -_pow2_floor(abs(v) - hd), ROUND_TOWARD_ZERO)
         else:
             outside = False
             for a in range(3):
@@ -96,7 +96,7 @@ def _classify(d, cls, coords, cell_metres, bmin, roi_lo, roi_hi, finest, voxel, 
             elif v >= COLLAPSE_FACTOR * hd:
                 q = 0.25 * hd
                 kind[i] = 0
-                word[i] = nb_encode_leaf(0, math.floor((v - hd) / q) * q, ROUND_TOWARD_ZERO, half_table)
+                word[i] = nb_encode_leaf(0, math.floor((v - hd) / q) * q, ROUND_TOWARD_ZERO)
             else:
                 kind[i] = 1
 
@@ -338,6 +338,7 @@ class _Level:
         self.field, self.unsigned, self.free_outside = field, unsigned_field, free_outside
         self.bmin, self.lo, self.hi, self.h, self.band, self.sem_band = bmin, lo, hi, h, band, sem_band
         self.evaluations = 0
+        self._buf = None
 
     def run(self, coords, sign, cell, finest, capped):
         n = coords.shape[0]
@@ -348,11 +349,11 @@ class _Level:
         kind = np.empty(n, dtype=np.int8)
         word = np.zeros(n, dtype=np.uint64)
         dall = np.empty(n, dtype=np.float32)  # kept for the children's inherited signs only
-        dbuf = np.empty(min(n, EVAL_CHUNK), dtype=np.float64)
-        cbuf = np.empty(min(n, EVAL_CHUNK), dtype=np.int64)
-        m = min(n, EVAL_CHUNK)
-        cen_s, idx_s = np.empty((m, 3)), np.empty(m, dtype=np.int64)
-        cen_u, idx_u = np.empty((m, 3)), np.empty(m, dtype=np.int64)
+        if self._buf is None:  # reused across calls: fresh pages cost more than the work
+            self._buf = (np.empty((EVAL_CHUNK, 3)), np.empty(EVAL_CHUNK, dtype=np.int64),
+                         np.empty((EVAL_CHUNK, 3)), np.empty(EVAL_CHUNK, dtype=np.int64),
+                         np.empty(EVAL_CHUNK, dtype=np.float64), np.empty(EVAL_CHUNK, dtype=np.int64))
+        cen_s, idx_s, cen_u, idx_u, dbuf, cbuf = self._buf
         split = self.unsigned is not None
         for s in range(0, n, EVAL_CHUNK):
             e = min(n, s + EVAL_CHUNK)
@@ -369,7 +370,7 @@ class _Level:
                     _scatter(idx[:k], v, cl, sg, signed, d, c)
             self.evaluations += ns + nu
             _classify(d, c, coords[s:e], cell, self.bmin, self.lo, self.hi, finest, self.h, self.band,
-                      self.sem_band, HALF_TO_FLOAT, kind[s:e], word[s:e])
+                      self.sem_band, kind[s:e], word[s:e])
             if not finest:  # float32 rounding must not invent a sign the parent does not have
                 dall[s:e] = np.where(np.abs(d) >= hd / 2, d, 0.0)
         return kind, word, dall

@@ -17,6 +17,7 @@ CUDA by the sense stage with ``cuda.jit(device=True)``).
 from __future__ import annotations
 
 import json
+import math
 import mmap as _mmap
 import os
 import struct
@@ -129,39 +130,44 @@ HALF_MAX_BITS = 0x7BFF  # 65504, the largest finite half
 
 
 @njit(inline="always", cache=True)
-def nb_half_bits(x, mode, half_table):
+def nb_half_bits(x, mode):
     """float16 bit pattern of a finite float64 `x` (magnitudes clamp at 65504).
 
-    Positive half patterns 0x0000..0x7BFF increase with their value, so a
-    binary search over `half_table` finds the largest one not above |x|.
+    Exact arithmetic on the binary expansion: |x| = (1 + f) * 2**e, the 10
+    mantissa bits are f * 1024 (exact in float64), rounded to nearest even
+    (ROUND_NEAREST, as NumPy's cast) or down (ROUND_TOWARD_ZERO). Below
+    2**-14 the halves are subnormal: |x| * 2**24 rounded the same way.
     """
     a = abs(x)
-    lo = 0
-    hi = HALF_MAX_BITS
-    if a >= half_table[HALF_MAX_BITS]:
-        lo = HALF_MAX_BITS
+    if a >= 65504.0:
+        bits = HALF_MAX_BITS
     else:
-        while hi - lo > 1:  # invariant: table[lo] <= a < table[hi]
-            mid = (lo + hi) >> 1
-            if half_table[mid] <= a:
-                lo = mid
-            else:
-                hi = mid
+        m, e = math.frexp(a)  # a = m * 2**e, 0.5 <= m < 1 (m = 0 for a = 0)
+        e -= 1  # a = (2 m) * 2**e, 1 <= 2 m < 2
+        if a == 0.0 or e < -14:
+            mf = a * 16777216.0  # subnormal units of 2**-24
+            base = 0
+        else:
+            mf = (2.0 * m - 1.0) * 1024.0
+            base = (e + 15) << 10
+        r = math.floor(mf)
         if mode == ROUND_NEAREST:
-            below = a - half_table[lo]
-            above = half_table[hi] - a
-            if above < below or (above == below and (lo & 1) == 1):
-                lo = hi
-    if x < 0.0 and lo != 0:
-        lo |= 0x8000
-    return lo
+            rem = mf - r
+            if rem > 0.5 or (rem == 0.5 and (int(r) & 1) == 1):
+                r += 1.0
+        bits = base + int(r)  # a carry out of the mantissa bumps the exponent: still right
+        if bits > HALF_MAX_BITS:
+            bits = HALF_MAX_BITS
+    if x < 0.0 and bits != 0:
+        bits |= 0x8000
+    return bits
 
 
 @njit(inline="always", cache=True)
-def nb_encode_leaf(semantic, distance, mode, half_table):
+def nb_encode_leaf(semantic, distance, mode):
     """Leaf word from a semantic id (0..65535) and a distance in metres."""
     return (np.uint64(1) << np.uint64(63)) | (np.uint64(semantic & 0xFFFF) << np.uint64(16)) \
-        | np.uint64(nb_half_bits(distance, mode, half_table))
+        | np.uint64(nb_half_bits(distance, mode))
 
 
 @njit(inline="always", cache=True)
