@@ -23,6 +23,7 @@ THREADS_PER_BLOCK = 128
 
 _DEV = trace_math.build_for(cuda.jit(device=True))
 cu_trace_one = _DEV["trace_one"]
+cu_yaw_cos_sin = _DEV["yaw_cos_sin"]
 
 
 @cuda.jit(cache=True)
@@ -31,8 +32,9 @@ def trace_rays_cuda(child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, 
     """One thread per ray of the flattened (actor, ray) batch; arguments as ``trace_rays``."""
     i = cuda.grid(1)
     if i < origins.shape[0] * dirs.shape[0]:
-        cu_trace_one(i, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs, dirs.shape[0], origins,
-                     yaws, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic,
+        c, s = cu_yaw_cos_sin(yaws[i // dirs.shape[0]])
+        cu_trace_one(i, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs,
+                     dirs.shape[0], origins, c, s, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic,
                      hit)
 
 

@@ -27,7 +27,7 @@ from numba import njit, prange
 from navi_nb.sense.backend import resolve_backend
 from navi_nb.sense.sensor import SenseError, Sensor
 from navi_nb.sense.layout import world_layout
-from navi_nb.sense.trace_math import nb_trace_one
+from navi_nb.sense.trace_math import nb_trace_one, nb_yaw_cos_sin
 from navi_nb.world import gmdag
 
 DEFAULT_EPSILON = 0.5
@@ -62,10 +62,15 @@ def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_v
     distances; max_distance metres. Writes depth (A*R,) float32 metres,
     semantic (A*R,) uint16, hit (A*R,) bool.
     """
-    n = origins.shape[0] * dirs.shape[0]
+    n_dirs = dirs.shape[0]
+    n = origins.shape[0] * n_dirs
+    cs = np.empty((origins.shape[0], 2), np.float64)  # each actor's yaw cos / sin, once
+    for a in range(origins.shape[0]):
+        cs[a, 0], cs[a, 1] = nb_yaw_cos_sin(yaws[a])
     for i in prange(n):
+        a = i // n_dirs
         nb_trace_one(i, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs,
-                     dirs.shape[0], origins, yaws, t_max, eps, nudge, max_steps, refine, signed, max_distance,
+                     n_dirs, origins, cs[a, 0], cs[a, 1], t_max, eps, nudge, max_steps, refine, signed, max_distance,
                      depth, semantic, hit)
 
 
