@@ -32,9 +32,10 @@ def trace_rays_cuda(child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, 
     """One thread per ray of the flattened (actor, ray) batch; arguments as ``trace_rays``."""
     i = cuda.grid(1)
     if i < origins.shape[0] * dirs.shape[0]:
-        c, s = cu_yaw_cos_sin(yaws[i // dirs.shape[0]])
-        cu_trace_one(i, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs,
-                     dirs.shape[0], origins, c, s, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic,
+        a = i // dirs.shape[0]
+        c, s = cu_yaw_cos_sin(yaws[a])
+        cu_trace_one(i, a, i - a * dirs.shape[0], child, leaf_dist, leaf_sem, top_code, top_level, res, bmin,
+                     inv_voxel, voxel, dirs, origins, c, s, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic,
                      hit)
 
 

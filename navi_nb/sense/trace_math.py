@@ -82,22 +82,22 @@ def cell_exit(px, py, pz, dx, dy, dz, rx, ry, rz, lox, loy, loz, size):
     return t
 
 
-def slab(o, d, lo, hi):
-    """(t_enter, t_exit) of the ray against one axis slab [lo, hi]."""
+def slab(o, d, rd, lo, hi):
+    """(t_enter, t_exit) of the ray against one axis slab [lo, hi] (``rd = 1 / d``)."""
     if d > 0.0:
-        return (lo - o) / d, (hi - o) / d
+        return (lo - o) * rd, (hi - o) * rd
     if d < 0.0:
-        return (hi - o) / d, (lo - o) / d
+        return (hi - o) * rd, (lo - o) * rd
     if o >= lo and o <= hi:
         return -BIG, BIG
     return BIG, -BIG
 
 
-def ray_box(ox, oy, oz, dx, dy, dz, size):
+def ray_box(ox, oy, oz, dx, dy, dz, rx, ry, rz, size):
     """(t_enter, t_exit) of the ray against the cube [0, size]^3 (enter > exit: miss)."""
-    ax, bx = slab(ox, dx, 0.0, size)
-    ay, by = slab(oy, dy, 0.0, size)
-    az, bz = slab(oz, dz, 0.0, size)
+    ax, bx = slab(ox, dx, rx, 0.0, size)
+    ay, by = slab(oy, dy, ry, 0.0, size)
+    az, bz = slab(oz, dz, rz, 0.0, size)
     t0 = ax
     if ay > t0:
         t0 = ay
@@ -111,7 +111,7 @@ def ray_box(ox, oy, oz, dx, dy, dz, size):
     return t0, t1
 
 
-def descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res):
+def descend_float(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res):
     """The cell of the world holding point ``(px, py, pz)`` (voxel units).
 
     Stackless, over the decoded layout (``navi_nb/sense/layout.py``): one
@@ -176,10 +176,58 @@ def descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res):
     return 0, 0.0, 0, lox, loy, loz, size
 
 
-def cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, px, py, pz):
+def descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res, shift):
+    """:func:`descend_float`'s answer, on the integer voxel index bits when the
+    dense table lines up with the voxels (``shift >= 0``, see :func:`table_shift`).
+
+    The cells are powers of two on integer corners, so ``p >= lo + size/2``
+    is the voxel index's bit: the same cells, without float compares or
+    branches on them. Points outside the cube clamp to its border voxels, as
+    the float descent's compares do.
+    """
+    if shift < 0:
+        return descend_float(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res)
+    r = int(res)
+    vx = int(math.floor(px))
+    vy = int(math.floor(py))
+    vz = int(math.floor(pz))
+    if vx < 0:
+        vx = 0
+    if vx > r - 1:
+        vx = r - 1
+    if vy < 0:
+        vy = 0
+    if vy > r - 1:
+        vy = r - 1
+    if vz < 0:
+        vz = 0
+    if vz > r - 1:
+        vz = r - 1
+    code = int(top_code[vx >> shift, vy >> shift, vz >> shift])
+    if code >= 0:
+        b = shift
+        while code >= 0 and b > 0:
+            b -= 1
+            code = int(child[8 * code + ((vx >> b) & 1) + (((vy >> b) & 1) << 1) + (((vz >> b) & 1) << 2)])
+        cell = 1 << b
+    else:
+        cell = (top_code.shape[0] >> int(top_level[vx >> shift, vy >> shift, vz >> shift])) << shift
+    keep = -cell  # two's complement mask of the bits above the cell size
+    lox = float(vx & keep)
+    loy = float(vy & keep)
+    loz = float(vz & keep)
+    size = float(cell)
+    if code < -1:
+        k = -code - 2
+        return 1, leaf_dist[k], int(leaf_sem[k]), lox, loy, loz, size
+    return 0, 0.0, 0, lox, loy, loz, size
+
+
+def cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz):
     """The field at a point (voxel units): its leaf's distance, or for a pruned
     octant the distance to the octant's nearest face (a lower bound)."""
-    kind, dist, sem, lox, loy, loz, size = descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res)
+    kind, dist, sem, lox, loy, loz, size = descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res,
+                                                   shift)
     if kind == 1:
         return dist
     v = px - lox
@@ -228,7 +276,7 @@ def voxel_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, vx,
             b -= 1
         if code < -1:
             return leaf_dist[-code - 2]
-    return cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, vx + 0.5, vy + 0.5, vz + 0.5)
+    return cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, vx + 0.5, vy + 0.5, vz + 0.5)
 
 
 def table_shift(top_code, res):
@@ -342,10 +390,11 @@ def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, 
     epsilon; nudge: the push past a cell's exit; max_steps: cell visits.
     Returns ``(depth, semantic, hit)``; on a miss ``(t_max, 0, False)``.
     """
-    t0, t1 = ray_box(ox, oy, oz, dx, dy, dz, res)
     rx = reciprocal(dx)
     ry = reciprocal(dy)
     rz = reciprocal(dz)
+    t0, t1 = ray_box(ox, oy, oz, dx, dy, dz, rx, ry, rz, res)
+    shift = table_shift(top_code, res)
     if t0 < 0.0:
         t0 = 0.0
     t_end = t1
@@ -371,7 +420,8 @@ def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, 
         pz = oz + t * dz
         if not (px >= clox and px < clox + csize and py >= cloy and py < cloy + csize
                 and pz >= cloz and pz < cloz + csize):
-            ckind, cdist, csem, clox, cloy, cloz, csize = descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res)
+            ckind, cdist, csem, clox, cloy, cloz, csize = descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz,
+                                                                  res, shift)
         if ckind == 0:  # pruned octant: empty, skip to its exit
             step = cell_exit(px, py, pz, dx, dy, dz, rx, ry, rz, clox, cloy, cloz, csize)
             t_free = t + step
@@ -441,16 +491,15 @@ def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, 
     return t_max, 0, False
 
 
-def trace_one(i, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs, n_dirs, origins,
-              c, s, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth_out, sem_out, hit_out):
-    """Ray ``i`` of the flattened (actor, ray) batch: rotate, trace, write outputs.
+def trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs,
+              origins, c, s, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth_out, sem_out, hit_out):
+    """Ray ``i`` of the flattened (actor, ray) batch, ray ``r`` of actor ``a``
+    (``i = a * n_dirs + r``, the caller tracks them): rotate, trace, write outputs.
 
     dirs (n_dirs, 3) float32 actor frame; origins (A, 3) float32 metres;
     ``c, s``: cos and sin of the actor's yaw (:func:`yaw_cos_sin`, computed
     once per actor by the caller); outputs flat (A * n_dirs,).
     """
-    a = i // n_dirs
-    r = i - a * n_dirs
     dx, dy, dz = yaw_rotate(float(dirs[r, 0]), float(dirs[r, 1]), float(dirs[r, 2]), c, s)
     ox = (float(origins[a, 0]) - float(bmin[0])) * inv_voxel
     oy = (float(origins[a, 1]) - float(bmin[1])) * inv_voxel
@@ -478,8 +527,8 @@ def trace_one(i, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv
 
 # helpers in the order they must be built (a function's helpers come first)
 GMDAG_HELPERS = ()  # the kernels read the decoded layout, not node words
-MATH_FUNCTIONS = ("axis_exit", "reciprocal", "cell_exit", "slab", "ray_box", "descend", "cell_value",
-                  "axis_lerp_index", "voxel_value", "table_shift", "field_at", "refine_hit", "yaw_cos_sin", "yaw_rotate",
+MATH_FUNCTIONS = ("axis_exit", "reciprocal", "cell_exit", "slab", "ray_box", "table_shift", "descend_float", "descend", "cell_value",
+                  "axis_lerp_index", "voxel_value", "field_at", "refine_hit", "yaw_cos_sin", "yaw_rotate",
                   "trace_ray", "trace_one")
 
 
@@ -518,6 +567,7 @@ def build_for(decorate, decorate_outer=None):
 
 _CPU = build_for(njit(inline="always", cache=True), njit(cache=True))
 nb_descend = _CPU["descend"]
+nb_descend_float = _CPU["descend_float"]
 nb_trace_ray = _CPU["trace_ray"]
 nb_trace_one = _CPU["trace_one"]
 nb_yaw_rotate = _CPU["yaw_rotate"]

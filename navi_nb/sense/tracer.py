@@ -41,9 +41,12 @@ DEFAULT_REFINE = 1
 field (0 turns it off: depth = the point where the hit was found)."""
 UNSIGNED_MIN_EPSILON = 1.0
 """Hit epsilon (voxels) used at least for unsigned worlds (no negative leaves)."""
-CHUNK = 256
-"""Rays per work chunk handed to a thread (dynamic scheduling: rays cost
-different amounts, and a shared machine can stall one thread)."""
+TASK = 64
+"""Rays per iteration of the kernel's parallel loop (consecutive rays of one
+or two actors, so the actor index advances without a division per ray)."""
+CHUNK = 4
+"""Tasks (of TASK rays) per work chunk handed to a thread (dynamic scheduling:
+rays cost different amounts, and a shared machine can stall one thread)."""
 NUDGE = 1.0e-4
 """Voxels pushed past a cell's exit so the next lookup lands in the next cell."""
 
@@ -67,11 +70,20 @@ def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_v
     cs = np.empty((origins.shape[0], 2), np.float64)  # each actor's yaw cos / sin, once
     for a in range(origins.shape[0]):
         cs[a, 0], cs[a, 1] = nb_yaw_cos_sin(yaws[a])
-    for i in prange(n):
-        a = i // n_dirs
-        nb_trace_one(i, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs,
-                     n_dirs, origins, cs[a, 0], cs[a, 1], t_max, eps, nudge, max_steps, refine, signed, max_distance,
-                     depth, semantic, hit)
+    n_tasks = (n + TASK - 1) // TASK
+    for task in prange(n_tasks):
+        i0 = task * TASK
+        i1 = min(i0 + TASK, n)
+        a = i0 // n_dirs  # one division per task; (a, r) then advance with i
+        r = i0 - a * n_dirs
+        for i in range(i0, i1):
+            nb_trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel,
+                         dirs, origins, cs[a, 0], cs[a, 1], t_max, eps, nudge, max_steps, refine, signed, max_distance,
+                         depth, semantic, hit)
+            r += 1
+            if r == n_dirs:
+                r = 0
+                a += 1
 
 
 # --------------------------------------------------------------------------
