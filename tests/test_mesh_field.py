@@ -296,3 +296,27 @@ def test_sibling_groups_match_brute_force_and_shuffled_order():
     r = np.linalg.norm(p, axis=1)
     sph = (np.arange(len(p)) < 1200) & (np.abs(r - 1.0) > 0.02)
     np.testing.assert_array_equal(sdf[sph] < 0, r[sph] < 1.0)
+
+
+def test_overlapping_nested_and_inverted_closed_parts():
+    """auto trusts a closed part's pseudonormal only where the other parts allow it; the rest
+    (parts inside or crossing another solid, a lone inverted part) follow the winding number."""
+    big = box_mesh((-1, -1, -1), (1, 1, 1))
+    small = box_mesh((-0.3, -0.3, -0.3), (0.3, 0.3, 0.3))          # a solid inside a solid
+    cross = box_mesh((0.5, -0.5, -0.5), (1.8, 0.5, 0.5))            # pokes out of the big box
+    far = icosphere(2, 0.4, (4.0, 0.0, 0.0))                         # alone: trusted
+    m = merge_meshes([big, small, cross, far])
+    f = MeshField(m.vertices, m.faces)
+    assert f.closed and f.n_components == 4 and f.n_trusted_components < 4
+    p = RNG.uniform((-2, -2, -2), (5, 2, 2), (3000, 3))
+    d = brute_distance(m.vertices, m.faces, p)
+    w = brute_winding(m.vertices, m.faces, p)
+    sdf, _ = f.evaluate(p)
+    np.testing.assert_allclose(np.abs(sdf), d, atol=1e-12)
+    clear = np.abs(w - 0.5) > 0.05
+    np.testing.assert_array_equal(sdf[clear] < 0, w[clear] >= 0.5)
+    inv = Mesh(big.vertices, big.faces[:, ::-1].copy())              # a void in nothing
+    fi = MeshField(inv.vertices, inv.faces)
+    assert fi.closed and fi.n_trusted_components == 0
+    si, _ = fi.evaluate(p)
+    assert np.all(si >= 0)

@@ -874,7 +874,7 @@ def _edge_status(faces, n_vertices):
 
 
 def _closed_components(faces, n_vertices):
-    """(face -> its component is closed (bool), number of components, number closed)."""
+    """(component index per face (F,) int64, component is closed (C,) bool)."""
     a = faces
     b = faces[:, [1, 2, 0]]
     key = (np.minimum(a, b) * n_vertices + np.maximum(a, b)).reshape(-1)
@@ -885,7 +885,74 @@ def _closed_components(faces, n_vertices):
     roots, inv = np.unique(label, return_inverse=True)
     comp_ok = np.ones(roots.size, bool)
     np.logical_and.at(comp_ok, inv, good)
-    return comp_ok[inv], int(roots.size), int(comp_ok.sum())
+    return inv.astype(np.int64), comp_ok
+
+
+TRUST_WORK = 2_000_000  # solid angles (samples x triangles) a part may spend proving itself; else untrusted
+
+
+@njit(cache=True)
+def winding_brute(points, tri, out):
+    """Exact winding number of triangles tri (F, 9) rows (a, b - a, c - a) at points (P, 3).
+
+    Serial: it runs on small sets, where a parallel launch costs more than the work.
+    """
+    for i in range(points.shape[0]):
+        w = 0.0
+        for k in range(tri.shape[0]):
+            w += triangle_solid_angle(points[i, 0], points[i, 1], points[i, 2], tri, k)
+        out[i] = w / (4.0 * math.pi)
+
+
+def _trusted_components(v, faces, comp, comp_ok):
+    """Closed parts whose pseudonormal sign equals the whole mesh's winding rule near them.
+
+    Near a closed part C (oriented by the sign of its volume) the pseudonormal
+    gives C's own winding number, 0 or +-1. That decides the whole mesh's
+    ``w >= 0.5`` only if the other parts add 0 around a positive C (it is not
+    inside another solid) or 1 around a negative C (a void inside a solid).
+    This is checked exactly at every vertex and face centroid of C, summing
+    the other parts whose boxes overlap C's box (parts with disjoint boxes add
+    0 when closed). Intersecting parts usually have such a sample inside each
+    other and fail too (a crossing that hides between samples is missed).
+    Parts that fail, or whose check would cost more than TRUST_WORK, get the
+    winding number instead.
+    """
+    n_comp = comp_ok.size
+    trusted = comp_ok.copy()
+    tri = v[faces]
+    t9 = np.concatenate([tri[:, 0], tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]], axis=1)
+    order = np.argsort(comp, kind="stable")
+    starts = np.searchsorted(comp[order], np.arange(n_comp + 1))
+    lo = np.full((n_comp, 3), np.inf)
+    hi = np.full((n_comp, 3), -np.inf)
+    np.minimum.at(lo, comp, tri.min(axis=1))
+    np.maximum.at(hi, comp, tri.max(axis=1))
+    pad = 1e-9 * float(np.linalg.norm(hi.max(axis=0) - lo.min(axis=0)))
+    det = np.einsum("ij,ij->i", tri[:, 0], np.cross(tri[:, 1], tri[:, 2]))
+    volume = np.bincount(comp, weights=det, minlength=n_comp)
+    for c in np.flatnonzero(comp_ok):
+        fc = order[starts[c]:starts[c + 1]]
+        verts = np.concatenate([v[np.unique(faces[fc])], tri[fc].mean(axis=1)])  # vertices and centroids
+        expect = 0.0 if volume[c] > 0 else 1.0
+        overlap = np.all((lo <= hi[c] + pad) & (hi >= lo[c] - pad), axis=1)
+        overlap[c] = False
+        others = np.flatnonzero(overlap)
+        if others.size == 0:
+            trusted[c] = expect == 0.0  # a negative part with nothing around it is a void in nothing
+            continue
+        fo = np.concatenate([order[starts[d]:starts[d + 1]] for d in others])
+        if verts.shape[0] * fo.size > TRUST_WORK:
+            trusted[c] = False
+            continue
+        t9o = np.ascontiguousarray(t9[fo])
+        for samples in (verts[::max(1, verts.shape[0] // 32)], verts):  # a cheap look first
+            w = np.empty(samples.shape[0])
+            winding_brute(samples, t9o, w)
+            if not np.all(np.abs(w - expect) < 0.5):
+                trusted[c] = False
+                break
+    return trusted
 
 
 def _pseudonormals(v, faces):
@@ -960,8 +1027,13 @@ class MeshField:
         if f.shape[0] == 0:
             raise MeshError("MeshField: every face is degenerate (zero area)")
         self.n_faces = int(f.shape[0])
-        comp_closed, self.n_components, self.n_closed_components = _closed_components(f, v.shape[0])
-        self.closed = bool(comp_closed.all())
+        comp, comp_ok = _closed_components(f, v.shape[0])
+        self.n_components = int(comp_ok.size)
+        self.n_closed_components = int(comp_ok.sum())
+        self.closed = bool(comp_ok.all())
+        trusted = _trusted_components(v, f, comp, comp_ok) if sign == "auto" else comp_ok
+        self.n_trusted_components = int(trusted.sum())
+        comp_closed = trusted[comp]
         self.sign = sign
         self.beta = float(beta)
         tri = v[f]
