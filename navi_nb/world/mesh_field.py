@@ -1,36 +1,40 @@
 """Signed distance to a triangle mesh: a BVH in flat arrays, Numba kernels parallel over points.
 
-``MeshField(vertices, faces, classes=None).evaluate(points, cap=None) -> (sdf, class)``
+``MeshField(vertices, faces, classes=None, sign="auto").evaluate(points, cap=None) -> (sdf, class)``
 
 Distance: exact Euclidean distance (float64) to the nearest triangle, found by a
 depth-first walk of a bounding-volume hierarchy (binned surface-area heuristic,
-leaves of at most ``LEAF_SIZE`` triangles), nearer child first,
-pruning every box farther than the best distance so far.
+leaves of at most ``LEAF_SIZE`` triangles), nearer child first, pruning every
+box farther than the best so far, warm-started from the previous point's
+nearest triangle. Runs of GROUP consecutive points (the compiler's 8 sibling
+cells) share one gathering of candidate triangles (see ``group_nearest``).
 
-Sign (negative inside solid), see docs/MESHES.md:
+Sign (negative inside solid), see docs/MESHES.md. Faces sharing an edge form a
+part; a part is closed when each directed edge appears once and its reverse
+once. The reference rule is the generalised winding number: inside where
+``w >= 0.5`` (Jacobson et al. 2013), summed through the same BVH with the
+far-field dipole of Barill et al. 2018 (a cluster seen from farther than
+``WINDING_BETA`` times its radius contributes ``A . (c - p) / (4 pi |c - p|^3)``,
+nearer clusters are opened down to exact triangle solid angles).
 
-- ``sign="pseudonormal"`` (the default when the mesh is closed: every edge is
-  shared by exactly two faces that traverse it in opposite directions): the
-  sign of ``(p - q) . N`` where ``q`` is the nearest point and ``N`` the
-  angle-weighted pseudonormal of the feature (face, edge or vertex) that holds
-  ``q`` (Baerentzen & Aanaes 2005). Exact for closed meshes that do not
-  intersect themselves; almost free.
-- ``sign="winding"`` (the default for open meshes): inside where the
-  generalised winding number ``w >= 0.5`` (Jacobson et al. 2013), summed
-  through the same BVH with the far-field dipole approximation of Barill et
-  al. 2018: a cluster seen from farther than ``WINDING_BETA`` times its radius
-  contributes ``A . (c - p) / (4 pi |c - p|^3)`` (``A`` the sum of its
-  area-weighted normals, ``c`` its area centroid); nearer clusters are opened
-  down to exact triangle solid angles. Robust to holes, self-intersections
-  and nested shells; about twice the cost of the distance.
+- ``sign="auto"`` (default): where the nearest triangle belongs to a *trusted*
+  closed part, the sign of ``(p - q) . N`` with ``q`` the nearest point and
+  ``N`` the angle-weighted pseudonormal of its feature (Baerentzen & Aanaes
+  2005): exact and almost free. A closed part is trusted when the other parts
+  add, around it, exactly what its orientation needs (0 around a solid, 1
+  around a void): checked at its vertices and face centroids with exact
+  winding numbers (``_trusted_components``). Elsewhere (open parts, parts
+  nested in or crossing another solid, inverted parts) the winding number.
+- ``sign="winding"``: the winding number everywhere (several times slower).
 - ``sign="unsigned"``: all distances positive.
 
-``cap`` (for the compiler): when given, a point whose distance exceeds ``cap``
-may get any value ``>= cap`` (this returns exactly ``cap``) with the right sign
-and class 0; the walk then stops as soon as nothing nearer than ``cap`` is left,
-which makes far points cheap. Points within ``cap`` get exact values. Such
-beyond-cap points take their sign from the winding number even on closed
-meshes (no nearest feature is known).
+``cap`` (for the compiler): a point farther than ``cap`` from every triangle
+gets exactly ``+-cap`` (right sign) and class 0. Its sign still needs the
+nearest feature, except on meshes whose parts are all closed, where a point
+inside the surface-free ball of an earlier point of its chunk copies that
+point's sign (and a run of points whose cap balls all lie in that ball needs
+no search at all). Points within ``cap`` get exactly the values they get
+without it.
 
 Class: the class of the nearest face (``classes`` per face, default 1), 0 for
 beyond-cap points. Degenerate faces (repeated index or zero area in float64)
