@@ -255,3 +255,20 @@ def test_readers_agree_and_compile_from_file(tmp_path):
     assert w.sidecar["triangles"] == 12 and w.sidecar["closed"] is True
     d, s = distance(w, np.array([[0.0, 0.25, -0.375], [0.0, 0.75, -0.375]]))
     assert d[0] < 0 and abs(d[1]) < w.voxel_size and s[1] == 1
+
+
+def test_compile_is_deterministic_across_thread_counts():
+    import numba
+
+    from navi_nb.world.compiler import compile_scene
+    from navi_nb.world.mesh_scene import icosphere
+
+    before = numba.get_num_threads()
+    outs = []
+    try:
+        for threads in (1, before):
+            numba.set_num_threads(threads)
+            outs.append((compile_scene("clutter", 64, seed=3).to_bytes(), compile_mesh(icosphere(2), 64).to_bytes()))
+    finally:
+        numba.set_num_threads(before)
+    assert outs[0] == outs[1]
