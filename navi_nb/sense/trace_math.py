@@ -260,13 +260,14 @@ def axis_lerp_index(q, res):
     return i, c - i
 
 
-def voxel_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, vx, vy, vz):
-    """The field at the centre of voxel ``(vx, vy, vz)`` (integers in ``[0, res)``).
+def voxel_fast(child, leaf_dist, top_code, shift, vx, vy, vz):
+    """The field at the centre of voxel ``(vx, vy, vz)`` (integers in ``[0, res)``),
+    or NaN where this fast path cannot answer (then :func:`cell_value` does).
 
     shift: log2 of the voxels per side of a dense-table cell (-1: the table
     does not line up with the voxels). The descent below the table runs in
     integers on the voxel index bits (the same cells the general descent
-    finds); a pruned octant goes through :func:`cell_value`.
+    finds); a pruned octant is left to :func:`cell_value`.
     """
     if shift >= 0:
         code = int(top_code[vx >> shift, vy >> shift, vz >> shift])
@@ -276,7 +277,32 @@ def voxel_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, vx,
             b -= 1
         if code < -1:
             return leaf_dist[-code - 2]
-    return cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, vx + 0.5, vy + 0.5, vz + 0.5)
+    return math.nan
+
+
+def corner_values(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx, jy, jz):
+    """The field at the 8 voxel centres from ``(jx, jy, jz)`` to ``+1`` on each axis
+    (x fastest), each through :func:`cell_value` (the general path)."""
+    return (cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 0.5, jz + 0.5),
+            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 0.5, jz + 0.5),
+            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 1.5, jz + 0.5),
+            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 1.5, jz + 0.5),
+            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 0.5, jz + 1.5),
+            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 0.5, jz + 1.5),
+            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 1.5, jz + 1.5),
+            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 1.5, jz + 1.5))
+
+
+def corner_term(acc, gx, gy, gz, fx, fy, fz, ox, oy, oz, v):
+    """Add corner ``(ox, oy, oz)`` (0 or 1 each) holding ``v`` to the trilinear sums."""
+    wx = fx if ox == 1 else 1.0 - fx
+    wy = fy if oy == 1 else 1.0 - fy
+    wz = fz if oz == 1 else 1.0 - fz
+    acc += wx * wy * wz * v
+    gx += (1.0 if ox == 1 else -1.0) * wy * wz * v
+    gy += (1.0 if oy == 1 else -1.0) * wx * wz * v
+    gz += (1.0 if oz == 1 else -1.0) * wx * wy * v
+    return acc, gx, gy, gz
 
 
 def table_shift(top_code, res):
@@ -294,38 +320,46 @@ def table_shift(top_code, res):
     return shift
 
 
-def field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, px, py, pz):
+def field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz):
     """Trilinear interpolation of the leaf distances between voxel centres, and its gradient.
 
-    Returns ``(f, gx, gy, gz)`` in voxel units (the gradient is per voxel).
+    ``shift`` as :func:`table_shift`. Returns ``(f, gx, gy, gz)`` in voxel
+    units (the gradient is per voxel). The 8 corners are read by
+    :func:`voxel_fast`, unrolled; only when one of them needs the general
+    descent do all go through :func:`corner_values` (a call kept off the
+    common path: having it inside the loop made this function several times
+    slower).
     """
     ix, fx = axis_lerp_index(px, res)
     iy, fy = axis_lerp_index(py, res)
     iz, fz = axis_lerp_index(pz, res)
-    shift = table_shift(top_code, res)
     jx = int(ix)
     jy = int(iy)
     jz = int(iz)
-    acc = 0.0
-    gx = 0.0
-    gy = 0.0
-    gz = 0.0
-    for k in range(8):
-        ox = k & 1
-        oy = (k >> 1) & 1
-        oz = (k >> 2) & 1
-        wx = fx if ox == 1 else 1.0 - fx
-        wy = fy if oy == 1 else 1.0 - fy
-        wz = fz if oz == 1 else 1.0 - fz
-        v = voxel_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + ox, jy + oy, jz + oz)
-        acc += wx * wy * wz * v
-        gx += (1.0 if ox == 1 else -1.0) * wy * wz * v
-        gy += (1.0 if oy == 1 else -1.0) * wx * wz * v
-        gz += (1.0 if oz == 1 else -1.0) * wx * wy * v
+    v0 = voxel_fast(child, leaf_dist, top_code, shift, jx, jy, jz)
+    v1 = voxel_fast(child, leaf_dist, top_code, shift, jx + 1, jy, jz)
+    v2 = voxel_fast(child, leaf_dist, top_code, shift, jx, jy + 1, jz)
+    v3 = voxel_fast(child, leaf_dist, top_code, shift, jx + 1, jy + 1, jz)
+    v4 = voxel_fast(child, leaf_dist, top_code, shift, jx, jy, jz + 1)
+    v5 = voxel_fast(child, leaf_dist, top_code, shift, jx + 1, jy, jz + 1)
+    v6 = voxel_fast(child, leaf_dist, top_code, shift, jx, jy + 1, jz + 1)
+    v7 = voxel_fast(child, leaf_dist, top_code, shift, jx + 1, jy + 1, jz + 1)
+    if not (v0 == v0 and v1 == v1 and v2 == v2 and v3 == v3 and v4 == v4 and v5 == v5 and v6 == v6
+            and v7 == v7):
+        v0, v1, v2, v3, v4, v5, v6, v7 = corner_values(child, leaf_dist, leaf_sem, top_code, top_level, res, shift,
+                                                       jx, jy, jz)
+    acc, gx, gy, gz = corner_term(0.0, 0.0, 0.0, 0.0, fx, fy, fz, 0, 0, 0, v0)
+    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1, 0, 0, v1)
+    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 0, 1, 0, v2)
+    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1, 1, 0, v3)
+    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 0, 0, 1, v4)
+    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1, 0, 1, v5)
+    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 0, 1, 1, v6)
+    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1, 1, 1, v7)
     return acc, gx, gy, gz
 
 
-def refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz, t_hit, t_lo, t_hi, iters):
+def refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz, dx, dy, dz, t_hit, t_lo, t_hi, iters):
     """Sharpen a hit's depth with Newton steps on the interpolated field along the ray.
 
     From ``t_hit``, each step moves by ``-f / (grad f . dir)``, kept within
@@ -337,7 +371,7 @@ def refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz,
     surface; ``f`` is the field at ``t_hit``.
     """
     t = t_hit
-    f, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, ox + t * dx, oy + t * dy, oz + t * dz)
+    f, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx, oy + t * dy, oz + t * dz)
     f_first = f
     for k in range(iters):
         if f < 1e-3 and f > -1e-3:
@@ -355,7 +389,7 @@ def refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz,
         long = tn - t > LONG_STEP or t - tn > LONG_STEP
         t = tn
         if k < iters - 1 or long:
-            f, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, ox + t * dx, oy + t * dy,
+            f, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx, oy + t * dy,
                                      oz + t * dz)
             if long and k == iters - 1 and (f > 0.25 or f < -0.25):
                 return t_hit, False, f_first
@@ -438,10 +472,10 @@ def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, 
                 t_hi = t + REFINE_WINDOW
                 if t_hi > t_end:
                     t_hi = t_end
-                depth, found, f = refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz,
+                depth, found, f = refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz, dx, dy, dz,
                                              depth, t_free, t_hi, refine)
                 if signed and not found:
-                    fh, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, px, py, pz)
+                    fh, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz)
                     if fh > GRAZE_MARGIN:
                         # the cell's centre is in solid but the ray passes outside it: a graze
                         t_free = t
@@ -465,7 +499,7 @@ def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, 
                     t_hi = t + d + REFINE_WINDOW
                     if t_hi > t_end:
                         t_hi = t_end
-                    depth, found, f = refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy,
+                    depth, found, f = refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz, dx, dy,
                                                  dz, depth, t_free, t_hi, refine)
                     if signed and not found:
                         # no zero crossing of the interpolated signed field near here: the ray
@@ -528,11 +562,11 @@ def trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmi
 # helpers in the order they must be built (a function's helpers come first)
 GMDAG_HELPERS = ()  # the kernels read the decoded layout, not node words
 MATH_FUNCTIONS = ("axis_exit", "reciprocal", "cell_exit", "slab", "ray_box", "table_shift", "descend_float", "descend", "cell_value",
-                  "axis_lerp_index", "voxel_value", "field_at", "refine_hit", "yaw_cos_sin", "yaw_rotate",
+                  "axis_lerp_index", "voxel_fast", "corner_values", "corner_term", "field_at", "refine_hit", "yaw_cos_sin", "yaw_rotate",
                   "trace_ray", "trace_one")
 
 
-OUTER_FUNCTIONS = ("cell_value", "field_at", "refine_hit", "trace_ray", "trace_one")
+OUTER_FUNCTIONS = ("cell_value", "corner_values", "field_at", "refine_hit", "trace_ray", "trace_one")
 
 
 def retarget(func, namespace):
