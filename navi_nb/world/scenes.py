@@ -293,6 +293,34 @@ def _clutter(seed, count=30):
     return _finish("clutter", rows, lo, hi, seed, spacing=0.75)
 
 
+def make_scene(name, room_min, room_max, solids=(), *, description="a custom scene",
+               class_names=None, spawn_spacing=1.0, cube_min=None, cube_side=None) -> Scene:
+    """A closed custom scene: the room ``[room_min, room_max]`` (metres) with
+    ``solids`` inside, each a primitive row from :mod:`navi_nb.world.sdf`
+    (``box``, ``sphere``, ``cylinder``, ``capsule``) or a list of rows forming
+    one CSG expression. The room's floor, walls and ceiling get the classes
+    floor, wall and ceiling; give your solids classes from ``CLASS_NAMES`` (or
+    your own ``class_names``). The world cube defaults to one fitted around
+    the room by the compiler; spawn points are found on a grid.
+    """
+    lo = np.asarray(room_min, dtype=np.float64)
+    hi = np.asarray(room_max, dtype=np.float64)
+    if lo.shape != (3,) or hi.shape != (3,) or not np.all(np.isfinite(lo)) or not np.all(hi > lo):
+        raise SceneError(f"make_scene {name!r}: room_min {lo.tolist()} must be below room_max {hi.tolist()}")
+    try:
+        program = _program([_room(lo, hi)] + list(solids))
+    except ValueError as exc:
+        raise SceneError(f"make_scene {name!r}: {exc}") from None
+    s = Scene(name=name, description=description, program=program, bounds_min=lo, bounds_max=hi,
+              class_names=list(class_names or CLASS_NAMES),
+              cube_min=None if cube_min is None else np.asarray(cube_min, dtype=np.float64),
+              cube_side=cube_side)
+    s.spawn_points = _spawn_points(s, spawn_spacing)
+    if len(s.spawn_points) == 0:
+        raise SceneError(f"make_scene {name!r}: no free spawn point with {SPAWN_CLEARANCE} m of clearance")
+    return s
+
+
 _BUILDERS = {"box": _box, "pillars": _pillars, "house": _house, "maze": _maze, "clutter": _clutter}
 
 
