@@ -23,10 +23,9 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from numba import njit, prange
 
 from navi_nb.errors import NaviError
-from navi_nb.learn import mlp
+from navi_nb.learn import fused
 from navi_nb.learn.adam import Adam, global_norm
 from navi_nb.learn.gae import compute_gae
 
@@ -95,115 +94,6 @@ class PPOConfig:
         return self
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def ppo_loss_terms(mu, value, log_std, actions, logp_old, adv, v_old, ret, clip_coef, clip_vloss,
-                   vf_coef, inv_n, dmu, dv, dlogstd, stats):
-    """Per-sample loss terms and their gradients (already scaled by 1/n).
-
-    mu (n, k) action means, value (n, 1), actions (n, k); writes dmu (n, k),
-    dv (n, 1), dlogstd (n, k) (the per-sample part of d loss / d log_std) and
-    stats (n, 5): pg_loss, v_loss, approx_kl, clipped, -logratio. Float64 inside.
-    """
-    n, k = mu.shape
-    for i in prange(n):
-        lp = 0.0
-        for j in range(k):
-            ls = np.float64(log_std[j])
-            z = (np.float64(actions[i, j]) - np.float64(mu[i, j])) / math.exp(ls)
-            lp += -0.5 * z * z - ls - 0.5 * LOG_2PI
-        logratio = lp - np.float64(logp_old[i])
-        ratio = math.exp(logratio)
-        a = np.float64(adv[i])
-        clipped_ratio = min(max(ratio, 1.0 - clip_coef), 1.0 + clip_coef)
-        pg1 = -a * ratio
-        pg2 = -a * clipped_ratio
-        if pg1 >= pg2:
-            pg = pg1
-            dlogp = -a * ratio * inv_n
-        else:
-            pg = pg2
-            dlogp = 0.0
-        for j in range(k):
-            ls = np.float64(log_std[j])
-            std = math.exp(ls)
-            z = (np.float64(actions[i, j]) - np.float64(mu[i, j])) / std
-            dmu[i, j] = dlogp * z / std
-            dlogstd[i, j] = dlogp * (z * z - 1.0)
-        vi = np.float64(value[i, 0])
-        r = np.float64(ret[i])
-        if clip_vloss:
-            vo = np.float64(v_old[i])
-            d = vi - vo
-            vc = vo + min(max(d, -clip_coef), clip_coef)
-            lu = (vi - r) * (vi - r)
-            lc = (vc - r) * (vc - r)
-            if lu >= lc:
-                vl = 0.5 * lu
-                g = vi - r
-            else:
-                vl = 0.5 * lc
-                g = (vc - r) if abs(d) < clip_coef else 0.0
-        else:
-            vl = 0.5 * (vi - r) * (vi - r)
-            g = vi - r
-        dv[i, 0] = vf_coef * inv_n * g
-        stats[i, 0] = pg
-        stats[i, 1] = vl
-        stats[i, 2] = (ratio - 1.0) - logratio
-        stats[i, 3] = 1.0 if abs(ratio - 1.0) > clip_coef else 0.0
-        stats[i, 4] = -logratio
-
-
-@njit(cache=True)
-def column_sums(x, out):
-    """out[j] = sum over rows of x[:, j], rows in order (float64)."""
-    for j in range(x.shape[1]):
-        out[j] = 0.0
-    for i in range(x.shape[0]):
-        for j in range(x.shape[1]):
-            out[j] += x[i, j]
-
-
-@njit(cache=True)
-def normalize_advantages(adv, out, enabled):
-    """out = (adv - mean) / (std + 1e-8), std with n - 1 (as torch.std)."""
-    n = adv.shape[0]
-    if not enabled:
-        for i in range(n):
-            out[i] = adv[i]
-        return
-    s = 0.0
-    for i in range(n):
-        s += adv[i]
-    mean = s / n
-    q = 0.0
-    for i in range(n):
-        d = adv[i] - mean
-        q += d * d
-    std = math.sqrt(q / max(n - 1, 1))
-    for i in range(n):
-        out[i] = (adv[i] - mean) / (std + 1e-8)
-
-
-class _Scratch:
-    """Per-minibatch-size buffers: inputs, layer outputs, gradients, slots."""
-
-    def __init__(self, policy, n, n_aux, chunk, chunk_layers):
-        dt = policy.dtype
-        self.n = n
-        self.obs = np.empty((n, policy.obs_dim), dt)
-        self.aux = np.empty((n, n_aux), dt)
-        self.adv = np.empty(n, dt)
-        self.H = {t: [np.empty((n, l.n_out), dt) for l in layers]
-                  for t, layers in (("pi", policy.pi_layers), ("v", policy.v_layers))}
-        self.dZ = {t: [np.empty((n, l.n_out), dt) for l in layers]
-                   for t, layers in (("pi", policy.pi_layers), ("v", policy.v_layers))}
-        self.dlogstd = np.empty((n, policy.act_dim), dt)
-        self.stats = np.empty((n, len(STAT_NAMES)), np.float64)
-        n_chunks = (n + chunk - 1) // chunk
-        self.slots = {l.name: np.empty((n_chunks, l.size), dt) for l in chunk_layers}
-
-
 class PPO:
     """The learner: an ActorCritic, its flat gradient, Adam, and the update loop.
 
@@ -219,7 +109,8 @@ class PPO:
         self.adam = Adam(policy.params, lr=self.config.learning_rate, eps=self.config.adam_eps)
         self.rng = np.random.default_rng([int(seed), 0x5050])   # minibatch shuffling only
         self.modes = {l.name: self._mode(l) for l in policy.pi_layers + policy.v_layers}
-        self._scratch = {}
+        self._plan = fused.Plan(policy, self.modes, self.config.tile_rows, self.config.tile_cols)
+        self._stat_sums = np.empty(len(STAT_NAMES), np.float64)
         self._norm_partial = None
         self.source = None
         self.updates_done = 0
@@ -238,28 +129,20 @@ class PPO:
         c = columns
         a0 = c["actions"]
         act_dim = self.policy.act_dim
-        # aux = source columns [a0, a0 + width): actions, logp, value, ... returns
-        hi = max(c["logp"], c["value"], c["advantages"], c["returns"]) + 1
-        self._aux = (a0, hi - a0, {"actions": 0, "logp": c["logp"] - a0, "value": c["value"] - a0,
-                                   "advantages": c["advantages"] - a0, "returns": c["returns"] - a0})
+        self._cols = np.array([a0, c["logp"], c["value"], c["returns"], c["advantages"]], np.int64)
         if obs_dim != self.policy.obs_dim or c["actions"] + act_dim > flat_rows.shape[1]:
             raise PPOConfigError(f"rollout rows of width {flat_rows.shape[1]} do not fit a policy "
                                  f"with obs_dim {self.policy.obs_dim}, act_dim {act_dim}")
-
-    def _buffers(self, n):
-        s = self._scratch.get(n)
-        if s is None:
-            chunk_layers = [l for l in self.policy.pi_layers + self.policy.v_layers
-                            if self.modes[l.name] == "chunk"]
-            s = _Scratch(self.policy, n, self._aux[1], self.config.chunk_size, chunk_layers)
-            self._scratch[n] = s
-        return s
 
     # ---- one minibatch's gradient ------------------------------------------
     def accumulate(self, order, start, stop):
         """Gradient of the PPO loss over samples order[start:stop] into self.grad.
 
-        Returns the minibatch's loss statistics (means over its samples).
+        Three kernel calls (``fused.py``): the advantages normalised over the
+        whole minibatch, one parallel pass over fixed chunks (gather, forward,
+        loss, backward, chunk slots), one parallel pass over fixed work items
+        (slot sums, weight tiles, bias and log_std sums). Returns the
+        minibatch's loss statistics (means over its samples).
         """
         cfg, pol = self.config, self.policy
         if self.source is None:
@@ -271,49 +154,20 @@ class PPO:
         if rows.min() < 0 or rows.max() >= self.source.shape[0]:
             raise PPOConfigError(f"accumulate: order[{start}:{stop}] holds rows outside "
                                  f"[0, {self.source.shape[0]})")
-        chunk = cfg.chunk_size
-        s = self._buffers(n)
-        mlp.gather_rows(self.source, rows, 0, s.obs, chunk)
-        a0, _, ax = self._aux
-        mlp.gather_rows(self.source, rows, a0, s.aux, chunk)
-        k = pol.act_dim
-        normalize_advantages(s.aux[:, ax["advantages"]], s.adv, cfg.norm_adv)
-
-        mu = pol.trunk_forward(pol.pi_layers, s.obs, s.H["pi"], chunk)
-        val = pol.trunk_forward(pol.v_layers, s.obs, s.H["v"], chunk)
-        ppo_loss_terms(mu, val, pol.p["log_std"], s.aux[:, 0:k], s.aux[:, ax["logp"]], s.adv,
-                       s.aux[:, ax["value"]], s.aux[:, ax["returns"]], float(cfg.clip_coef),
-                       bool(cfg.clip_vloss), float(cfg.vf_coef), 1.0 / n,
-                       s.dZ["pi"][-1], s.dZ["v"][-1], s.dlogstd, s.stats)
-        sums = np.empty(k, np.float64)
-        column_sums(s.dlogstd, sums)
-        self.g["log_std"][...] = sums - cfg.ent_coef
-        for trunk, layers in (("pi", pol.pi_layers), ("v", pol.v_layers)):
-            self._backward(trunk, layers, s)
-        stat_sums = np.empty(len(STAT_NAMES), np.float64)
-        column_sums(s.stats, stat_sums)
+        plan = self._plan
+        meta, A, D, slots, dlogstd, stats, adv, n_chunks = plan.buffers(
+            n, cfg.chunk_size, pol.act_dim, len(STAT_NAMES))
+        fused.prep_advantages(self.source, rows, self._cols[4], adv, bool(cfg.norm_adv))
+        fused.chunk_pass(self.source, rows, self._cols, adv, pol.params, pol.p["log_std"], meta,
+                         plan.n_pi, A, D, slots, plan.slot_width, dlogstd, stats, cfg.chunk_size,
+                         float(cfg.clip_coef), bool(cfg.clip_vloss), float(cfg.vf_coef), 1.0 / n)
+        stat_sums = self._stat_sums
+        fused.finish_pass(plan.items, meta, n, A, D, slots, plan.slot_width, n_chunks, dlogstd,
+                          stats, self.grad, plan.log_std_off, float(cfg.ent_coef), stat_sums)
         out = dict(zip(STAT_NAMES, (stat_sums / n).tolist()))
         out["entropy"] = pol.entropy()
         out["loss"] = out["pg_loss"] - cfg.ent_coef * out["entropy"] + cfg.vf_coef * out["v_loss"]
         return out
-
-    def _backward(self, trunk, layers, s):
-        pol, cfg = self.policy, self.config
-        H, dZ = s.H[trunk], s.dZ[trunk]
-        for i in range(len(layers) - 1, -1, -1):
-            layer = layers[i]
-            X = s.obs if i == 0 else H[i - 1]
-            if self.modes[layer.name] == "tile":
-                mlp.wgrad_tiles(X, dZ[i], self.g[layer.name + ".W"], self.g[layer.name + ".b"],
-                                cfg.tile_rows, cfg.tile_cols)
-            else:
-                slots = s.slots[layer.name]
-                mlp.wgrad_chunk_slots(X, dZ[i], slots, cfg.chunk_size)
-                mlp.sum_slots(slots, slots.shape[0],
-                              self.grad[layer.offset:layer.offset + layer.size], 1024)
-            if i > 0:
-                mlp.backprop_chunks(dZ[i], pol.p[layer.name + ".W"], H[i - 1], dZ[i - 1],
-                                    pol.act_code, cfg.chunk_size)
 
     # ---- clipping and the optimizer step -----------------------------------
     def step(self, lr=None):

@@ -1,0 +1,350 @@
+"""One minibatch's PPO gradient in two parallel regions.
+
+``PPO.accumulate`` used to make about 25 kernel calls per minibatch (gather,
+forward and backward per layer, slots and their sums per layer); on a small
+network the calls' dispatch and the parallel regions' start-up cost as much as
+the arithmetic. Here the whole minibatch takes three calls:
+
+1. ``prep_advantages`` (serial): gather the minibatch's advantages and
+   normalise them over the whole minibatch, once, before any sharding.
+2. ``chunk_pass``: a ``prange`` over the minibatch's fixed chunks of samples.
+   Each chunk gathers its observation rows, runs both trunks forward, the
+   per-sample PPO loss terms and their gradients, and backward through every
+   layer (activation gradients), and writes the chunk's ``[dW, db]`` of every
+   chunk-mode layer into its own slot. Everything a chunk computes stays in
+   cache between the forward and the backward pass.
+3. ``finish_pass``: a ``prange`` over fixed work items, each writing its own
+   part of the flat gradient: slot-sum blocks (slots added element by element
+   in chunk order), weight-gradient tiles of tile-mode layers (one product over
+   the whole minibatch in sample order), the bias columns of tile-mode layers
+   (summed in sample order), and one item for ``log_std``'s gradient and the
+   loss statistics (sums in sample order).
+
+Every piece of work is a fixed computation on fixed inputs whatever thread
+runs it, so the result does not depend on the thread count (DETERMINISM.md).
+
+Layers are described by rows of an int64 table ``meta`` (columns below), in
+the walk order of the parameter layout: the policy trunk's layers first
+(``n_pi`` of them, its output layer last), then the value trunk's. Layer
+outputs live in one flat buffer ``A`` (the gathered observations first, at
+offset 0, then each layer's ``(n, n_out)`` block), their pre-activation
+gradients in ``D`` (one ``(n, n_out)`` block per layer).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from navi_nb.learn.blas import NO_TRANS, TRANS, gemm
+from navi_nb.learn.mlp import _bias_act_rows, _times_dact_rows
+
+# columns of ``meta``
+NIN, NOUT, WOFF, XOFF, HOFF, DOFF, SLOT, ACT = range(8)
+META_COLS = 8
+# kinds of ``finish_pass`` work items (columns: kind, layer, a0, a1, b0, b1)
+SLOT_SUM, TILE, TILE_BIAS, HEADS = 0, 1, 2, 3
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+@njit(cache=True, inline="always")
+def _at(a, offset):
+    """Address of element ``offset`` of contiguous ``a``."""
+    return a.ctypes.data + np.uint64(offset * a.itemsize)
+
+
+@njit(cache=True)
+def prep_advantages(source, rows, col, out, enabled):
+    """out[i] = source[rows[i], col], normalised over all i when ``enabled``:
+    (adv - mean) / (std + 1e-8), std with n - 1 (as torch.std); float64 sums."""
+    n = rows.shape[0]
+    if not enabled:
+        for i in range(n):
+            out[i] = source[rows[i], col]
+        return
+    s = 0.0
+    for i in range(n):
+        s += np.float64(source[rows[i], col])
+    mean = s / n
+    q = 0.0
+    for i in range(n):
+        d = np.float64(source[rows[i], col]) - mean
+        q += d * d
+    std = math.sqrt(q / max(n - 1, 1))
+    for i in range(n):
+        out[i] = (np.float64(source[rows[i], col]) - mean) / (std + 1e-8)
+
+
+@njit(cache=True, inline="always")
+def _block(a, offset, rows, cols):
+    """a[offset : offset + rows * cols] as a (rows, cols) array: indexing it with
+    range() counters keeps the loops free of negative-index checks, so they
+    vectorize (flat indices computed from offsets do not)."""
+    return a[offset:offset + rows * cols].reshape((rows, cols))
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _forward_rows(A, params, m, r0, r1):
+    """Rows r0:r1 of one layer: A[out] = act(A[in] @ W + b)."""
+    nin, nout, woff = m[NIN], m[NOUT], m[WOFF]
+    one = np.ones(1, A.dtype)[0]
+    zero = one - one
+    h0 = m[HOFF] + r0 * nout
+    gemm(NO_TRANS, NO_TRANS, r1 - r0, nout, nin, one, _at(A, m[XOFF] + r0 * nin), nin,
+         _at(params, woff), nout, zero, _at(A, h0), nout)
+    H = _block(A, h0, r1 - r0, nout)
+    _bias_act_rows(H, params[woff + nin * nout:woff + nin * nout + nout], 0, r1 - r0, m[ACT])
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _backward_rows(A, D, params, slots, slot_width, c, m, mp, r0, r1, has_prev):
+    """Rows r0:r1 of one layer's backward: its chunk slot (chunk-mode layers),
+    and the previous layer's pre-activation gradient (when ``has_prev``)."""
+    nin, nout = m[NIN], m[NOUT]
+    one = np.ones(1, A.dtype)[0]
+    zero = one - one
+    d0 = m[DOFF] + r0 * nout
+    if m[SLOT] >= 0:
+        base = c * slot_width + m[SLOT]
+        gemm(TRANS, NO_TRANS, nin, nout, r1 - r0, one, _at(A, m[XOFF] + r0 * nin), nin,
+             _at(D, d0), nout, zero, _at(slots, base), nout)
+        gb = slots[base + nin * nout:base + nin * nout + nout]
+        dZ = _block(D, d0, r1 - r0, nout)
+        for j in range(nout):
+            gb[j] = zero
+        for i in range(r1 - r0):
+            for j in range(nout):
+                gb[j] += dZ[i, j]
+    if has_prev:
+        p0 = mp[DOFF] + r0 * nin
+        gemm(NO_TRANS, TRANS, r1 - r0, nin, nout, one, _at(D, d0), nout,
+             _at(params, m[WOFF]), nout, zero, _at(D, p0), nin)
+        _times_dact_rows(_block(D, p0, r1 - r0, nin), _block(A, mp[HOFF] + r0 * nin, r1 - r0, nin),
+                         0, r1 - r0, mp[ACT])
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _pi_head(A, D, mo, source, rows, cols, adv, log_std, clip_coef, inv_n, dlogstd, stats, r0, r1):
+    """Clipped surrogate of rows r0:r1: d loss / d mu into D, the per-sample
+    part of d loss / d log_std, and the statistics (float64 inside)."""
+    k = mo[NOUT]
+    a0, c_logp = cols[0], cols[1]
+    for i in range(r0, r1):
+        r = rows[i]
+        lp = 0.0
+        for j in range(k):
+            ls = np.float64(log_std[j])
+            z = (np.float64(source[r, a0 + j]) - np.float64(A[mo[HOFF] + i * k + j])) / math.exp(ls)
+            lp += -0.5 * z * z - ls - 0.5 * LOG_2PI
+        logratio = lp - np.float64(source[r, c_logp])
+        ratio = math.exp(logratio)
+        a = np.float64(adv[i])
+        clipped_ratio = min(max(ratio, 1.0 - clip_coef), 1.0 + clip_coef)
+        pg1 = -a * ratio
+        pg2 = -a * clipped_ratio
+        if pg1 >= pg2:
+            pg = pg1
+            dlogp = -a * ratio * inv_n
+        else:
+            pg = pg2
+            dlogp = 0.0
+        for j in range(k):
+            ls = np.float64(log_std[j])
+            std = math.exp(ls)
+            z = (np.float64(source[r, a0 + j]) - np.float64(A[mo[HOFF] + i * k + j])) / std
+            D[mo[DOFF] + i * k + j] = dlogp * z / std
+            dlogstd[i, j] = dlogp * (z * z - 1.0)
+        stats[i, 0] = pg
+        stats[i, 2] = (ratio - 1.0) - logratio
+        stats[i, 3] = 1.0 if abs(ratio - 1.0) > clip_coef else 0.0
+        stats[i, 4] = -logratio
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _v_head(A, D, mo, source, rows, cols, clip_coef, clip_vloss, vf_coef, inv_n, stats, r0, r1):
+    """Value loss of rows r0:r1 (clipped around the old values when
+    ``clip_vloss``): d loss / d V into D, the loss into stats[:, 1]."""
+    c_value, c_ret = cols[2], cols[3]
+    for i in range(r0, r1):
+        r = rows[i]
+        vi = np.float64(A[mo[HOFF] + i])
+        ret = np.float64(source[r, c_ret])
+        if clip_vloss:
+            vo = np.float64(source[r, c_value])
+            d = vi - vo
+            vc = vo + min(max(d, -clip_coef), clip_coef)
+            lu = (vi - ret) * (vi - ret)
+            lc = (vc - ret) * (vc - ret)
+            if lu >= lc:
+                vl = 0.5 * lu
+                g = vi - ret
+            else:
+                vl = 0.5 * lc
+                g = (vc - ret) if abs(d) < clip_coef else 0.0
+        else:
+            vl = 0.5 * (vi - ret) * (vi - ret)
+            g = vi - ret
+        D[mo[DOFF] + i] = vf_coef * inv_n * g
+        stats[i, 1] = vl
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def chunk_pass(source, rows, cols, adv, params, log_std, meta, n_pi, A, D, slots, slot_width,
+               dlogstd,
+               stats, chunk, clip_coef, clip_vloss, vf_coef, inv_n):
+    """Phase 1: per fixed chunk of samples, gather, both trunks forward, the loss
+    heads, both trunks backward, and the chunk's slots (see the module doc).
+
+    source (N, width) rollout rows; rows (n,) the minibatch's row indices; cols
+    = (actions, logp, value, returns) column indices; adv (n,) normalised
+    advantages; A, D as in the module doc; slots (chunks x slot_width) flat; dlogstd (n, k), stats (n, 5).
+    """
+    n = rows.shape[0]
+    obs_dim = meta[0, NIN]
+    n_layers = meta.shape[0]
+    n_chunks = (n + chunk - 1) // chunk
+    for c in prange(n_chunks):
+        r0 = c * chunk
+        r1 = min(n, r0 + chunk)
+        O = _block(A, 0, n, obs_dim)
+        for i in range(r0, r1):
+            r = rows[i]
+            for j in range(obs_dim):
+                O[i, j] = source[r, j]
+        for l in range(n_layers):
+            _forward_rows(A, params, meta[l], r0, r1)
+        _pi_head(A, D, meta[n_pi - 1], source, rows, cols, adv, log_std, clip_coef, inv_n,
+                 dlogstd, stats, r0, r1)
+        _v_head(A, D, meta[n_layers - 1], source, rows, cols, clip_coef, clip_vloss, vf_coef,
+                inv_n, stats, r0, r1)
+        for l in range(n_layers - 1, -1, -1):
+            first = l == 0 or l == n_pi
+            _backward_rows(A, D, params, slots, slot_width, c, meta[l], meta[max(l - 1, 0)], r0, r1,
+                           not first)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def finish_pass(items, meta, n, A, D, slots, slot_width, n_chunks, dlogstd, stats, grad, log_std_off,
+                ent_coef, stat_sums):
+    """Phase 2: each work item writes its own part of ``grad`` (see the module doc)."""
+    one = np.ones(1, grad.dtype)[0]
+    zero = one - one
+    for t in prange(items.shape[0]):
+        kind, l = items[t, 0], items[t, 1]
+        m = meta[l]
+        nin, nout, woff = m[NIN], m[NOUT], m[WOFF]
+        if kind == SLOT_SUM:
+            e0, e1 = items[t, 2], items[t, 3]
+            s0 = m[SLOT] + e0
+            g = grad[woff + e0:woff + e1]
+            S = _block(slots, s0, 1, e1 - e0)
+            for e in range(e1 - e0):
+                g[e] = S[0, e]
+            for c in range(1, n_chunks):
+                S = _block(slots, c * slot_width + s0, 1, e1 - e0)
+                for e in range(e1 - e0):
+                    g[e] += S[0, e]
+        elif kind == TILE:
+            i0, i1, j0, j1 = items[t, 2], items[t, 3], items[t, 4], items[t, 5]
+            gemm(TRANS, NO_TRANS, i1 - i0, j1 - j0, n, one, _at(A, m[XOFF] + i0), nin,
+                 _at(D, m[DOFF] + j0), nout, zero, _at(grad, woff + i0 * nout + j0), nout)
+        elif kind == TILE_BIAS:
+            j0, j1 = items[t, 4], items[t, 5]
+            gb = grad[woff + nin * nout + j0:woff + nin * nout + j1]
+            dZ = _block(D, m[DOFF], n, nout)
+            for j in range(j1 - j0):
+                gb[j] = zero
+            for i in range(n):
+                for j in range(j1 - j0):
+                    gb[j] += dZ[i, j0 + j]
+        else:   # HEADS: log_std's gradient and the loss statistics, sums in sample order
+            k = dlogstd.shape[1]
+            for j in range(k):
+                s = 0.0
+                for i in range(n):
+                    s += np.float64(dlogstd[i, j])
+                grad[log_std_off + j] = s - ent_coef
+            for j in range(stats.shape[1]):
+                s = 0.0
+                for i in range(n):
+                    s += stats[i, j]
+                stat_sums[j] = s
+
+
+class Plan:
+    """The layer table and the finish items of one policy and configuration
+    (independent of the minibatch size), and per-size scratch buffers."""
+
+    def __init__(self, policy, modes, tile_rows, tile_cols, sum_block=2048):
+        layers = policy.pi_layers + policy.v_layers
+        self.n_pi = len(policy.pi_layers)
+        self.obs_dim = policy.obs_dim
+        self.dtype = policy.dtype
+        self.log_std_off = policy.layout.index["log_std"][1]
+        meta = np.zeros((len(layers), META_COLS), np.int64)
+        slot_width = 0
+        out_cols = 0           # per-sample offsets: outputs after the observation block
+        items, costs = [], []
+        for l, layer in enumerate(layers):
+            first = l == 0 or l == self.n_pi
+            last = l == self.n_pi - 1 or l == len(layers) - 1
+            meta[l, NIN], meta[l, NOUT], meta[l, WOFF] = layer.n_in, layer.n_out, layer.offset
+            meta[l, ACT] = 0 if last else policy.act_code
+            meta[l, XOFF] = -1 if first else meta[l - 1, HOFF]   # resolved per size
+            meta[l, HOFF] = out_cols
+            meta[l, DOFF] = out_cols
+            out_cols += layer.n_out
+            if modes[layer.name] == "chunk":
+                meta[l, SLOT] = slot_width
+                slot_width += layer.size
+                for e0 in range(0, layer.size, sum_block):
+                    items.append((SLOT_SUM, l, e0, min(layer.size, e0 + sum_block), 0, 0))
+                    costs.append(min(layer.size - e0, sum_block))
+            else:
+                meta[l, SLOT] = -1
+                for i0 in range(0, layer.n_in, tile_rows):
+                    for j0 in range(0, layer.n_out, tile_cols):
+                        i1, j1 = min(layer.n_in, i0 + tile_rows), min(layer.n_out, j0 + tile_cols)
+                        items.append((TILE, l, i0, i1, j0, j1))
+                        costs.append(8 * (i1 - i0) * (j1 - j0))
+                for j0 in range(0, layer.n_out, tile_cols):
+                    items.append((TILE_BIAS, l, 0, 0, j0, min(layer.n_out, j0 + tile_cols)))
+                    costs.append(min(layer.n_out - j0, tile_cols))
+        items.append((HEADS, 0, 0, 0, 0, 0))
+        costs.append(0)
+        # A prange splits its range into equal contiguous parts, one per thread:
+        # interleave big and small items so every part gets a similar share.
+        by_cost = sorted(range(len(items)), key=lambda t: (-costs[t], t))
+        order = []
+        lo, hi = 0, len(by_cost) - 1
+        while lo <= hi:
+            order.append(by_cost[lo])
+            if lo != hi:
+                order.append(by_cost[hi])
+            lo, hi = lo + 1, hi - 1
+        self.items = np.array([items[t] for t in order], np.int64).reshape(-1, 6)
+        self._meta = meta
+        self.slot_width = slot_width
+        self.out_cols = out_cols
+        self._sizes = {}
+
+    def buffers(self, n, chunk, act_dim, n_stats):
+        """(meta, A, D, slots, dlogstd, stats, adv) for minibatches of n samples."""
+        buf = self._sizes.get(n)
+        if buf is None:
+            meta = self._meta.copy()
+            base = n * self.obs_dim
+            for l in range(meta.shape[0]):
+                meta[l, HOFF] = base + n * self._meta[l, HOFF]
+                meta[l, DOFF] = n * self._meta[l, DOFF]
+                meta[l, XOFF] = 0 if self._meta[l, XOFF] < 0 else meta[l - 1, HOFF]
+            # the blocks above hold n rows each: an (n, n_out) block starts at
+            # n times the per-sample offset; rows of a block are contiguous
+            n_chunks = (n + chunk - 1) // chunk
+            dt = self.dtype
+            buf = (meta, np.empty(base + n * self.out_cols, dt), np.empty(n * self.out_cols, dt),
+                   np.empty(n_chunks * max(self.slot_width, 1), dt), np.empty((n, act_dim), dt),
+                   np.empty((n, n_stats), np.float64), np.empty(n, dt), n_chunks)
+            self._sizes[n] = buf
+        return buf
