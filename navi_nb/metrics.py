@@ -204,3 +204,39 @@ def columns_markdown() -> str:
     for name, ns, desc in COLUMNS:
         buf.write(f"| `{name}` | {f'`{ns}/{name}`' if ns else '(x axis)'} | {desc} |\n")
     return buf.getvalue()
+
+
+def plot_metrics(rows, out, columns=("success_rate", "spl_mean"), width=640, height=320, title=""):
+    """A small line chart of ``columns`` against ``global_step`` (PNG via Pillow); NaN rows skipped."""
+    from PIL import Image, ImageDraw
+
+    colours = [(30, 90, 200), (220, 90, 30), (40, 150, 60), (150, 60, 160)]
+    img = Image.new("RGB", (width, height), "white")
+    dr = ImageDraw.Draw(img)
+    left, right, top, bottom = 48, width - 12, 24, height - 30
+    xs = [r["global_step"] for r in rows]
+    x_max = max(xs) if xs else 1
+    series = {c: [(r["global_step"], r[c]) for r in rows if math.isfinite(r[c])] for c in columns}
+    vals = [v for s in series.values() for _, v in s]
+    lo, hi = (min(vals + [0.0]), max(vals + [1.0])) if vals else (0.0, 1.0)
+    hi = hi if hi > lo else lo + 1.0
+
+    def px(x, y):
+        return left + (right - left) * x / x_max, bottom - (bottom - top) * (y - lo) / (hi - lo)
+
+    dr.rectangle([left, top, right, bottom], outline=(0, 0, 0))
+    for k in range(5):
+        y = lo + (hi - lo) * k / 4
+        _, py = px(0, y)
+        dr.line([left, py, right, py], fill=(225, 225, 225))
+        dr.text((4, py - 6), f"{y:.2f}", fill=(0, 0, 0))
+    dr.text((left, bottom + 8), "0", fill=(0, 0, 0))
+    dr.text((right - 90, bottom + 8), f"{x_max:,} actor-steps", fill=(0, 0, 0))
+    dr.text((left + 4, 4), title, fill=(0, 0, 0))
+    for i, (name, pts) in enumerate(series.items()):
+        col = colours[i % len(colours)]
+        if len(pts) > 1:
+            dr.line([px(x, y) for x, y in pts], fill=col, width=2)
+        dr.text((right - 130 * (len(series) - i), 4), name, fill=col)
+    img.save(out)
+    return out

@@ -70,3 +70,17 @@ def test_tensorboard_absent_is_said_once(tmp_path):
         assert log.tb_note.startswith("TensorBoard event files:")
     except ImportError:
         assert "skipped" in log.tb_note
+
+
+def test_plot_metrics_draws_each_series(tmp_path):
+    pytest.importorskip("PIL", reason="Pillow (the image extra) is not installed")
+    import numpy as np
+    from PIL import Image
+
+    from navi_nb.metrics import plot_metrics
+
+    rows = [dict(_row(u), success_rate=u / 10.0, spl_mean=0.5) for u in range(1, 11)]
+    out = plot_metrics(rows, tmp_path / "c.png", width=200, height=120)
+    rgb = np.asarray(Image.open(out).convert("RGB"))
+    assert rgb.shape == (120, 200, 3)
+    assert ((rgb == (30, 90, 200)).all(-1)).sum() > 20 and ((rgb == (220, 90, 30)).all(-1)).sum() > 20
