@@ -348,3 +348,54 @@ class Plan:
                    np.empty((n, n_stats), np.float64), np.empty(n, dt), n_chunks)
             self._sizes[n] = buf
         return buf
+
+
+NORM_BLOCK = 8192
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def block_sumsq_lanes(g, partial, block):
+    """partial[k] = sum of g[e]**2 over fixed block k (float64). Inside a block,
+    element e goes to lane e % 8 (eight independent sums, so the loop
+    vectorizes instead of waiting on one add chain), the lanes and the tail
+    are added in a fixed order: the same bits whatever the thread count."""
+    n = g.shape[0]
+    for k in prange(partial.shape[0]):
+        e0 = k * block
+        e1 = min(n, e0 + block)
+        x = g[e0:e1]
+        m = (e1 - e0) // 8 * 8
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+        for e in range(0, m, 8):
+            v0, v1 = np.float64(x[e]), np.float64(x[e + 1])
+            v2, v3 = np.float64(x[e + 2]), np.float64(x[e + 3])
+            v4, v5 = np.float64(x[e + 4]), np.float64(x[e + 5])
+            v6, v7 = np.float64(x[e + 6]), np.float64(x[e + 7])
+            a0 += v0 * v0
+            a1 += v1 * v1
+            a2 += v2 * v2
+            a3 += v3 * v3
+            a4 += v4 * v4
+            a5 += v5 * v5
+            a6 += v6 * v6
+            a7 += v7 * v7
+        t = 0.0
+        for e in range(m, e1 - e0):
+            v = np.float64(x[e])
+            t += v * v
+        partial[k] = (((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))) + t
+
+
+@njit(cache=True)
+def _ordered_sum(x):
+    s = 0.0
+    for k in range(x.shape[0]):
+        s += x[k]
+    return s
+
+
+def grad_norm(g, partial):
+    """Global L2 norm of g: fixed blocks (``block_sumsq_lanes``) added in block
+    order. ``partial`` holds ceil(len(g) / NORM_BLOCK) float64 slots."""
+    block_sumsq_lanes(g, partial, NORM_BLOCK)
+    return math.sqrt(_ordered_sum(partial))

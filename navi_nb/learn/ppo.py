@@ -26,7 +26,7 @@ import numpy as np
 
 from navi_nb.errors import NaviError
 from navi_nb.learn import fused
-from navi_nb.learn.adam import Adam, global_norm
+from navi_nb.learn.adam import Adam
 from navi_nb.learn.gae import compute_gae
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -173,10 +173,10 @@ class PPO:
     def step(self, lr=None):
         """Clip the gradient to max_grad_norm (global) and take one Adam step.
         Returns the gradient norm before clipping."""
-        n_blocks = (self.grad.shape[0] + 4095) // 4096
         if self._norm_partial is None:
+            n_blocks = (self.grad.shape[0] + fused.NORM_BLOCK - 1) // fused.NORM_BLOCK
             self._norm_partial = np.empty(n_blocks, np.float64)
-        norm = global_norm(self.grad, self._norm_partial)
+        norm = fused.grad_norm(self.grad, self._norm_partial)
         scale = min(1.0, self.config.max_grad_norm / (norm + 1e-6))
         self.adam.step(self.grad, scale, lr)
         return norm
