@@ -100,6 +100,45 @@ def _time(fn, seconds, repeats, cpu=None):
     return min(means), max(means) / min(means) - 1.0
 
 
+def thread_cpu_ns():
+    """{thread id: CPU nanoseconds so far} for every thread of this process
+    (Linux ``/proc/self/task/*/schedstat``); {} where that is not available."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                out[tid] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def critical_path(fn, seconds):
+    """Per call: (CPU seconds of all threads, CPU seconds of the busiest thread).
+
+    With passive OpenMP waits a thread that waits at a barrier sleeps and
+    burns no CPU, so the busiest thread's CPU time is the call's critical
+    path: about what the wall-clock time would be on otherwise idle cores
+    (less the wake-up latencies, which this does not see). Other processes
+    do not inflate it. With spinning waits it includes the spinning and
+    means little. (None, None) where per-thread times are unavailable."""
+    fn()
+    before = thread_cpu_ns()
+    if not before:
+        return None, None
+    n, t0 = 0, time.perf_counter()
+    while n < 3 or time.perf_counter() - t0 < seconds:
+        fn()
+        n += 1
+    after = thread_cpu_ns()
+    deltas = [after[t] - before.get(t, 0) for t in after]
+    return sum(deltas) / n / 1e9, max(deltas) / n / 1e9
+
+
 def bench_navi(obs, hidden, mb, shards, seconds, repeats):
     import numba
 
@@ -125,6 +164,10 @@ def bench_navi(obs, hidden, mb, shards, seconds, repeats):
         out[k] = {"samples_per_s": mb / t, "ms_per_minibatch": 1e3 * t, "spread": spread}
         if k == 1:
             out[k]["samples_per_cpu_s"] = mb / cpu["s"]
+        total, crit = critical_path(step, seconds / repeats)
+        if crit:
+            out[k]["cpu_ms_per_minibatch"] = 1e3 * total
+            out[k]["critical_ms_per_minibatch"] = 1e3 * crit
     out["modes"] = dict(ppo.modes)
     out["n_params"] = pol.n_params
     return out
@@ -219,7 +262,7 @@ def run(args) -> dict:
 
     console = Console()
     if not console.is_terminal:
-        console = Console(width=170)
+        console = Console(width=200)
     if not hasattr(args, "bench_name"):      # called directly, not through `navi-nb bench`
         print_machine(console)
     cap = numba.config.NUMBA_NUM_THREADS
@@ -240,7 +283,7 @@ def run(args) -> dict:
                         f"(gemm={GEMM_BACKEND})")
     for col in ("net", "obs", "hidden", "mb", "params", "who", "samples/s", "spread", "vs 1 shard",
                 "vs torch", "GFLOP/s", "% matmul", "samples/cpu-s (1 thr)", "per core vs torch",
-                "per core % matmul"):
+                "per core % matmul", "critical path ms", "idle est. vs 1 shard"):
         table.add_column(col, justify="right")
     summary = [["numpy matmul GFLOP/s", f"{mm['gflops']:.1f} ({allowed} threads)"]]
     for name in [n.strip() for n in args.nets.split(",") if n.strip()]:
@@ -253,6 +296,7 @@ def run(args) -> dict:
         entry = {"obs": obs, "hidden": list(hidden), "minibatch": mb, "n_params": r["n_params"],
                  "flops_per_sample": flops, "modes": r["modes"], "shards": {}, "torch": tr}
         base = r[shards[0]]["samples_per_s"]
+        crit1 = r[shards[0]].get("critical_ms_per_minibatch")
         hid = "x".join(map(str, hidden))
         for k in shards:
             sps = r[k]["samples_per_s"]
@@ -266,19 +310,26 @@ def run(args) -> dict:
                 e["per_core_pct_matmul"] = 100 * cps * flops / 1e9 / mm["gflops_per_cpu_s_1t"]
                 cells = [f"{cps:,.0f}", f"{e['per_core_vs_torch']:.2f}x" if tr else "-",
                          f"{e['per_core_pct_matmul']:.0f}%"]
+            crit = e.get("critical_ms_per_minibatch")
+            if crit and crit1:
+                e["idle_speedup_estimate"] = crit1 / crit
+                cells += [f"{crit:.3f}", f"{e['idle_speedup_estimate']:.2f}x"]
+            else:
+                cells += ["-", "-"]
             entry["shards"][k] = e
-            table.add_row(name, str(obs), hid, str(mb), f"{r['n_params']:,}", f"navi {k} shard",
+            table.add_row(name, str(obs), hid, str(mb), f"{r['n_params']:,}", f"navi {k}sh",
                           f"{sps:,.0f}", f"{100 * e['spread']:.0f}%", f"{e['speedup_vs_1']:.2f}x",
                           f"{e['vs_torch']:.2f}x" if tr else "-", f"{gf:.1f}", f"{e['pct_matmul']:.0f}%",
                           *cells)
             summary.append([f"{name} {k} shard(s) samples/s", f"{sps:,.0f}"])
         if tr:
-            table.add_row(name, str(obs), hid, str(mb), "", f"torch {tr['threads']} thr",
+            table.add_row(name, str(obs), hid, str(mb), "", f"torch {tr['threads']}t",
                           f"{tr['samples_per_s']:,.0f}", f"{100 * tr['spread']:.0f}%", "", "1.00x",
                           f"{tr['samples_per_s'] * flops / 1e9:.1f}",
                           f"{100 * tr['samples_per_s'] * flops / 1e9 / mm['gflops']:.0f}%",
                           f"{tr['samples_per_cpu_s_1t']:,.0f}", "1.00x",
-                          f"{100 * tr['samples_per_cpu_s_1t'] * flops / 1e9 / mm['gflops_per_cpu_s_1t']:.0f}%")
+                          f"{100 * tr['samples_per_cpu_s_1t'] * flops / 1e9 / mm['gflops_per_cpu_s_1t']:.0f}%",
+                          "", "")
             summary.append([f"{name} torch samples/s", f"{tr['samples_per_s']:,.0f}"])
         res["nets"][name] = entry
     numba.set_num_threads(cap)
@@ -288,6 +339,8 @@ def run(args) -> dict:
     except OSError:
         load = None
     res["loadavg"] = load
+    wait = os.environ.get("OMP_WAIT_POLICY", "unset (GNU OpenMP spins, then sleeps)")
+    res["omp_wait_policy"] = wait
     res["seconds"] = time.perf_counter() - t_start
     console.print(f"numpy float32 matmul 4096^2: {mm['gflops']:.1f} GFLOP/s with {allowed} BLAS threads "
                   f"(spread {100 * mm['spread']:.0f}%), {mm['gflops_per_cpu_s_1t']:.1f} GFLOP per CPU-second "
@@ -295,5 +348,9 @@ def run(args) -> dict:
     console.print(f"load average {load}: on a shared machine wall-clock rates and the 2-shard "
                   "speedup are only as good as the idle cores; the per-CPU-second columns are not "
                   "inflated by other processes")
+    console.print(f"OMP_WAIT_POLICY={wait}, threading layer {numba.threading_layer()}. 'critical path': "
+                  "CPU time of the busiest thread per minibatch; with PASSIVE waits it is about the "
+                  "wall-clock time on idle cores (less wake-up latencies), so 'idle est.' estimates "
+                  "the speed-up an idle machine would show")
     res["summary"] = summary
     return res
