@@ -130,13 +130,17 @@ def _pi_head(A, D, mo, source, rows, cols, adv, log_std, clip_coef, inv_n, dlogs
     part of d loss / d log_std, and the statistics (float64 inside)."""
     k = mo[NOUT]
     a0, c_logp = cols[0], cols[1]
+    ls = np.empty(k)
+    std = np.empty(k)
+    for j in range(k):          # once per chunk, not per sample: exp is the costly part
+        ls[j] = np.float64(log_std[j])
+        std[j] = math.exp(ls[j])
     for i in range(r0, r1):
         r = rows[i]
         lp = 0.0
         for j in range(k):
-            ls = np.float64(log_std[j])
-            z = (np.float64(source[r, a0 + j]) - np.float64(A[mo[HOFF] + i * k + j])) / math.exp(ls)
-            lp += -0.5 * z * z - ls - 0.5 * LOG_2PI
+            z = (np.float64(source[r, a0 + j]) - np.float64(A[mo[HOFF] + i * k + j])) / std[j]
+            lp += -0.5 * z * z - ls[j] - 0.5 * LOG_2PI
         logratio = lp - np.float64(source[r, c_logp])
         ratio = math.exp(logratio)
         a = np.float64(adv[i])
@@ -150,10 +154,8 @@ def _pi_head(A, D, mo, source, rows, cols, adv, log_std, clip_coef, inv_n, dlogs
             pg = pg2
             dlogp = 0.0
         for j in range(k):
-            ls = np.float64(log_std[j])
-            std = math.exp(ls)
-            z = (np.float64(source[r, a0 + j]) - np.float64(A[mo[HOFF] + i * k + j])) / std
-            D[mo[DOFF] + i * k + j] = dlogp * z / std
+            z = (np.float64(source[r, a0 + j]) - np.float64(A[mo[HOFF] + i * k + j])) / std[j]
+            D[mo[DOFF] + i * k + j] = dlogp * z / std[j]
             dlogstd[i, j] = dlogp * (z * z - 1.0)
         stats[i, 0] = pg
         stats[i, 2] = (ratio - 1.0) - logratio
