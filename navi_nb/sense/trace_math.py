@@ -587,8 +587,12 @@ def build_for(decorate, decorate_outer=None):
     ``OUTER_FUNCTIONS``: on the CPU these stay separate (not IR-inlined)
     functions, because inlining all of them into the parallel kernel made its
     first compile take minutes. ``trace_one`` and ``trace_ray`` are inlined
-    (into ``tracer.trace_task``, a plain function called once per 64 rays):
-    a Numba call per ray cost about 45 ns. Returns a dict name -> compiled function.
+    into the parallel kernel (a Numba call per ray, every array argument
+    unpacked into its fields, cost about 45 ns, a quarter of a ray), and the
+    rare ``descend_float`` (non-power-of-two worlds) is kept out of line: the
+    kernel's cold first compile is about 25 s on the shared 2-core machine
+    (a version that inlined them into a plain per-task function instead
+    compiled slower and ran slower). Returns a dict name -> compiled function.
     """
     decorate_outer = decorate_outer or decorate
     built = {}
