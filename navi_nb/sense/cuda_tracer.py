@@ -35,8 +35,8 @@ def trace_rays_cuda(child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, 
         a = i // dirs.shape[0]
         c, s = cu_yaw_cos_sin(yaws[a])
         cu_trace_one(i, a, i - a * dirs.shape[0], child, leaf_dist, leaf_sem, top_code, top_level, res, bmin,
-                     inv_voxel, voxel, dirs, origins, c, s, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic,
-                     hit)
+                     inv_voxel, voxel, dirs, origins, c, s, t_max, eps, nudge, max_steps, refine, signed, max_distance,
+                     depth, semantic, hit)
 
 
 def _cupy():

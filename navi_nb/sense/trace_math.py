@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import types
 
-import numpy as np
 from numba import njit
 
 from navi_nb.world import gmdag
@@ -359,7 +358,8 @@ def field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py
     return acc, gx, gy, gz
 
 
-def refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz, dx, dy, dz, t_hit, t_lo, t_hi, iters):
+def refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz, dx, dy, dz, t_hit, t_lo,
+               t_hi, iters):
     """Sharpen a hit's depth with Newton steps on the interpolated field along the ray.
 
     From ``t_hit``, each step moves by ``-f / (grad f . dir)``, kept within
@@ -371,7 +371,8 @@ def refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, 
     surface; ``f`` is the field at ``t_hit``.
     """
     t = t_hit
-    f, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx, oy + t * dy, oz + t * dz)
+    f, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx, oy + t * dy,
+                             oz + t * dz)
     f_first = f
     for k in range(iters):
         if f < 1e-3 and f > -1e-3:
@@ -389,7 +390,8 @@ def refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, 
         long = tn - t > LONG_STEP or t - tn > LONG_STEP
         t = tn
         if k < iters - 1 or long:
-            f, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx, oy + t * dy,
+            f, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx,
+                                     oy + t * dy,
                                      oz + t * dz)
             if long and k == iters - 1 and (f > 0.25 or f < -0.25):
                 return t_hit, False, f_first
@@ -410,7 +412,8 @@ def yaw_rotate(vx, vy, vz, cos_yaw, sin_yaw):
     return vx * cos_yaw - vz * sin_yaw, vy, vx * sin_yaw + vz * cos_yaw
 
 
-def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps,
+def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge,
+              max_steps,
               refine, signed):
     """Sphere-trace one ray through the DAG, all lengths in voxel units.
 
@@ -454,7 +457,8 @@ def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, 
         pz = oz + t * dz
         if not (px >= clox and px < clox + csize and py >= cloy and py < cloy + csize
                 and pz >= cloz and pz < cloz + csize):
-            ckind, cdist, csem, clox, cloy, cloz, csize = descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz,
+            ckind, cdist, csem, clox, cloy, cloz, csize = descend(child, leaf_dist, leaf_sem, top_code, top_level,
+                                                                  px, py, pz,
                                                                   res, shift)
         if ckind == 0:  # pruned octant: empty, skip to its exit
             step = cell_exit(px, py, pz, dx, dy, dz, rx, ry, rz, clox, cloy, cloz, csize)
@@ -472,7 +476,8 @@ def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, 
                 t_hi = t + REFINE_WINDOW
                 if t_hi > t_end:
                     t_hi = t_end
-                depth, found, f = refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz, dx, dy, dz,
+                depth, found, f = refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz,
+                                             dx, dy, dz,
                                              depth, t_free, t_hi, refine)
                 if signed and not found:
                     fh, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz)
@@ -499,7 +504,8 @@ def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, 
                     t_hi = t + d + REFINE_WINDOW
                     if t_hi > t_end:
                         t_hi = t_end
-                    depth, found, f = refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz, dx, dy,
+                    depth, found, f = refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy,
+                                                 oz, dx, dy,
                                                  dz, depth, t_free, t_hi, refine)
                     if signed and not found:
                         # no zero crossing of the interpolated signed field near here: the ray
@@ -538,7 +544,8 @@ def trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmi
     ox = (float(origins[a, 0]) - float(bmin[0])) * inv_voxel
     oy = (float(origins[a, 1]) - float(bmin[1])) * inv_voxel
     oz = (float(origins[a, 2]) - float(bmin[2])) * inv_voxel
-    depth, sem, hit = trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge,
+    depth, sem, hit = trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz, t_max,
+                                eps, nudge,
                                 max_steps, refine, signed)
     if hit:
         dm = depth * voxel
@@ -561,8 +568,9 @@ def trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmi
 
 # helpers in the order they must be built (a function's helpers come first)
 GMDAG_HELPERS = ()  # the kernels read the decoded layout, not node words
-MATH_FUNCTIONS = ("axis_exit", "reciprocal", "cell_exit", "slab", "ray_box", "table_shift", "descend_float", "descend", "cell_value",
-                  "axis_lerp_index", "voxel_fast", "corner_values", "corner_term", "field_at", "refine_hit", "yaw_cos_sin", "yaw_rotate",
+MATH_FUNCTIONS = ("axis_exit", "reciprocal", "cell_exit", "slab", "ray_box", "table_shift", "descend_float", "descend",
+                  "cell_value", "axis_lerp_index", "voxel_fast", "corner_values", "corner_term", "field_at",
+                  "refine_hit", "yaw_cos_sin", "yaw_rotate",
                   "trace_ray", "trace_one")
 
 
