@@ -339,8 +339,9 @@ def run(args) -> dict:
     except OSError:
         load = None
     res["loadavg"] = load
-    wait = os.environ.get("OMP_WAIT_POLICY", "unset (GNU OpenMP spins, then sleeps)")
-    res["omp_wait_policy"] = wait
+    wait = os.environ.get("OMP_WAIT_POLICY", "unset")
+    spin = os.environ.get("GOMP_SPINCOUNT", "unset (GNU default 300000)")
+    res["omp_wait_policy"], res["gomp_spincount"] = wait, spin
     res["seconds"] = time.perf_counter() - t_start
     console.print(f"numpy float32 matmul 4096^2: {mm['gflops']:.1f} GFLOP/s with {allowed} BLAS threads "
                   f"(spread {100 * mm['spread']:.0f}%), {mm['gflops_per_cpu_s_1t']:.1f} GFLOP per CPU-second "
@@ -348,9 +349,11 @@ def run(args) -> dict:
     console.print(f"load average {load}: on a shared machine wall-clock rates and the 2-shard "
                   "speedup are only as good as the idle cores; the per-CPU-second columns are not "
                   "inflated by other processes")
-    console.print(f"OMP_WAIT_POLICY={wait}, threading layer {numba.threading_layer()}. 'critical path': "
-                  "CPU time of the busiest thread per minibatch; with PASSIVE waits it is about the "
-                  "wall-clock time on idle cores (less wake-up latencies), so 'idle est.' estimates "
-                  "the speed-up an idle machine would show")
+    console.print(f"OMP_WAIT_POLICY={wait}, GOMP_SPINCOUNT={spin}, threading layer "
+                  f"{numba.threading_layer()}. 'critical path': CPU time of the busiest thread per "
+                  "minibatch; where waiting threads sleep instead of spinning (passive waits, or a "
+                  "short spin count) it is about the wall-clock time on idle cores, less wake-up "
+                  "latencies, so 'idle est.' estimates the speed-up an idle machine would show; "
+                  "with long spins it counts the spinning and means little")
     res["summary"] = summary
     return res
