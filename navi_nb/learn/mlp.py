@@ -18,6 +18,10 @@ Two ways to get a weight gradient ``dW = X.T @ dZ`` over a minibatch:
   summed element by element in chunk order. Scratch: ``size x chunks``.
 - tiles (``wgrad_tiles`` + ``bias_grad``): each fixed tile of ``dW`` is one
   product over the whole minibatch in sample order. No scratch.
+
+Acting (``ActorCritic.forward``) uses ``forward_chunks``; PPO's learning pass
+runs the same decompositions fused into two parallel kernels (``fused.py``);
+the per-layer kernels here are also the reference the kernel tests check.
 """
 from __future__ import annotations
 
