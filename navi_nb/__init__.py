@@ -11,6 +11,12 @@ import os as _os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
              "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"):
     _os.environ.setdefault(_var, "1")
+# Numba's OpenMP workers spin-wait after each parallel region (GNU default:
+# long); on a busy machine the spin steals the core a NumPy call or another
+# process needs, and 2 threads collapse below 1. A short spin keeps the quiet-
+# machine speed and recovers under load (docs/PERFORMANCE.md, PPO section).
+# It changes no result bits; a value set by the user wins.
+_os.environ.setdefault("GOMP_SPINCOUNT", "3000")
 
 __version__ = "0.1.0"
 

@@ -186,8 +186,12 @@ class Trainer:
                 import numba
                 numba.set_num_threads(min(self.cfg.shards, numba.config.NUMBA_NUM_THREADS))
             return None
+        # The collection tick steps the real environment (and restores it, so the
+        # run is unchanged); candidates are ranked by the time of a whole update.
         self.shard_report = choose_shards(self.cfg.shards or None, ppo=self.ppo, slab=self.slab,
-                                          minibatch_size=self.cfg.minibatch_size)
+                                          minibatch_size=self.cfg.minibatch_size, env=self.env,
+                                          ticks_per_update=self.cfg.rollout_steps,
+                                          minibatches_per_update=self.cfg.epochs * self.cfg.minibatches)
         return self.shard_report
 
     def collect(self):

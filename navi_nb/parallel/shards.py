@@ -157,11 +157,13 @@ def env_tick(env, actions=None):
 
 
 def choose_shards(shards=None, ppo=None, slab=None, minibatch_size=None, tick=None, budget_s=1.0,
-                  root="/", cores=None, env=None):
+                  root="/", cores=None, env=None, ticks_per_update=1, minibatches_per_update=1):
     """Pick and set the shard count; returns a ShardReport (``.print(console)``).
 
     ``env``: when given (and no ``tick``), the collection tick also steps it
-    once (state-neutral, see ``env_tick``).
+    once (state-neutral, see ``env_tick``). The candidates are ranked by the
+    time of one update: ``ticks_per_update`` collection ticks plus
+    ``minibatches_per_update`` accumulations.
     """
     import numba
 
@@ -202,8 +204,9 @@ def choose_shards(shards=None, ppo=None, slab=None, minibatch_size=None, tick=No
         return ShardReport(cores, choice, reason, "allowed", cap, {}, warnings)
     rates = measure(ppo, slab, minibatch_size, counts, budget_s, tick)
 
-    def cost(k):  # seconds per (one minibatch + one collection tick)
-        return rates[k]["t_accumulate_s"] + rates[k]["t_collect_s"]
+    def cost(k):  # seconds per update: its collection ticks and its minibatches
+        return (minibatches_per_update * rates[k]["t_accumulate_s"]
+                + ticks_per_update * rates[k]["t_collect_s"])
     choice = counts[0]
     for k in counts[1:]:
         if cost(k) < 0.97 * cost(choice):
