@@ -168,14 +168,6 @@ def move_actors(nodes, half, bmin, voxel, resolution, pos, yaw, act, speeds, dt,
         yaw[i] = np.float32(ny_)
 
 
-def heading_vectors(yaw):
-    """(forward, right) unit vectors (A,3) float64 for yaws (A,): the frames used above."""
-    yaw = np.asarray(yaw, dtype=np.float64)
-    s, c = np.sin(yaw), np.cos(yaw)
-    zero = np.zeros_like(yaw)
-    return np.stack([s, zero, -c], axis=-1), np.stack([c, zero, s], axis=-1)
-
-
 @njit(parallel=True, cache=True)
 def _distances(nodes, half, bmin, voxel, resolution, points, out):
     for i in prange(points.shape[0]):

@@ -1,8 +1,7 @@
-"""Adam over flat buffers, and the global gradient norm, deterministic.
+"""Adam over flat buffers, deterministic (an element-wise update: no sums).
 
-The norm is a sum over every gradient element: it is computed as fixed
-blocks' partial sums (a `prange` writing one slot per block) added in block
-order, so the thread count never changes its rounding.
+The global gradient norm that scales the step lives with the learning pass
+(``fused.grad_norm``: fixed blocks summed in block order).
 """
 from __future__ import annotations
 
@@ -10,36 +9,6 @@ import math
 
 import numpy as np
 from numba import njit, prange
-
-NORM_BLOCK = 4096
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def block_sumsq(g, partial, block):
-    """partial[k] = sum of g[e]**2 over block k (float64), e in order."""
-    n = g.shape[0]
-    for k in prange(partial.shape[0]):
-        s = 0.0
-        for e in range(k * block, min(n, k * block + block)):
-            x = np.float64(g[e])
-            s += x * x
-        partial[k] = s
-
-
-@njit(cache=True)
-def ordered_sum(x):
-    s = 0.0
-    for i in range(x.shape[0]):
-        s += x[i]
-    return s
-
-
-def global_norm(g, partial=None):
-    n_blocks = (g.shape[0] + NORM_BLOCK - 1) // NORM_BLOCK
-    if partial is None or partial.shape[0] != n_blocks:
-        partial = np.empty(n_blocks, np.float64)
-    block_sumsq(g, partial, NORM_BLOCK)
-    return math.sqrt(ordered_sum(partial))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")

@@ -216,16 +216,3 @@ def wgrad_tiles(X, dZ, gW, gb, tile_rows, tile_cols):
             for i in range(n_rows):
                 for j in range(j0, j1):
                     gb[j] += dZ[i, j]
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def gather_rows(src, rows, col0, dst, chunk):
-    """dst[i, :] = src[rows[i], col0:col0 + dst.shape[1]] (the minibatch copy)."""
-    n = rows.shape[0]
-    width = dst.shape[1]
-    n_chunks = (n + chunk - 1) // chunk
-    for c in prange(n_chunks):
-        for i in range(c * chunk, min(n, c * chunk + chunk)):
-            r = rows[i]
-            for j in range(width):
-                dst[i, j] = src[r, col0 + j]
