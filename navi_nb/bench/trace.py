@@ -40,7 +40,7 @@ def add_arguments(parser):
     parser.add_argument("--az", type=int, default=64, help="azimuth bins (default 64)")
     parser.add_argument("--el", type=int, default=16, help="elevation rows (default 16)")
     parser.add_argument("--max-distance", type=float, default=30.0, help="metres (default 30)")
-    parser.add_argument("--repeat", type=int, default=9, help="timed calls per setting (default 7)")
+    parser.add_argument("--repeat", type=int, default=9, help="timed calls per setting (default 9)")
     parser.add_argument("--threads", default="1,2", help="Numba thread counts to time (default 1,2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-embree", action="store_true", help="skip the Embree peer")

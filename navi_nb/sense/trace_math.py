@@ -324,10 +324,9 @@ def field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py
 
     ``shift`` as :func:`table_shift`. Returns ``(f, gx, gy, gz)`` in voxel
     units (the gradient is per voxel). The 8 corners are read by
-    :func:`voxel_fast`, unrolled; only when one of them needs the general
-    descent do all go through :func:`corner_values` (a call kept off the
-    common path: having it inside the loop made this function several times
-    slower).
+    :func:`voxel_fast`, unrolled (10 % faster per ray than a loop over the
+    corners, measured); only when one of them needs the general descent do
+    all go through :func:`corner_values`, a call kept off the common path.
     """
     ix, fx = axis_lerp_index(px, res)
     iy, fy = axis_lerp_index(py, res)
@@ -358,44 +357,55 @@ def field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py
     return acc, gx, gy, gz
 
 
+def field_at_outer(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz):
+    """:func:`field_at` as a separate function on the CPU, for rare call sites
+    (an inlined copy there would only add compile time)."""
+    return field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz)
+
+
 def refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz, dx, dy, dz, t_hit, t_lo,
                t_hi, iters):
     """Sharpen a hit's depth with Newton steps on the interpolated field along the ray.
 
     From ``t_hit``, each step moves by ``-f / (grad f . dir)``, kept within
     ``[t_lo, t_hi]``; a step longer than LONG_STEP voxels (a shallow ray) is
-    checked by one more evaluation. Returns ``(depth, found, f)``: found is
+    checked by one more evaluation. Returns ``(depth, found)``: found is
     False (and the depth ``t_hit``) when the ray does not approach the surface
     there (slope above -MIN_SLOPE: a graze, or leaving it), a first step would
     leave the window, or a long step does not land within 0.25 voxel of the
-    surface; ``f`` is the field at ``t_hit``.
+    surface. ``iters >= 1``.
+
+    :func:`field_at` is called from one place (the top of the loop): the CPU
+    build inlines it, and every extra call site would be another copy of it
+    in the kernel (compile time).
     """
     t = t_hit
-    f, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx, oy + t * dy,
-                             oz + t * dz)
-    f_first = f
-    for k in range(iters):
+    k = 0  # the Newton step about to be taken
+    long = False
+    while True:
+        f, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx,
+                                 oy + t * dy, oz + t * dz)
+        if k == iters:  # only after a long last step: verify where it landed
+            if f > 0.25 or f < -0.25:
+                return t_hit, False
+            return t, True
         if f < 1e-3 and f > -1e-3:
-            return t, True, f_first
+            return t, True
         slope = gx * dx + gy * dy + gz * dz
         if slope > -MIN_SLOPE:
             if k == 0 or f > 0.25 or f < -0.25:
-                return t_hit, False, f_first
-            return t, True, f_first
+                return t_hit, False
+            return t, True
         tn = t - f / slope
         if tn < t_lo or tn > t_hi:
             if k == 0 or f > 0.25 or f < -0.25:
-                return t_hit, False, f_first
-            return t, True, f_first
+                return t_hit, False
+            return t, True
         long = tn - t > LONG_STEP or t - tn > LONG_STEP
         t = tn
-        if k < iters - 1 or long:
-            f, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx,
-                                     oy + t * dy,
-                                     oz + t * dz)
-            if long and k == iters - 1 and (f > 0.25 or f < -0.25):
-                return t_hit, False, f_first
-    return t, True, f_first
+        k += 1
+        if k == iters and not long:
+            return t, True
 
 
 def yaw_cos_sin(yaw):
@@ -413,19 +423,21 @@ def yaw_rotate(vx, vy, vz, cos_yaw, sin_yaw):
 
 
 def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge,
-              max_steps,
-              refine, signed):
+              max_steps, refine, signed):
     """Sphere-trace one ray through the DAG, all lengths in voxel units.
 
     The world is the decoded layout (``navi_nb/sense/layout.py``; leaf
-    distances in voxel units). refine:
-    secant iterations that sharpen a hit's depth (0: none). signed: the
-    world holds negative distances (then a near-surface hit whose refinement
-    finds no zero crossing is taken as a graze and the ray marches on).
-    (ox, oy, oz): origin in voxel units (may lie outside the cube);
-    (dx, dy, dz): unit direction. t_max > 0: the maximum distance. eps: hit
-    epsilon; nudge: the push past a cell's exit; max_steps: cell visits.
-    Returns ``(depth, semantic, hit)``; on a miss ``(t_max, 0, False)``.
+    distances in voxel units). refine: Newton iterations that sharpen a
+    hit's depth (0: none). signed: the world holds negative distances (then
+    a hit whose refinement finds no zero crossing is taken as a graze and the
+    ray marches on). (ox, oy, oz): origin in voxel units (may lie outside the
+    cube); (dx, dy, dz): unit direction. t_max > 0: the maximum distance.
+    eps: hit epsilon; nudge: the push past a cell's exit; max_steps: cell
+    visits. Returns ``(depth, semantic, hit)``; on a miss ``(t_max, 0, False)``.
+
+    The march stops at a candidate hit and leaves the loop; the candidate is
+    refined in one place below (so the CPU build holds one inlined copy of the
+    refinement), and a graze goes back to marching.
     """
     rx = reciprocal(dx)
     ry = reciprocal(dy)
@@ -449,104 +461,107 @@ def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, 
     cloy = 0.0
     cloz = 0.0
     csize = -1.0  # no cached cell yet
-    for _ in range(max_steps):
-        if t > t_end:
+    steps = 0
+    while True:
+        # march to the next candidate hit: inside solid (d < 0) or a near-surface leaf closer than eps
+        candidate = False
+        px = 0.0
+        py = 0.0
+        pz = 0.0
+        d = 0.0
+        while steps < max_steps:
+            steps += 1
+            if t > t_end:
+                return t_max, 0, False
+            px = ox + t * dx
+            py = oy + t * dy
+            pz = oz + t * dz
+            if not (px >= clox and px < clox + csize and py >= cloy and py < cloy + csize
+                    and pz >= cloz and pz < cloz + csize):
+                ckind, cdist, csem, clox, cloy, cloz, csize = descend(child, leaf_dist, leaf_sem, top_code, top_level,
+                                                                      px, py, pz, res, shift)
+            if ckind == 0:  # pruned octant: empty, skip to its exit
+                step = cell_exit(px, py, pz, dx, dy, dz, rx, ry, rz, clox, cloy, cloz, csize)
+                t_free = t + step
+                t = t_free + nudge
+                continue
+            d = cdist  # voxel units, NaN already read as 0 by the layout
+            if d < 0.0:  # inside solid
+                if t == t0:  # the ray starts in solid (or enters the cube there)
+                    return t0, (csem if csem != 0 else 1), True
+                candidate = True
+                break
+            if csem != 0:  # near a surface
+                last_sem = csem
+                if d < eps:
+                    candidate = True
+                    break
+                t_free = t
+                t = t + d
+            else:  # free leaf: no surface in the cell
+                step = cell_exit(px, py, pz, dx, dy, dz, rx, ry, rz, clox, cloy, cloz, csize)
+                if d > step:
+                    t = t + d
+                    t_free = t
+                else:
+                    t_free = t + step
+                    t = t_free + nudge
+        if not candidate:
             return t_max, 0, False
-        px = ox + t * dx
-        py = oy + t * dy
-        pz = oz + t * dz
-        if not (px >= clox and px < clox + csize and py >= cloy and py < cloy + csize
-                and pz >= cloz and pz < cloz + csize):
-            ckind, cdist, csem, clox, cloy, cloz, csize = descend(child, leaf_dist, leaf_sem, top_code, top_level,
-                                                                  px, py, pz,
-                                                                  res, shift)
-        if ckind == 0:  # pruned octant: empty, skip to its exit
-            step = cell_exit(px, py, pz, dx, dy, dz, rx, ry, rz, clox, cloy, cloz, csize)
-            t_free = t + step
-            t = t_free + nudge
-            continue
-        d = cdist  # voxel units, NaN already read as 0 by the layout
-        if d < 0.0:  # inside solid
-            if t == t0:  # the ray starts in solid (or enters the cube there)
-                return t0, (csem if csem != 0 else 1), True
-            depth = t + d
-            if depth < t_free:
-                depth = t_free
-            if refine > 0:
+        solid = d < 0.0
+        depth = t + d
+        if solid and depth < t_free:  # the surface lies at least |d| behind, but not before t_free
+            depth = t_free
+        if refine > 0:
+            if solid:
                 t_hi = t + REFINE_WINDOW
-                if t_hi > t_end:
-                    t_hi = t_end
-                depth, found, f = refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz,
-                                             dx, dy, dz,
-                                             depth, t_free, t_hi, refine)
-                if signed and not found:
-                    fh, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz)
-                    if fh > GRAZE_MARGIN:
-                        # the cell's centre is in solid but the ray passes outside it: a graze
-                        t_free = t
-                        if fh < eps * 0.5:
-                            fh = eps * 0.5
-                        t = t + fh
-                        continue
-            sem = csem
+            else:
+                t_hi = t + d + REFINE_WINDOW
+            if t_hi > t_end:
+                t_hi = t_end
+            depth, found = refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz, dx, dy,
+                                      dz, depth, t_free, t_hi, refine)
+            if signed and not found:
+                if not solid:
+                    # no zero crossing of the interpolated signed field near here: the ray
+                    # grazes the surface; march on (a real wall shows negative cells ahead)
+                    t_free = t
+                    if d < eps * 0.5:
+                        d = eps * 0.5
+                    t = t + d
+                    continue
+                fh, gx, gy, gz = field_at_outer(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py,
+                                                pz)
+                if fh > GRAZE_MARGIN:
+                    # the cell's centre is in solid but the ray passes outside it: a graze
+                    t_free = t
+                    if fh < eps * 0.5:
+                        fh = eps * 0.5
+                    t = t + fh
+                    continue
+        if depth > t_max:
+            return t_max, 0, False
+        sem = csem
+        if solid:
             if sem == 0:
                 sem = last_sem
             if sem == 0:
                 sem = 1
-            if depth > t_max:
-                return t_max, 0, False
-            return depth, sem, True
-        if csem != 0:  # near a surface
-            last_sem = csem
-            if d < eps:
-                depth = t + d
-                if refine > 0:
-                    t_hi = t + d + REFINE_WINDOW
-                    if t_hi > t_end:
-                        t_hi = t_end
-                    depth, found, f = refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy,
-                                                 oz, dx, dy,
-                                                 dz, depth, t_free, t_hi, refine)
-                    if signed and not found:
-                        # no zero crossing of the interpolated signed field near here: the ray
-                        # grazes the surface; march on (a real wall shows negative cells ahead)
-                        t_free = t
-                        if d < eps * 0.5:
-                            d = eps * 0.5
-                        t = t + d
-                        continue
-                if depth > t_max:
-                    return t_max, 0, False
-                return depth, csem, True
-            t_free = t
-            t = t + d
-        else:  # free leaf: no surface in the cell
-            step = cell_exit(px, py, pz, dx, dy, dz, rx, ry, rz, clox, cloy, cloz, csize)
-            if d > step:
-                t = t + d
-                t_free = t
-            else:
-                t_free = t + step
-                t = t_free + nudge
-    return t_max, 0, False
+        return depth, sem, True
 
 
-def trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs,
-              origins, c, s, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth_out, sem_out, hit_out):
-    """Ray ``i`` of the flattened (actor, ray) batch, ray ``r`` of actor ``a``
-    (``i = a * n_dirs + r``, the caller tracks them): rotate, trace, write outputs.
-
-    dirs (n_dirs, 3) float32 actor frame; origins (A, 3) float32 metres;
-    ``c, s``: cos and sin of the actor's yaw (:func:`yaw_cos_sin`, computed
-    once per actor by the caller); outputs flat (A * n_dirs,).
-    """
+def ray_start(a, r, bmin, inv_voxel, dirs, origins, c, s):
+    """(ox, oy, oz, dx, dy, dz): ray ``r`` of actor ``a`` in voxel units, its
+    direction turned by the actor's yaw (``c, s``: :func:`yaw_cos_sin`)."""
     dx, dy, dz = yaw_rotate(float(dirs[r, 0]), float(dirs[r, 1]), float(dirs[r, 2]), c, s)
     ox = (float(origins[a, 0]) - float(bmin[0])) * inv_voxel
     oy = (float(origins[a, 1]) - float(bmin[1])) * inv_voxel
     oz = (float(origins[a, 2]) - float(bmin[2])) * inv_voxel
-    depth, sem, hit = trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz, t_max,
-                                eps, nudge,
-                                max_steps, refine, signed)
+    return ox, oy, oz, dx, dy, dz
+
+
+def write_ray(i, depth, sem, hit, voxel, max_distance, depth_out, sem_out, hit_out):
+    """Write ray ``i``'s result (depth in voxel units) in metres, clamped to the contract."""
     if hit:
         dm = depth * voxel
         if dm > max_distance:
@@ -562,6 +577,23 @@ def trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmi
         hit_out[i] = False
 
 
+def trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs,
+              origins, c, s, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth_out, sem_out, hit_out):
+    """Ray ``i`` of the flattened (actor, ray) batch, ray ``r`` of actor ``a``
+    (``i = a * n_dirs + r``, the caller tracks them): rotate, trace, write outputs.
+
+    dirs (n_dirs, 3) float32 actor frame; origins (A, 3) float32 metres;
+    ``c, s``: cos and sin of the actor's yaw (:func:`yaw_cos_sin`, computed
+    once per actor by the caller); outputs flat (A * n_dirs,). (The CPU kernel
+    calls the three steps itself: one level less of Numba's inlining, whose
+    IR copies made up most of its compile time.)
+    """
+    ox, oy, oz, dx, dy, dz = ray_start(a, r, bmin, inv_voxel, dirs, origins, c, s)
+    depth, sem, hit = trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz, t_max,
+                                eps, nudge, max_steps, refine, signed)
+    write_ray(i, depth, sem, hit, voxel, max_distance, depth_out, sem_out, hit_out)
+
+
 # --------------------------------------------------------------------------
 # building the functions for one target
 # --------------------------------------------------------------------------
@@ -570,11 +602,11 @@ def trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmi
 GMDAG_HELPERS = ()  # the kernels read the decoded layout, not node words
 MATH_FUNCTIONS = ("axis_exit", "reciprocal", "cell_exit", "slab", "ray_box", "table_shift", "descend_float", "descend",
                   "cell_value", "axis_lerp_index", "voxel_fast", "corner_values", "corner_term", "field_at",
-                  "refine_hit", "yaw_cos_sin", "yaw_rotate",
-                  "trace_ray", "trace_one")
+                  "field_at_outer", "refine_hit", "yaw_cos_sin", "yaw_rotate",
+                  "trace_ray", "ray_start", "write_ray", "trace_one")
 
 
-OUTER_FUNCTIONS = ("descend_float", "cell_value", "corner_values", "field_at", "refine_hit")
+OUTER_FUNCTIONS = ("descend_float", "cell_value", "corner_values", "field_at_outer")
 
 
 def retarget(func, namespace):
@@ -593,14 +625,21 @@ def build_for(decorate, decorate_outer=None):
 
     ``decorate_outer`` (default: ``decorate``) builds the functions in
     ``OUTER_FUNCTIONS``: on the CPU these stay separate (not IR-inlined)
-    functions, because inlining all of them into the parallel kernel made its
-    first compile take minutes. ``trace_one`` and ``trace_ray`` are inlined
-    into the parallel kernel (a Numba call per ray, every array argument
-    unpacked into its fields, cost about 45 ns, a quarter of a ray), and the
-    rare ``descend_float`` (non-power-of-two worlds) is kept out of line: the
-    kernel's cold first compile is about 25 s on the shared 2-core machine
-    (a version that inlined them into a plain per-task function instead
-    compiled slower and ran slower). Returns a dict name -> compiled function.
+    functions. Everything a ray does on its usual path is inlined into the
+    parallel kernel, the refinement and its field lookups included: a Numba
+    call between compiled functions costs about 75-100 ns here (every array
+    argument unpacked into its fields, reference counts touched), a third of a
+    ray when the refinement and its field lookup were calls (2.5 M rays/s per
+    thread then, 3.2 M inlined). What stays out of line is rare:
+    ``descend_float`` (non-power-of-two worlds), the general corner lookup
+    (``corner_values``, ``cell_value``) and the graze check
+    (``field_at_outer``). The price is compile time: Numba copies a
+    function's IR each time it inlines it (per block, so it grows faster than
+    the function), and the kernel's cold first compile is about 30 s on the
+    shared 2-core machine (then cached). Calling ``trace_ray`` out of line
+    compiled in 20 s but ran at 2.4 M rays/s; a plain per-task function
+    holding the inlined ray compiled in 29 s and ran at 2.5 M.
+    Returns a dict name -> compiled function.
     """
     decorate_outer = decorate_outer or decorate
     built = {}
@@ -618,6 +657,8 @@ nb_descend = _CPU["descend"]
 nb_descend_float = _CPU["descend_float"]
 nb_trace_ray = _CPU["trace_ray"]
 nb_trace_one = _CPU["trace_one"]
+nb_ray_start = _CPU["ray_start"]
+nb_write_ray = _CPU["write_ray"]
 nb_yaw_rotate = _CPU["yaw_rotate"]
 nb_yaw_cos_sin = _CPU["yaw_cos_sin"]
 nb_cell_exit = _CPU["cell_exit"]

@@ -27,7 +27,7 @@ from numba import njit, prange
 from navi_nb.sense.backend import resolve_backend
 from navi_nb.sense.sensor import SenseError, Sensor
 from navi_nb.sense.layout import world_layout
-from navi_nb.sense.trace_math import nb_trace_one, nb_yaw_cos_sin
+from navi_nb.sense.trace_math import nb_ray_start, nb_trace_ray, nb_write_ray, nb_yaw_cos_sin
 from navi_nb.world import gmdag
 
 DEFAULT_EPSILON = 0.5
@@ -77,9 +77,10 @@ def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_v
         a = i0 // n_dirs  # one division per task; (a, r) then advance with i
         r = i0 - a * n_dirs
         for i in range(i0, i1):
-            nb_trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel,
-                         dirs, origins, cs[a, 0], cs[a, 1], t_max, eps, nudge, max_steps, refine, signed, max_distance,
-                         depth, semantic, hit)
+            ox, oy, oz, dx, dy, dz = nb_ray_start(a, r, bmin, inv_voxel, dirs, origins, cs[a, 0], cs[a, 1])
+            d, sem, h = nb_trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz,
+                                     t_max, eps, nudge, max_steps, refine, signed)
+            nb_write_ray(i, d, sem, h, voxel, max_distance, depth, semantic, hit)
             r += 1
             if r == n_dirs:
                 r = 0
