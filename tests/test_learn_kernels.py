@@ -143,6 +143,10 @@ def test_bad_input_raises_before_any_change():
     ppo.set_source(slab.flat, 5, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")})
     with pytest.raises(PPOConfigError, match="outside"):
         ppo.accumulate(np.array([0, 1, 12]), 0, 3)
+    with pytest.raises(PPOConfigError, match="outside"):
+        ppo.minibatches(np.array([0, 1, 12, 3]), 2, 2)
+    with pytest.raises(PPOConfigError, match="do not fit"):
+        ppo.minibatches(np.arange(12), 5, 3)
     with pytest.raises(PPOConfigError, match="params"):
         ppo.set_state({"params": np.zeros(3, np.float32)})
     with pytest.raises(NaviError, match="grad_mode"):
@@ -154,3 +158,45 @@ def test_bad_input_raises_before_any_change():
     slab.reward[...] = 1.0
     stats = ppo.update(slab, np.zeros(3))
     assert stats["minibatches"] == 4 * 2 and not np.array_equal(pol.params, before[0])
+
+
+def _ppo_on_synthetic(grad_mode, seed=0):
+    from navi_nb.bench.ppo import synthetic
+    from navi_nb.learn.ppo import PPO, PPOConfig
+    pol = ActorCritic(23, 4, hidden=(16, 12), seed=seed)
+    ppo = PPO(pol, PPOConfig(chunk_size=8, grad_mode=grad_mode, tile_rows=5, tile_cols=7))
+    slab = synthetic(pol, 96, seed=seed)
+    ppo.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
+                   ("actions", "logp", "value", "advantages", "returns")})
+    return ppo
+
+
+@pytest.mark.parametrize("grad_mode", ["chunk", "tile"])
+def test_minibatches_in_one_call_equal_accumulate_then_step(grad_mode):
+    """PPO.minibatches (one compiled call per epoch, what update runs) gives the
+    very bits of accumulate + step per minibatch: weights, moments, stats, norms."""
+    order = np.random.default_rng(3).permutation(96)
+    a, b = _ppo_on_synthetic(grad_mode), _ppo_on_synthetic(grad_mode)
+    for epoch in range(2):
+        lr = 3e-3 * (1 + epoch)
+        steps = []
+        for k in range(3):
+            st = a.accumulate(order, 32 * k, 32 * (k + 1))
+            steps.append((st, a.step(lr)))
+        got = b.minibatches(order, 32, 3, lr)
+        assert len(got) == 3
+        for (st_a, n_a), (st_b, n_b) in zip(steps, got):
+            assert n_a == n_b and n_a > 0
+            assert st_a == st_b
+    for x, y in ((a.policy.params, b.policy.params), (a.adam.m, b.adam.m), (a.adam.v, b.adam.v)):
+        assert x.tobytes() == y.tobytes()
+    assert a.adam.t == b.adam.t == 6
+
+
+def test_minibatches_stop_early_on_target_kl():
+    ppo = _ppo_on_synthetic("chunk")
+    order = np.arange(96)
+    first = ppo.minibatches(order, 32, 1, 0.5)[0][0]["approx_kl"]  # a big step: the KL grows
+    assert first >= 0.0
+    got = ppo.minibatches(order, 32, 3, 0.5, target_kl=0.0)
+    assert len(got) == 1 and got[0][0]["approx_kl"] > 0.0 and ppo.adam.t == 2

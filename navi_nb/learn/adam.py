@@ -1,7 +1,8 @@
 """Adam over flat buffers, deterministic (an element-wise update: no sums).
 
 The global gradient norm that scales the step lives with the learning pass
-(``fused.grad_norm``: fixed blocks summed in block order).
+(``fused.norm_from_items``: the finish items' sums of squares, added in item
+order).
 """
 from __future__ import annotations
 

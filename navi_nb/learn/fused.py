@@ -37,6 +37,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from navi_nb.learn.adam import adam_kernel
 from navi_nb.learn.blas import NO_TRANS, TRANS, gemm
 from navi_nb.learn.mlp import _bias_act_rows, _times_dact_rows
 
@@ -228,10 +229,13 @@ def chunk_pass(source, rows, cols, adv, params, log_std, meta, n_pi, A, D, slots
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def finish_pass(items, meta, n, A, D, slots, slot_width, n_chunks, dlogstd, stats, grad, log_std_off,
-                ent_coef, stat_sums):
-    """Phase 2: each work item writes its own part of ``grad`` (see the module doc)."""
+                ent_coef, stat_sums, sumsq):
+    """Phase 2: each work item writes its own part of ``grad`` (see the module
+    doc), then that part's sum of squares into ``sumsq[item]`` (for the global
+    norm, :func:`_item_sumsq`)."""
     one = np.ones(1, grad.dtype)[0]
     zero = one - one
+    k_act = dlogstd.shape[1]
     for t in prange(items.shape[0]):
         kind, l = items[t, 0], items[t, 1]
         m = meta[l]
@@ -272,6 +276,7 @@ def finish_pass(items, meta, n, A, D, slots, slot_width, n_chunks, dlogstd, stat
                 for i in range(n):
                     s += stats[i, j]
                 stat_sums[j] = s
+        sumsq[t] = _item_sumsq(items[t], meta, grad, log_std_off, k_act)
 
 
 class Plan:
@@ -331,6 +336,11 @@ class Plan:
         self.out_cols = out_cols
         self._sizes = {}
 
+    @property
+    def layer_meta(self):
+        """The layer table's size-independent columns (NIN, NOUT, WOFF, SLOT, ACT)."""
+        return self._meta
+
     def buffers(self, n, chunk, act_dim, n_stats):
         """(meta, A, D, slots, dlogstd, stats, adv) for minibatches of n samples."""
         buf = self._sizes.get(n)
@@ -352,52 +362,108 @@ class Plan:
         return buf
 
 
-NORM_BLOCK = 8192
+@njit(cache=True, inline="always")
+def _sumsq_run(x):
+    """Sum of x[e]**2 over a contiguous 1-D run, float64. Element e goes to
+    lane e % 8 (eight independent sums, so the loop vectorizes instead of
+    waiting on one add chain); lanes and tail are added in a fixed order."""
+    m = x.shape[0] // 8 * 8
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+    for e in range(0, m, 8):
+        v0, v1 = np.float64(x[e]), np.float64(x[e + 1])
+        v2, v3 = np.float64(x[e + 2]), np.float64(x[e + 3])
+        v4, v5 = np.float64(x[e + 4]), np.float64(x[e + 5])
+        v6, v7 = np.float64(x[e + 6]), np.float64(x[e + 7])
+        a0 += v0 * v0
+        a1 += v1 * v1
+        a2 += v2 * v2
+        a3 += v3 * v3
+        a4 += v4 * v4
+        a5 += v5 * v5
+        a6 += v6 * v6
+        a7 += v7 * v7
+    t = 0.0
+    for e in range(m, x.shape[0]):
+        v = np.float64(x[e])
+        t += v * v
+    return (((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))) + t
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def block_sumsq_lanes(g, partial, block):
-    """partial[k] = sum of g[e]**2 over fixed block k (float64). Inside a block,
-    element e goes to lane e % 8 (eight independent sums, so the loop
-    vectorizes instead of waiting on one add chain), the lanes and the tail
-    are added in a fixed order: the same bits whatever the thread count."""
-    n = g.shape[0]
-    for k in prange(partial.shape[0]):
-        e0 = k * block
-        e1 = min(n, e0 + block)
-        x = g[e0:e1]
-        m = (e1 - e0) // 8 * 8
-        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
-        for e in range(0, m, 8):
-            v0, v1 = np.float64(x[e]), np.float64(x[e + 1])
-            v2, v3 = np.float64(x[e + 2]), np.float64(x[e + 3])
-            v4, v5 = np.float64(x[e + 4]), np.float64(x[e + 5])
-            v6, v7 = np.float64(x[e + 6]), np.float64(x[e + 7])
-            a0 += v0 * v0
-            a1 += v1 * v1
-            a2 += v2 * v2
-            a3 += v3 * v3
-            a4 += v4 * v4
-            a5 += v5 * v5
-            a6 += v6 * v6
-            a7 += v7 * v7
-        t = 0.0
-        for e in range(m, e1 - e0):
-            v = np.float64(x[e])
-            t += v * v
-        partial[k] = (((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))) + t
+@njit(cache=True, inline="always")
+def _item_sumsq(item, meta, grad, log_std_off, k_act):
+    """Sum of squares of the part of ``grad`` that finish item ``item`` writes
+    (row by row for a weight tile), in a fixed order."""
+    kind, l = item[0], item[1]
+    m = meta[l]
+    nin, nout, woff = m[NIN], m[NOUT], m[WOFF]
+    if kind == SLOT_SUM:
+        return _sumsq_run(grad[woff + item[2]:woff + item[3]])
+    if kind == TILE:
+        s = 0.0
+        for i in range(item[2], item[3]):
+            s += _sumsq_run(grad[woff + i * nout + item[4]:woff + i * nout + item[5]])
+        return s
+    if kind == TILE_BIAS:
+        b0 = woff + nin * nout
+        return _sumsq_run(grad[b0 + item[4]:b0 + item[5]])
+    return _sumsq_run(grad[log_std_off:log_std_off + k_act])
+
+
+@njit(cache=True, parallel=True)
+def items_sumsq(items, meta, grad, log_std_off, k_act, sumsq):
+    """sumsq[t] = :func:`_item_sumsq` of item t: what ``finish_pass`` computes,
+    for a gradient that did not come from it."""
+    for t in prange(items.shape[0]):
+        sumsq[t] = _item_sumsq(items[t], meta, grad, log_std_off, k_act)
 
 
 @njit(cache=True)
-def _ordered_sum(x):
+def norm_from_items(sumsq):
+    """The global L2 norm: the items' sums of squares added in item order (the
+    items are fixed by the Plan, so the bits do not depend on the threads)."""
     s = 0.0
-    for k in range(x.shape[0]):
-        s += x[k]
-    return s
+    for t in range(sumsq.shape[0]):
+        s += sumsq[t]
+    return math.sqrt(s)
 
 
-def grad_norm(g, partial):
-    """Global L2 norm of g: fixed blocks (``block_sumsq_lanes``) added in block
-    order. ``partial`` holds ceil(len(g) / NORM_BLOCK) float64 slots."""
-    block_sumsq_lanes(g, partial, NORM_BLOCK)
-    return math.sqrt(_ordered_sum(partial))
+N_STEP_STATS = 7  # per minibatch: the five loss statistics (means), the entropy, the gradient norm
+
+
+@njit(cache=True)
+def minibatches_update(source, order, mb, count, cols, adv_col, norm_adv, adv, params, log_std, meta, n_pi, A, D,
+                       slots, slot_width, dlogstd, stats, chunk, clip_coef, clip_vloss, vf_coef, items, n_chunks,
+                       grad, log_std_off, ent_coef, stat_sums, sumsq, max_grad_norm, adam_m, adam_v, lr, beta1,
+                       beta2, eps, step0, target_kl, out):
+    """``count`` minibatches in one call: minibatch b is rows
+    ``order[b * mb:(b + 1) * mb]``; each is ``prep_advantages``,
+    ``chunk_pass``, ``finish_pass`` (with the norm's item sums), the
+    global-norm clip and Adam step ``step0 + b + 1``. No Python runs between
+    the parallel regions (on a small network the gaps let the other OpenMP
+    thread fall asleep, and waking it cost as much as a region's work). The
+    same kernels and sums as ``PPO.accumulate`` then ``PPO.step``, so the same
+    bits. ``out[b]``: the five statistics divided by mb, the entropy before
+    the step, the gradient norm before clipping. Stops after a minibatch whose
+    approximate KL (statistic 2) exceeds ``target_kl`` (when >= 0). Returns
+    the minibatches done."""
+    inv_n = 1.0 / mb
+    for b in range(count):
+        rows = order[b * mb:(b + 1) * mb]
+        prep_advantages(source, rows, adv_col, adv, norm_adv)
+        chunk_pass(source, rows, cols, adv, params, log_std, meta, n_pi, A, D, slots, slot_width, dlogstd, stats,
+                   chunk, clip_coef, clip_vloss, vf_coef, inv_n)
+        finish_pass(items, meta, mb, A, D, slots, slot_width, n_chunks, dlogstd, stats, grad, log_std_off,
+                    ent_coef, stat_sums, sumsq)
+        for j in range(stat_sums.shape[0]):
+            out[b, j] = stat_sums[j] / mb
+        ent = 0.0
+        for j in range(log_std.shape[0]):
+            ent += (np.float64(log_std[j]) + 0.5) + 0.5 * LOG_2PI
+        out[b, N_STEP_STATS - 2] = ent
+        norm = norm_from_items(sumsq)
+        out[b, N_STEP_STATS - 1] = norm
+        scale = min(1.0, max_grad_norm / (norm + 1e-6))
+        adam_kernel(params, grad, adam_m, adam_v, lr, beta1, beta2, eps, scale, step0 + b + 1.0)
+        if target_kl >= 0.0 and out[b, 2] > target_kl:
+            return b + 1
+    return count

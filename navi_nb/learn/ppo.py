@@ -111,7 +111,7 @@ class PPO:
         self.modes = {l.name: self._mode(l) for l in policy.pi_layers + policy.v_layers}
         self._plan = fused.Plan(policy, self.modes, self.config.tile_rows, self.config.tile_cols)
         self._stat_sums = np.empty(len(STAT_NAMES), np.float64)
-        self._norm_partial = None
+        self._sumsq = np.empty(self._plan.items.shape[0], np.float64)  # the norm's per-item sums
         self.source = None
         self.updates_done = 0
 
@@ -144,42 +144,88 @@ class PPO:
         (slot sums, weight tiles, bias and log_std sums). Returns the
         minibatch's loss statistics (means over its samples).
         """
-        cfg, pol = self.config, self.policy
+        rows = self._rows(order, start, stop)
+        cfg, pol, plan = self.config, self.policy, self._plan
+        meta, A, D, slots, dlogstd, stats, adv, n_chunks = plan.buffers(
+            rows.shape[0], cfg.chunk_size, pol.act_dim, len(STAT_NAMES))
+        fused.prep_advantages(self.source, rows, self._cols[4], adv, bool(cfg.norm_adv))
+        fused.chunk_pass(self.source, rows, self._cols, adv, pol.params, pol.p["log_std"], meta,
+                         plan.n_pi, A, D, slots, plan.slot_width, dlogstd, stats, cfg.chunk_size,
+                         float(cfg.clip_coef), bool(cfg.clip_vloss), float(cfg.vf_coef), 1.0 / rows.shape[0])
+        fused.finish_pass(plan.items, meta, rows.shape[0], A, D, slots, plan.slot_width, n_chunks, dlogstd,
+                          stats, self.grad, plan.log_std_off, float(cfg.ent_coef), self._stat_sums, self._sumsq)
+        return self._stats(rows.shape[0])
+
+    def _rows(self, order, start, stop):
+        """order[start:stop] as contiguous int64 row indices, checked against the source."""
         if self.source is None:
             raise PPOConfigError("accumulate: no rollout rows; call set_source (or update) first")
         rows = np.ascontiguousarray(order[start:stop], dtype=np.int64)
-        n = rows.shape[0]
-        if n < 1:
+        if rows.shape[0] < 1:
             raise PPOConfigError(f"accumulate: empty range [{start}, {stop}) of an order of {len(order)}")
         if rows.min() < 0 or rows.max() >= self.source.shape[0]:
             raise PPOConfigError(f"accumulate: order[{start}:{stop}] holds rows outside "
                                  f"[0, {self.source.shape[0]})")
-        plan = self._plan
-        meta, A, D, slots, dlogstd, stats, adv, n_chunks = plan.buffers(
-            n, cfg.chunk_size, pol.act_dim, len(STAT_NAMES))
-        fused.prep_advantages(self.source, rows, self._cols[4], adv, bool(cfg.norm_adv))
-        fused.chunk_pass(self.source, rows, self._cols, adv, pol.params, pol.p["log_std"], meta,
-                         plan.n_pi, A, D, slots, plan.slot_width, dlogstd, stats, cfg.chunk_size,
-                         float(cfg.clip_coef), bool(cfg.clip_vloss), float(cfg.vf_coef), 1.0 / n)
-        stat_sums = self._stat_sums
-        fused.finish_pass(plan.items, meta, n, A, D, slots, plan.slot_width, n_chunks, dlogstd,
-                          stats, self.grad, plan.log_std_off, float(cfg.ent_coef), stat_sums)
-        out = dict(zip(STAT_NAMES, (stat_sums / n).tolist()))
-        out["entropy"] = pol.entropy()
+        return rows
+
+    def _stats(self, n):
+        """The minibatch's loss statistics from the last pass's sums."""
+        cfg = self.config
+        out = dict(zip(STAT_NAMES, (self._stat_sums / n).tolist()))
+        out["entropy"] = self.policy.entropy()
         out["loss"] = out["pg_loss"] - cfg.ent_coef * out["entropy"] + cfg.vf_coef * out["v_loss"]
         return out
 
     # ---- clipping and the optimizer step -----------------------------------
     def step(self, lr=None):
         """Clip the gradient to max_grad_norm (global) and take one Adam step.
-        Returns the gradient norm before clipping."""
-        if self._norm_partial is None:
-            n_blocks = (self.grad.shape[0] + fused.NORM_BLOCK - 1) // fused.NORM_BLOCK
-            self._norm_partial = np.empty(n_blocks, np.float64)
-        norm = fused.grad_norm(self.grad, self._norm_partial)
+        Returns the gradient norm before clipping.
+
+        The norm is the finish items' sums of squares added in item order
+        (``fused.norm_from_items``), fixed by the plan whatever the threads."""
+        plan = self._plan
+        fused.items_sumsq(plan.items, plan.layer_meta, self.grad, plan.log_std_off, self.policy.act_dim,
+                          self._sumsq)
+        norm = fused.norm_from_items(self._sumsq)
         scale = min(1.0, self.config.max_grad_norm / (norm + 1e-6))
         self.adam.step(self.grad, scale, lr)
         return norm
+
+    def minibatches(self, order, mb, count, lr=None, target_kl=None):
+        """``count`` minibatches of ``mb`` samples, minibatch b being
+        ``order[b * mb:(b + 1) * mb]``, each ``accumulate`` then ``step(lr)``,
+        in one compiled call (``fused.minibatches_update``: no Python between
+        the parallel regions). The same bits as those calls. Stops after a
+        minibatch whose approximate KL exceeds ``target_kl``. Returns a list
+        of (stats, gradient norm), one per minibatch done."""
+        if self.source is None:
+            raise PPOConfigError("minibatches: no rollout rows; call set_source (or update) first")
+        order = np.ascontiguousarray(order, dtype=np.int64)
+        mb, count = int(mb), int(count)
+        if mb < 1 or count < 1 or mb * count > order.shape[0]:
+            raise PPOConfigError(f"minibatches: {count} x {mb} samples do not fit an order of {order.shape[0]}")
+        used = order[:mb * count]
+        if used.min() < 0 or used.max() >= self.source.shape[0]:
+            raise PPOConfigError(f"minibatches: the order holds rows outside [0, {self.source.shape[0]})")
+        cfg, pol, plan, adam = self.config, self.policy, self._plan, self.adam
+        meta, A, D, slots, dlogstd, stats, adv, n_chunks = plan.buffers(mb, cfg.chunk_size, pol.act_dim,
+                                                                        len(STAT_NAMES))
+        out = np.empty((count, fused.N_STEP_STATS), np.float64)
+        done = fused.minibatches_update(
+            self.source, used, mb, count, self._cols, self._cols[4], bool(cfg.norm_adv), adv, pol.params,
+            pol.p["log_std"], meta, plan.n_pi, A, D, slots, plan.slot_width, dlogstd, stats, cfg.chunk_size,
+            float(cfg.clip_coef), bool(cfg.clip_vloss), float(cfg.vf_coef), plan.items, n_chunks, self.grad,
+            plan.log_std_off, float(cfg.ent_coef), self._stat_sums, self._sumsq, float(cfg.max_grad_norm), adam.m,
+            adam.v, float(adam.lr if lr is None else lr), adam.betas[0], adam.betas[1], adam.eps, float(adam.t),
+            -1.0 if target_kl is None else float(target_kl), out)
+        adam.t += done
+        results = []
+        for b in range(done):
+            st = dict(zip(STAT_NAMES, out[b, :len(STAT_NAMES)].tolist()))
+            st["entropy"] = float(out[b, len(STAT_NAMES)])
+            st["loss"] = st["pg_loss"] - cfg.ent_coef * st["entropy"] + cfg.vf_coef * st["v_loss"]
+            results.append((st, float(out[b, len(STAT_NAMES) + 1])))
+        return results
 
     def learning_rate(self, update, num_updates):
         """Step size for update ``update`` (0-based) of ``num_updates``."""
@@ -208,15 +254,13 @@ class PPO:
         totals, count, norms, stopped = {}, 0, [], False
         for _epoch in range(cfg.update_epochs):
             order = self.rng.permutation(n_total)
-            for start in range(0, mb * cfg.num_minibatches, mb):
-                st = self.accumulate(order, start, start + mb)
-                norms.append(self.step(lr))
+            for st, norm in self.minibatches(order, mb, cfg.num_minibatches, lr, cfg.target_kl):
+                norms.append(norm)
                 for key, val in st.items():
                     totals[key] = totals.get(key, 0.0) + val
                 count += 1
                 if cfg.target_kl is not None and st["approx_kl"] > cfg.target_kl:
                     stopped = True
-                    break
             if stopped:
                 break
         self.updates_done += 1
