@@ -200,3 +200,24 @@ def test_minibatches_stop_early_on_target_kl():
     assert first >= 0.0
     got = ppo.minibatches(order, 32, 3, 0.5, target_kl=0.0)
     assert len(got) == 1 and got[0][0]["approx_kl"] > 0.0 and ppo.adam.t == 2
+
+
+def test_ppo_state_round_trip_and_bad_state():
+    from navi_nb.learn.ppo import PPOConfigError
+    ppo = _ppo_on_synthetic("chunk")
+    ppo.minibatches(np.arange(96), 32, 2, 1e-3)
+    ppo.rng.permutation(5)
+    saved = ppo.get_state()
+    other = _ppo_on_synthetic("chunk", seed=1)
+    other.set_state(saved)
+    for key, val in other.get_state().items():
+        assert np.asarray(val).tobytes() == np.asarray(saved[key]).tobytes(), key
+    assert np.array_equal(other.rng.permutation(9), ppo.rng.permutation(9))
+    before = other.get_state()
+    for bad in ({**saved, "rng": np.frombuffer(b"{not json", np.uint8)},
+                {**saved, "rng": np.frombuffer(b'{"bit_generator": "PCG64", "state": 3}', np.uint8)},
+                {**saved, "adam_t": np.array(-1)}, {k: v for k, v in saved.items() if k != "updates_done"}):
+        with pytest.raises(PPOConfigError, match="PPO state"):
+            other.set_state(bad)
+        for key, val in other.get_state().items():
+            assert np.asarray(val).tobytes() == np.asarray(before[key]).tobytes(), key

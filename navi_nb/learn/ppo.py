@@ -19,6 +19,7 @@ order.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
 
@@ -277,18 +278,30 @@ class PPO:
 
     # ---- state, for checkpoints and the same-sum tests ------------------------
     def get_state(self):
+        """Weights, Adam's moments and step, updates done and the shuffle generator
+        (as JSON text in uint8: the arrays of one .npz, no pickles)."""
         return {"params": self.policy.params.copy(), **{"adam_" + k: v for k, v in self.adam.state().items()},
                 "updates_done": np.array(self.updates_done, np.int64),
-                "rng": np.frombuffer(repr(self.rng.bit_generator.state).encode(), np.uint8).copy()}
+                "rng": np.frombuffer(json.dumps(self.rng.bit_generator.state).encode(), np.uint8).copy()}
 
     def set_state(self, state):
-        import ast
+        """Restore :meth:`get_state`'s dict; everything is checked before anything changes."""
         for key, ref in (("params", self.policy.params), ("adam_m", self.adam.m), ("adam_v", self.adam.v)):
             arr = np.asarray(state.get(key))
             if arr.shape != ref.shape or arr.dtype != ref.dtype:
                 raise PPOConfigError(f"PPO state {key!r}: shape {arr.shape} {arr.dtype}, expected "
                                      f"{ref.shape} {ref.dtype}")
+        try:
+            adam_t = int(np.asarray(state["adam_t"]))
+            updates = int(np.asarray(state["updates_done"]))
+            rng = json.loads(np.asarray(state["rng"], np.uint8).tobytes().decode())
+            probe = type(self.rng.bit_generator)()
+            probe.state = rng
+        except (KeyError, TypeError, ValueError, OverflowError, UnicodeDecodeError) as exc:
+            raise PPOConfigError(f"PPO state: adam_t, updates_done or rng malformed ({exc})") from exc
+        if adam_t < 0 or updates < 0:
+            raise PPOConfigError(f"PPO state: negative adam_t ({adam_t}) or updates_done ({updates})")
         self.policy.set_params(state["params"])
-        self.adam.load_state({"m": state["adam_m"], "v": state["adam_v"], "t": state["adam_t"]})
-        self.updates_done = int(state["updates_done"])
-        self.rng.bit_generator.state = ast.literal_eval(bytes(state["rng"]).decode())
+        self.adam.load_state({"m": state["adam_m"], "v": state["adam_v"], "t": adam_t})
+        self.updates_done = updates
+        self.rng.bit_generator.state = rng
