@@ -36,6 +36,9 @@ def test_finished_actor_gets_a_fresh_episode_while_others_carry_on():
     np.testing.assert_allclose(fo[lay["prev_action"]], [1, 0, 0, 0])
     np.testing.assert_allclose(fo[lay["velocity"]], [1, 0, 0], atol=1e-5)
     np.testing.assert_allclose(fo[lay["goal"]][0], 0.4 / env.config.goal_scale, atol=1e-5)
+    # the pose where it ended (the reset moved the actor away from it)
+    np.testing.assert_allclose(info["final_pos"][1], [2, 1.5, -0.2], atol=1e-6)
+    assert info["final_yaw"][1] == 0.0
     # it is the observation of the pose where the episode ended: re-observe that pose and compare
     keep = env.get_state()
     st = env.get_state()

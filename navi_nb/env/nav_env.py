@@ -6,7 +6,8 @@ changes) -> clip -> ``move_actors`` (kinematics + collision) ->
 ``score_step`` (reward terms, flags, counters) -> one batched trace of every
 actor's rays -> ``build_obs``; then finished actors are reset in the same call
 (autoreset, Gymnasium's SAME_STEP mode): their last observation of the finished
-episode is copied to ``info["final_obs"]``, their episode statistics to
+episode is copied to ``info["final_obs"]`` (and the pose where it ended to
+``info["final_pos"]`` / ``info["final_yaw"]``), their episode statistics to
 ``info["episode"]``, and the observation returned for them is the first of
 their next episode. ``info["done"]`` marks them.
 
@@ -168,6 +169,8 @@ class NavEnv:
         self._success = np.zeros(A, bool)
         self._done = np.zeros(A, bool)
         self._final_obs = np.zeros((A, self.obs_dim), np.float32)
+        self._final_pos = np.zeros((A, 3), np.float32)   # where a finished episode ended (before its reset)
+        self._final_yaw = np.zeros(A, np.float32)
         self._ep_out = {"return": np.zeros(A, np.float32), "length": np.zeros(A, np.int32),
                         "success": np.zeros(A, bool), "spl": np.zeros(A, np.float32),
                         "coverage": np.zeros(A, np.float32), "collisions": np.zeros(A, np.int32)}
@@ -270,6 +273,8 @@ class NavEnv:
         rows = np.flatnonzero(self._done)
         if rows.shape[0]:
             self._final_obs[rows] = self._obs[rows]
+            self._final_pos[rows] = self._pos[rows]
+            self._final_yaw[rows] = self._yaw[rows]
             ep["return"][rows] = self._ep_return[rows]
             ep["length"][rows] = self._ep_len[rows]
             succ = self._success[rows]
@@ -280,7 +285,8 @@ class NavEnv:
             ep["collisions"][rows] = self._collisions[rows]
             self._episodes[rows] += 1
             self._start(rows.astype(np.int64))
-        info = {"done": self._done, "final_obs": self._final_obs, "episode": ep,
+        info = {"done": self._done, "final_obs": self._final_obs, "final_pos": self._final_pos,
+                "final_yaw": self._final_yaw, "episode": ep,
                 "reward_terms": {n: self._terms[k] for k, n in enumerate(self.reward_names)},
                 "contact": self._contact, "success": self._success}
         return self._obs, self._reward, self._terminated, self._truncated, info
@@ -347,6 +353,7 @@ class NavEnv:
         steps = (self._act.nbytes + self._contact.nbytes + self._moved.nbytes + self._terms.nbytes
                  + self._reward.nbytes + self._terminated.nbytes + self._truncated.nbytes
                  + self._success.nbytes + self._done.nbytes + self._final_obs.nbytes
+                 + self._final_pos.nbytes + self._final_yaw.nbytes
                  + sum(v.nbytes for v in self._ep_out.values()) + self._all_rows.nbytes)
         rays = self.sensor.az_count * self.sensor.el_count * (4 + 2 + 1)  # depth, semantic, hit
         total_actor = per + steps + rays * self.n_actors
