@@ -82,6 +82,18 @@ def synthetic(policy, n, seed=0):
     return slab
 
 
+def _round(fn, seconds):
+    """One timing round: calls ``fn`` for at least ``seconds`` (and 3 calls);
+    (wall seconds per call, CPU seconds per call)."""
+    n, t0, c0 = 0, time.perf_counter(), time.process_time()
+    while True:
+        fn()
+        n += 1
+        dt = time.perf_counter() - t0
+        if dt > seconds and n >= 3:
+            return dt / n, (time.process_time() - c0) / n
+
+
 def _time(fn, seconds, repeats, cpu=None):
     """Best-of-rounds wall seconds per call and the spread (max/min - 1) of the
     round means. With ``cpu`` (a dict), also the best CPU seconds per call
@@ -91,15 +103,9 @@ def _time(fn, seconds, repeats, cpu=None):
     fn()
     means, cpus = [], []
     for _ in range(repeats):
-        n, t0, c0 = 0, time.perf_counter(), time.process_time()
-        while True:
-            fn()
-            n += 1
-            dt = time.perf_counter() - t0
-            if dt > seconds / repeats and n >= 3:
-                break
-        means.append(dt / n)
-        cpus.append((time.process_time() - c0) / n)
+        wall, cpu_s = _round(fn, seconds / repeats)
+        means.append(wall)
+        cpus.append(cpu_s)
     if cpu is not None:
         cpu["s"] = min(cpus)
     return min(means), max(means) / min(means) - 1.0
@@ -171,15 +177,9 @@ def bench_navi(obs, hidden, mb, shards, seconds, repeats):
         for k in shards:
             numba.set_num_threads(k)
             pol.params[...] = params0
-            n, t0, c0 = 0, time.perf_counter(), time.process_time()
-            while True:
-                step()
-                n += 1
-                dt = time.perf_counter() - t0
-                if dt > seconds / repeats and n >= 3:
-                    break
-            means[k].append(dt / n / MINIBATCHES)
-            cpus[k].append((time.process_time() - c0) / n / MINIBATCHES)
+            wall, cpu_s = _round(step, seconds / repeats)
+            means[k].append(wall / MINIBATCHES)
+            cpus[k].append(cpu_s / MINIBATCHES)
     out = {}
     for k in shards:
         t = min(means[k])
