@@ -20,6 +20,12 @@ _os.environ.setdefault("GOMP_SPINCOUNT", "3000")
 
 __version__ = "0.1.0"
 
+# Numba keys a cached kernel on its own file only; drop the cached kernels when
+# any Numba source of the package changed (navi_nb/jit_cache.py).
+from navi_nb import jit_cache as _jit_cache  # noqa: E402
+
+_jit_cache.refresh()
+
 # name -> module that defines it
 _API = {
     "GmdagError": "navi_nb.world.gmdag",
