@@ -188,11 +188,7 @@ class Checkpoint:
                                        "(not implied by the configuration)")
         if want - have:
             raise CheckpointError(src, f"missing member(s) {sorted(want - have)}")
-        try:
-            fh = open(src, "rb")
-        except OSError as exc:
-            raise CheckpointError(src, f"cannot read ({exc.strerror or exc})") from exc
-        with fh, _open_zip(fh, src) as zf:
+        with _open_file(src) as fh, _open_zip(fh, src) as zf:
             # pass 1: headers only
             offsets = {}
             for name in sorted(want):
@@ -242,6 +238,13 @@ class Checkpoint:
         return out
 
 
+def _open_file(src):
+    try:
+        return open(src, "rb")
+    except OSError as exc:
+        raise CheckpointError(src, f"cannot read ({exc.strerror or exc})") from exc
+
+
 def _open_zip(fh, src):
     try:
         return zipfile.ZipFile(fh, "r")
@@ -273,11 +276,7 @@ def open_checkpoint(path) -> Checkpoint:
     src = Path(path)
     if not src.is_file():
         raise CheckpointError(src, "no such file")
-    try:
-        fh = open(src, "rb")
-    except OSError as exc:
-        raise CheckpointError(src, f"cannot read ({exc.strerror or exc})") from exc
-    with fh, _open_zip(fh, src) as zf:
+    with _open_file(src) as fh, _open_zip(fh, src) as zf:
         infos = {}
         for info in zf.infolist():
             name = info.filename

@@ -41,7 +41,13 @@ def main():
     from navi_nb.world.compiler import compile_mesh
     from navi_nb.world.mesh_scene import benchmark_mesh_scene
 
-    resolve_backend("cuda")  # a clear error naming what is missing
+    from navi_nb.errors import NaviError
+
+    try:
+        resolve_backend("cuda")
+    except NaviError as exc:  # one line naming what is missing (CuPy, driver, device)
+        print(f"gpu_check: {exc}", file=sys.stderr)
+        return 2
     import cupy as cp
     from numba import cuda
 
@@ -69,40 +75,32 @@ def main():
                           "hit_equal": float(np.mean(c[2] == g[2])),
                           "semantic_equal": float(np.mean(c[1] == g[1]))}
 
+    def median_s(call):
+        """Median wall seconds of ``args.repeat`` synchronised calls."""
+        times = []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            call()
+            cp.cuda.runtime.deviceSynchronize()
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times))
+
     # 2. throughput at many actors, poses already on the device
     dpos, dyaw = cp.asarray(pos), cp.asarray(yaws)
     gpu.trace(dpos, dyaw)
     cp.cuda.runtime.deviceSynchronize()
-    times = []
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        gpu.trace(dpos, dyaw)
-        cp.cuda.runtime.deviceSynchronize()
-        times.append(time.perf_counter() - t0)
+    t = median_s(lambda: gpu.trace(dpos, dyaw))
     rays = args.actors * sensor.n_rays
-    out["cuda_many"] = {"actors": args.actors, "rays": rays, "median_ms": 1e3 * float(np.median(times)),
-                        "rays_per_s": rays / float(np.median(times))}
+    out["cuda_many"] = {"actors": args.actors, "rays": rays, "median_ms": 1e3 * t, "rays_per_s": rays / t}
     # host poses (one small upload per call)
-    times = []
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        gpu.trace(pos, yaws)
-        cp.cuda.runtime.deviceSynchronize()
-        times.append(time.perf_counter() - t0)
-    out["cuda_many_host_poses_median_ms"] = 1e3 * float(np.median(times))
+    out["cuda_many_host_poses_median_ms"] = 1e3 * median_s(lambda: gpu.trace(pos, yaws))
 
     # 3. Navi's canonical sensor
     canon = Tracer(world, Sensor(256, 48), 30.0, backend="cuda", max_actors=4)
     cpos, cyaw = cp.asarray(pos[:4]), cp.asarray(yaws[:4])
     canon.trace(cpos, cyaw)
     cp.cuda.runtime.deviceSynchronize()
-    times = []
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        canon.trace(cpos, cyaw)
-        cp.cuda.runtime.deviceSynchronize()
-        times.append(time.perf_counter() - t0)
-    out["canonical_4x256x48_median_ms"] = 1e3 * float(np.median(times))
+    out["canonical_4x256x48_median_ms"] = 1e3 * median_s(lambda: canon.trace(cpos, cyaw))
     ok = out["cpu_vs_cuda"]["max_abs_depth_diff_m"] <= 1e-4 and out["cpu_vs_cuda"]["hit_equal"] == 1.0
     out["agree"] = bool(ok)
     print(json.dumps(out))

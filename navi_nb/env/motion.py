@@ -67,6 +67,17 @@ def _normal(nodes, half, bmin, voxel, resolution, x, y, z, fx, fy, fz):
     return gx / n, gy / n, gz / n
 
 
+@njit(inline="always", cache=True)
+def _keep_inside(n, r, lo, hi):
+    """Clamp coordinate n to [lo, hi]; at a side, drop the remaining move r's
+    component into it. Returns (n, r, whether a side was touched)."""
+    if n < lo:
+        return lo, (r if r > 0.0 else 0.0), True
+    if n > hi:
+        return hi, (r if r < 0.0 else 0.0), True
+    return n, r, False
+
+
 @njit(parallel=True, cache=True)
 def move_actors(nodes, half, bmin, voxel, resolution, pos, yaw, act, speeds, dt, radius, margin,
                 h_min, max_substeps, lo, hi, vel_out, contact_out, moved_out):
@@ -129,30 +140,10 @@ def move_actors(nodes, half, bmin, voxel, resolution, pos, yaw, act, speeds, dt,
                     ry -= dn * gy
                     rz -= dn * gz
             # the world cube's sides
-            if nx < lo[0]:
-                nx = lo[0]
-                contact = True
-                rx = rx if rx > 0.0 else 0.0
-            elif nx > hi[0]:
-                nx = hi[0]
-                contact = True
-                rx = rx if rx < 0.0 else 0.0
-            if ny < lo[1]:
-                ny = lo[1]
-                contact = True
-                ry = ry if ry > 0.0 else 0.0
-            elif ny > hi[1]:
-                ny = hi[1]
-                contact = True
-                ry = ry if ry < 0.0 else 0.0
-            if nz < lo[2]:
-                nz = lo[2]
-                contact = True
-                rz = rz if rz > 0.0 else 0.0
-            elif nz > hi[2]:
-                nz = hi[2]
-                contact = True
-                rz = rz if rz < 0.0 else 0.0
+            nx, rx, hit_x = _keep_inside(nx, rx, lo[0], hi[0])
+            ny, ry, hit_y = _keep_inside(ny, ry, lo[1], hi[1])
+            nz, rz, hit_z = _keep_inside(nz, rz, lo[2], hi[2])
+            contact = contact or hit_x or hit_y or hit_z
             x, y, z = nx, ny, nz
         dx, dy, dz = x - x0, y - y0, z - z0
         pos[i, 0] = np.float32(x)

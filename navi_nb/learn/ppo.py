@@ -155,7 +155,7 @@ class PPO:
                          float(cfg.clip_coef), bool(cfg.clip_vloss), float(cfg.vf_coef), 1.0 / rows.shape[0])
         fused.finish_pass(plan.items, meta, rows.shape[0], A, D, slots, plan.slot_width, n_chunks, dlogstd,
                           stats, self.grad, plan.log_std_off, float(cfg.ent_coef), self._stat_sums, self._sumsq)
-        return self._stats(rows.shape[0])
+        return self._stats(self._stat_sums / rows.shape[0], self.policy.entropy())
 
     def _rows(self, order, start, stop):
         """order[start:stop] as contiguous int64 row indices, checked against the source."""
@@ -169,11 +169,12 @@ class PPO:
                                  f"[0, {self.source.shape[0]})")
         return rows
 
-    def _stats(self, n):
-        """The minibatch's loss statistics from the last pass's sums."""
+    def _stats(self, means, entropy):
+        """A minibatch's statistics: the loss terms' means (in STAT_NAMES order),
+        the entropy, and the total loss."""
         cfg = self.config
-        out = dict(zip(STAT_NAMES, (self._stat_sums / n).tolist()))
-        out["entropy"] = self.policy.entropy()
+        out = dict(zip(STAT_NAMES, (float(m) for m in means)))
+        out["entropy"] = float(entropy)
         out["loss"] = out["pg_loss"] - cfg.ent_coef * out["entropy"] + cfg.vf_coef * out["v_loss"]
         return out
 
@@ -220,13 +221,8 @@ class PPO:
             adam.v, float(adam.lr if lr is None else lr), adam.betas[0], adam.betas[1], adam.eps, float(adam.t),
             -1.0 if target_kl is None else float(target_kl), out)
         adam.t += done
-        results = []
-        for b in range(done):
-            st = dict(zip(STAT_NAMES, out[b, :len(STAT_NAMES)].tolist()))
-            st["entropy"] = float(out[b, len(STAT_NAMES)])
-            st["loss"] = st["pg_loss"] - cfg.ent_coef * st["entropy"] + cfg.vf_coef * st["v_loss"]
-            results.append((st, float(out[b, len(STAT_NAMES) + 1])))
-        return results
+        k = len(STAT_NAMES)
+        return [(self._stats(out[b, :k], out[b, k]), float(out[b, k + 1])) for b in range(done)]
 
     def learning_rate(self, update, num_updates):
         """Step size for update ``update`` (0-based) of ``num_updates``."""

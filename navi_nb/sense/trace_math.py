@@ -110,6 +110,17 @@ def ray_box(ox, oy, oz, dx, dy, dz, rx, ry, rz, size):
     return t0, t1
 
 
+def cell_index(q, n):
+    """floor(q) clamped to [0, n - 1]: the cell holding coordinate q (in cells),
+    points outside the range going to the border cell."""
+    i = int(math.floor(q))
+    if i < 0:
+        i = 0
+    if i > n - 1:
+        i = n - 1
+    return i
+
+
 def descend_float(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res):
     """The cell of the world holding point ``(px, py, pz)`` (voxel units).
 
@@ -124,21 +135,9 @@ def descend_float(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, r
     n = top_code.shape[0]
     tsize = res / n
     inv = n / res  # exact for power-of-two tables; with n == 1 every index clamps to 0
-    ix = int(math.floor(px * inv))
-    iy = int(math.floor(py * inv))
-    iz = int(math.floor(pz * inv))
-    if ix < 0:
-        ix = 0
-    if ix > n - 1:
-        ix = n - 1
-    if iy < 0:
-        iy = 0
-    if iy > n - 1:
-        iy = n - 1
-    if iz < 0:
-        iz = 0
-    if iz > n - 1:
-        iz = n - 1
+    ix = cell_index(px * inv, n)
+    iy = cell_index(py * inv, n)
+    iz = cell_index(pz * inv, n)
     code = int(top_code[ix, iy, iz])
     if code >= 0:
         size = tsize
@@ -187,21 +186,9 @@ def descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res, sh
     if shift < 0:
         return descend_float(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res)
     r = int(res)
-    vx = int(math.floor(px))
-    vy = int(math.floor(py))
-    vz = int(math.floor(pz))
-    if vx < 0:
-        vx = 0
-    if vx > r - 1:
-        vx = r - 1
-    if vy < 0:
-        vy = 0
-    if vy > r - 1:
-        vy = r - 1
-    if vz < 0:
-        vz = 0
-    if vz > r - 1:
-        vz = r - 1
+    vx = cell_index(px, r)
+    vy = cell_index(py, r)
+    vz = cell_index(pz, r)
     code = int(top_code[vx >> shift, vy >> shift, vz >> shift])
     if code >= 0:
         b = shift
@@ -609,7 +596,8 @@ def trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmi
 
 # helpers in the order they must be built (a function's helpers come first)
 GMDAG_HELPERS = ()  # the kernels read the decoded layout, not node words
-MATH_FUNCTIONS = ("axis_exit", "reciprocal", "cell_exit", "slab", "ray_box", "table_shift", "descend_float", "descend",
+MATH_FUNCTIONS = ("axis_exit", "reciprocal", "cell_exit", "slab", "ray_box", "table_shift", "cell_index",
+                  "descend_float", "descend",
                   "cell_value", "axis_lerp_index", "voxel_fast", "corner_values", "corner_term", "field_at",
                   "field_at_outer", "refine_hit", "yaw_cos_sin", "yaw_rotate",
                   "trace_ray", "ray_start", "write_ray", "trace_one")
@@ -644,7 +632,7 @@ def build_for(decorate, decorate_outer=None):
     (``corner_values``, ``cell_value``) and the graze check
     (``field_at_outer``). The price is compile time: Numba copies a
     function's IR each time it inlines it (per block, so it grows faster than
-    the function), and the kernel's cold first compile is about 30 s on the
+    the function), and the kernel's cold first compile is about 47 s on the
     shared 2-core machine (then cached). Calling ``trace_ray`` out of line
     compiled in 20 s but ran at 2.4 M rays/s; a plain per-task function
     holding the inlined ray compiled in 29 s and ran at 2.5 M.
@@ -665,10 +653,6 @@ _CPU = build_for(njit(inline="always", cache=True), njit(cache=True))
 nb_descend = _CPU["descend"]
 nb_descend_float = _CPU["descend_float"]
 nb_trace_ray = _CPU["trace_ray"]
-nb_trace_one = _CPU["trace_one"]
 nb_ray_start = _CPU["ray_start"]
 nb_write_ray = _CPU["write_ray"]
-nb_yaw_rotate = _CPU["yaw_rotate"]
 nb_yaw_cos_sin = _CPU["yaw_cos_sin"]
-nb_cell_exit = _CPU["cell_exit"]
-nb_ray_box = _CPU["ray_box"]

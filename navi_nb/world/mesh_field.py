@@ -399,30 +399,24 @@ def closest_on_triangle(px, py, pz, t, k):
 
 
 @njit(inline="always")
+def _gap2(p, lo, hi):
+    """Squared distance from coordinate p to the interval [lo, hi] (0 inside)."""
+    t = lo - p
+    if t > 0.0:
+        return t * t
+    t = p - hi
+    if t > 0.0:
+        return t * t
+    return 0.0
+
+
+@njit(inline="always")
 def box_dist2(px, py, pz, nf, node):
     """Squared distance from p to the box of packed node record ``node`` (0 inside)."""
     d = 0.0
-    t = nf[node, 0] - px
-    if t > 0.0:
-        d += t * t
-    else:
-        t = px - nf[node, 3]
-        if t > 0.0:
-            d += t * t
-    t = nf[node, 1] - py
-    if t > 0.0:
-        d += t * t
-    else:
-        t = py - nf[node, 4]
-        if t > 0.0:
-            d += t * t
-    t = nf[node, 2] - pz
-    if t > 0.0:
-        d += t * t
-    else:
-        t = pz - nf[node, 5]
-        if t > 0.0:
-            d += t * t
+    d += _gap2(px, nf[node, 0], nf[node, 3])
+    d += _gap2(py, nf[node, 1], nf[node, 4])
+    d += _gap2(pz, nf[node, 2], nf[node, 5])
     return d
 
 

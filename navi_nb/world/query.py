@@ -131,24 +131,26 @@ def query_point(nodes, half_table, bmin, voxel_size, resolution, x, y, z):
     return np.float32(acc), sem
 
 
+@njit(inline="always", cache=True)
+def _query_row(nodes, half_table, bmin, voxel_size, resolution, points, out_d, out_s, i):
+    d, s = query_point(nodes, half_table, bmin, voxel_size, resolution,
+                       np.float64(points[i, 0]), np.float64(points[i, 1]), np.float64(points[i, 2]))
+    out_d[i] = d
+    out_s[i] = np.uint16(s)
+
+
 @njit(parallel=True, cache=True)
 def query_distance(nodes, half_table, bmin, voxel_size, resolution, points, out_d, out_s):
     """Kernel: points (N,3) metres -> out_d (N,) float32 metres, out_s (N,) uint16."""
     for i in prange(points.shape[0]):
-        d, s = query_point(nodes, half_table, bmin, voxel_size, resolution,
-                           np.float64(points[i, 0]), np.float64(points[i, 1]), np.float64(points[i, 2]))
-        out_d[i] = d
-        out_s[i] = np.uint16(s)
+        _query_row(nodes, half_table, bmin, voxel_size, resolution, points, out_d, out_s, i)
 
 
 @njit(cache=True)
 def query_distance_serial(nodes, half_table, bmin, voxel_size, resolution, points, out_d, out_s):
     """query_distance on one thread: small batches skip the parallel launch."""
     for i in range(points.shape[0]):
-        d, s = query_point(nodes, half_table, bmin, voxel_size, resolution,
-                           np.float64(points[i, 0]), np.float64(points[i, 1]), np.float64(points[i, 2]))
-        out_d[i] = d
-        out_s[i] = np.uint16(s)
+        _query_row(nodes, half_table, bmin, voxel_size, resolution, points, out_d, out_s, i)
 
 
 SERIAL_BELOW = 512  # batches smaller than this run on one thread
