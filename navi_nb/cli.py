@@ -28,10 +28,6 @@ COMMANDS = {
 }
 
 
-class CliError(NaviError):
-    """A user-facing error: printed without a traceback, exit status 2."""
-
-
 def _available():
     out = {}
     for name, (module, help_) in COMMANDS.items():

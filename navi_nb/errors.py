@@ -7,3 +7,7 @@ bug and keeps its traceback.
 
 class NaviError(Exception):
     """Bad input from the user: says what and where, raised before state changes."""
+
+
+class CliError(NaviError):
+    """A bad command-line argument: printed as one line, exit status 2."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from navi_nb.checkpoint import (CheckpointError, check_rng_state, checkpoint_name, latest_checkpoint,
+from navi_nb.train.checkpoint import (CheckpointError, check_rng_state, checkpoint_name, latest_checkpoint,
                                 list_checkpoints, load_checkpoint, open_checkpoint, prune_checkpoints,
                                 restore_rng, rng_state, save_checkpoint)
 
@@ -119,7 +119,7 @@ def test_writer_error_removes_temp(tmp_path):
 CHILD = textwrap.dedent("""
     import sys, numpy as np
     from pathlib import Path
-    from navi_nb.checkpoint import save_checkpoint, checkpoint_name
+    from navi_nb.train.checkpoint import save_checkpoint, checkpoint_name
     folder = Path(sys.argv[1])
     for u in range(1, 10**6):
         a = {"big": np.full(2_000_000, u, dtype=np.float32), "small": np.full(3, u, dtype=np.int64)}

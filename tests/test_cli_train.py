@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from navi_nb import checkpoint as ck
+from navi_nb.train import checkpoint as ck
 from navi_nb.cli import main
-from navi_nb.metrics import read_metrics_csv, read_metrics_jsonl
+from navi_nb.train.metrics import read_metrics_csv, read_metrics_jsonl
 
 TINY = ["--scene", "box", "--resolution", "32", "--actors", "4", "--sensor", "8x4", "--rollout-steps", "16",
         "--hidden", "16", "--epochs", "1", "--minibatches", "2", "--total-steps", "128", "--checkpoint-every", "1",
@@ -172,8 +172,8 @@ def test_render_episode_draws_trajectory(trained, tmp_path):
     pytest.importorskip("PIL", reason="Pillow (the image extra) is not installed")
     from PIL import Image
 
-    from navi_nb.evaluate import load_episodes
-    from navi_nb.sense.render_episode import RenderError, render_episode
+    from navi_nb.train.evaluate import load_episodes
+    from navi_nb.train.render_episode import RenderError, render_episode
 
     eps, meta = load_episodes(trained)
     assert eps["positions"].shape[1] == 4 and meta["episodes"] == 4

@@ -47,7 +47,7 @@ def test_gemm_numba_fallback_agrees():
 def test_tanh32_accuracy():
     x = np.linspace(-20, 20, 400_001).astype(np.float32)[None, :]
     h = x.copy()
-    mlp._bias_act_rows(h, np.zeros(x.shape[1], np.float32), 0, 1, mlp.TANH)
+    mlp.bias_act_rows(h, np.zeros(x.shape[1], np.float32), 0, 1, mlp.TANH)
     err = np.abs(h.astype(np.float64) - np.tanh(x.astype(np.float64)))
     assert err.max() < 4e-7
     assert h.max() <= 1.0 and h.min() >= -1.0

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from navi_nb.metrics import COLUMN_NAMES, COLUMNS, MetricsLog, read_metrics_csv, read_metrics_jsonl
+from navi_nb.train.metrics import COLUMN_NAMES, COLUMNS, MetricsLog, read_metrics_csv, read_metrics_jsonl
 
 
 def _row(update):
@@ -77,7 +77,7 @@ def test_plot_metrics_draws_each_series(tmp_path):
     import numpy as np
     from PIL import Image
 
-    from navi_nb.metrics import plot_metrics
+    from navi_nb.train.metrics import plot_metrics
 
     rows = [dict(_row(u), success_rate=u / 10.0, spl_mean=0.5) for u in range(1, 11)]
     out = plot_metrics(rows, tmp_path / "c.png", width=200, height=120)

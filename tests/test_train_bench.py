@@ -2,7 +2,7 @@
 import pytest
 
 from navi_nb.bench.train import measure
-from navi_nb.train_config import TrainConfig
+from navi_nb.train.config import TrainConfig
 
 
 @pytest.fixture(autouse=True)

@@ -96,7 +96,7 @@ def run(args) -> dict:
     except ValueError:
         resolutions = []
     if not resolutions or any(r < 16 or r & (r - 1) for r in resolutions) or args.repeat < 1:
-        from navi_nb.cli import CliError
+        from navi_nb.errors import CliError
 
         raise CliError(f"--resolutions must be powers of two >= 16 and --repeat >= 1, got "
                        f"{args.resolutions!r}, {args.repeat}")

@@ -44,8 +44,8 @@ class _Timer:
 def measure(cfg, shard_counts, updates, console=None):
     import numba
 
-    from navi_nb.runs import load_scene_world
-    from navi_nb.train import Trainer
+    from navi_nb.train.runs import load_scene_world
+    from navi_nb.train.loop import Trainer
 
     world = load_scene_world(cfg.scene, cfg.resolution, console)
     out = []
@@ -80,7 +80,7 @@ def run(args) -> dict:
     from rich.console import Console
     from rich.table import Table
 
-    from navi_nb.train_config import TrainConfig
+    from navi_nb.train.config import TrainConfig
 
     console = Console()
     az, el = (int(x) for x in args.sensor.lower().split("x"))

@@ -55,7 +55,7 @@ def run(args) -> int:
     from rich.table import Table
 
     from navi_nb.bench.machine import print_machine
-    from navi_nb.cli import CliError
+    from navi_nb.errors import CliError
 
     console = Console()
     names = [args.bench_name] if args.bench_name not in (None, "all") else list(BENCHES)

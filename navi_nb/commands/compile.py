@@ -28,7 +28,7 @@ def add_arguments(parser) -> None:
 
 
 def _validate(args):
-    from navi_nb.cli import CliError
+    from navi_nb.errors import CliError
 
     if (args.mesh is None) == (args.scene is None):
         raise CliError("give either a MESH file or --scene NAME (not both)")

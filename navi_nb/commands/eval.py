@@ -19,7 +19,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from rich.console import Console
 
-    from navi_nb.evaluate import evaluate, print_results, results_json
+    from navi_nb.train.evaluate import evaluate, print_results, results_json
 
     console = Console(stderr=args.json == "-")
     res = evaluate(args.run, episodes=args.episodes, seed=args.seed, source=args.policy, save=not args.no_save)

@@ -97,7 +97,7 @@ def gather() -> dict:
 
 
 def world_cache_dir():
-    from navi_nb.runs import world_cache_dir as wcd
+    from navi_nb.train.runs import world_cache_dir as wcd
 
     return wcd()
 

@@ -16,7 +16,7 @@ def run(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from navi_nb.cli import CliError
+    from navi_nb.errors import CliError
     from navi_nb.world.gmdag import GmdagError, decode_leaf, is_leaf, load_world, node_census, validate_world
 
     if not Path(args.file).is_file():

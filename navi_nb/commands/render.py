@@ -37,7 +37,7 @@ def add_arguments(parser):
 
 
 def _world(args):
-    from navi_nb.cli import CliError
+    from navi_nb.errors import CliError
 
     source = args.scene or args.source or "house"
     if args.scene and args.source:
@@ -62,7 +62,7 @@ def _world(args):
 def run(args) -> int:
     from rich.console import Console
 
-    from navi_nb.cli import CliError
+    from navi_nb.errors import CliError
     from navi_nb.sense.render import parse_pose, pillow, render_view
     from navi_nb.sense.sensor import Sensor
 
@@ -71,7 +71,7 @@ def run(args) -> int:
     if args.source and Path(args.source).is_dir():
         if args.episode is None:
             raise CliError(f"{args.source} is a directory: give --episode K to draw a run's episode")
-        from navi_nb.sense.render_episode import render_episode
+        from navi_nb.train.render_episode import render_episode
 
         result = render_episode(args.source, args.episode, args.output, gif=args.gif)
         console.print(f"wrote {args.output}")

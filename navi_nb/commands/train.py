@@ -1,6 +1,6 @@
 """`navi-nb train`: train a navigation policy with PPO over many actors.
 
-Settings come from the defaults (``navi_nb.train_config.TrainConfig``), then
+Settings come from the defaults (``navi_nb.train.config.TrainConfig``), then
 ``--config FILE`` (TOML or JSON), then the flags given, each overriding the
 one before. ``--resume runs/NAME`` continues a run from its newest checkpoint
 with the run's own saved config; only bookkeeping flags (shards, checkpoint
@@ -125,7 +125,7 @@ def overrides_from_args(args) -> dict:
 
 def resolve_config(args):
     """Defaults <- --config file <- flags, validated (raises ConfigError)."""
-    from navi_nb.train_config import from_dict, read_config_file
+    from navi_nb.train.config import from_dict, read_config_file
 
     data = {}
     if args.config:
@@ -142,12 +142,12 @@ def resolve_config(args):
 def run(args) -> int:
     from rich.console import Console
 
-    from navi_nb.train import Trainer, print_config, print_summary
+    from navi_nb.train.loop import Trainer, print_config, print_summary
 
     console = Console()
     if args.resume:
         if args.config:
-            from navi_nb.cli import CliError
+            from navi_nb.errors import CliError
             raise CliError("--resume uses the run's own config.json; --config cannot be combined with it")
         trainer = Trainer.resume(args.resume, overrides_from_args(args), console=console)
     else:
@@ -160,7 +160,7 @@ def run(args) -> int:
     print_summary(console, trainer, summary)
     cfg = trainer.cfg
     if cfg.eval_episodes and trainer.update >= cfg.num_updates:
-        from navi_nb.evaluate import evaluate, print_results
+        from navi_nb.train.evaluate import evaluate, print_results
 
         console.rule(f"evaluation: {cfg.eval_episodes} episodes, mean action, fresh seeds")
         print_results(console, evaluate(trainer.run_path, episodes=cfg.eval_episodes))

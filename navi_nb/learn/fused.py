@@ -39,7 +39,7 @@ from numba import njit, prange
 
 from navi_nb.learn.adam import adam_kernel
 from navi_nb.learn.blas import NO_TRANS, TRANS, gemm
-from navi_nb.learn.mlp import _bias_act_rows, _times_dact_rows
+from navi_nb.learn.mlp import bias_act_rows, times_dact_rows
 
 # columns of ``meta``
 NIN, NOUT, WOFF, XOFF, HOFF, DOFF, SLOT, ACT = range(8)
@@ -95,7 +95,7 @@ def _forward_rows(A, params, m, r0, r1):
     gemm(NO_TRANS, NO_TRANS, r1 - r0, nout, nin, one, _at(A, m[XOFF] + r0 * nin), nin,
          _at(params, woff), nout, zero, _at(A, h0), nout)
     H = _block(A, h0, r1 - r0, nout)
-    _bias_act_rows(H, params[woff + nin * nout:woff + nin * nout + nout], 0, r1 - r0, m[ACT])
+    bias_act_rows(H, params[woff + nin * nout:woff + nin * nout + nout], 0, r1 - r0, m[ACT])
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -121,7 +121,7 @@ def _backward_rows(A, D, params, slots, slot_width, c, m, mp, r0, r1, has_prev):
         p0 = mp[DOFF] + r0 * nin
         gemm(NO_TRANS, TRANS, r1 - r0, nin, nout, one, _at(D, d0), nout,
              _at(params, m[WOFF]), nout, zero, _at(D, p0), nin)
-        _times_dact_rows(_block(D, p0, r1 - r0, nin), _block(A, mp[HOFF] + r0 * nin, r1 - r0, nin),
+        times_dact_rows(_block(D, p0, r1 - r0, nin), _block(A, mp[HOFF] + r0 * nin, r1 - r0, nin),
                          0, r1 - r0, mp[ACT])
 
 

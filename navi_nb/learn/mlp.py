@@ -76,7 +76,7 @@ def _fast_tanh_overload(x):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _bias_act_rows(H, b, r0, r1, act):
+def bias_act_rows(H, b, r0, r1, act):
     """H[r0:r1] = act(H[r0:r1] + b); the branch is outside the loops so they vectorize."""
     n_out = H.shape[1]
     if act == TANH:
@@ -96,7 +96,7 @@ def _bias_act_rows(H, b, r0, r1, act):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _times_dact_rows(dZ, H, r0, r1, act):
+def times_dact_rows(dZ, H, r0, r1, act):
     """dZ[r0:r1] *= act'(H[r0:r1]), from the activation's output H."""
     n_out = H.shape[1]
     if act == TANH:
@@ -125,7 +125,7 @@ def forward_chunks(X, W, b, H, act, chunk):
         gemm(NO_TRANS, NO_TRANS, r1 - r0, n_out, n_in, one,
              _ptr(X, r0 * n_in), n_in, _ptr(W, 0), n_out,
              zero, _ptr(H, r0 * n_out), n_out)
-        _bias_act_rows(H, b, r0, r1, act)
+        bias_act_rows(H, b, r0, r1, act)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -147,7 +147,7 @@ def backprop_chunks(dZ_next, W_next, H, dZ, act, chunk):
              _ptr(dZ_next, r0 * n_next), n_next,
              _ptr(W_next, 0), n_next, zero,
              _ptr(dZ, r0 * n_out), n_out)
-        _times_dact_rows(dZ, H, r0, r1, act)
+        times_dact_rows(dZ, H, r0, r1, act)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")

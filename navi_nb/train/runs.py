@@ -4,7 +4,7 @@ Run folder (docs/TRAINING.md)::
 
     runs/NAME/config.json       resolved config, its hash, package version
     runs/NAME/world.gmdag       the world trained in (+ .json sidecar)
-    runs/NAME/metrics.csv       one row per update (columns: navi_nb.metrics.COLUMNS)
+    runs/NAME/metrics.csv       one row per update (columns: navi_nb.train.metrics.COLUMNS)
     runs/NAME/metrics.jsonl     the same rows as JSON lines
     runs/NAME/checkpoints/      ckpt_UUUUUUUU.npz, the newest `keep_checkpoints`
     runs/NAME/policy.npz        the final policy (parameters + meta)
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import navi_nb
 from navi_nb.errors import NaviError
-from navi_nb.train_config import ConfigError, TrainConfig, from_dict
+from navi_nb.train.config import ConfigError, TrainConfig, from_dict
 
 CONFIG_FILE = "config.json"
 POLICY_FILE = "policy.npz"
@@ -140,7 +140,7 @@ def read_run_config(run_path) -> TrainConfig:
     return cfg
 
 
-def _pick_run_path(cfg: TrainConfig) -> Path:
+def pick_run_path(cfg: TrainConfig) -> Path:
     root = Path(cfg.run_dir)
     if cfg.name:
         path = root / cfg.name
@@ -156,7 +156,7 @@ def _pick_run_path(cfg: TrainConfig) -> Path:
     return path
 
 
-def _write_json_atomic(path: Path, data):
+def write_json_atomic(path: Path, data):
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w") as fh:
         json.dump(data, fh, indent=1, sort_keys=True, default=str)

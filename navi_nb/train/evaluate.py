@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 import navi_nb
-from navi_nb import checkpoint as ck
-from navi_nb.runs import (CONFIG_FILE, POLICY_FILE, WORLD_FILE, RunError, _write_json_atomic, make_env,  # noqa: F401
+from navi_nb.train import checkpoint as ck
+from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, WORLD_FILE, RunError, write_json_atomic, make_env,  # noqa: F401
                           make_policy, read_run_config)
 
 EVAL_FILE = "eval.json"
@@ -39,7 +39,7 @@ def load_run_policy(run_path, cfg, obs_dim, act_dim=4, source="auto"):
         return policy, {"source": str(final), "update": meta.get("update")}
     if source == "final":
         raise RunError(f"run {run_path} has no final policy ({POLICY_FILE}); it may still be training")
-    from navi_nb.train import CHECKPOINT_DIR, Trainer
+    from navi_nb.train.loop import CHECKPOINT_DIR, Trainer
     from navi_nb.world.gmdag import load_world
 
     latest = ck.latest_checkpoint(run_path / CHECKPOINT_DIR)
@@ -121,7 +121,7 @@ def evaluate(run_path, episodes=100, seed=None, source="auto", save=True, consol
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
     res["success_rate_ci95"] = [float(mid - half), float(mid + half)]
     if save:
-        _write_json_atomic(run_path / EVAL_FILE, res)
+        write_json_atomic(run_path / EVAL_FILE, res)
         ck.save_checkpoint(run_path / EPISODES_FILE, {
             "positions": traj["positions"], "yaws": traj["yaws"], "goals": traj["goals"],
             "length": ep["length"].astype(np.int32), "success": ep["success"].astype(np.bool_),

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from navi_nb.checkpoint import config_hash
+from navi_nb.train.checkpoint import config_hash
 from navi_nb.errors import NaviError
 
 

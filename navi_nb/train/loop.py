@@ -29,12 +29,12 @@ from pathlib import Path
 import numpy as np
 
 import navi_nb
-from navi_nb import checkpoint as ck
+from navi_nb.train import checkpoint as ck
 from navi_nb.errors import NaviError
-from navi_nb.metrics import MetricsLog
-from navi_nb.runs import (CONFIG_FILE, POLICY_FILE, WORLD_FILE, RunError, _pick_run_path, _write_json_atomic,
+from navi_nb.train.metrics import MetricsLog
+from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, WORLD_FILE, RunError, pick_run_path, write_json_atomic,
                           check_scene, load_scene_world, make_env, make_policy, process_age, read_run_config)
-from navi_nb.train_config import RESULT_FIELDS, RUN_FIELDS, TrainConfig, field_docs  # noqa: F401
+from navi_nb.train.config import RESULT_FIELDS, RUN_FIELDS, TrainConfig, field_docs  # noqa: F401
 
 CHECKPOINT_DIR = "checkpoints"
 
@@ -68,7 +68,7 @@ class Trainer:
         """A new run: checks everything, then makes the run folder."""
         cfg.validate()
         check_scene(cfg.scene)
-        run_path = Path(run_path) if run_path is not None else _pick_run_path(cfg)
+        run_path = Path(run_path) if run_path is not None else pick_run_path(cfg)
         world = load_scene_world(cfg.scene, cfg.resolution, console)
         self = cls(cfg, run_path, world, console)
         obs, _ = self.env.reset(seed=cfg.seed)
@@ -76,7 +76,7 @@ class Trainer:
         run_path.mkdir(parents=True, exist_ok=True)
         from navi_nb.world.gmdag import save_world
         save_world(world, run_path / WORLD_FILE)
-        _write_json_atomic(run_path / CONFIG_FILE, {
+        write_json_atomic(run_path / CONFIG_FILE, {
             "config": cfg.to_dict(), "config_hash": cfg.hash(), "navi_nb_version": navi_nb.__version__,
             "created": time.strftime("%Y-%m-%d %H:%M:%S"), "obs_dim": self.env.obs_dim,
             "n_params": int(self.policy.params.size)})
@@ -266,7 +266,7 @@ class Trainer:
 
     def train(self, progress=True, stop_after=None):
         """Run updates until ``total_steps`` (or ``stop_after`` more updates); returns a summary."""
-        from navi_nb.progress import TrainProgress
+        from navi_nb.train.progress import TrainProgress
 
         cfg, console = self.cfg, self.console
         if console is not None:

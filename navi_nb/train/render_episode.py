@@ -74,8 +74,8 @@ def _colour(t):
 
 def render_episode(run_path, episode, out, steps=None, gif=False, size=480):
     """Draw episode ``episode`` of ``run_path``'s last evaluation into ``out``; returns the path."""
-    from navi_nb.evaluate import load_episodes
-    from navi_nb.runs import WORLD_FILE, read_run_config
+    from navi_nb.train.evaluate import load_episodes
+    from navi_nb.train.runs import WORLD_FILE, read_run_config
     from navi_nb.sense.sensor import Sensor
     from navi_nb.sense.tracer import trace
     from navi_nb.world.gmdag import load_world
