@@ -143,16 +143,30 @@ def test_cli_md_documents_every_flag_and_default(heading, parser):
     assert not problems, f"docs/CLI.md section '{heading}' (`{parser.prog}`):\n  " + "\n  ".join(problems)
 
 
+def _anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file: lower case, punctuation dropped, spaces to '-'."""
+    out = set()
+    for line in path.read_text().splitlines():
+        m = re.match(r"^#+ (.*)", line)
+        if m:
+            out.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return out
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"], ids=lambda p: p.name)
-def test_docs_cite_only_files_in_the_repository(path):
-    """No citation of notes outside the repository, and every relative Markdown link resolves."""
-    text = path.read_text()
-    cited = [name for name in ("../shared", "DESIGN.md", "GMDAG.md", "STYLE.md") if name in text]
+def test_docs_stand_alone(path):
+    """No citation of notes outside the repository; every relative link and its #anchor resolves."""
+    full = path.read_text()
+    cited = [name for name in ("../shared", "DESIGN.md", "GMDAG.md", "STYLE.md") if name in full]
     assert not cited, f"{path.relative_to(ROOT)} cites {cited}, which are not in the repository"
+    text = re.sub(r"```.*?```", "", full, flags=re.S)  # links are read outside code blocks
     broken = []
-    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text):
         if "://" in target:
             continue
-        if not (path.parent / target).exists():
-            broken.append(target)
-    assert not broken, f"{path.relative_to(ROOT)} links to missing files: {broken}"
+        linked = (path.parent / target) if target else path
+        if not linked.exists():
+            broken.append(f"{target} (no such file)")
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            broken.append(f"{target}#{anchor} (no such heading)")
+    assert not broken, f"{path.relative_to(ROOT)} has broken links: {broken}"
