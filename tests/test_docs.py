@@ -40,7 +40,7 @@ def _section(doc: str, heading: str) -> str | None:
 
 def _own_text(section: str) -> str:
     """A section without its deeper subsections (``## bench`` without its ``### bench NAME`` parts)."""
-    return re.split(r"^###+ ", section, maxsplit=1, flags=re.M)[0]
+    return re.split(r"^###+ ", section, maxsplit=1, flags=re.MULTILINE)[0]
 
 
 def _parsers():
@@ -159,7 +159,7 @@ def test_docs_stand_alone(path):
     full = path.read_text()
     cited = [name for name in ("../shared", "DESIGN.md", "GMDAG.md", "STYLE.md") if name in full]
     assert not cited, f"{path.relative_to(ROOT)} cites {cited}, which are not in the repository"
-    text = re.sub(r"```.*?```", "", full, flags=re.S)  # links are read outside code blocks
+    text = re.sub(r"```.*?```", "", full, flags=re.DOTALL)  # links are read outside code blocks
     broken = []
     for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text):
         if "://" in target:
