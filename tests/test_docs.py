@@ -170,3 +170,65 @@ def test_docs_stand_alone(path):
         elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
             broken.append(f"{target}#{anchor} (no such heading)")
     assert not broken, f"{path.relative_to(ROOT)} has broken links: {broken}"
+
+
+# --- the import rule docs/ARCHITECTURE.md states ------------------------------------------------------------------
+
+STAGES = ("world", "sense", "env", "learn", "parallel", "train")
+CONSOLE = ("commands", "bench", "cli", "__main__")
+
+
+def _rank(module: str) -> int:
+    """Where a navi_nb module sits: -1 top-level shared modules, 0.. the stages in order, len(STAGES) the console."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return -1
+    if parts[1] in STAGES:
+        return STAGES.index(parts[1])
+    if parts[1] in CONSOLE:
+        return len(STAGES)
+    return -1  # navi_nb.errors, navi_nb.jit_cache, ...: shared top-level modules
+
+
+def _imports(path: Path):
+    """(line, imported navi_nb module, names taken from it) for every import statement in a file, lazy ones too."""
+    import ast
+
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("navi_nb."):
+                    yield node.lineno, alias.name, []
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("navi_nb"):
+            names = [a.name for a in node.names]
+            if node.module == "navi_nb":  # `from navi_nb import world` imports a subpackage, or a lazy re-export
+                for name in names:
+                    yield node.lineno, f"navi_nb.{name}", []
+            else:
+                yield node.lineno, node.module, names
+
+
+def test_imports_go_one_way():
+    """Each module imports only its own stage, earlier stages and the shared top-level modules
+    (world <- sense <- env <- learn <- parallel <- train <- console), and no other module's _private names."""
+    package = ROOT / "navi_nb"
+    problems = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        module = ".".join(rel.with_suffix("").parts).removesuffix(".__init__")
+        if module == "navi_nb":
+            continue  # the package's lazy re-exports
+        rank = _rank(module)
+        for line, target, names in _imports(path):
+            if target.split(".")[1] in ("__init__",):
+                continue
+            target_rank = _rank(target)
+            if rank == -1 and target_rank != -1:
+                problems.append(f"{rel}:{line}: the shared top-level module imports {target}, a stage")
+            elif target_rank > rank:
+                problems.append(f"{rel}:{line}: imports {target}, a later stage than its own")
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            if private and target != module:
+                problems.append(f"{rel}:{line}: imports private names {private} from {target}")
+    assert not problems, "imports against the rule of docs/ARCHITECTURE.md:\n  " + "\n  ".join(problems)
