@@ -221,8 +221,6 @@ def test_imports_go_one_way():
             continue  # the package's lazy re-exports
         rank = _rank(module)
         for line, target, names in _imports(path):
-            if target.split(".")[1] in ("__init__",):
-                continue
             target_rank = _rank(target)
             if rank == -1 and target_rank != -1:
                 problems.append(f"{rel}:{line}: the shared top-level module imports {target}, a stage")
