@@ -46,6 +46,7 @@ _API = {
     "Tracer": "navi_nb.sense.tracer",
     "NavEnv": "navi_nb.env.nav_env",
     "allowed_cores": "navi_nb.parallel.cores",
+    "set_threads": "navi_nb.threads",
 }
 
 __all__ = sorted(_API) + ["__version__"]
