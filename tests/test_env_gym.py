@@ -176,7 +176,7 @@ def test_seed_lists():
     d, _ = venv.reset(seed=7)
     e, _ = venv.reset(seed=np.int64(7))
     assert np.array_equal(d, e)
-    for bad in ([1, 2, 3], [1, 2, -3, 4], 1.5, [1, 2, 3, "x"]):
+    for bad in ([1, 2, 3], [1, 2, -3, 4], 1.5, -2, [1, 2, 3, "x"]):
         with pytest.raises(NaviError, match="seed"):
             venv.reset(seed=bad)
     with pytest.raises(NaviError, match="options"):

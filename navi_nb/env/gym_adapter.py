@@ -130,9 +130,13 @@ def single_spaces(env: NavEnv):
 
 
 def combined_seed(seed, n):
-    """An int or None from ``reset``'s seed: an int, None, or a sequence of ``n`` ints / Nones."""
-    if seed is None or (isinstance(seed, numbers.Integral) and not isinstance(seed, bool)):
-        return seed
+    """A Python int or None from ``reset``'s seed: an int, None, or a sequence of ``n`` ints / Nones."""
+    if seed is None:
+        return None
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        if seed < 0:
+            raise EnvConfigError(f"reset: seed must be non-negative, got {seed!r}")
+        return int(seed)
     try:
         seeds = list(seed)
     except TypeError:
@@ -238,6 +242,7 @@ class NaviEnv(gym.Env):
 
     def reset(self, *, seed=None, options=None):
         _check_options(options)
+        seed = combined_seed(seed, 1)
         super().reset(seed=seed)
         with using_threads(self.threads):
             obs, _info = self.env.reset(seed=seed)

@@ -58,6 +58,7 @@ MARGIN = 14
 LEGEND_WIDTH = 236
 CHART_HEIGHT = 120
 KEY_WIDTH = 70          # the depth colour key right of the panoramas
+MIN_WIDTH = 640         # room for the chart's legend and wide enough panoramas
 
 
 class RenderError(NaviError):
@@ -197,7 +198,7 @@ def _panorama_image(Image, depth, hit, cmax, width, sensor):
     """A panorama stretched to ``width`` px, its height following the sensor's field of view."""
     rgb = panorama(depth, hit, cmax, 1)
     fov = abs(sensor.fov_up - sensor.fov_down) if sensor.el_count > 1 else math.radians(10)
-    height = int(np.clip(round(width * fov / (2 * math.pi)), 60, 220))
+    height = int(np.clip(round(width * fov / (2 * math.pi)), 60, 150))
     return Image.fromarray(rgb, "RGB").resize((width, height), resample=Image.NEAREST)
 
 
@@ -259,9 +260,15 @@ def _draw_chart(draw, x, y, w, h, ep: EpisodeData, steps, fnt):
     """Distance to the goal per step: 3-D (solid), vertical (thin), success radius (dashed)."""
     n = ep.length
     top = max(float(ep.dist.max()), ep.success_radius) * 1.05
-    left, bottom = x + 44, y + h - 18
-    right, upper = x + w - 8, y + 18
+    left, bottom = x + 44, y + h - 16
+    right, upper = x + w - 8, y + 32
     draw.text((x, y), "distance to the goal per step", fill=TEXT, font=fnt)
+    lx = x + 200
+    for colour, text in (((200, 60, 120), "3-D distance (colour: time)"), ((120, 150, 200), "height difference"),
+                         (GOAL_COLOUR, f"success radius {ep.success_radius:g} m")):
+        draw.line([(lx, y + 7), (lx + 16, y + 7)], fill=colour, width=3)
+        draw.text((lx + 20, y + 7), text, fill=TEXT, font=fnt, anchor="lm")
+        lx += 20 + int(draw.textlength(text, font=fnt)) + 18
 
     def cx(i):
         return left + (right - left) * i / max(n, 1)
@@ -282,19 +289,13 @@ def _draw_chart(draw, x, y, w, h, ep: EpisodeData, steps, fnt):
         xr += 11
     for s, label in zip(steps, range(1, len(steps) + 1)):
         draw.line([(cx(s), upper), (cx(s), bottom)], fill=(205, 205, 205))
-        draw.text((cx(s) + 2, upper + 1), str(label), fill=GREY_TEXT, font=fnt)
+        draw.text((cx(s), upper - 1), f"({label})", fill=GREY_TEXT, font=fnt, anchor="mb")
     draw.line([(cx(i), cy(ep.vertical[i])) for i in range(n + 1)], fill=(120, 150, 200), width=1)
     for i in range(1, n + 1):
         draw.line([(cx(i - 1), cy(ep.dist[i - 1])), (cx(i), cy(ep.dist[i]))],
                   fill=_rgb(time_colour(i / max(n, 1))), width=3)
     if ep.success:
         draw.ellipse([cx(n) - 4, cy(ep.dist[n]) - 4, cx(n) + 4, cy(ep.dist[n]) + 4], fill=GOAL_COLOUR)
-    lx = left + 8
-    for colour, text in (((200, 60, 120), "3-D distance (colour: time)"), ((120, 150, 200), "height difference"),
-                         (GOAL_COLOUR, f"success radius {ep.success_radius:g} m")):
-        draw.line([(lx, upper + 20), (lx + 16, upper + 20)], fill=colour, width=3)
-        draw.text((lx + 20, upper + 20), text, fill=TEXT, font=fnt, anchor="lm")
-        lx += 20 + int(draw.textlength(text, font=fnt)) + 18
 
 
 def _title(ep: EpisodeData):
@@ -347,7 +348,7 @@ def _picture(Image, ImageDraw, ImageFont, ep: EpisodeData, size, steps):
     title_f, fnt, small = font(ImageFont, 15), font(ImageFont, 13), font(ImageFont, 11)
     view = MapView(ep, size)
     mh, mw = view.rgb.shape[:2]
-    width = MARGIN + max(mw, size) + MARGIN + LEGEND_WIDTH + MARGIN
+    width = max(MIN_WIDTH, MARGIN + mw + MARGIN + LEGEND_WIDTH + MARGIN)
     content = width - 2 * MARGIN
     depth, hit = ep.depths(steps)
     cmax = _depth_scale(depth, hit, ep.max_distance)
@@ -376,14 +377,14 @@ def _picture(Image, ImageDraw, ImageFont, ep: EpisodeData, size, steps):
     _draw_scale_bar(md, view, mw, mh, small)
     img.paste(map_img, (MARGIN, y))
     draw.rectangle([MARGIN - 1, y - 1, MARGIN + mw, y + mh], outline=(120, 120, 120))
-    _draw_legend(Image, draw, img, MARGIN + max(mw, size) + MARGIN, y, ep, view, fnt, small)
+    _draw_legend(Image, draw, img, MARGIN + mw + MARGIN, y, ep, view, fnt, small)
     y += map_block + 14
 
     _draw_chart(draw, MARGIN, y, content, CHART_HEIGHT, ep, steps, small)
     y += CHART_HEIGHT + 14
 
     draw.text((MARGIN, y), f"depth panoramas: all around the actor ({ep.sensor.az_count} x {ep.sensor.el_count} "
-                           "rays), near yellow, far dark blue", fill=TEXT, font=fnt)
+                           "rays; rows from up to down), near yellow, far dark blue", fill=TEXT, font=fnt)
     y += 20
     key_top = y + 16
     for k, (s, p) in enumerate(zip(steps, panos)):
