@@ -16,7 +16,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 import navi_nb
-import navi_nb.env.gym_adapter  # noqa: F401  (registers navi_nb/PointNav-v0 and navi_nb/Explore-v0)
+import navi_nb.env.gym_adapter  # (registers navi_nb/PointNav-v0 and navi_nb/Explore-v0)
 
 world = navi_nb.compile_scene("box", resolution=64)
 sensor = navi_nb.Sensor(16, 4)

@@ -4,11 +4,17 @@ import sys
 
 import numpy as np
 import pytest
+from sense_helpers import sphere_world
 
 from navi_nb.errors import NaviError
-from navi_nb.sense.render import MISS_COLOUR as MISS_COLOUR_RGB
-from navi_nb.sense.render import RenderError, colour_map, panorama, parse_pose, render_view
-from sense_helpers import sphere_world
+from navi_nb.sense.render import (
+    MISS_COLOUR,
+    RenderError,
+    colour_map,
+    panorama,
+    parse_pose,
+    render_view,
+)
 
 Image = pytest.importorskip("PIL.Image", reason="pictures need Pillow (the image extra)")
 
@@ -107,8 +113,10 @@ def test_episode_picture_reads_without_the_docs(tiny_run, tmp_path):
     out = re_.render_episode(tiny_run, 1, tmp_path / "ep.png", size=300)
     img = Image.open(out)
     assert img.format == "PNG" and img.mode == "RGB"
-    # map (300 px) + legend beside it, margins on both sides and between
-    assert img.width == 3 * re_.MARGIN + 300 + re_.LEGEND_WIDTH and img.height > 300
+    # the map (its longer side 300 px) and the legend beside it, margins on both sides and between
+    mh, mw = re_.MapView(re_.EpisodeData(tiny_run, 1), 300).rgb.shape[:2]
+    assert max(mh, mw) == 300
+    assert img.width == max(re_.MIN_WIDTH, 3 * re_.MARGIN + mw + re_.LEGEND_WIDTH) and img.height > 300 + mh
     arr = np.asarray(img)
     white = np.all(arr == 255, axis=-1)
     # the panoramas (the lowest rows) span the width: both halves are drawn, not left blank
@@ -116,14 +124,18 @@ def test_episode_picture_reads_without_the_docs(tiny_run, tmp_path):
     half = band.shape[1] // 2
     assert band[:, :half].mean() < 0.6 and band[:, half:].mean() < 0.6
     # the marks and their keys, by their exact colours
-    for colour in (re_.START_COLOUR, re_.GOAL_COLOUR, re_.SCALE_BAR_COLOUR, MISS_COLOUR_RGB,
+    for colour in (re_.START_COLOUR, re_.GOAL_COLOUR, re_.SCALE_BAR_COLOUR, MISS_COLOUR,
                    re_.time_colour(0.0), re_.time_colour(1.0), colour_map(0.0), colour_map(1.0)):
         assert _has(arr, colour), colour
     # the scale bar: a solid bar of its colour inside the map, bottom left
-    map_rows = arr[re_.MARGIN + 24:re_.MARGIN + 24 + 300, re_.MARGIN:re_.MARGIN + 300]
-    bar = np.all(map_rows == np.asarray(re_.SCALE_BAR_COLOUR, np.uint8), axis=-1)
+    top = re_.MARGIN + 40
+    map_area = arr[top:top + mh, re_.MARGIN:re_.MARGIN + mw]
+    bar = np.all(map_area == np.asarray(re_.SCALE_BAR_COLOUR, np.uint8), axis=-1)
     ys, xs = np.nonzero(bar)
-    assert ys.size and ys.min() > 200 and xs.min() < 40 and xs.max() - xs.min() > 10
+    assert ys.size and ys.min() > mh - 30 and xs.min() < 20 and xs.max() - xs.min() > 10
+    # the legend's time ramp runs from the start colour to the end colour, left to right, beside the map
+    ramp = np.all(arr[:, re_.MARGIN + mw:] == re_.time_colour(0.0), axis=-1)
+    assert ramp.any()
     assert re_.nice_length(7.3) == 5 and re_.nice_length(0.31) == pytest.approx(0.2)
     assert re_.nice_length(1.0) == 1
     with pytest.raises(re_.RenderError, match="outside episode"):
@@ -141,7 +153,7 @@ def test_episode_animation(tiny_run, tmp_path):
     length = int(eps["length"][0])
     gif = Image.open(re_.render_episode(tiny_run, 0, tmp_path / "ep.gif"))
     assert gif.format == "GIF" and gif.n_frames == min(length + 1, 90)
-    assert gif.width <= 400 + 2 * re_.MARGIN
+    assert gif.width <= 400 + 2 * re_.MARGIN and gif.height <= 1000
     few = Image.open(re_.render_episode(tiny_run, 0, tmp_path / "few.gif", max_frames=4))
     assert few.n_frames == min(length + 1, 4)
     # the CLI: -o NAME.gif writes the animation; --gif does too, renaming the output

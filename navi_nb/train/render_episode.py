@@ -53,12 +53,12 @@ FAIL_COLOUR = (220, 30, 30)
 ACTOR_COLOUR = (220, 30, 30)
 TEXT = (0, 0, 0)
 GREY_TEXT = (70, 70, 70)
-SCALE_BAR_COLOUR = (20, 20, 20)
+SCALE_BAR_COLOUR = (30, 30, 90)     # not a grey: antialiased black text makes greys
 MARGIN = 14
 LEGEND_WIDTH = 236
 CHART_HEIGHT = 120
 KEY_WIDTH = 70          # the depth colour key right of the panoramas
-MIN_WIDTH = 640         # room for the chart's legend and wide enough panoramas
+MIN_WIDTH = 720         # room for the chart's legend and wide enough panoramas
 
 
 class RenderError(NaviError):
@@ -264,7 +264,7 @@ def _draw_chart(draw, x, y, w, h, ep: EpisodeData, steps, fnt):
     right, upper = x + w - 8, y + 32
     draw.text((x, y), "distance to the goal per step", fill=TEXT, font=fnt)
     lx = x + 200
-    for colour, text in (((200, 60, 120), "3-D distance (colour: time)"), ((120, 150, 200), "height difference"),
+    for colour, text in (((200, 60, 120), "3-D distance (colour: time)"), ((120, 150, 200), "height gap"),
                          (GOAL_COLOUR, f"success radius {ep.success_radius:g} m")):
         draw.line([(lx, y + 7), (lx + 16, y + 7)], fill=colour, width=3)
         draw.text((lx + 20, y + 7), text, fill=TEXT, font=fnt, anchor="lm")
@@ -299,11 +299,12 @@ def _draw_chart(draw, x, y, w, h, ep: EpisodeData, steps, fnt):
 
 
 def _title(ep: EpisodeData):
+    """Two lines: the outcome, then the episode's numbers."""
     outcome = "reached the goal" if ep.success else "did not reach the goal"
     if ep.task == "explore":
-        outcome = "explore episode"
-    return (f"episode {ep.episode} of {ep.run_path.name}: {outcome} in {ep.length} steps - return {ep.ret:.2f}, "
-            f"SPL {ep.spl:.2f}, {ep.collisions} steps touching walls")
+        outcome = "explored"
+    return (f"episode {ep.episode} of run {ep.run_path.name}: {outcome} in {ep.length} steps",
+            f"return {ep.ret:.2f}   SPL {ep.spl:.2f}   {ep.collisions} of {ep.length} steps touching a wall")
 
 
 def render_episode(run_path, episode, out, steps=None, gif=None, size=480, max_frames=90):
@@ -356,12 +357,14 @@ def _picture(Image, ImageDraw, ImageFont, ep: EpisodeData, size, steps):
     panos = [_panorama_image(Image, depth[k], hit[k], cmax, pano_w, ep.sensor) for k in range(len(steps))]
     pano_block = sum(p.height + 22 for p in panos) + 18
     map_block = max(mh, 330)
-    height = MARGIN + 24 + map_block + 14 + CHART_HEIGHT + 14 + 20 + pano_block + MARGIN
+    height = MARGIN + 40 + map_block + 14 + CHART_HEIGHT + 14 + 20 + pano_block + MARGIN
     img = Image.new("RGB", (width, height), (255, 255, 255))
     draw = ImageDraw.Draw(img)
     y = MARGIN
-    draw.text((MARGIN, y), _title(ep), fill=TEXT, font=title_f)
-    y += 24
+    first, second = _title(ep)
+    draw.text((MARGIN, y), first, fill=TEXT, font=title_f)
+    draw.text((MARGIN, y + 20), second, fill=GREY_TEXT, font=small)
+    y += 40
 
     # the map, with its marks, then the legend beside it
     map_img = Image.fromarray(view.rgb, "RGB")
@@ -407,7 +410,7 @@ def _animation(Image, ImageDraw, ImageFont, ep: EpisodeData, size, max_frames):
     frame_steps = np.unique(np.round(np.linspace(0, n, count)).astype(np.int64))
     view = MapView(ep, size)
     mh, mw = view.rgb.shape[:2]
-    width = max(mw, 300) + 2 * MARGIN
+    width = max(mw, 360) + 2 * MARGIN
     depth, hit = ep.depths(frame_steps)
     cmax = _depth_scale(depth, hit, ep.max_distance)
     base = Image.fromarray(view.rgb, "RGB")
@@ -420,7 +423,7 @@ def _animation(Image, ImageDraw, ImageFont, ep: EpisodeData, size, max_frames):
     frames = []
     for k, s in enumerate(frame_steps):
         pano = _panorama_image(Image, depth[k], hit[k], cmax, width - 2 * MARGIN, ep.sensor)
-        height = MARGIN + 20 + mh + 10 + pano.height + 40 + MARGIN
+        height = MARGIN + 20 + mh + 28 + pano.height + 40 + MARGIN
         frame = Image.new("RGB", (width, height), (255, 255, 255))
         draw = ImageDraw.Draw(frame)
         state = ""
@@ -436,7 +439,18 @@ def _animation(Image, ImageDraw, ImageFont, ep: EpisodeData, size, max_frames):
         if s == n:
             _draw_end(md, ax, ay, ep.success)
         frame.paste(m, (MARGIN, MARGIN + 20))
-        y = MARGIN + 20 + mh + 10
+        y = MARGIN + 20 + mh + 4
+        lx = MARGIN
+        for mark, text in ((lambda d, cx, cy: _draw_start(d, cx, cy, 4), "start"),
+                           (lambda d, cx, cy: _draw_goal(d, cx, cy, 6, True), "goal"),
+                           (lambda d, cx, cy: _draw_heading(d, cx, cy, 0.5 * math.pi, 4), "actor, heading"),
+                           (None, "path: blue = start")):
+            if mark is not None:
+                mark(draw, lx + 6, y + 8)
+                lx += 18
+            draw.text((lx, y + 8), text, fill=TEXT, font=small, anchor="lm")
+            lx += int(draw.textlength(text, font=small)) + 14
+        y += 24
         frame.paste(pano, (MARGIN, y))
         y += pano.height + 4
         frame.paste(key_img, (MARGIN, y))
