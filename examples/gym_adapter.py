@@ -21,7 +21,7 @@ import navi_nb.env.gym_adapter  # (registers navi_nb/PointNav-v0 and navi_nb/Exp
 world = navi_nb.compile_scene("box", resolution=64)
 sensor = navi_nb.Sensor(16, 4)
 
-envs = gym.make_vec("navi_nb/PointNav-v0", num_envs=8, world=world, sensor=sensor, seed=0, threads=1)
+envs = gym.make_vec("navi_nb/PointNav-v0", num_envs=8, world=world, sensor=sensor, seed=0, max_steps=60, threads=1)
 envs = RecordEpisodeStatistics(envs)
 print("single observation space:", envs.single_observation_space.shape,
       "action space:", envs.single_action_space)

@@ -296,6 +296,7 @@ def _draw_chart(draw, x, y, w, h, ep: EpisodeData, steps, fnt):
                   fill=_rgb(time_colour(i / max(n, 1))), width=3)
     if ep.success:
         draw.ellipse([cx(n) - 4, cy(ep.dist[n]) - 4, cx(n) + 4, cy(ep.dist[n]) + 4], fill=GOAL_COLOUR)
+        draw.text((cx(n) - 6, cy(ep.dist[n]) - 4), "reached", fill=GOAL_COLOUR, font=fnt, anchor="rb")
 
 
 def _title(ep: EpisodeData):
