@@ -162,3 +162,22 @@ def test_episode_animation(tiny_run, tmp_path):
     assert main(["render", str(tiny_run), "--episode", "0", "--gif", "-o", str(tmp_path / "flag.png")]) == 0
     assert Image.open(tmp_path / "flag.gif").format == "GIF" and not (tmp_path / "flag.png").exists()
     assert main(["render", str(tiny_run), "--episode", "9", "-o", str(tmp_path / "bad.gif")]) == 2
+
+
+def test_explore_episode_has_no_goal_marks(tmp_path_factory, tmp_path):
+    from navi_nb.cli import main
+    from navi_nb.train import render_episode as re_
+
+    root = tmp_path_factory.mktemp("explore_runs")
+    argv = [a if a != "pointgoal" else "explore" for a in TINY_RUN] + ["--task", "explore"]
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NAVI_NB_CACHE", str(root / "cache"))
+    try:
+        assert main(["train", *argv, "--run-dir", str(root), "--name", "x"]) == 0
+    finally:
+        mp.undo()
+    arr = np.asarray(Image.open(re_.render_episode(root / "x", 0, tmp_path / "x.png")).convert("RGB"))
+    # explore has no goal: no goal circle, no success chart; the path, start and scale bar are drawn
+    assert not _has(arr, re_.GOAL_COLOUR)
+    assert _has(arr, re_.START_COLOUR) and _has(arr, re_.SCALE_BAR_COLOUR) and _has(arr, re_.time_colour(1.0))
+    assert Image.open(re_.render_episode(root / "x", 0, tmp_path / "x.gif", max_frames=3)).n_frames == 3

@@ -9,9 +9,10 @@ PNG that reads without the docs:
   right, -z up; free space light blue, solid dark grey, surfaces black), the
   path coloured by time (the ramp in the legend), the start (blue square), the
   goal and its success radius (green), where the episode ended (green disc:
-  reached; red cross: not), numbered markers where the panoramas below were
+  reached; red cross: not; for the explore task, which has no goal, a black
+  ring), numbered markers where the panoramas below were
   taken, and a scale bar; a legend beside it explains each mark;
-- distance to the goal per step: the 3-D distance (success is reached when it
+- (pointgoal) distance to the goal per step: the 3-D distance (success is reached when it
   drops to the success radius, dashed) and the vertical part of it. The map
   is seen from above, so an actor can be inside the goal circle on the map yet
   still above or below the goal: the last steps inside the circle close that
@@ -120,6 +121,7 @@ class EpisodeData:
         self.max_distance = float(env.max_distance)
         self.success_radius = float(env.success_radius)
         self.task = cfg.task
+        self.has_goal = cfg.task == "pointgoal"
         self.sensor = Sensor(az=cfg.sensor_az, el=cfg.sensor_el)
         self.dist = np.linalg.norm(self.pos - self.goal, axis=1)            # 3-D, what success tests
         self.vertical = np.abs(self.pos[:, 1] - self.goal[1])   # the part the map from above cannot show
@@ -139,7 +141,7 @@ class MapView:
 
     def __init__(self, ep: EpisodeData, size):
         w = ep.world
-        pts = np.vstack([ep.pos, ep.goal[None]])
+        pts = np.vstack([ep.pos, ep.goal[None]]) if ep.has_goal else ep.pos
         lo = np.maximum(pts.min(0) - 2.0, w.bmin)
         hi = np.minimum(pts.max(0) + 2.0, w.bmax)
         lo, hi = np.minimum(lo, hi - 1e-3), np.maximum(hi, lo + 1e-3)
@@ -163,7 +165,9 @@ def _draw_goal(draw, x, y, radius_px, small=False):
 
 
 def _draw_end(draw, x, y, reached, r=6):
-    if reached:
+    if reached is None:      # no goal to reach (explore)
+        draw.ellipse([x - r, y - r, x + r, y + r], outline=TEXT, width=3)
+    elif reached:
         draw.ellipse([x - r, y - r, x + r, y + r], fill=GOAL_COLOUR, outline=(255, 255, 255), width=2)
     else:
         draw.line([(x - r, y - r), (x + r, y + r)], fill=FAIL_COLOUR, width=3)
@@ -224,11 +228,14 @@ def _draw_legend(Image, draw, img, x, y, ep: EpisodeData, view, fnt, small):
     """Explain every mark of the map; returns the legend's bottom."""
     draw.text((x, y), "map (seen from above)", fill=TEXT, font=fnt)
     y += 22
-    rows = [("start", lambda cx, cy: _draw_start(draw, cx, cy)),
-            (f"goal, success radius {ep.success_radius:g} m", lambda cx, cy: _draw_goal(draw, cx, cy, 9, True)),
-            ("end: goal reached" if ep.success else "end: goal not reached",
-             lambda cx, cy: _draw_end(draw, cx, cy, ep.success)),
-            ("panorama taken here (below)", lambda cx, cy: _draw_marker(draw, cx, cy, "1", small))]
+    rows = [("start", lambda cx, cy: _draw_start(draw, cx, cy))]
+    if ep.has_goal:
+        rows += [(f"goal, success radius {ep.success_radius:g} m", lambda cx, cy: _draw_goal(draw, cx, cy, 9, True)),
+                 ("end: goal reached" if ep.success else "end: goal not reached",
+                  lambda cx, cy: _draw_end(draw, cx, cy, ep.success))]
+    else:
+        rows += [("end of the episode", lambda cx, cy: _draw_end(draw, cx, cy, None))]
+    rows += [("panorama taken here (below)", lambda cx, cy: _draw_marker(draw, cx, cy, "1", small))]
     for text, mark in rows:
         mark(x + 10, y + 8)
         draw.text((x + 26, y + 8), text, fill=TEXT, font=small, anchor="lm")
@@ -249,8 +256,10 @@ def _draw_legend(Image, draw, img, x, y, ep: EpisodeData, view, fnt, small):
         draw.text((x + 26, y + 8), text, fill=TEXT, font=small, anchor="lm")
         y += 20
     y += 4
-    for line in (f"slice at height y = {view.height_y:.2f} m", "+x to the right, -z up",
-                 "success is 3-D: within the radius", "of the goal in height too (chart)"):
+    notes = [f"slice at height y = {view.height_y:.2f} m", "+x to the right, -z up"]
+    if ep.has_goal:
+        notes += ["success is 3-D: within the radius", "of the goal in height too (chart)"]
+    for line in notes:
         draw.text((x, y), line, fill=GREY_TEXT, font=small)
         y += 16
     return y
@@ -302,10 +311,11 @@ def _draw_chart(draw, x, y, w, h, ep: EpisodeData, steps, fnt):
 def _title(ep: EpisodeData):
     """Two lines: the outcome, then the episode's numbers."""
     outcome = "reached the goal" if ep.success else "did not reach the goal"
-    if ep.task == "explore":
+    if not ep.has_goal:
         outcome = "explored"
+    spl = f"SPL {ep.spl:.2f}   " if ep.has_goal else ""
     return (f"episode {ep.episode} of run {ep.run_path.name}: {outcome} in {ep.length} steps",
-            f"return {ep.ret:.2f}   SPL {ep.spl:.2f}   {ep.collisions} of {ep.length} steps touching a wall")
+            f"return {ep.ret:.2f}   {spl}{ep.collisions} of {ep.length} steps touching a wall")
 
 
 def render_episode(run_path, episode, out, steps=None, gif=None, size=480, max_frames=90):
@@ -358,7 +368,8 @@ def _picture(Image, ImageDraw, ImageFont, ep: EpisodeData, size, steps):
     panos = [_panorama_image(Image, depth[k], hit[k], cmax, pano_w, ep.sensor) for k in range(len(steps))]
     pano_block = sum(p.height + 22 for p in panos) + 18
     map_block = max(mh, 330)
-    height = MARGIN + 40 + map_block + 14 + CHART_HEIGHT + 14 + 20 + pano_block + MARGIN
+    chart_h = CHART_HEIGHT + 14 if ep.has_goal else 0
+    height = MARGIN + 40 + map_block + 14 + chart_h + 20 + pano_block + MARGIN
     img = Image.new("RGB", (width, height), (255, 255, 255))
     draw = ImageDraw.Draw(img)
     y = MARGIN
@@ -370,29 +381,33 @@ def _picture(Image, ImageDraw, ImageFont, ep: EpisodeData, size, steps):
     # the map, with its marks, then the legend beside it
     map_img = Image.fromarray(view.rgb, "RGB")
     md = ImageDraw.Draw(map_img)
-    _draw_goal(md, *view.px(ep.goal), ep.success_radius * view.scale)
+    if ep.has_goal:
+        _draw_goal(md, *view.px(ep.goal), ep.success_radius * view.scale)
     _draw_path(md, view, ep.pos, ep.length, ep.length)
     _draw_start(md, *view.px(ep.pos[0]))
-    _draw_end(md, *view.px(ep.pos[ep.length]), ep.success)
+    _draw_end(md, *view.px(ep.pos[ep.length]), ep.success if ep.has_goal else None)
     for k, s in enumerate(steps):
         mx, my = view.px(ep.pos[s])
-        _draw_marker(md, mx + 12, my - 12, str(k + 1), small)   # beside the point, not over it
-        md.line([(mx, my), (mx + 6, my - 6)], fill=TEXT)
+        ox, oy = ((12, -12), (-12, -12), (12, 12), (-12, 12))[k % 4]   # beside the point; fanned out if they meet
+        md.line([(mx, my), (mx + ox / 2, my + oy / 2)], fill=TEXT)
+        _draw_marker(md, mx + ox, my + oy, str(k + 1), small)
     _draw_scale_bar(md, view, mw, mh, small)
     img.paste(map_img, (MARGIN, y))
     draw.rectangle([MARGIN - 1, y - 1, MARGIN + mw, y + mh], outline=(120, 120, 120))
     _draw_legend(Image, draw, img, MARGIN + mw + MARGIN, y, ep, view, fnt, small)
     y += map_block + 14
 
-    _draw_chart(draw, MARGIN, y, content, CHART_HEIGHT, ep, steps, small)
-    y += CHART_HEIGHT + 14
+    if ep.has_goal:
+        _draw_chart(draw, MARGIN, y, content, CHART_HEIGHT, ep, steps, small)
+    y += chart_h
 
     draw.text((MARGIN, y), f"depth panoramas: all around the actor ({ep.sensor.az_count} x {ep.sensor.el_count} "
                            "rays; rows from up to down), near yellow, far dark blue", fill=TEXT, font=fnt)
     y += 20
     key_top = y + 16
     for k, (s, p) in enumerate(zip(steps, panos)):
-        draw.text((MARGIN, y), f"({k + 1}) step {s}: {ep.dist[s]:.2f} m from the goal", fill=TEXT, font=small)
+        where = f": {ep.dist[s]:.2f} m from the goal" if ep.has_goal else ""
+        draw.text((MARGIN, y), f"({k + 1}) step {s}{where}", fill=TEXT, font=small)
         img.paste(p, (MARGIN, y + 14))
         y += p.height + 22
     for frac, label, anchor in ((0.0, "behind", "la"), (0.25, "left", "ma"), (0.5, "ahead", "ma"),
@@ -416,7 +431,8 @@ def _animation(Image, ImageDraw, ImageFont, ep: EpisodeData, size, max_frames):
     cmax = _depth_scale(depth, hit, ep.max_distance)
     base = Image.fromarray(view.rgb, "RGB")
     bd = ImageDraw.Draw(base)
-    _draw_goal(bd, *view.px(ep.goal), ep.success_radius * view.scale)
+    if ep.has_goal:
+        _draw_goal(bd, *view.px(ep.goal), ep.success_radius * view.scale)
     _draw_start(bd, *view.px(ep.pos[0]))
     _draw_scale_bar(bd, view, mw, mh, small)
     key = colour_map(np.linspace(0, 1, width - 2 * MARGIN))[None, :, :].repeat(8, axis=0)
@@ -429,8 +445,9 @@ def _animation(Image, ImageDraw, ImageFont, ep: EpisodeData, size, max_frames):
         draw = ImageDraw.Draw(frame)
         state = ""
         if s == n:
-            state = " - goal reached" if ep.success else " - episode over"
-        draw.text((MARGIN, MARGIN), f"episode {ep.episode}, step {s}/{n}: {ep.dist[s]:.2f} m to the goal{state}",
+            state = " - goal reached" if ep.success and ep.has_goal else " - episode over"
+        where = f": {ep.dist[s]:.2f} m to the goal" if ep.has_goal else ""
+        draw.text((MARGIN, MARGIN), f"episode {ep.episode}, step {s}/{n}{where}{state}",
                   fill=TEXT, font=fnt)
         m = base.copy()
         md = ImageDraw.Draw(m)
@@ -438,14 +455,16 @@ def _animation(Image, ImageDraw, ImageFont, ep: EpisodeData, size, max_frames):
         ax, ay = view.px(ep.pos[s])
         _draw_heading(md, ax, ay, ep.yaw[s], max(4.0, 0.2 * view.scale))
         if s == n:
-            _draw_end(md, ax, ay, ep.success)
+            _draw_end(md, ax, ay, ep.success if ep.has_goal else None)
         frame.paste(m, (MARGIN, MARGIN + 20))
         y = MARGIN + 20 + mh + 4
         lx = MARGIN
         for mark, text in ((lambda d, cx, cy: _draw_start(d, cx, cy, 4), "start"),
-                           (lambda d, cx, cy: _draw_goal(d, cx, cy, 6, True), "goal"),
+                           (lambda d, cx, cy: _draw_goal(d, cx, cy, 6, True), "goal" if ep.has_goal else None),
                            (lambda d, cx, cy: _draw_heading(d, cx, cy, 0.5 * math.pi, 4), "actor, heading"),
                            (None, "path: blue = start")):
+            if text is None:
+                continue
             if mark is not None:
                 mark(draw, lx + 6, y + 8)
                 lx += 18
