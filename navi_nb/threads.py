@@ -8,7 +8,7 @@ more threads than there are cores, and throughput collapses. The knob:
 - ``navi_nb.set_threads(n)`` (``None``: forget it), or the environment variable ``NAVI_NB_THREADS``
   (read once, when navi_nb first needs a thread count): the threads navi_nb
   uses; ``n`` must lie in 1 .. the cores this process may use (affinity and
-  cgroup quota, :func:`navi_nb.parallel.cores.allowed_cores`) and at most
+  cgroup quota, :func:`navi_nb.cores.allowed_cores`) and at most
   Numba's pool size (``NUMBA_NUM_THREADS``, fixed when Numba loads).
 - The Gymnasium adapters take ``threads=`` too; without it they use the
   ``set_threads`` / ``NAVI_NB_THREADS`` value, else their own default (the
@@ -41,7 +41,7 @@ def thread_limit() -> int:
     """The most threads navi_nb may use: allowed cores, capped by Numba's pool size."""
     import numba
 
-    from navi_nb.parallel.cores import allowed_cores
+    from navi_nb.cores import allowed_cores
 
     return max(1, min(allowed_cores().allowed, int(numba.config.NUMBA_NUM_THREADS)))
 
@@ -52,7 +52,7 @@ def check_threads(n, what="threads") -> int:
         raise ThreadsError(f"{what} must be a positive integer, got {n!r}")
     import numba
 
-    from navi_nb.parallel.cores import allowed_cores
+    from navi_nb.cores import allowed_cores
 
     cores = allowed_cores()
     if n > cores.allowed:
