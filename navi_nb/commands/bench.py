@@ -22,8 +22,6 @@ BENCHES = {
     "train": "end-to-end training actor-steps per second with the time split",
 }
 
-HELP = "run benchmarks (compile, trace, env, ppo, train)"
-
 
 def _module(name):
     mod = f"navi_nb.bench.{name}"

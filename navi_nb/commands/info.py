@@ -6,8 +6,6 @@ import os
 import platform
 import sys
 
-HELP = "versions, backends, cores and caches of this machine"
-
 OPTIONAL = ("cupy", "gymnasium", "trimesh", "PIL", "embreex", "tensorboardX", "tensorboard", "torch",
             "scipy", "tomli")
 

@@ -245,14 +245,14 @@ def add_config_arguments(parser) -> None:
     docs = field_docs()
     defaults = TrainConfig()
     own = {f.name for f in dataclasses.fields(PPOConfig)}
-    groups = {True: parser.add_argument_group("PPO settings"), False: parser.add_argument_group("settings")}
-    for f in dataclasses.fields(TrainConfig):
+    groups = {False: parser.add_argument_group("settings"), True: parser.add_argument_group("PPO settings")}
+    for f in sorted(dataclasses.fields(TrainConfig), key=lambda f: f.name in own):  # PPO's last, in order
         kind, default = _kind(f), getattr(defaults, f.name)
         shown = {"list": ",".join(str(x) for x in default) if isinstance(default, list) else default,
                  "optional_float": "none" if default is None else default}.get(kind, default)
         help_ = first_sentence(docs.get(f.name, f.name))
         if kind != "dict":
-            help_ += f" (default {shown!s})" if shown != "" else " (default: none)"
+            help_ += f" (default {shown!s})" if shown != "" else " (default empty)"
         kw = {"dest": f.name, "default": None, "help": help_}
         if kind == "bool":
             kw["action"] = argparse.BooleanOptionalAction

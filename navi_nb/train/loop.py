@@ -253,7 +253,7 @@ class Trainer:
         if self.update >= cfg.num_updates and console is not None:
             console.print(f"run {self.run_path} is already complete ({self.update} of {cfg.num_updates} updates)")
         self.calibrate_shards()
-        if console is not None and self.shard_report is not None and hasattr(self.shard_report, "print"):
+        if console is not None:
             self.shard_report.print(console)
         self._t_start = time.perf_counter()
         start_update = self.update
