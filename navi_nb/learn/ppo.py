@@ -71,11 +71,9 @@ class PPOConfig:
     target_kl: float | None = None
     """Stop an update's epochs early once a minibatch's approx KL exceeds this (none: never)."""
     chunk_size: int = 64
-    """Samples per chunk, the unit of parallel work. Fixed, independent of the shard count; changing it
-    changes the last bits of the results."""
+    """Samples per chunk, the unit of parallel work; fixed whatever the shards (changing it moves last bits)."""
     grad_mode: str = field(default="auto", metadata={"choices": ("auto", "chunk", "tile")})
-    """Weight gradients by chunk slots (``chunk``), by tiles (``tile``), or ``auto`` (tiles for layers with at
-    least ``tile_min_weights`` weights)."""
+    """Weight gradients by chunk slots, by tiles, or ``auto`` (tiles for layers of >= tile_min_weights weights)."""
     tile_min_weights: int = 32768
     """The ``auto`` threshold, from ``bench ppo`` (docs/PERFORMANCE.md)."""
     tile_rows: int = 64

@@ -6,9 +6,10 @@ exactly. A checkpoint is written at an update boundary and holds everything
 the next update reads: policy parameters, Adam's moments and step, the
 environment's full state (positions, goals, counters, its own generators and
 the current observations), the action-noise and shuffle generators' states
-and the counters (``CHECKPOINT_LAYOUT`` below lists the arrays). So the resumed run computes the same bits as the run that
-never stopped; the shard count is not part of that state (results do not
-depend on it, DESIGN.md).
+and the counters (``CHECKPOINT_LAYOUT`` below lists the arrays). So the
+resumed run computes the same bits as the run that never stopped; the shard
+count is not part of that state (results do not depend on it,
+docs/DETERMINISM.md).
 
 One update, top to bottom (``Trainer.train``):
 
