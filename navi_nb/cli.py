@@ -1,15 +1,15 @@
 """`navi-nb`: the console front.
 
 Each subcommand lives in ``navi_nb/commands/NAME.py`` and exposes
-``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
-Modules are imported only when their command runs, so ``navi-nb --help`` is
-quick and a missing optional extra affects only the command that needs it.
+``add_arguments(parser)`` and ``run(args) -> int``; its one-line help is
+written once, in ``COMMANDS`` below. A command's module is imported only when
+that command is chosen, so ``navi-nb --help`` is quick and a missing optional
+extra affects only the command that needs it.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 
 import navi_nb  # noqa: F401  (pins BLAS threads before NumPy loads)
@@ -28,21 +28,13 @@ COMMANDS = {
 }
 
 
-def _available():
-    out = {}
-    for name, (module, help_) in COMMANDS.items():
-        if importlib.util.find_spec(module) is not None:
-            out[name] = (module, help_)
-    return out
-
-
 def build_parser(only=None):
     parser = argparse.ArgumentParser(
         prog="navi-nb", description="Many-actor navigation RL in compiled 3-D worlds.")
     parser.add_argument("--version", action="version", version=f"navi-nb {navi_nb.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name, (module, help_) in _available().items():
+    for name, (module, help_) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
         if only is None or only == name:
             importlib.import_module(module).add_arguments(p)

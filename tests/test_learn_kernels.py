@@ -214,8 +214,8 @@ def test_ppo_state_round_trip_and_bad_state():
         assert np.asarray(val).tobytes() == np.asarray(saved[key]).tobytes(), key
     assert np.array_equal(other.rng.permutation(9), ppo.rng.permutation(9))
     before = other.get_state()
-    for bad in ({**saved, "rng": np.frombuffer(b"{not json", np.uint8)},
-                {**saved, "rng": np.frombuffer(b'{"bit_generator": "PCG64", "state": 3}', np.uint8)},
+    for bad in ({**saved, "rng": saved["rng"].astype(np.int64)},
+                {**saved, "rng": np.array([1, 0, 1, 0, 2, 0], np.uint64)},  # has_uint32 must be 0 or 1
                 {**saved, "adam_t": np.array(-1)}, {k: v for k, v in saved.items() if k != "updates_done"}):
         with pytest.raises(PPOConfigError, match="PPO state"):
             other.set_state(bad)

@@ -13,8 +13,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-HELP = "draw what an actor sees (or a trained run's episode) as a PNG"
-
 
 def add_arguments(parser):
     parser.add_argument("source", nargs="?", default=None, metavar="SOURCE",

@@ -1,8 +1,6 @@
 """`navi-nb scenes`: list the built-in procedural scenes."""
 from __future__ import annotations
 
-HELP = "list the built-in procedural scenes"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--details", action="store_true",

@@ -19,9 +19,8 @@ order.
 """
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from navi_nb.errors import NaviError
 from navi_nb.learn import fused
 from navi_nb.learn.adam import Adam
 from navi_nb.learn.gae import compute_gae
+from navi_nb.rng_state import GeneratorStateError, check_generator_array, generator_to_array, restore_generator
 
 LOG_2PI = math.log(2.0 * math.pi)
 STAT_NAMES = ("pg_loss", "v_loss", "approx_kl", "clipfrac", "old_approx_kl")
@@ -40,46 +40,51 @@ class PPOConfigError(NaviError):
 
 @dataclass
 class PPOConfig:
-    gamma: float = 0.99
-    """discount factor"""
-    gae_lambda: float = 0.95
-    """GAE lambda"""
-    clip_coef: float = 0.2
-    """surrogate clipping range (also the value clipping range)"""
-    clip_vloss: bool = True
-    """clip the value loss around the old values, as the references do"""
-    ent_coef: float = 0.0
-    """entropy bonus coefficient (references use 0.0 to 0.01)"""
-    vf_coef: float = 0.5
-    """value loss coefficient"""
-    max_grad_norm: float = 0.5
-    """global gradient-norm clip over the whole flat gradient"""
+    """PPO's settings. ``TrainConfig`` inherits these fields, so each is written (and documented) once."""
+
     learning_rate: float = 3e-4
-    """Adam step size at the first update"""
+    """Adam step size at the first update."""
     anneal_lr: bool = True
-    """anneal the step size linearly to 0 over the planned updates"""
+    """Anneal the learning rate linearly to 0 over the planned updates."""
     adam_eps: float = 1e-5
-    """Adam epsilon (the references' 1e-5, not PyTorch's 1e-8)"""
+    """Adam epsilon (the references' 1e-5, not PyTorch's 1e-8)."""
     update_epochs: int = 4
-    """passes over the rollout per update"""
+    """Passes over the rollout per update."""
     num_minibatches: int = 4
-    """minibatches per epoch (the rollout split evenly; a remainder joins none)"""
+    """Minibatches per epoch (the rollout's samples split evenly)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip_coef: float = 0.2
+    """PPO ratio clip (also the value clipping range)."""
+    clip_vloss: bool = True
+    """Clip the value loss around the old values, as the references do."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient (references use 0.0 to 0.01)."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip over the whole flat gradient."""
     norm_adv: bool = True
-    """normalise advantages over each whole minibatch"""
+    """Normalise advantages over each whole minibatch."""
     target_kl: float | None = None
-    """stop the update's epochs early once a minibatch's approx KL exceeds this"""
+    """Stop an update's epochs early once a minibatch's approx KL exceeds this (none: never)."""
     chunk_size: int = 64
-    """samples per chunk: the unit of parallel work. Fixed, independent of the
-    shard count; changing it changes the last bits of the results"""
-    grad_mode: str = "auto"
-    """weight gradients by 'chunk' slots, by 'tile's, or 'auto' (tiles for layers
-    with at least tile_min_weights weights)"""
+    """Samples per chunk, the unit of parallel work; fixed whatever the shards (changing it moves last bits)."""
+    grad_mode: str = field(default="auto", metadata={"choices": ("auto", "chunk", "tile")})
+    """Weight gradients by chunk slots, by tiles, or ``auto`` (tiles for layers of >= tile_min_weights weights)."""
     tile_min_weights: int = 32768
-    """'auto' threshold, from bench ppo (see docs/PERFORMANCE.md)"""
+    """The ``auto`` threshold, from ``bench ppo`` (docs/PERFORMANCE.md)."""
     tile_rows: int = 64
-    """weight-gradient tile height (rows of W)"""
+    """Weight-gradient tile height (rows of W)."""
     tile_cols: int = 128
-    """weight-gradient tile width (columns of W)"""
+    """Weight-gradient tile width (columns of W)."""
+
+    @classmethod
+    def of(cls, settings) -> "PPOConfig":
+        """The PPOConfig of any object with these fields' names (a ``TrainConfig``, say)."""
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
 
     def validate(self):
         checks = [(0.0 <= self.gamma <= 1.0, "gamma in [0, 1]"),
@@ -88,7 +93,8 @@ class PPOConfig:
                   (self.learning_rate > 0, "learning_rate > 0"), (self.update_epochs >= 1, "update_epochs >= 1"),
                   (self.num_minibatches >= 1, "num_minibatches >= 1"), (self.chunk_size >= 1, "chunk_size >= 1"),
                   (self.grad_mode in ("auto", "chunk", "tile"), "grad_mode in auto/chunk/tile"),
-                  (self.tile_rows >= 1 and self.tile_cols >= 1, "tile sizes >= 1")]
+                  (self.tile_rows >= 1 and self.tile_cols >= 1, "tile sizes >= 1"),
+                  (self.target_kl is None or self.target_kl > 0, "target_kl > 0 or none")]
         for ok, what in checks:
             if not ok:
                 raise PPOConfigError(f"PPO config: expected {what} ({asdict(self)})")
@@ -275,29 +281,31 @@ class PPO:
     # ---- state, for checkpoints and the same-sum tests ------------------------
     def get_state(self):
         """Weights, Adam's moments and step, updates done and the shuffle generator
-        (as JSON text in uint8: the arrays of one .npz, no pickles)."""
+        (``navi_nb.rng_state``'s array): plain arrays, as a checkpoint stores them."""
         return {"params": self.policy.params.copy(), **{"adam_" + k: v for k, v in self.adam.state().items()},
-                "updates_done": np.array(self.updates_done, np.int64),
-                "rng": np.frombuffer(json.dumps(self.rng.bit_generator.state).encode(), np.uint8).copy()}
+                "updates_done": np.array(self.updates_done, np.int64), "rng": generator_to_array(self.rng)}
+
+    def state_spec(self):
+        """name -> (shape, dtype) of every :meth:`get_state` array."""
+        return {k: (np.shape(v), np.asarray(v).dtype) for k, v in self.get_state().items()}
 
     def set_state(self, state):
         """Restore :meth:`get_state`'s dict; everything is checked before anything changes."""
-        for key, ref in (("params", self.policy.params), ("adam_m", self.adam.m), ("adam_v", self.adam.v)):
+        for key, (shape, dtype) in self.state_spec().items():
             arr = np.asarray(state.get(key))
-            if arr.shape != ref.shape or arr.dtype != ref.dtype:
-                raise PPOConfigError(f"PPO state {key!r}: shape {arr.shape} {arr.dtype}, expected "
-                                     f"{ref.shape} {ref.dtype}")
-        try:
-            adam_t = int(np.asarray(state["adam_t"]))
-            updates = int(np.asarray(state["updates_done"]))
-            rng = json.loads(np.asarray(state["rng"], np.uint8).tobytes().decode())
-            probe = type(self.rng.bit_generator)()
-            probe.state = rng
-        except (KeyError, TypeError, ValueError, OverflowError, UnicodeDecodeError) as exc:
-            raise PPOConfigError(f"PPO state: adam_t, updates_done or rng malformed ({exc})") from exc
+            if arr.shape != shape or arr.dtype != dtype:
+                raise PPOConfigError(f"PPO state {key!r}: {arr.dtype} {arr.shape}, expected {dtype} {shape}")
+        for key in ("params", "adam_m", "adam_v"):
+            if not np.isfinite(state[key]).all():
+                raise PPOConfigError(f"PPO state {key!r} holds non-finite values")
+        adam_t, updates = int(state["adam_t"]), int(state["updates_done"])
         if adam_t < 0 or updates < 0:
             raise PPOConfigError(f"PPO state: negative adam_t ({adam_t}) or updates_done ({updates})")
+        try:
+            check_generator_array(state["rng"])
+        except GeneratorStateError as exc:
+            raise PPOConfigError(f"PPO state 'rng': {exc}") from None
         self.policy.set_params(state["params"])
         self.adam.load_state({"m": state["adam_m"], "v": state["adam_v"], "t": adam_t})
         self.updates_done = updates
-        self.rng.bit_generator.state = rng
+        restore_generator(self.rng, state["rng"])
