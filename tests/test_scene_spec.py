@@ -18,7 +18,7 @@ def labels(items):
     return [it.label for it in items]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _box_bytes():
     from navi_nb.world.compiler import compile_scene
 

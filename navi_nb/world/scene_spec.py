@@ -341,8 +341,10 @@ def available_memory() -> int:
                                    ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
                                     "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
         try:
-            limit = open(limit_file).read().strip()
-            usage = int(open(usage_file).read().strip())
+            with open(limit_file) as fh:
+                limit = fh.read().strip()
+            with open(usage_file) as fh:
+                usage = int(fh.read().strip())
         except (OSError, ValueError):
             continue
         if limit.isdigit() and int(limit) < 2**60:

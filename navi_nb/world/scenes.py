@@ -507,7 +507,7 @@ def _clutter(seed):
     lo, hi = [-w / 2, 0.0, -d / 2], [w / 2, HEIGHT, d / 2]
     rows = [_room(lo, hi)]
     feet = _Footprints(lo, hi)
-    count = int(round(w * d / 6.0))  # a dense packing under the gap rule
+    count = round(w * d / 6.0)  # a dense packing under the gap rule
     for _ in range(2000):
         if len(feet.rects) >= count:
             break

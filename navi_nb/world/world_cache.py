@@ -90,12 +90,11 @@ def _worker_init():
 
 
 def _progress_bar(total, label):
+    from rich import progress as rp
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-        TimeRemainingColumn
 
-    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+    return rp.Progress(rp.TextColumn(label), rp.BarColumn(), rp.MofNCompleteColumn(), rp.TimeElapsedColumn(),
+                       rp.TimeRemainingColumn(), console=Console(stderr=True), transient=False)
 
 
 def compile_worlds(items, resolution=128, cache_dir=None, jobs=1, progress=False) -> list:
@@ -128,8 +127,8 @@ def compile_worlds(items, resolution=128, cache_dir=None, jobs=1, progress=False
         return paths
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=cache_dir, prefix=".probe-")
-        probe.close()
+        with tempfile.NamedTemporaryFile(dir=cache_dir, prefix=".probe-"):
+            pass
     except OSError as exc:
         raise WorldCacheError(f"world cache folder {cache_dir} is not writable ({exc.strerror or exc})") from None
     _run(missing, resolution, jobs, progress)
