@@ -172,7 +172,7 @@ def test_cli_spec_and_errors(tmp_path, capsys):
     assert "7 worlds: house 5, maze 2; held-out 2" in out
     assert main(["scenes"]) == 0
     out = capsys.readouterr().out
-    assert "held out for evaluation: seeds >= 1,000,000" in out and "house:0-199" in out
+    assert "held out for evaluation: seeds >= 1,000,000" in out and "house:0-199 " in out
     assert main(["scenes", "--compile", "house:3-1", "--cache", str(tmp_path / "c")]) == 2
     err = capsys.readouterr().err
     assert "empty range 3-1" in err and len(err.strip().splitlines()) == 1

@@ -4,13 +4,16 @@ from __future__ import annotations
 HELP = "list the built-in scene families; resolve a scene spec (--spec) or compile it into the cache (--compile)"
 
 SPEC_SYNTAX = """\
-scene specs (comma-separated, read left to right; duplicates keep their first place):
-  house              seed 0 of a family          house:7          one seed
-  house:0-199        seeds 0..199 (inclusive)     house:0-9,20-29  bare seeds continue the family
-  maze:0-99,clutter:0-99                          several families
-  a.gmdag  dir/  'dir/*.gmdag'                    a world file, every .gmdag in a folder, a glob
-  @set.txt  set.txt                               a list file of specs (# comments; paths relative to it)
-held out for evaluation: seeds >= {heldout:,} of every family (training refuses them by default)"""
+scene specs: comma-separated items, read left to right (a repeat keeps its first place)
+  house                  seed 0 of a family
+  house:7                one seed
+  house:0-199            seeds 0 to 199 (inclusive)
+  house:0-9,20-29        bare seeds continue the family before them
+  maze:0-99,clutter:0-99 several families
+  a.gmdag                a compiled world file
+  dir/   'dir/*.gmdag'   every .gmdag in a folder, or a glob
+  @set.txt   set.txt     a list of specs (# comments; paths relative to the list)
+held out for evaluation: seeds >= {heldout:,} of every family (training refuses them)"""
 
 
 def add_arguments(parser) -> None:
@@ -61,7 +64,7 @@ def _list(args, console) -> int:
     console.print(table)
     if args.details:
         console.print("classes (semantic ids from 1): " + ", ".join(get_scene("box").class_names[1:]))
-    console.print(SPEC_SYNTAX.format(heldout=HELDOUT_SEED_START), markup=False, highlight=False)
+    console.print(SPEC_SYNTAX.format(heldout=HELDOUT_SEED_START), markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
