@@ -378,7 +378,8 @@ def _house_layout(rng):
     walls = []  # (axis, at, run_lo, run_hi)
     while len(leaves) < target:
         # split the largest room that can be split, across its longer side
-        order = sorted(range(len(leaves)), key=lambda i: -(leaves[i][1] - leaves[i][0]) * (leaves[i][3] - leaves[i][2]))
+        areas = [(x1 - x0) * (z1 - z0) for x0, x1, z0, z1 in leaves]
+        order = sorted(range(len(leaves)), key=lambda k: -areas[k])
         for i in order:
             x0, x1, z0, z1 = leaves[i]
             axes = [a for a, span in (("z", x1 - x0), ("x", z1 - z0)) if span >= 2 * MIN_ROOM]
@@ -405,8 +406,8 @@ def _house_layout(rng):
     for axis, at, a, b in walls:
         # wall faces along this wall's run: the outer faces at its ends, or the
         # faces of the walls it ends on, and of every wall ending on it
-        junctions = [j for ax2, at2, a2, b2 in walls if ax2 != axis and at2 >= a - 1e-9 and at2 <= b + 1e-9
-                     for j in ([at2] if abs(a2 - at) < 1e-9 or abs(b2 - at) < 1e-9 else [])]
+        # (coordinates are copied, never computed, so they compare exactly)
+        junctions = [at2 for ax2, at2, a2, b2 in walls if ax2 != axis and a <= at2 <= b and at in (a2, b2)]
         faces = []
         for end in (a, b):
             faces.append((end, 0.0) if end in outer[axis] else (end, t / 2))
