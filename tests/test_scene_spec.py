@@ -151,6 +151,12 @@ def test_world_too_small_to_spawn_in(tmp_path):
     save_world(tiny, tmp_path / "tiny.gmdag")
     with pytest.raises(SceneSpecError, match=r"'tiny.gmdag': world .*tiny.gmdag is too small to spawn in \(0.16 m"):
         parse_spec("tiny.gmdag", base_dir=tmp_path)
+    # the box is 3 m from floor to ceiling, with 1 m voxels at resolution 16: an actor
+    # of radius r needs 2 r + 2 voxels, so 0.25 m fits and 0.5 m does not
+    write_box(tmp_path / "box.gmdag")
+    assert len(parse_spec("box.gmdag", base_dir=tmp_path, actor_radius=0.25)) == 1
+    with pytest.raises(SceneSpecError, match=r"'box.gmdag': .*too small to spawn in \(3 m across"):
+        parse_spec("box.gmdag", base_dir=tmp_path, actor_radius=0.5)
 
 
 def test_memory_is_checked_before_loading(tmp_path):

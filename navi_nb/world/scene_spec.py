@@ -128,12 +128,13 @@ def overlap(items_a, items_b):
 # parsing
 # --------------------------------------------------------------------------
 
-def parse_spec(spec, base_dir=None, *, check_files=True) -> list:
+def parse_spec(spec, base_dir=None, *, check_files=True, actor_radius=0.2) -> list:
     """The ordered, de-duplicated WorldItems a spec names (see the module doc).
 
     spec: a string (or a list of strings, read as if joined by commas).
     base_dir: the folder relative paths start from (default: the current one).
-    check_files: open every file's header (existence, format, size) now.
+    check_files: open every file's header (existence, format, size) now and
+    check that an actor of `actor_radius` (metres) fits in its world.
     """
     from navi_nb.world.scenes import SCENES
 
@@ -164,7 +165,7 @@ def parse_spec(spec, base_dir=None, *, check_files=True) -> list:
     if check_files:
         for it in items:
             if not it.builtin:
-                check_world_file(it)
+                check_world_file(it, actor_radius)
     return items
 
 

@@ -180,19 +180,20 @@ def _run(missing, resolution, jobs, progress):
 
 
 def load_worlds(items, resolution=128, cache_dir=None, jobs=1, progress=False, *, mmap=True,
-                validate=True) -> list:
+                validate=True, actor_radius=0.2) -> list:
     """Worlds for `items`, in order: built-ins from the cache (compiling what is missing), files as they are.
 
     mmap: memory-map the files (the nodes stay in the page cache, shared by
     processes). validate: deep-check every world (cache entries once more
-    are cheap to check; a damaged entry is compiled again).
+    are cheap to check; a damaged entry is compiled again). actor_radius:
+    file worlds must have room for an actor this large (metres).
     """
     from navi_nb.world.gmdag import load_world
 
     items = list(items)
     for it in items:
         if isinstance(it, WorldItem) and not it.builtin:
-            check_world_file(it)
+            check_world_file(it, actor_radius)
     paths = compile_worlds(items, resolution, cache_dir, jobs, progress)
     worlds = []
     for it, p in zip(items, paths):
