@@ -27,10 +27,13 @@ def _box_bytes():
 
 
 def write_box(path):
-    """A small valid world file (the box scene at resolution 16)."""
-    data, _ = _box_bytes()
+    """A small valid world file (the box scene at resolution 16, with its sidecar)."""
+    import json
+
+    data, sidecar = _box_bytes()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
+    (path.parent / (path.name + ".json")).write_text(json.dumps(sidecar))
     return path
 
 
