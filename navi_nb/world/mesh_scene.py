@@ -55,6 +55,16 @@ def box_mesh(bmin=(-1.0, -1.0, -1.0), bmax=(1.0, 1.0, 1.0)) -> Mesh:
     return Mesh(v, f)
 
 
+def _sphere_midpoint(verts, mid, i, j):
+    """Index of the unit-sphere midpoint of edge (i, j), appended to verts the first time."""
+    key = (min(i, j), max(i, j))
+    if key not in mid:
+        m = verts[i] + verts[j]
+        verts.append(m / np.linalg.norm(m))
+        mid[key] = len(verts) - 1
+    return mid[key]
+
+
 def icosphere(subdivisions=2, radius=1.0, center=(0.0, 0.0, 0.0)) -> Mesh:
     """Closed geodesic sphere: 20 * 4**subdivisions outward triangles, vertices on the sphere."""
     t = (1.0 + 5.0 ** 0.5) / 2.0
@@ -66,19 +76,11 @@ def icosphere(subdivisions=2, radius=1.0, center=(0.0, 0.0, 0.0)) -> Mesh:
     verts = [np.array(p, dtype=np.float64) / np.linalg.norm(p) for p in v]
     faces = f
     for _ in range(int(subdivisions)):
-        mid = {}
-
-        def midpoint(i, j):
-            key = (min(i, j), max(i, j))
-            if key not in mid:
-                m = verts[i] + verts[j]
-                verts.append(m / np.linalg.norm(m))
-                mid[key] = len(verts) - 1
-            return mid[key]
-
+        mid = {}  # edge (i, j), i < j -> index of its midpoint on the sphere
         nf = []
         for a, b, c in faces:
-            ab, bc, ca = midpoint(a, b), midpoint(b, c), midpoint(c, a)
+            ab, bc, ca = (_sphere_midpoint(verts, mid, a, b), _sphere_midpoint(verts, mid, b, c),
+                          _sphere_midpoint(verts, mid, c, a))
             nf += [(a, ab, ca), (b, bc, ab), (c, ca, bc), (ab, bc, ca)]
         faces = nf
     vv = np.array(verts) * float(radius) + np.asarray(center, dtype=np.float64)
