@@ -25,9 +25,9 @@ def brute_distance(vertices, faces, points):
     for i, p in enumerate(points):
         h = np.einsum("ij,ij->i", p - a, n)
         q = p - h[:, None] * n
-        def bary(u, v, w):
-            return np.einsum("ij,ij->i", np.cross(v - u, q - u), n)
-        inside = (bary(a, b, c) >= 0) & (bary(b, c, a) >= 0) & (bary(c, a, b) >= 0)
+        inside = ((np.einsum("ij,ij->i", np.cross(b - a, q - a), n) >= 0)
+                  & (np.einsum("ij,ij->i", np.cross(c - b, q - b), n) >= 0)
+                  & (np.einsum("ij,ij->i", np.cross(a - c, q - c), n) >= 0))
         best = np.where(inside, np.abs(h), np.inf)
         for u, v in ((a, b), (b, c), (c, a)):
             e = v - u
