@@ -187,25 +187,3 @@ def test_render_episode_draws_trajectory(trained, tmp_path):
     assert Image.open(gif).n_frames >= 2
     with pytest.raises(RenderError, match="does not exist"):
         render_episode(trained, 4, tmp_path / "x.png")
-
-
-def test_cli_doc_lists_every_flag():
-    """docs/CLI.md names every flag of every command that exists."""
-    import argparse
-    import importlib
-
-    from navi_nb.cli import COMMANDS
-
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "CLI.md").read_text()
-    for name, (module, _) in COMMANDS.items():
-        try:
-            mod = importlib.import_module(module)
-        except ImportError:
-            continue
-        assert f"## {name}" in doc, name
-        p = argparse.ArgumentParser()
-        mod.add_arguments(p)
-        for action in p._actions:
-            for flag in action.option_strings:
-                if flag.startswith("--") and flag != "--help":
-                    assert flag in doc, (name, flag)

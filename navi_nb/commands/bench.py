@@ -22,7 +22,7 @@ BENCHES = {
     "train": "end-to-end training actor-steps per second with the time split",
 }
 
-HELP = "run benchmarks (compile, trace, env, ppo, train)"
+HELP = "run benchmarks (compile, meshfield, trace, env, ppo, train)"
 
 
 def _module(name):
