@@ -214,3 +214,23 @@ def test_ppo_state_round_trip_and_bad_state():
             other.set_state(bad)
         for key, val in other.get_state().items():
             assert np.asarray(val).tobytes() == np.asarray(before[key]).tobytes(), key
+
+
+def test_hyper_params_and_statistics_by_name():
+    """Each hyper-parameter lands at its named index; the statistics' names and
+    indices agree, and the stats PPO reports carry every name."""
+    from navi_nb.learn import fused
+    hp = fused.hyper_params(clip_coef=0.1, clip_vloss=True, vf_coef=0.3, ent_coef=0.01, norm_adv=False,
+                            max_grad_norm=0.7, lr=1e-3, beta1=0.8, beta2=0.99, adam_eps=1e-6)
+    expect = {fused.CLIP_COEF: 0.1, fused.CLIP_VLOSS: 1.0, fused.VF_COEF: 0.3, fused.ENT_COEF: 0.01,
+              fused.NORM_ADV: 0.0, fused.MAX_GRAD_NORM: 0.7, fused.LR: 1e-3, fused.BETA1: 0.8, fused.BETA2: 0.99,
+              fused.ADAM_EPS: 1e-6, fused.TARGET_KL: -1.0}
+    assert hp.dtype == np.float64 and hp.shape == (len(fused.HYPER_NAMES),) == (len(expect),)
+    assert {i: float(hp[i]) for i in expect} == expect
+    assert fused.hyper_params(0.1, False, 0.3, 0.0, True, 0.5, 1e-3, 0.9, 0.999, 1e-5, 0.02)[fused.TARGET_KL] == 0.02
+    names = [fused.STAT_NAMES[i] for i in (fused.PG_LOSS, fused.V_LOSS, fused.APPROX_KL, fused.CLIPFRAC,
+                                           fused.OLD_APPROX_KL)]
+    assert names == ["pg_loss", "v_loss", "approx_kl", "clipfrac", "old_approx_kl"]
+    assert fused.STEP_STAT_NAMES[fused.ENTROPY] == "entropy" and fused.STEP_STAT_NAMES[fused.GRAD_NORM] == "grad_norm"
+    (stats, _), = _ppo_on_synthetic("chunk").minibatches(np.arange(96), 32, 1, 1e-3)
+    assert set(stats) == set(fused.STAT_NAMES) | {"entropy", "loss"}
