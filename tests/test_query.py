@@ -72,10 +72,13 @@ def test_pruned_octant_coarse_leaf_and_outside():
     assert s.tolist() == [0, 0, 0]
 
 
-@pytest.mark.parametrize("name", ["pruned", "sphere", "house64"])
+@pytest.mark.parametrize("name", ["pruned", "one_voxel", "sphere", "house64"])
 def test_queries_follow_the_rule_written_out_over_the_words(name):
     if name == "pruned":
         w = _pruned_world()
+    elif name == "one_voxel":  # the root is a leaf: no neighbour to interpolate with
+        w = gmdag.World(resolution=1, bmin=np.array([1.0, 2.0, 3.0], np.float32), voxel_size=0.5,
+                        nodes=np.array([int(gmdag.encode_leaf(4, 0.75))], np.uint64))
     elif name == "sphere":
         w = sphere_world(32, radius=9.0, voxel_size=0.5, bmin=(-3.0, 1.0, 2.0))[0]
     else:

@@ -256,6 +256,8 @@ def field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py
     corners, measured); only when one of them needs the general descent do
     all go through :func:`corner_values`, a call kept off the common path.
     """
+    if res < 2.0:  # a one-voxel world: no second centre to interpolate with (nor to read)
+        return cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz), 0.0, 0.0, 0.0
     ix, fx = axis_lerp_index(px, res)
     iy, fy = axis_lerp_index(py, res)
     iz, fz = axis_lerp_index(pz, res)
