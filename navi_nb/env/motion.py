@@ -83,7 +83,8 @@ def move_actors(field, pos, yaw, act, speeds, dt, radius, margin,
     """Advance every actor one step with collision.
 
     field: the world, as :func:`navi_nb.world.query.world_arrays` returns it.
-    pos (A,3) float32 metres and yaw (A,) float32 radians are updated in place. act (A,4) float32, already clipped to [-1, 1].
+    pos (A,3) float32 metres and yaw (A,) float32 radians are updated in place.
+    act (A,4) float32, already clipped to [-1, 1].
     speeds (4,) float64: max forward, vertical, lateral speed (m/s) and yaw rate
     (rad/s). lo, hi (3,) float64: the box the centre must stay in.
     Writes vel_out (A,3) float32 (world-frame velocity actually achieved, m/s),
