@@ -1,10 +1,10 @@
 """Keep Numba's on-disk cache true to the package's sources.
 
 Numba keys a cached kernel on its own source file only. The tracer kernel
-(``sense/tracer.py``) inlines functions from ``sense/trace_math.py``, the
-learning kernels inline ``learn/blas.py`` and ``learn/mlp.py``, and so on: an
-edit to one of those (or a ``git pull`` into an editable install) left the
-old compiled kernel in use, silently. Here, at ``import navi_nb``, a hash of
+(``sense/tracer.py``) inlines functions from ``sense/trace_math.py`` and
+``world/field.py``, the learning kernels inline ``learn/blas.py`` and
+``learn/mlp.py``, and so on: an edit to one of those (or a ``git pull`` into
+an editable install) left the old compiled kernel in use, silently. Here, at ``import navi_nb``, a hash of
 every source file that defines or imports Numba code is compared with a
 stamp kept beside the cache; when it differs, every cached navi_nb kernel is
 removed (they recompile on first use) and the stamp is rewritten.

@@ -1,6 +1,6 @@
 """The `.gmdag` v1 file: the only module that knows its bits.
 
-Layout (docs/FORMAT.md, ../shared/docs/GMDAG.md): a 32-byte little-endian
+Layout (docs/FORMAT.md): a 32-byte little-endian
 header ``<4sIIffffI`` (magic, version, resolution, bmin xyz, voxel_size,
 node_count) followed by ``node_count`` little-endian uint64 words.
 
@@ -10,9 +10,11 @@ Word kinds
   leaf   bit63=1 | 0 (bits 62..32) | semantic<<16 (u16) | float16 distance
 
 Everything that shifts or masks these bits lives here: the Python encoders
-and decoders, and the tiny scalar decoders that kernels inline (written once
-as plain functions, compiled for CPU with ``njit(inline="always")`` and for
-CUDA by the sense stage with ``cuda.jit(device=True)``).
+and decoders, and the tiny scalar decoders (``nb_*``, compiled for the CPU
+with ``njit(inline="always")``) that the layout decoder
+(``navi_nb/world/layout.py``) uses. No kernel reads node words while tracing
+or querying: they all read the decoded layout, on the CPU and on CUDA alike
+(the CUDA tracer copies the layout to the device, not the words).
 """
 from __future__ import annotations
 
