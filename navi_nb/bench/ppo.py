@@ -14,7 +14,9 @@ threads), for
 - ``small``: observation 270, 2 x 64, minibatch 256;
 
 and, when PyTorch is installed, the same network, loss, clipping and Adam in
-PyTorch on the CPU with its default threads; and NumPy's float32 matmul rate
+PyTorch on the CPU with its default threads, run in a child process
+(``navi_nb.bench.peers``: PyTorch's thread pools, left in this process,
+would slow and flatten the navi_nb rows timed after it); and NumPy's float32 matmul rate
 (4096^2, BLAS at the allowed cores), which bounds any implementation.
 """
 from __future__ import annotations
@@ -282,6 +284,7 @@ def run(args) -> dict:
 
     import navi_nb  # noqa: F401  (BLAS pin)
     from navi_nb.bench.machine import machine_info, print_machine
+    from navi_nb.bench.peers import PeerError, call_in_child, peer_available
     from navi_nb.learn.blas import GEMM_BACKEND
 
     console = Console()
@@ -292,11 +295,9 @@ def run(args) -> dict:
     cap = numba.config.NUMBA_NUM_THREADS
     shards = [int(s) for s in str(args.shards).split(",") if s.strip()]
     shards = [s for s in shards if 1 <= s <= cap] or [1]
-    try:
-        import torch  # noqa: F401
-        have_torch = not args.no_torch
-    except ImportError:
-        have_torch = False
+    # PyTorch runs in a child process (navi_nb.bench.peers): its thread pools stay out of this one
+    have_torch = not args.no_torch and peer_available("torch")
+    torch_note = "" if have_torch or args.no_torch else "; PyTorch not installed"
     from navi_nb.parallel.cores import allowed_cores
     allowed = allowed_cores().allowed
     res = {"machine": machine_info(), "gemm": GEMM_BACKEND, "nets": {}}
@@ -316,7 +317,14 @@ def run(args) -> dict:
         hidden, mb = spec["hidden"], spec["minibatch"]
         r = bench_navi(obs, hidden, mb, shards, args.seconds, args.repeats)
         flops = net_flops(obs, hidden)
-        tr = bench_torch(obs, hidden, mb, args.seconds, args.repeats, allowed) if have_torch else None
+        tr = None
+        if have_torch:
+            try:
+                tr = call_in_child("navi_nb.bench.ppo.bench_torch", obs=obs, hidden=list(hidden), mb=mb,
+                                   seconds=args.seconds, repeats=args.repeats, threads=allowed)
+            except PeerError as exc:
+                console.print(f"[yellow]no PyTorch peer: {exc}[/]")
+                have_torch, torch_note = False, f"; PyTorch peer failed ({exc})"
         entry = {"obs": obs, "hidden": list(hidden), "minibatch": mb, "n_params": r["n_params"],
                  "flops_per_sample": flops, "modes": r["modes"], "shards": {}, "torch": tr}
         base = r[shards[0]]["samples_per_s"]
@@ -369,7 +377,7 @@ def run(args) -> dict:
     res["seconds"] = time.perf_counter() - t_start
     console.print(f"numpy float32 matmul 4096^2: {mm['gflops']:.1f} GFLOP/s with {allowed} BLAS threads "
                   f"(spread {100 * mm['spread']:.0f}%), {mm['gflops_per_cpu_s_1t']:.1f} GFLOP per CPU-second "
-                  f"on 1 thread" + ("" if have_torch else "; PyTorch not installed"))
+                  f"on 1 thread" + torch_note)
     console.print(f"load average {load}: on a shared machine wall-clock rates and the 2-shard "
                   "speedup are only as good as the idle cores; the per-CPU-second columns are not "
                   "inflated by other processes")

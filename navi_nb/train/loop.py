@@ -36,6 +36,7 @@ from navi_nb.train.metrics import MetricsLog
 from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, WORLD_FILE, RunError, pick_run_path, write_json_atomic,
                           check_scene, load_scene_world, make_env, make_policy, process_age, read_run_config)
 from navi_nb.train.config import RESUME_FIELDS, TrainConfig, field_docs
+from navi_nb.train.warmup import start as start_warmup
 
 CHECKPOINT_DIR = "checkpoints"
 CHECKPOINT_LAYOUT = 2
@@ -70,6 +71,7 @@ class Trainer:
         self.timing = {"collect": 0.0, "learn": 0.0}
         self.times = PhaseTimes()  # the timing hook: seconds in policy, env and PPO (bench train reads it)
         self._t_start = time.perf_counter()
+        self.warmup = None  # kernel warm-up children (navi_nb.train.warmup), joined before the first update
 
     def start(self):
         """Reset the environment with the run's seed: the state of a new run before its first update."""
@@ -82,8 +84,16 @@ class Trainer:
         cfg.validate()
         check_scene(cfg.scene)
         run_path = Path(run_path) if run_path is not None else pick_run_path(cfg)
-        world = load_scene_world(cfg.scene, cfg.resolution, console)
-        self = cls(cfg, run_path, world, console).start()
+        warmup = start_warmup(cfg, console)  # first run: the tracer and learning kernels compile in children
+        try:
+            world = load_scene_world(cfg.scene, cfg.resolution, console)
+            self = cls(cfg, run_path, world, console)
+            warmup.wait("tracer")  # the reset traces: load the kernel the child compiled, not compile it twice
+            self.start()
+        except BaseException:
+            warmup.cancel()
+            raise
+        self.warmup = warmup
         run_path.mkdir(parents=True, exist_ok=True)
         from navi_nb.world.gmdag import save_world
         save_world(world, run_path / WORLD_FILE)
@@ -118,8 +128,15 @@ class Trainer:
         if latest is None:
             raise RunError(f"run {run_path} has no checkpoint in {run_path / CHECKPOINT_DIR} to resume from")
         from navi_nb.world.gmdag import load_world
-        world = load_world(run_path / WORLD_FILE)
-        self = cls(cfg, run_path, world, console)
+        warmup = start_warmup(cfg, console)
+        try:
+            world = load_world(run_path / WORLD_FILE)
+            self = cls(cfg, run_path, world, console)
+            warmup.wait("tracer")
+        except BaseException:
+            warmup.cancel()
+            raise
+        self.warmup = warmup
         self.env.reset(seed=cfg.seed)  # shapes only: set_state below replaces everything
         self.load_checkpoint(latest)
         self.metrics = MetricsLog(run_path, resume_update=self.update, console=console)
@@ -253,6 +270,8 @@ class Trainer:
             print_config(console, cfg, self.run_path)
         if self.update >= cfg.num_updates and console is not None:
             console.print(f"run {self.run_path} is already complete ({self.update} of {cfg.num_updates} updates)")
+        if self.warmup is not None:
+            self.warmup.wait()
         self.calibrate_shards()
         if console is not None:
             self.shard_report.print(console)

@@ -1,0 +1,199 @@
+"""A first run's kernel compilation, split over parallel processes.
+
+On a fresh install (or after an edit to a compiled source, which drops the
+cached kernels, ``navi_nb/jit_cache.py``) the first training tick waits for
+Numba to compile every kernel the trainer calls. Compilation is single-
+threaded, and the kernels fall into groups that share nothing:
+
+- the world (compiled or loaded) and the environment: spawning, motion and
+  collision, the observation and the tasks' rewards. The trainer's own
+  process compiles these while it builds the run (``Trainer.create``), as
+  before.
+- ``tracer``: the tracer's kernel, the biggest one, which the environment
+  first calls at its reset. A child compiles it by tracing the run's world
+  with the run's sensor (it loads the world from the cache of built-in
+  scenes, or compiles it too when that is cold), while the trainer builds the
+  world and the environment; the trainer waits for it before the reset.
+- ``learn``: the policy's forward and sampling, GAE, the fused PPO
+  minibatches and Adam. Nothing in ``sense`` needs them until the shard
+  calibration, so a child process compiles them meanwhile, by running one
+  real update (``navi_nb.learn.collect.one_update``) with the run's network,
+  rollout and minibatch sizes and dtypes on the point-goal task of
+  ``navi_nb.learn.toy`` padded to the run's observation length: the same
+  calls with the same argument types, so the same signatures. Numba writes
+  what it compiled to its on-disk cache; the trainer then loads those kernels
+  instead of compiling them.
+
+``start(cfg)`` starts a child for each cold group that another process can
+compile (none when the cache is warm: a warm start costs a few file checks),
+and ``Warmup.wait()`` waits for them before the trainer's first call into
+their kernels. A child that fails only costs time: the trainer compiles what
+is missing itself, as it would without a warm-up. ``NAVI_NB_WARMUP=0`` turns
+the warm-up off.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+ENV_VAR = "NAVI_NB_WARMUP"
+
+GROUPS = {
+    "tracer": ("sense/tracer.py",),
+    "learn": ("learn/mlp.py", "learn/fused.py", "learn/adam.py", "learn/gae.py", "learn/blas.py"),
+}
+"""Group name -> the package's source files (relative to the package) that define its kernels; a group is
+cold when the Numba cache holds no kernel of one of them."""
+
+_CHILD = "from navi_nb.train.warmup import child_main\nchild_main()\n"
+
+
+def has_cached_kernels(path: Path) -> bool:
+    """Whether Numba's cache holds an index of a kernel defined in ``path`` (any signature)."""
+    from navi_nb.jit_cache import cache_dir_for
+
+    try:
+        folder = cache_dir_for(Path(path))
+        if folder is None or not folder.is_dir():
+            return False
+        prefix = Path(path).stem + "."
+        return any(e.name.startswith(prefix) and e.suffix == ".nbi" for e in folder.iterdir())
+    except Exception:  # an unreadable cache counts as cold: the warm-up is only an optimisation
+        return False
+
+
+def cold_groups(cfg=None) -> list[str]:
+    """The groups with a source file none of whose kernels is cached (for the run ``cfg``: the tracer
+    group only with the CPU backend, whose kernel it compiles)."""
+    if os.environ.get("NUMBA_DISABLE_CACHE", "0") not in ("", "0"):
+        return []  # nothing a child compiles would reach this process
+    skip = {"tracer"} if cfg is not None and cfg.backend != "cpu" else set()
+    return [name for name, files in GROUPS.items()
+            if name not in skip and not all(has_cached_kernels(PACKAGE_DIR / f) for f in files)]
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_VAR, "1").strip() not in ("0", "no", "off", "false")
+
+
+class Warmup:
+    """The running warm-up children; ``wait()`` joins them (at most once)."""
+
+    def __init__(self, children=(), console=None):
+        self.children = list(children)  # (group, Popen, stderr file)
+        self.console = console
+        self.started = time.perf_counter()
+        self.report = {}
+
+    @property
+    def groups(self):
+        return [g for g, _, _ in self.children]
+
+    def wait(self, group=None) -> dict:
+        """Wait for the child of ``group`` (default: every child); returns {group: (exit status, seconds
+        since start)} of the children joined so far."""
+        joined = [c for c in self.children if group is None or c[0] == group]
+        for group, proc, err in joined:
+            rc = proc.wait()
+            self.report[group] = (rc, time.perf_counter() - self.started)
+            if rc != 0 and self.console is not None:
+                err.seek(0)
+                lines = [ln for ln in err.read().decode(errors="replace").splitlines() if ln.strip()]
+                self.console.print(f"[yellow]kernel warm-up '{group}' failed ({lines[-1] if lines else rc}); "
+                                   "compiling those kernels here instead[/]")
+            err.close()
+        self.children = [c for c in self.children if c not in joined]
+        return self.report
+
+    def cancel(self) -> None:
+        """End the children now (the run failed to start)."""
+        for _, proc, err in self.children:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            err.close()
+        self.children = []
+
+
+def start(cfg, console=None) -> Warmup:
+    """Start a child process compiling each cold group's kernels for the run ``cfg`` (a TrainConfig)."""
+    groups = cold_groups(cfg) if enabled() else []
+    children = []
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_DIR.parent)]
+                                        + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    for group in groups:
+        err = tempfile.TemporaryFile()
+        try:
+            proc = subprocess.Popen([sys.executable, "-c", _CHILD, group, json.dumps(cfg.to_dict())],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        except OSError:
+            err.close()
+            continue  # no child: this process compiles the group itself
+        children.append((group, proc, err))
+    if children and console is not None:
+        console.print(f"[dim]compiling the {', '.join(g for g, _, _ in children)} kernels in "
+                      f"{len(children)} background process{'es' if len(children) > 1 else ''} "
+                      "(first run only)[/]")
+    return Warmup(children, console)
+
+
+def warm_learn(cfg) -> None:
+    """Compile the learning kernels the run ``cfg`` calls: one real update on the padded point-goal task."""
+    from navi_nb.env.config import EnvConfig
+    from navi_nb.env.observation import obs_layout, obs_size
+    from navi_nb.learn.collect import action_generator, one_update
+    from navi_nb.learn.ppo import PPO, PPOConfig
+    from navi_nb.learn.rollout import RolloutSlab
+    from navi_nb.learn.toy import PointGoalToy
+    from navi_nb.train.runs import make_policy
+
+    env_cfg = EnvConfig.from_kwargs(**cfg.env)
+    obs_dim = obs_size(obs_layout(cfg.sensor_az * cfg.sensor_el, env_cfg.semantic_obs, cfg.task == "pointgoal"))
+    env = PointGoalToy(cfg.actors, seed=cfg.seed, obs_pad=max(0, obs_dim - 5), max_steps=2)
+    policy = make_policy(cfg, env.obs_dim, env.action_dim)
+    ppo = PPO(policy, PPOConfig.of(cfg), seed=cfg.seed)
+    slab = RolloutSlab(cfg.rollout_steps, cfg.actors, env.obs_dim, env.action_dim)
+    obs, _ = env.reset(seed=cfg.seed)
+    one_update(env, ppo, slab, obs, action_generator(cfg.seed), num_updates=cfg.num_updates)
+    if not np.all(np.isfinite(policy.params)):
+        raise RuntimeError("the warm-up update produced non-finite parameters")
+
+
+def warm_tracer(cfg) -> None:
+    """Compile the tracer kernel the run ``cfg`` calls: the run's world (built-in scenes: compiled and cached
+    as the trainer does), its sensor and range, one call with float32 poses as the environment makes them."""
+    from navi_nb.env.config import EnvConfig
+    from navi_nb.sense.sensor import Sensor
+    from navi_nb.sense.tracer import Tracer
+    from navi_nb.train.runs import load_scene_world
+
+    world = load_scene_world(cfg.scene, cfg.resolution)
+    env_cfg = EnvConfig.from_kwargs(**cfg.env)
+    tracer = Tracer(world, Sensor(az=cfg.sensor_az, el=cfg.sensor_el), env_cfg.max_distance, backend=cfg.backend,
+                    max_actors=cfg.actors)
+    centre = (0.5 * (np.asarray(world.bmin, np.float64) + np.asarray(world.bmax, np.float64))).astype(np.float32)
+    origins = np.repeat(centre[None, :], cfg.actors, axis=0)
+    yaws = np.linspace(-np.pi, np.pi, cfg.actors, endpoint=False, dtype=np.float32)
+    depth, _, _ = tracer.trace(origins, yaws, to_host=True)
+    if not np.all(np.isfinite(depth)):
+        raise RuntimeError("the warm-up trace returned non-finite depths")
+
+
+WARMERS = {"tracer": warm_tracer, "learn": warm_learn}
+
+
+def child_main() -> None:
+    """A warm-up child: ``argv`` = [group, the run's config as JSON]."""
+    from navi_nb.train.config import from_dict
+
+    group, cfg = sys.argv[1], from_dict(json.loads(sys.argv[2]))
+    WARMERS[group](cfg)
