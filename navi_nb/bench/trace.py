@@ -6,7 +6,8 @@ sample meshes shipped in ``navi_nb/data/meshes``) compiled at
 free-space positions (point query > 0.3 m), ``--max-distance`` 30 m. The
 tracer is timed at 1 and 2 Numba threads (median of ``--repeat`` warm calls,
 spread shown), and, when ``embreex`` is installed, Embree on the same rays
-against the original triangles (its ``run`` is one thread), with the depth
+against the original triangles (its ``run`` is one thread; in a child
+process, ``navi_nb.bench.peers``, which times its own calls), with the depth
 agreement on rays both hit. Each call is timed in wall-clock seconds and in
 process CPU seconds (``time.process_time``, all threads): on a shared machine
 the wall rates fall with the load, while rays per CPU-second (per thread
@@ -61,12 +62,34 @@ def free_positions(world, lo, hi, n, seed, clearance=0.3):
     raise RuntimeError("could not find free-space positions in the benchmark scene")
 
 
+def embree_peer(arrays):
+    """The Embree peer's side (in a child process, ``navi_nb.bench.peers.PeerProcess``): ``run`` times one
+    ``scene.run`` over every ray (wall and CPU seconds); ``result`` returns its ``tfar`` and ``primID``."""
+    from embreex import rtcore_scene as rtcs
+    from embreex.mesh_construction import TriangleMesh
+
+    scene = rtcs.EmbreeScene()
+    TriangleMesh(scene, arrays["triangles"])
+    origins, directions = arrays["origins"], arrays["directions"]
+
+    def run():
+        c0, t0 = time.process_time(), time.perf_counter()
+        scene.run(origins, directions, output=1)
+        return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
+
+    def result():
+        res = scene.run(origins, directions, output=1)
+        return {"tfar": np.asarray(res["tfar"]), "primID": np.asarray(res["primID"])}
+    return {"run": run, "result": result}
+
+
 def run(args) -> dict:
     import numba
     from rich.console import Console
     from rich.table import Table
 
     from navi_nb.bench.machine import machine_info, print_machine
+    from navi_nb.bench.peers import PeerError, PeerProcess, peer_available
     from navi_nb.sense.sensor import Sensor
     from navi_nb.sense.tracer import Tracer
     from navi_nb.world.compiler import compile_mesh
@@ -108,19 +131,21 @@ def run(args) -> dict:
     for t in threads:
         calls[("rays", t)] = (t, lambda: tracer.trace(pos, yaws))
         calls[("canonical", t)] = (t, lambda: canon.trace(cpos, cyaw))
-    scene = None
+    scene = None  # the Embree peer: a child process (navi_nb.bench.peers), so its threads stay out of this one
     if not args.no_embree:
-        try:
-            from embreex import rtcore_scene as rtcs
-            from embreex.mesh_construction import TriangleMesh
-        except ImportError:
+        if not peer_available("embreex"):
             console.print("[yellow]embreex is not installed: no Embree peer (pip install embreex)[/]")
         else:
-            scene = rtcs.EmbreeScene()
-            TriangleMesh(scene, mesh.vertices[mesh.faces].astype(np.float32))
             e_dirs = np.ascontiguousarray(sensor.world_directions(yaws).reshape(-1, 3), dtype=np.float32)
             e_orig = np.repeat(pos, sensor.n_rays, axis=0).astype(np.float32)
-            calls[("embree", 1)] = (1, lambda: scene.run(e_orig, e_dirs, output=1))
+            try:
+                scene = PeerProcess("navi_nb.bench.trace.embree_peer", {
+                    "triangles": mesh.vertices[mesh.faces].astype(np.float32), "origins": e_orig,
+                    "directions": e_dirs})
+            except PeerError as exc:
+                console.print(f"[yellow]no Embree peer: {exc}[/]")
+            else:
+                calls[("embree", 1)] = (1, lambda: scene.call("run"))
     times = {k: [] for k in calls}
     cpu_times = {k: [] for k in calls}
     try:
@@ -132,13 +157,19 @@ def run(args) -> dict:
                 numba.set_num_threads(t)
                 c0 = time.process_time()
                 t0 = time.perf_counter()
-                fn()
-                times[k].append(time.perf_counter() - t0)
-                cpu_times[k].append(time.process_time() - c0)
+                timed = fn()
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                if isinstance(timed, dict) and "wall_s" in timed:  # the peer process timed its own call
+                    wall, cpu = timed["wall_s"], timed["cpu_s"]
+                times[k].append(wall)
+                cpu_times[k].append(cpu)
         numba.set_num_threads(max(threads) if threads else before)
         depth, sem, hit = (np.array(a) for a in tracer.trace(pos, yaws))
+        res = scene.call("result") if scene is not None else None
     finally:
         numba.set_num_threads(before)
+        if scene is not None:
+            scene.close()
     result["load_average_after"] = list(os.getloadavg())
     for (kind, t), ts in times.items():
         ts = np.array(ts)
@@ -156,7 +187,6 @@ def run(args) -> dict:
     embree = None
     if scene is not None:
         ts = np.array(times[("embree", 1)])
-        res = scene.run(e_orig, e_dirs, output=1)
         tfar = res["tfar"].astype(np.float64)
         e_hit = (res["primID"] >= 0) & (tfar <= args.max_distance)
         both = e_hit & hit.reshape(-1)

@@ -1,0 +1,136 @@
+"""navi_nb.train.warmup (a cold cache's kernels compiled in child processes) and
+navi_nb.bench.peers (benchmark peers in child processes).
+
+Each warm-up test runs in a subprocess with its own empty NUMBA_CACHE_DIR, so
+it sees a truly cold cache and leaves the package's cache alone."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from navi_nb.bench import peers
+from navi_nb.bench.ppo import net_flops
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(script, cache_dir, timeout=1200):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT)
+    env.pop("NAVI_NB_WARMUP", None)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                          env=env, timeout=timeout, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_cold_groups_follow_the_numba_cache(tmp_path):
+    """A group is cold until Numba has cached a kernel of each of its files (here: the GAE kernel only)."""
+    out = _run("""
+        import json
+        import numpy as np
+        from navi_nb.train import warmup
+        from navi_nb.train.config import TrainConfig
+        from navi_nb.learn.gae import compute_gae
+        before = warmup.cold_groups(TrainConfig())
+        cuda = warmup.cold_groups(TrainConfig(backend="cuda"))
+        T, A = 4, 3
+        z = np.zeros((T, A), np.float32)
+        compute_gae(z + 1, z, np.zeros((T, A), bool), np.zeros((T, A), bool), z, np.zeros(A, np.float32))
+        print(json.dumps({"before": before, "cuda": cuda,
+                          "gae": warmup.has_cached_kernels(warmup.PACKAGE_DIR / "learn/gae.py"),
+                          "fused": warmup.has_cached_kernels(warmup.PACKAGE_DIR / "learn/fused.py"),
+                          "after": warmup.cold_groups(TrainConfig())}))
+    """, tmp_path / "numba")
+    assert out["before"] == ["tracer", "learn"]
+    assert out["cuda"] == ["learn"]  # the tracer group compiles the CPU kernel only
+    assert out["gae"] is True and out["fused"] is False
+    assert out["after"] == ["tracer", "learn"]  # one file of a group cached is not the group
+
+
+def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
+    """After the learn group's child ran, this process's policy, GAE, shard calibration and PPO update (the
+    trainer's calls, with the run's sizes) load every learning kernel from the cache: no compilation."""
+    out = _run("""
+        import json
+        from numba.core import event
+        from navi_nb.train import warmup
+        from navi_nb.train.config import TrainConfig
+        cfg = TrainConfig(actors=8, rollout_steps=16, sensor_az=8, sensor_el=4, hidden=[16, 16],
+                          num_minibatches=2, update_epochs=2, total_steps=1024)
+        warmup.GROUPS = {"learn": warmup.GROUPS["learn"]}  # this test's group only
+        w = warmup.start(cfg)
+        groups = w.groups
+        report = w.wait()
+        compiled = []
+
+        class Listener(event.Listener):
+            def on_start(self, ev):
+                compiled.append(ev.data["dispatcher"].py_func.__module__)
+
+            def on_end(self, ev):
+                pass
+
+        event.register("numba:compile", Listener())
+        from navi_nb.learn.collect import action_generator, one_update
+        from navi_nb.learn.ppo import PPO, PPOConfig
+        from navi_nb.learn.rollout import RolloutSlab
+        from navi_nb.learn.toy import PointGoalToy
+        from navi_nb.parallel.shards import choose_shards
+        from navi_nb.train.runs import make_policy
+        env = PointGoalToy(cfg.actors, seed=3, obs_pad=8 * 4 + 4 + 3 + 4 - 5, max_steps=5)
+        policy = make_policy(cfg, env.obs_dim, 4)
+        ppo = PPO(policy, PPOConfig.of(cfg), seed=1)
+        slab = RolloutSlab(cfg.rollout_steps, cfg.actors, env.obs_dim, 4)
+        obs, _ = env.reset(seed=3)
+        obs, _, stats = one_update(env, ppo, slab, obs, action_generator(3), num_updates=cfg.num_updates)
+        choose_shards(None, ppo=ppo, slab=slab, minibatch_size=cfg.minibatch_size, tick=lambda: None,
+                      budget_s=0.2, minibatches_per_update=4, minibatches_per_epoch=2)
+        print(json.dumps({"groups": groups, "report": report, "cold_after": warmup.cold_groups(cfg),
+                          "learn_compiled": sorted(set(m for m in compiled if m.startswith("navi_nb.learn"))),
+                          "grad_norm": float(stats["grad_norm"])}))
+    """, tmp_path / "numba")
+    assert out["groups"] == ["learn"]
+    assert out["report"]["learn"][0] == 0
+    assert out["cold_after"] == []
+    assert out["learn_compiled"] == []
+    assert out["grad_norm"] > 0
+
+
+def test_warm_cache_starts_no_child(tmp_path):
+    """Nothing cold, or the warm-up turned off: ``start`` starts no process."""
+    out = _run("""
+        import json, os
+        import numpy as np
+        from navi_nb.learn.gae import compute_gae
+        from navi_nb.train import warmup
+        from navi_nb.train.config import TrainConfig
+        z = np.zeros((2, 2), np.float32)
+        compute_gae(z, z, np.zeros((2, 2), bool), np.zeros((2, 2), bool), z, np.zeros(2, np.float32))
+        real = warmup.GROUPS
+        warmup.GROUPS = {"gae": ("learn/gae.py",)}  # a group whose one file is cached now
+        warm = warmup.start(TrainConfig()).groups
+        warmup.GROUPS = real
+        os.environ["NAVI_NB_WARMUP"] = "0"
+        print(json.dumps({"warm": warm, "cold": warmup.cold_groups(TrainConfig()),
+                          "off": warmup.start(TrainConfig()).groups}))
+    """, tmp_path / "numba")
+    assert out == {"warm": [], "cold": ["tracer", "learn"], "off": []}
+
+
+def test_peer_call_in_child_matches_in_process():
+    """A peer function run in a child answers what it answers here; this process never imports the peer."""
+    assert peers.call_in_child("navi_nb.bench.ppo.net_flops", obs=270, hidden=[64, 64]) == net_flops(270, (64, 64))
+    assert peers.peer_available("numpy") and not peers.peer_available("no_such_peer_module")
+
+
+def test_peer_failures_are_one_line_errors():
+    with pytest.raises(peers.PeerError, match="no attribute 'no_such_bench'"):
+        peers.call_in_child("navi_nb.bench.ppo.no_such_bench")
+    with pytest.raises(peers.PeerError, match="not in navi_nb.bench"):
+        peers.call_in_child("os.getcwd")
+    if not peers.peer_available("embreex"):  # a peer library that is missing fails in the child, with its name
+        with pytest.raises(peers.PeerError, match="embreex"):
+            peers.PeerProcess("navi_nb.bench.trace.embree_peer", {"triangles": __import__("numpy").zeros((1, 3, 3))})
