@@ -87,6 +87,7 @@ class Trainer:
         warmup = start_warmup(cfg, console)  # first run: the tracer and learning kernels compile in children
         try:
             world = load_scene_world(cfg.scene, cfg.resolution, console)
+            warmup.start_tracer(world)
             self = cls(cfg, run_path, world, console)
             warmup.wait("tracer")  # the reset traces: load the kernel the child compiled, not compile it twice
             self.start()
@@ -131,6 +132,7 @@ class Trainer:
         warmup = start_warmup(cfg, console)
         try:
             world = load_world(run_path / WORLD_FILE)
+            warmup.start_tracer(world)
             self = cls(cfg, run_path, world, console)
             warmup.wait("tracer")
         except BaseException:

@@ -10,10 +10,10 @@ threaded, and the kernels fall into groups that share nothing:
   process compiles these while it builds the run (``Trainer.create``), as
   before.
 - ``tracer``: the tracer's kernel, the biggest one, which the environment
-  first calls at its reset. A child compiles it by tracing the run's world
-  with the run's sensor (it loads the world from the cache of built-in
-  scenes, or compiles it too when that is cold), while the trainer builds the
-  world and the environment; the trainer waits for it before the reset.
+  first calls at its reset. Once the trainer has its world, a child loads a
+  copy of it and compiles the kernel by tracing it with the run's sensor,
+  while the trainer builds the environment (spawning and collision compile
+  meanwhile); the trainer waits for it before the reset.
 - ``learn``: the policy's forward and sampling, GAE, the fused PPO
   minibatches and Adam. Nothing in ``sense`` needs them until the shard
   calibration, so a child process compiles them meanwhile, by running one
@@ -24,11 +24,12 @@ threaded, and the kernels fall into groups that share nothing:
   what it compiled to its on-disk cache; the trainer then loads those kernels
   instead of compiling them.
 
-``start(cfg)`` starts a child for each cold group that another process can
-compile (none when the cache is warm: a warm start costs a few file checks),
-and ``Warmup.wait()`` waits for them before the trainer's first call into
-their kernels. A child that fails only costs time: the trainer compiles what
-is missing itself, as it would without a warm-up. ``NAVI_NB_WARMUP=0`` turns
+``start(cfg)`` starts the learning group's child when that group is cold
+(nothing when the cache is warm: a warm start costs a few file checks),
+``Warmup.start_tracer(world)`` the tracer's, and ``Warmup.wait(group)``
+waits for a child before the trainer's first call into its kernels. A child
+that fails only costs time: the trainer compiles what is missing itself, as
+it would without a warm-up. ``NAVI_NB_WARMUP=0`` turns
 the warm-up off.
 """
 from __future__ import annotations
@@ -87,11 +88,30 @@ def enabled() -> bool:
 class Warmup:
     """The running warm-up children; ``wait()`` joins them (at most once)."""
 
-    def __init__(self, children=(), console=None):
+    def __init__(self, children=(), console=None, cfg=None, cold=()):
         self.children = list(children)  # (group, Popen, stderr file)
         self.console = console
+        self.cfg = cfg
+        self.cold = list(cold)
         self.started = time.perf_counter()
         self.report = {}
+        self._folder = None
+
+    def start_tracer(self, world) -> None:
+        """Start the tracer's child (when that group is cold) on a copy of ``world``, the run's world."""
+        if "tracer" not in self.cold or self.cfg is None:
+            return
+        from navi_nb.world.gmdag import save_world
+
+        self._folder = tempfile.TemporaryDirectory(prefix="navi_nb_warmup_")
+        path = Path(self._folder.name) / "world.gmdag"
+        try:
+            save_world(world, path)
+        except OSError:
+            return  # no copy, no child: this process compiles the kernel itself
+        child = _spawn("tracer", self.cfg, str(path))
+        if child is not None:
+            self.children.append(child)
 
     @property
     def groups(self):
@@ -111,7 +131,14 @@ class Warmup:
                                    "compiling those kernels here instead[/]")
             err.close()
         self.children = [c for c in self.children if c not in joined]
+        if not self.children:
+            self._cleanup()
         return self.report
+
+    def _cleanup(self):
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
 
     def cancel(self) -> None:
         """End the children now (the run failed to start)."""
@@ -121,29 +148,36 @@ class Warmup:
             proc.wait()
             err.close()
         self.children = []
+        self._cleanup()
 
 
-def start(cfg, console=None) -> Warmup:
-    """Start a child process compiling each cold group's kernels for the run ``cfg`` (a TrainConfig)."""
-    groups = cold_groups(cfg) if enabled() else []
-    children = []
+def _spawn(group, cfg, *extra):
+    """A child compiling ``group`` for the run ``cfg``: (group, Popen, stderr file), or None."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_DIR.parent)]
                                         + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    for group in groups:
-        err = tempfile.TemporaryFile()
-        try:
-            proc = subprocess.Popen([sys.executable, "-c", _CHILD, group, json.dumps(cfg.to_dict())],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env)
-        except OSError:
-            err.close()
-            continue  # no child: this process compiles the group itself
-        children.append((group, proc, err))
-    if children and console is not None:
-        console.print(f"[dim]compiling the {', '.join(g for g, _, _ in children)} kernels in "
-                      f"{len(children)} background process{'es' if len(children) > 1 else ''} "
+    err = tempfile.TemporaryFile()
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", _CHILD, group, json.dumps(cfg.to_dict()), *extra],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env)
+    except OSError:
+        err.close()
+        return None  # no child: this process compiles the group itself
+    return group, proc, err
+
+
+def start(cfg, console=None) -> Warmup:
+    """The warm-up of the run ``cfg`` (a TrainConfig): the learning kernels' child starts now when they are
+    cold; which groups are cold is decided here, before this process compiles anything."""
+    cold = cold_groups(cfg) if enabled() else []
+    warm = Warmup([], console, cfg, cold)
+    child = _spawn("learn", cfg) if "learn" in cold else None
+    if child is not None:
+        warm.children.append(child)
+    if cold and console is not None:
+        console.print(f"[dim]compiling the {' and '.join(cold)} kernels in background processes "
                       "(first run only)[/]")
-    return Warmup(children, console)
+    return warm
 
 
 def warm_learn(cfg) -> None:
@@ -168,15 +202,15 @@ def warm_learn(cfg) -> None:
         raise RuntimeError("the warm-up update produced non-finite parameters")
 
 
-def warm_tracer(cfg) -> None:
-    """Compile the tracer kernel the run ``cfg`` calls: the run's world (built-in scenes: compiled and cached
-    as the trainer does), its sensor and range, one call with float32 poses as the environment makes them."""
+def warm_tracer(cfg, world_path) -> None:
+    """Compile the tracer kernel the run ``cfg`` calls: the run's world (a copy at ``world_path``), its sensor
+    and range, one call with float32 poses as the environment makes them."""
     from navi_nb.env.config import EnvConfig
     from navi_nb.sense.sensor import Sensor
     from navi_nb.sense.tracer import Tracer
-    from navi_nb.train.runs import load_scene_world
+    from navi_nb.world.gmdag import load_world
 
-    world = load_scene_world(cfg.scene, cfg.resolution)
+    world = load_world(world_path)
     env_cfg = EnvConfig.from_kwargs(**cfg.env)
     tracer = Tracer(world, Sensor(az=cfg.sensor_az, el=cfg.sensor_el), env_cfg.max_distance, backend=cfg.backend,
                     max_actors=cfg.actors)
@@ -192,8 +226,8 @@ WARMERS = {"tracer": warm_tracer, "learn": warm_learn}
 
 
 def child_main() -> None:
-    """A warm-up child: ``argv`` = [group, the run's config as JSON]."""
+    """A warm-up child: ``argv`` = [group, the run's config as JSON, the group's own arguments...]."""
     from navi_nb.train.config import from_dict
 
     group, cfg = sys.argv[1], from_dict(json.loads(sys.argv[2]))
-    WARMERS[group](cfg)
+    WARMERS[group](cfg, *sys.argv[3:])
