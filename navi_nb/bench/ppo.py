@@ -84,16 +84,16 @@ def synthetic(policy, n, seed=0):
     return slab
 
 
-def _round(fn, seconds):
+def _round(fn, seconds, count=False):
     """One timing round: calls ``fn`` for at least ``seconds`` (and 3 calls);
-    (wall seconds per call, CPU seconds per call)."""
+    (wall seconds per call, CPU seconds per call), and the number of calls with ``count``."""
     n, t0, c0 = 0, time.perf_counter(), time.process_time()
     while True:
         fn()
         n += 1
         dt = time.perf_counter() - t0
         if dt > seconds and n >= 3:
-            return dt / n, (time.process_time() - c0) / n
+            return (dt / n, (time.process_time() - c0) / n) + ((n,) if count else ())
 
 
 def _time(fn, seconds, repeats, cpu=None):
@@ -130,28 +130,6 @@ def thread_cpu_ns():
     return out
 
 
-def critical_path(fn, seconds):
-    """Per call: (CPU seconds of all threads, CPU seconds of the busiest thread).
-
-    With passive OpenMP waits a thread that waits at a barrier sleeps and
-    burns no CPU, so the busiest thread's CPU time is the call's critical
-    path: about what the wall-clock time would be on otherwise idle cores
-    (less the wake-up latencies, which this does not see). Other processes
-    do not inflate it. With spinning waits it includes the spinning and
-    means little. (None, None) where per-thread times are unavailable."""
-    fn()
-    before = thread_cpu_ns()
-    if not before:
-        return None, None
-    n, t0 = 0, time.perf_counter()
-    while n < 3 or time.perf_counter() - t0 < seconds:
-        fn()
-        n += 1
-    after = thread_cpu_ns()
-    deltas = [after[t] - before.get(t, 0) for t in after]
-    return sum(deltas) / n / 1e9, max(deltas) / n / 1e9
-
-
 def bench_navi(obs, hidden, mb, shards, seconds, repeats):
     import numba
 
@@ -171,6 +149,7 @@ def bench_navi(obs, hidden, mb, shards, seconds, repeats):
     # busy moment on a shared machine hits them alike and their ratio holds
     means = {k: [] for k in shards}
     cpus = {k: [] for k in shards}
+    paths = {k: [] for k in shards}  # (busiest thread's CPU s, all threads' CPU s) per call, per round
     for k in shards:
         numba.set_num_threads(k)
         step()
@@ -179,7 +158,15 @@ def bench_navi(obs, hidden, mb, shards, seconds, repeats):
         for k in shards:
             numba.set_num_threads(k)
             pol.params[...] = params0
-            wall, cpu_s = _round(step, seconds / repeats)
+            # the critical path is taken in the same rounds: its best round is a quiet moment of the
+            # machine, as the best wall time is (a sibling thread descheduled by another process makes
+            # the waiting thread spin at each barrier, and that spinning counts as its CPU time)
+            before = thread_cpu_ns()
+            wall, cpu_s, calls = _round(step, seconds / repeats, count=True)
+            after = thread_cpu_ns()
+            if before and after:
+                deltas = [after[t] - before.get(t, 0) for t in after]
+                paths[k].append((max(deltas) / calls / 1e9, sum(deltas) / calls / 1e9))
             means[k].append(wall / MINIBATCHES)
             cpus[k].append(cpu_s / MINIBATCHES)
     out = {}
@@ -189,11 +176,11 @@ def bench_navi(obs, hidden, mb, shards, seconds, repeats):
                   "spread": max(means[k]) / t - 1.0}
         if k == 1:
             out[k]["samples_per_cpu_s"] = mb / min(cpus[k])
-        numba.set_num_threads(k)
-        total, crit = critical_path(step, seconds / repeats)
-        if crit:
+        if paths[k]:
+            crit, total = min(paths[k])
             out[k]["cpu_ms_per_minibatch"] = 1e3 * total / MINIBATCHES
             out[k]["critical_ms_per_minibatch"] = 1e3 * crit / MINIBATCHES
+            out[k]["critical_spread"] = max(c for c, _ in paths[k]) / crit - 1.0
     out["modes"] = dict(ppo.modes)
     out["n_params"] = pol.n_params
     return out
@@ -383,9 +370,9 @@ def run(args) -> dict:
                   "inflated by other processes")
     console.print(f"OMP_WAIT_POLICY={wait}, GOMP_SPINCOUNT={spin}, threading layer "
                   f"{numba.threading_layer()}. 'critical path': CPU time of the busiest thread per "
-                  "minibatch; where waiting threads sleep instead of spinning (passive waits, or a "
-                  "short spin count) it is about the wall-clock time on idle cores, less wake-up "
-                  "latencies, so 'idle est.' estimates the speed-up an idle machine would show; "
-                  "with long spins it counts the spinning and means little")
+                  "minibatch, in the quietest timing round; where waiting threads sleep instead of "
+                  "spinning (passive waits, or a short spin count) it is about the wall-clock time "
+                  "on idle cores, less wake-up latencies, so 'idle est.' estimates the speed-up an "
+                  "idle machine would show; with long spins it counts the spinning and means little")
     res["summary"] = summary
     return res
