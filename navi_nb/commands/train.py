@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--config", metavar="FILE", help="TOML or JSON file of settings (flags override it)")
     g.add_argument("--resume", metavar="RUN", help="continue the run in folder RUN from its newest checkpoint")
     g.add_argument("--no-progress", action="store_true", help="plain log lines instead of the live display")
-    g.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    g.add_argument("--print-config", action="store_true", help="print every setting with its meaning and exit (a run prints only the changed ones)")
     add_config_arguments(p)
 
 
@@ -48,7 +48,8 @@ def resolve_config(args):
 def run(args) -> int:
     from rich.console import Console
 
-    from navi_nb.train.loop import Trainer, print_config, print_summary
+    from navi_nb.train.loop import Trainer
+    from navi_nb.train.report import print_config, print_summary
 
     console = Console()
     if args.resume:
@@ -60,13 +61,13 @@ def run(args) -> int:
         if args.print_config:
             from navi_nb.train.runs import read_run_config
 
-            print_config(console, read_run_config(args.resume), args.resume)
+            print_config(console, read_run_config(args.resume), args.resume, full=True)
             return 0
         trainer = Trainer.resume(args.resume, overrides_from_args(args), console=console)
     else:
         cfg = resolve_config(args)
         if args.print_config:
-            print_config(console, cfg)
+            print_config(console, cfg, full=True)
             return 0
         trainer = Trainer.create(cfg, console=console)
     summary = trainer.train(progress=not args.no_progress)
