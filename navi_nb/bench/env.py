@@ -135,7 +135,8 @@ def main_tables(result, args) -> list:
 
 
 def canonical_table(result):
-    table = _table(f"Navi canonical: 4 actors, 256x48 rays, 30 m; Navi {NAVI_CANONICAL_MS} ms/step (GPU)", "threads", "ms/step", "spread",
+    table = _table(f"Navi canonical: 4 actors, 256x48 rays, 30 m; Navi {NAVI_CANONICAL_MS} ms/step (GPU)",
+                   "threads", "ms/step", "spread",
                    "trace ms", f"vs {NAVI_CANONICAL_MS} ms")
     for t, r in result["canonical"].items():
         ms = r["ms_per_step"]
