@@ -17,6 +17,13 @@ from __future__ import annotations
 
 import argparse
 
+TRAIN_KERNELS = ("navi_nb.env.motion", "navi_nb.env.observation", "navi_nb.env.spawn", "navi_nb.env.tasks",
+                 "navi_nb.learn.adam", "navi_nb.learn.blas", "navi_nb.learn.fused", "navi_nb.learn.gae",
+                 "navi_nb.learn.mlp", "navi_nb.sense.layout", "navi_nb.sense.trace_math", "navi_nb.sense.tracer")
+"""The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache)."""
+COLD_COMPILE_S = 50
+"""Roughly how long compiling all of them takes on a 2-core machine (an estimate shown to the user)."""
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from navi_nb.train.config import add_config_arguments
@@ -45,6 +52,18 @@ def resolve_config(args):
     return from_dict(data, source=f"config file {args.config}" if args.config else "settings")
 
 
+def announce_cold_kernels(console) -> bool:
+    """Say once, before the first compile, that kernels are compiling and about how long it takes."""
+    from navi_nb.jit_cache import cold_sources
+
+    cold = cold_sources(TRAIN_KERNELS)
+    if cold:
+        seconds = COLD_COMPILE_S * len(cold) / len(TRAIN_KERNELS)
+        console.print(f"compiling kernels, first run only: ~{max(5, round(seconds, -1)):.0f} s "
+                      "(an estimate; cached afterwards)")
+    return bool(cold)
+
+
 def run(args) -> int:
     from rich.console import Console
 
@@ -63,12 +82,14 @@ def run(args) -> int:
 
             print_config(console, read_run_config(args.resume), args.resume, full=True)
             return 0
+        announce_cold_kernels(console)
         trainer = Trainer.resume(args.resume, overrides_from_args(args), console=console)
     else:
         cfg = resolve_config(args)
         if args.print_config:
             print_config(console, cfg, full=True)
             return 0
+        announce_cold_kernels(console)
         trainer = Trainer.create(cfg, console=console)
     summary = trainer.train(progress=not args.no_progress)
     print_summary(console, trainer, summary)

@@ -62,7 +62,7 @@ def print_config(console, cfg: TrainConfig, run_path=None, full=False):
     for k in DEFINING:
         shown = format_value(values[k])
         if k == "total_steps":
-            shown += f" ({cfg.num_updates:,} updates of {cfg.batch_size:,})"
+            shown += f" ({cfg.num_updates:,} updates of {cfg.batch_size:,} steps)"
         t.add_row(k, escape(shown), escape(format_value(changed[k][1])) if k in changed else "")
     for k, (v, default) in changed.items():
         if k not in DEFINING:
