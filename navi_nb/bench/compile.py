@@ -9,7 +9,7 @@ before the warm run. ``--cold`` also times one child with an empty Numba cache
 (the full JIT compile). The built-in ``house`` scene at 256 is compiled too and
 its size compared with a dense float32 grid.
 
-Peer: the issue's figure for a single-threaded C++ compiler of this format on
+Peer: a published figure for a single-threaded C++ compiler of this format on
 such a scene at 512 (9 s, 550 MB, unsigned). It is quoted, not run here.
 """
 from __future__ import annotations
@@ -146,7 +146,7 @@ def run(args) -> dict:
                       f"of which JIT ~{result['cold_jit_s']:.1f} s")
         summary.append(["cold JIT s", f"{result['cold_jit_s']:.1f}"])
     console.print(f"targets at {TARGET['resolution']}: <= {TARGET['seconds']} s and <= {TARGET['peak_mb']:.0f} MB "
-                  f"peak; C++ reference (issue figure, not run here): {CPP_REF['seconds']} s, "
+                  f"peak; C++ reference (quoted, not run here): {CPP_REF['seconds']} s, "
                   f"{CPP_REF['peak_mb']:.0f} MB. Load average before/after: "
                   f"{result['load_avg_before'][0]:.1f} / {result['load_avg_after'][0]:.1f} "
                   f"(a shared machine: high load inflates times)")

@@ -18,7 +18,7 @@ environment step on a laptop GPU). All contenders are timed round-robin, one
 call each per round, so a busy moment on a shared machine hits them alike;
 the load average before and after is reported.
 
-Targets (issue 3): >= 0.25 x Embree's single-thread rate per thread, >= 1.7x
+Targets: >= 0.25 x Embree's single-thread rate per thread, >= 1.7x
 from 1 to 2 threads, p99 |depth difference| within one voxel.
 """
 from __future__ import annotations
