@@ -248,6 +248,7 @@ def test_run_header_shows_defining_and_changed_settings_only():
 
 def test_cold_kernel_notice(tmp_path, monkeypatch):
     import io
+    import os
 
     from rich.console import Console
 
@@ -255,10 +256,16 @@ def test_cold_kernel_notice(tmp_path, monkeypatch):
     from navi_nb.commands.train import COLD_COMPILE_S, TRAIN_KERNELS, announce_cold_kernels
 
     monkeypatch.setattr(jit_cache, "cache_dir_for", lambda path: tmp_path)  # an empty cache
+    monkeypatch.setattr("os.getloadavg", lambda: (0.5, 0.5, 0.5))  # an idle machine
     assert jit_cache.cold_sources(TRAIN_KERNELS) == list(TRAIN_KERNELS)
     out = io.StringIO()
     assert announce_cold_kernels(Console(file=out, width=80))
-    assert out.getvalue() == f"compiling kernels, first run only: ~{COLD_COMPILE_S} s (an estimate; cached afterwards)\n"
+    expect = round(COLD_COMPILE_S, -1)
+    assert out.getvalue() == f"compiling kernels, first run only: ~{expect:.0f} s (an estimate; cached afterwards)\n"
+    monkeypatch.setattr("os.getloadavg", lambda: (4.0 * os.cpu_count(),) * 3)  # four jobs per core
+    out = io.StringIO()
+    announce_cold_kernels(Console(file=out, width=80))
+    assert f"~{round(4 * COLD_COMPILE_S, -1):.0f} s" in out.getvalue()
     for name in TRAIN_KERNELS:  # every kernel's index in the cache: nothing to say
         (tmp_path / f"{name.rsplit('.', 1)[1]}.kernel-42.py311.nbi").write_bytes(b"")
     (tmp_path / "tracer.kernel-42.py311.nbi").unlink()

@@ -16,13 +16,15 @@ the field, with its docstring's first sentence as help.
 from __future__ import annotations
 
 import argparse
+import os
 
 TRAIN_KERNELS = ("navi_nb.env.motion", "navi_nb.env.observation", "navi_nb.env.spawn", "navi_nb.env.tasks",
                  "navi_nb.learn.adam", "navi_nb.learn.blas", "navi_nb.learn.fused", "navi_nb.learn.gae",
                  "navi_nb.learn.mlp", "navi_nb.sense.layout", "navi_nb.sense.trace_math", "navi_nb.sense.tracer")
 """The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache)."""
-COLD_COMPILE_S = 50
-"""Roughly how long compiling all of them takes on a 2-core machine (an estimate shown to the user)."""
+COLD_COMPILE_S = 75
+"""Roughly how many CPU-seconds compiling all of them takes (one core of a 2-core x86 machine; Numba compiles
+on one thread), so the wall time on an idle machine."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -59,6 +61,8 @@ def announce_cold_kernels(console) -> bool:
     cold = cold_sources(TRAIN_KERNELS)
     if cold:
         seconds = COLD_COMPILE_S * len(cold) / len(TRAIN_KERNELS)
+        busy = os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else 0.0
+        seconds *= max(1.0, busy)  # a busy machine shares its cores with the compile
         console.print(f"compiling kernels, first run only: ~{max(5, round(seconds, -1)):.0f} s "
                       "(an estimate; cached afterwards)")
     return bool(cold)
