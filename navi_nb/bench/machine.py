@@ -59,8 +59,9 @@ def print_machine(console=None, info=None) -> dict:
         return info
     _printed.append(True)
     console.print(f"[bold]machine[/]: {info['cpu']}, {info['cpu_count']} reported cores, "
-                  f"{info['allowed_cores']} allowed, numba {info['numba']} "
-                  f"({info['numba_threads']} threads), numpy {info['numpy']}, Python {info['python']}")
+                  f"{info['allowed_cores']} allowed")
+    console.print(f"[bold]software[/]: numba {info['numba']} ({info['numba_threads']} threads), "
+                  f"numpy {info['numpy']}, Python {info['python']}")
     return info
 
 

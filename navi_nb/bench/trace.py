@@ -71,9 +71,9 @@ def rate_tables(result) -> list:
 
     scene, embree = result["scene"], result.get("embree")
     az, el = result["sensor"]
-    rates = Table(title=f"trace: {result['rays']:,} rays ({result['actors']} actors x {az} x {el}), "
-                        f"{scene['triangles']:,} triangles at {scene['resolution']} "
-                        f"(voxel {scene['voxel_m'] * 100:.1f} cm)")
+    rates = Table(title=f"trace: {result['rays']:,} rays ({result['actors']} x {az}x{el}), "
+                        f"{scene['triangles']:,} triangles at {scene['resolution']}, "
+                        f"voxel {scene['voxel_m'] * 100:.1f} cm")
     rates.add_column("tracer", no_wrap=True)
     for col in ("rays/s", "best rays/s", "spread", "rays/CPU-s"):
         rates.add_column(col, justify="right", no_wrap=True)
