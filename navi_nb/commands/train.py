@@ -34,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--config", metavar="FILE", help="TOML or JSON file of settings (flags override it)")
     g.add_argument("--resume", metavar="RUN", help="continue the run in folder RUN from its newest checkpoint")
     g.add_argument("--no-progress", action="store_true", help="plain log lines instead of the live display")
-    g.add_argument("--print-config", action="store_true", help="print every setting with its meaning and exit (a run prints only the changed ones)")
+    g.add_argument("--print-config", action="store_true",
+                   help="print every setting with its meaning and exit (a run prints only the changed ones)")
     add_config_arguments(p)
 
 
