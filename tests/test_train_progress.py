@@ -92,3 +92,16 @@ def test_live_display_on_a_terminal():
     text = out.getvalue()
     assert "upd 2/2  256 steps  123,457 steps/s  ETA 0:00:00" in text
     assert "success 46%  return 1.23" in text
+
+
+def test_plain_lines_on_a_terminal_keep_fields_whole():
+    out = io.StringIO()
+    console = Console(width=80, file=out, force_terminal=True, color_system=None)
+    cfg = TrainConfig(actors=8, rollout_steps=16, total_steps=2 * 128)
+    with TrainProgress(console, cfg, 0, enabled=False) as prog:  # --no-progress
+        assert prog._live is None and prog.plain
+        prog.advance(dict(ROW, update=2, global_step=256))
+    lines = out.getvalue().rstrip("\n").split("\n")
+    assert all(len(line) <= 80 for line in lines)
+    for field in ["upd 2/2", "256 steps", "123,457 steps/s", "ETA 0:00:00", "success 46%", "return 1.23", *REST]:
+        assert any(field in line for line in lines), field

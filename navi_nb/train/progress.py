@@ -163,8 +163,14 @@ class TrainProgress:
             done = row["update"] - self.start_update
             if now - self._last_print >= 5.0 or row["update"] == self.cfg.num_updates or done == 1:
                 self._last_print = now
-                self.console.print(f"{stats_line(row)}  ETA {clock(self.display.seconds_left())}",
-                                   soft_wrap=True, markup=False, highlight=False)
+                eta = f"ETA {clock(self.display.seconds_left())}"
+                if self.console.is_terminal:  # --no-progress on a terminal: whole fields per line, as live
+                    fields = [f"upd {row['update']:,}/{self.cfg.num_updates:,}", f"{row['global_step']:,} steps",
+                              f"{row['actor_steps_per_s']:,.0f} steps/s", eta, *stat_fields(row)]
+                    text = "\n".join(pack(fields, self.console.width))
+                else:  # a log: one line per print, never broken
+                    text = f"{stats_line(row)}  {eta}"
+                self.console.print(text, soft_wrap=True, markup=False, highlight=False)
 
     def __exit__(self, *exc):
         if self._live is not None:
