@@ -7,9 +7,11 @@ Field docstrings are written in reST; the console shows them without markup.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
+from navi_nb.learn.ppo import PPOConfig
 from navi_nb.train.config import TrainConfig, field_docs
 
 DEFINING = ("scene", "task", "actors", "total_steps", "seed")
@@ -49,8 +51,10 @@ def print_config(console, cfg: TrainConfig, run_path=None, full=False):
         t.add_column("setting", no_wrap=True)
         t.add_column("value", overflow="fold")
         t.add_column("meaning", style="dim")
-        for k, v in cfg.to_dict().items():
-            t.add_row(k, escape(format_value(v)), escape(plain_text(docs.get(k, ""))))
+        ppo = {f.name for f in dataclasses.fields(PPOConfig)}
+        values = cfg.to_dict()
+        for k in sorted(values, key=lambda k: k in ppo):  # the run's own settings, then PPO's (as the flags)
+            t.add_row(k, escape(format_value(values[k])), escape(plain_text(docs.get(k, ""))))
         console.print(t)
         return
     changed = changed_settings(cfg)
