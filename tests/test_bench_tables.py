@@ -97,3 +97,14 @@ def test_summary_table_sections():
 def test_tables_hold_at_wider_terminals(width):
     text = render(bench_env.main_tables(ENV_RESULT, ENV_ARGS), width)
     check_whole(text, ["3,718,512", "72,002,468"], width)
+
+
+def test_meshfield_rate_table_fits_80_columns():
+    from navi_nb.bench.meshfield import rate_table
+
+    rows = [{"workload": "cells@512, cap 4 voxels", "points": 1_234_567, "mpts_s_1t": 5.07, "mpts_s_2t": 13.67,
+             "mpts_cpu_s_1t": 5.97},
+            {"workload": "uniform, cap 16 voxels", "points": 1_000_000, "mpts_s_1t": 2.52, "mpts_s_2t": 2.48,
+             "mpts_cpu_s_1t": 2.55}]
+    check_whole(render([rate_table(rows)]), ("cells@512, cap 4 voxels", "1,234,567", "5.07", "13.67", "2.70",
+                                             "5.97", "0.98"))
