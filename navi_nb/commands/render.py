@@ -61,6 +61,7 @@ def _world(args):
 
 def run(args) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from navi_nb.errors import CliError
     from navi_nb.sense.render import parse_pose, pillow, render_view
@@ -74,7 +75,7 @@ def run(args) -> int:
         from navi_nb.train.render_episode import render_episode
 
         result = render_episode(args.source, args.episode, args.output, gif=args.gif)
-        console.print(f"wrote {args.output}")
+        console.print(f"wrote {escape(str(args.output))}")
         return 0 if result is None or result is not False else 1
     if args.episode is not None:
         raise CliError("--episode needs a run directory as SOURCE")
@@ -94,7 +95,7 @@ def run(args) -> int:
              f"yaw {math.degrees(pose[3]):.0f} deg")
     stats = render_view(world, pose, args.output, sensor=sensor, max_distance=args.max_distance,
                         title=title, slice_size=args.size, backend=args.backend)
-    console.print(f"wrote {stats['path']} ({stats['width']}x{stats['height']}): "
+    console.print(f"wrote {escape(str(stats['path']))} ({stats['width']}x{stats['height']}): "
                   f"{100 * stats['hit_fraction']:.1f}% of {stats['rays']} rays hit, depth "
                   f"{stats['depth_min']:.2f} .. {stats['depth_max']:.2f} m (median {stats['depth_median']:.2f})")
     return 0

@@ -118,11 +118,14 @@ def _parse_obj(data: bytes, src):
     verts = []
     tris = []
     pending = ""
+    pending_from = 0  # line number where an open continuation began
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if line.endswith("\\"):  # continuation: join with the next line
+            pending_from = pending_from or lineno
             pending += line[:-1] + " "
             continue
+        pending_from = 0
         line, pending = pending + line, ""
         if not line:
             continue
@@ -157,6 +160,9 @@ def _parse_obj(data: bytes, src):
             a = idx[0]
             for k in range(1, len(idx) - 1):
                 tris.append((a, idx[k], idx[k + 1]))
+    if pending_from:
+        raise MeshError(f"{src}: line {pending_from}: the file ends inside a '\\' continuation "
+                        f"(the statement is incomplete)")
     if not tris:
         raise MeshError(f"{src}: no faces found in OBJ ({len(verts)} vertices)")
     return np.array(verts, dtype=np.float64).reshape(-1, 3), np.array(tris, dtype=np.int64)
@@ -232,7 +238,13 @@ def _merge_corners(corners):
     c = np.ascontiguousarray(corners, dtype=np.float64)
     if not np.isfinite(c).all():
         return c, np.arange(c.shape[0], dtype=np.int64).reshape(-1, 3)  # check_mesh reports it
-    step = MERGE_TOLERANCE * max(float(np.linalg.norm(c.max(axis=0) - c.min(axis=0))), 1e-300)
+    span = c.max(axis=0) - c.min(axis=0)
+    with np.errstate(over="ignore"):
+        diagonal = float(np.linalg.norm(span))
+    if not np.isfinite(diagonal):  # coordinates near 1e308: scale first (np.linalg.norm squares)
+        big = float(np.max(np.abs(span)))
+        diagonal = big * float(np.linalg.norm(span / big)) if np.isfinite(big) else np.inf
+    step = MERGE_TOLERANCE * max(diagonal, 1e-300)
     key = np.round((c - c.min(axis=0)) / step).astype(np.int64)  # at most ~1e9: fits int64
     _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
     return c[first], inverse.reshape(-1, 3).astype(np.int64)
@@ -305,9 +317,22 @@ def _parse_ply(data: bytes, src):
     return verts, _fan(lists, src)
 
 
+def _integer_indices(values, src, where):
+    """Face indices as int64; refuse non-integral or non-finite values (never truncate 1.5 to 1)."""
+    a = np.asarray(values)
+    if a.dtype.kind in "iu":
+        return a.astype(np.int64)
+    a = a.astype(np.float64)
+    bad = ~np.isfinite(a) | (a != np.round(a)) | (np.abs(a) > 2.0 ** 62)
+    if bad.any():
+        raise MeshError(f"{src}: PLY {where} has a non-integer vertex index {float(a[bad].flat[0])!r}")
+    return a.astype(np.int64)
+
+
 def _fan(lists, src):
     """Face index lists -> (F, 3) int64 triangles by fanning polygons."""
     if isinstance(lists, np.ndarray):  # uniform polygon size (k columns)
+        lists = _integer_indices(lists, src, "face list")
         k = lists.shape[1]
         if k < 3:
             raise MeshError(f"{src}: PLY faces with {k} corners (need 3 or more)")
@@ -318,6 +343,7 @@ def _fan(lists, src):
     for i, poly in enumerate(lists):
         if len(poly) < 3:
             raise MeshError(f"{src}: PLY face {i} has {len(poly)} corners (need 3 or more)")
+        poly = _integer_indices(poly, src, f"face {i}")
         for k in range(1, len(poly) - 1):
             tris.append((int(poly[0]), int(poly[k]), int(poly[k + 1])))
     return np.array(tris, dtype=np.int64).reshape(-1, 3)
@@ -351,7 +377,7 @@ def _ply_ascii(body: bytes, elements, src):
                         vals = toks[pos + 1:pos + 1 + k]
                         if len(vals) < k:
                             raise IndexError
-                        cols[pname].append([int(x) for x in vals])
+                        cols[pname].append([float(x) for x in vals])  # _fan refuses non-integers
                         pos += 1 + k
                     else:
                         cols[pname].append(float(toks[pos]))
@@ -368,6 +394,9 @@ def _ply_binary(data, offset, elements, endian, src):
     out = {}
     for name, count, props in elements:
         has_list = any(isinstance(t, tuple) for _, t in props)
+        if not props:  # an element with no properties takes no bytes
+            out[name] = {}
+            continue
         if not has_list:
             dt = np.dtype([(f"p{j}", endian + t) for j, (_, t) in enumerate(props)])
             need = dt.itemsize * count
@@ -399,8 +428,11 @@ def _ply_binary_lists(data, offset, name, count, props, endian, src):
             else:
                 layout.append((pname, t, None))
                 pos += np.dtype(t).itemsize
+            if pos > len(data):  # e.g. a list count of 4e9: the first record cannot fit
+                raise ValueError
     except ValueError:
-        raise MeshError(f"{src}: truncated binary PLY in element {name!r} at byte {pos}") from None
+        raise MeshError(f"{src}: truncated binary PLY in element {name!r} at byte {pos} "
+                        f"(the first record needs more bytes than the file has)") from None
     fields = []
     for j, (pname, t, k) in enumerate(layout):
         if k is None:
