@@ -572,9 +572,12 @@ TARGETS = {
 }
 
 
-def run_case(target: str, bases, seed: int, index: int, folder) -> tuple:
-    """One case in this process: (outcome, mutator, mode, detail). Never raises for the case's faults."""
-    t = TARGETS[target]
+def run_case(target, bases, seed: int, index: int, folder) -> tuple:
+    """One case in this process: (outcome, mutator, mode, detail). Never raises for the case's faults.
+
+    target: a name in TARGETS, or a Target.
+    """
+    t = TARGETS[target] if isinstance(target, str) else target
     case = t.make(bases, seed, index)
     rng = np.random.default_rng([int(seed), int(index), 1])
     try:
@@ -604,7 +607,10 @@ def run_case(target: str, bases, seed: int, index: int, folder) -> tuple:
 # --------------------------------------------------------------------------
 
 def _worker(conn, target, seed):
-    """Build the bases, warm the kernels, then run batches of case indices until told to stop."""
+    """Build the bases, warm the kernels, then run batches of case indices until told to stop.
+
+    target: a name in TARGETS or a Target (passed whole: a spawned worker sees only importable names).
+    """
     try:
         import numba
 
@@ -613,7 +619,7 @@ def _worker(conn, target, seed):
         pass
     folder = tempfile.mkdtemp(prefix="navi_nb_fuzz_")
     try:
-        bases = TARGETS[target].bases()
+        bases = target.bases()
         run_case(target, bases, seed, 0, folder)  # compile/load every kernel once before timing starts
         conn.send(("ready",))
         while True:
@@ -698,13 +704,18 @@ def run_fuzz(target="gmdag", cases=1000, seed=0, jobs=None, timeout=10.0, batch=
     import multiprocessing as mp
     from multiprocessing.connection import wait
 
-    if target not in TARGETS:
-        raise ValueError(f"unknown fuzz target {target!r}")
+    if isinstance(target, str):
+        if target not in TARGETS:
+            raise ValueError(f"unknown fuzz target {target!r}")
+        name, target = target, TARGETS[target]
+    else:
+        name = getattr(target, "name", "custom")
     if not jobs:
         jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     jobs = max(1, int(jobs))
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    report = Report(target, int(seed), int(cases), jobs, float(timeout))
+    # spawn, not fork: a parent that has run a Numba parallel kernel (OpenMP) cannot fork safely
+    ctx = mp.get_context("spawn")
+    report = Report(name, int(seed), int(cases), jobs, float(timeout))
     todo = deque(range(int(cases)))
     t0 = time.perf_counter()
     slots = [_Slot(ctx, target, seed) for _ in range(min(jobs, max(1, int(cases))))]
@@ -721,7 +732,7 @@ def run_fuzz(target="gmdag", cases=1000, seed=0, jobs=None, timeout=10.0, batch=
         nonlocal done
         if slot.batch:
             index = slot.batch.popleft()
-            _, _, mutator, mode = TARGETS[target].label(seed, index)
+            _, _, mutator, mode = target.label(seed, index)
             report.add(index, outcome, mutator, mode, detail)
             done += 1
             todo.extendleft(reversed(slot.batch))
