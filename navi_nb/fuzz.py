@@ -15,7 +15,9 @@ or a failure:
 - ``crash``: the worker process died (a signal, e.g. a segfault);
 - ``hang``: the case ran past the time limit;
 - ``non-finite``: a query answered NaN or -inf (a trace: any non-finite depth);
-- ``traceback``: any other exception (a bug), or a NaviError spread over lines.
+- ``traceback``: any other exception (a bug), or a NaviError spread over lines;
+- ``warning``: it ended ok or rejected, but a Python warning (e.g. NumPy's
+  overflow RuntimeWarning) was raised on the way: a user would see it printed.
 
 Cases run in worker processes (``jobs`` of them) that take batches of case
 indices; the parent watches each worker, records a dead worker's case as a
@@ -40,6 +42,7 @@ import struct
 import tempfile
 import time
 import traceback
+import warnings
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
@@ -47,8 +50,8 @@ import numpy as np
 
 from navi_nb.errors import NaviError
 
-OUTCOMES = ("ok", "rejected", "crash", "hang", "non-finite", "traceback")
-FAILURES = ("crash", "hang", "non-finite", "traceback")
+OUTCOMES = ("ok", "rejected", "crash", "hang", "non-finite", "traceback", "warning")
+FAILURES = ("crash", "hang", "non-finite", "traceback", "warning")
 LOAD_MODES = ("bytes", "file", "mmap", "inspect")
 MESH_FORMATS = ("obj", "stl-ascii", "stl-binary", "ply-ascii", "ply-binary")
 
@@ -580,25 +583,31 @@ def run_case(target, bases, seed: int, index: int, folder) -> tuple:
     t = TARGETS[target] if isinstance(target, str) else target
     case = t.make(bases, seed, index)
     rng = np.random.default_rng([int(seed), int(index), 1])
-    try:
-        t.run(case, folder, rng)
-        outcome, detail = "ok", ""
-    except NaviError as exc:
-        text = str(exc)
-        outcome = "rejected" if text and "\n" not in text else "traceback"
-        detail = f"{type(exc).__name__}: {text}"
-    except NonFinite as exc:
-        outcome, detail = "non-finite", str(exc)
-    except Exception as exc:  # noqa: BLE001  (any other exception is the bug being looked for)
-        tb = traceback.extract_tb(exc.__traceback__)
-        where = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else ""
-        outcome, detail = "traceback", f"{type(exc).__name__}: {exc}{where}"
-    finally:
-        for name in os.listdir(folder):
-            try:
-                os.unlink(os.path.join(folder, name))
-            except OSError:
-                pass
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            t.run(case, folder, rng)
+            outcome, detail = "ok", ""
+        except NaviError as exc:
+            text = str(exc)
+            outcome = "rejected" if text and "\n" not in text else "traceback"
+            detail = f"{type(exc).__name__}: {text}"
+        except NonFinite as exc:
+            outcome, detail = "non-finite", str(exc)
+        except Exception as exc:  # noqa: BLE001  (any other exception is the bug being looked for)
+            tb = traceback.extract_tb(exc.__traceback__)
+            where = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else ""
+            outcome, detail = "traceback", f"{type(exc).__name__}: {exc}{where}"
+        finally:
+            for name in os.listdir(folder):
+                try:
+                    os.unlink(os.path.join(folder, name))
+                except OSError:
+                    pass
+    if caught and outcome in ("ok", "rejected"):  # a user would see the warning printed before the answer
+        w = caught[0]
+        outcome, detail = "warning", (f"{w.category.__name__}: {w.message} at {os.path.basename(w.filename)}:"
+                                      f"{w.lineno} (then {outcome}) {detail}")
     return outcome, case.mutator, case.mode, detail[:300]
 
 

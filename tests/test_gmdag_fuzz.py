@@ -146,7 +146,7 @@ def _selftest_bases():
 def _selftest_make(bases, seed, index):
     from navi_nb.fuzz import Case
 
-    return Case(index, ["fine", "bad", "crash", "hang", "bug", "nan"][index % 6], "-", b"")
+    return Case(index, ["fine", "bad", "crash", "hang", "bug", "nan", "warn"][index % 7], "-", b"")
 
 
 def _selftest_run(case, folder, rng):
@@ -166,22 +166,28 @@ def _selftest_run(case, folder, rng):
         raise IndexError("oops")
     if case.mutator == "nan":
         raise NonFinite("distance nan")
+    if case.mutator == "warn":
+        import numpy as np
+
+        np.float32(3e38) * np.float32(10)  # NumPy's overflow RuntimeWarning
 
 
 def _selftest_label(seed, index):
-    return None, 0, ["fine", "bad", "crash", "hang", "bug", "nan"][index % 6], "-"
+    return None, 0, ["fine", "bad", "crash", "hang", "bug", "nan", "warn"][index % 7], "-"
 
 
 def test_fuzz_runner_counts_crashes_and_hangs_in_child_processes():
     from navi_nb import fuzz
 
     target = fuzz.Target(_selftest_bases, _selftest_make, _selftest_run, _selftest_label)
-    report = fuzz.run_fuzz(target, 14, seed=0, jobs=2, timeout=1.5, batch=4)
-    # cases 0..13: fine x3 (0, 6, 12), bad x3 (1, 7, 13), crash x2, hang x2, bug x2, nan x2
-    assert dict(report.counts) == {"ok": 3, "rejected": 3, "crash": 2, "hang": 2, "traceback": 2, "non-finite": 2}
+    report = fuzz.run_fuzz(target, 16, seed=0, jobs=2, timeout=1.5, batch=4)
+    # cases 0..15: fine x3 (0, 7, 14), bad x3 (1, 8, 15), crash x2, hang x2, bug x2, nan x2, warn x2
+    assert dict(report.counts) == {"ok": 3, "rejected": 3, "crash": 2, "hang": 2, "traceback": 2, "non-finite": 2,
+                                   "warning": 2}
     assert report.restarts == 4
-    assert sorted(f[0] for f in report.failures if f[1] == "crash") == [2, 8]
-    assert sorted(f[0] for f in report.failures if f[1] == "hang") == [3, 9]
+    assert sorted(f[0] for f in report.failures if f[1] == "crash") == [2, 9]
+    assert sorted(f[0] for f in report.failures if f[1] == "hang") == [3, 10]
+    assert all("RuntimeWarning" in f[4] for f in report.failures if f[1] == "warning")
     assert all("signal 11" in f[4] for f in report.failures if f[1] == "crash")
     assert report.by_mutator["crash"]["crash"] == 2 and report.by_mutator["bug"]["traceback"] == 2
 
@@ -195,7 +201,7 @@ def test_fuzz_command_prints_the_outcome_table(tmp_path, capsys):
     assert main(["fuzz", "--target", "gmdag", "--cases", "80", "--seed", "3", "--jobs", "1", "--no-progress",
                  "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    for word in ("ok", "rejected", "crash", "hang", "non-finite", "traceback", "leaf-half", "mmap", "all"):
+    for word in ("ok", "rejected", "crash", "hang", "non-finite", "traceback", "warning", "leaf-half", "mmap", "all"):
         assert word in text
     r = json.loads(out.read_text())
     assert r["cases"] == 80 and sum(r["counts"].values()) == 80 and r["counts"]["crash"] == 0
