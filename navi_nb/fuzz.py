@@ -83,13 +83,13 @@ def mesh_bases():
     tmp = tempfile.mkdtemp(prefix="navi_nb_fuzz_")
     try:
         for v, f in ((box.vertices, box.faces), fan):
-            for fmt, ext, write in (("obj", ".obj", lambda p: write_obj(p, v, f)),
-                                    ("stl-ascii", ".stl", lambda p: write_stl(p, v, f, ascii=True)),
-                                    ("stl-binary", ".stl", lambda p: write_stl(p, v, f)),
-                                    ("ply-ascii", ".ply", lambda p: write_ply(p, v, f, binary=False)),
-                                    ("ply-binary", ".ply", lambda p: write_ply(p, v, f))):
+            for fmt, ext, write, kw in (("obj", ".obj", write_obj, {}),
+                                        ("stl-ascii", ".stl", write_stl, {"ascii": True}),
+                                        ("stl-binary", ".stl", write_stl, {}),
+                                        ("ply-ascii", ".ply", write_ply, {"binary": False}),
+                                        ("ply-binary", ".ply", write_ply, {})):
                 p = os.path.join(tmp, "m" + ext)
-                write(p)
+                write(p, v, f, **kw)
                 with open(p, "rb") as fh:
                     out[fmt].append(fh.read())
     finally:
@@ -128,8 +128,8 @@ def _slot_candidates(words):
         w = int(words[i])
         mask = (w >> 55) & 0xFF
         base = w & 0xFFFFFFFF
-        if mask and base + bin(mask).count("1") <= words.size:
-            out.extend(range(base, base + bin(mask).count("1")))
+        if mask and base + int(mask).bit_count() <= words.size:
+            out.extend(range(base, base + int(mask).bit_count()))
     return np.array(sorted(set(out)), dtype=np.int64)
 
 

@@ -42,7 +42,7 @@ def _check(args):
     if args.case is not None and args.case < 0:
         raise CliError(f"--case must be >= 0, got {args.case}")
     for flag, value in (("--keep", args.keep), ("--json", args.json)):
-        if value is not None and not Path(value if flag == "--keep" else value).parent.exists():
+        if value is not None and not Path(value).parent.exists():
             raise CliError(f"{flag}: folder {Path(value).parent} does not exist")
 
 
