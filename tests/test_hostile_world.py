@@ -254,3 +254,11 @@ def test_inspect_of_a_valid_file_with_markup_in_its_name(tmp_path, capsys):
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out
     assert "valid" in out and "w[/]x.gmdag" in out.replace("\n", "").replace(" ", "")
+
+
+def test_markup_in_a_run_name_prints_as_typed(tmp_path, capsys):
+    assert main(["train", "--scene", "box", "--name", "x[/]y", "--total-steps", "64", "--no-progress",
+                 "--run-dir", str(tmp_path)]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "'x[/]y'" in line
+    assert list(tmp_path.iterdir()) == []  # refused before any run folder is made
