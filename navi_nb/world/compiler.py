@@ -423,7 +423,9 @@ def compile_mesh(mesh_or_path, resolution=256, margin=None, *, progress=None, na
     Distances are signed (MeshField decides inside from outside: pseudonormals
     on closed meshes, the generalised winding number otherwise); space outside
     the triangles' bounding box counts as free. Semantic ids: `classes` per
-    face (default 1) on near-surface voxels.
+    face (default 1) on near-surface voxels. A mesh whose coordinates exceed
+    MAX_COORDINATE, or whose world cube does not fit float32, is refused
+    (CompileError) before any field is built.
     """
     from navi_nb.world.mesh_field import MeshField
 

@@ -3,7 +3,7 @@
 ``read_mesh(path) -> Mesh`` returns float64 vertices ``(V, 3)`` and int64 faces
 ``(F, 3)`` (counter-clockwise seen from outside, as the file gives them).
 
-- OBJ: ``v`` lines (``\\`` continues a line) (extra components such as w or colours ignored), ``f`` lines
+- OBJ: ``v`` lines (``\\`` continues a line; a file may not end inside one) (extra components such as w or colours ignored), ``f`` lines
   with ``i``, ``i/t``, ``i//n``, ``i/t/n`` forms, 1-based or negative (relative)
   indices; n-gons are fan-triangulated from their first corner. Comments and
   all other statements (``vt``, ``vn``, ``o``, ``g``, ``usemtl`` ...) are skipped.
@@ -14,8 +14,9 @@
   STL reads as a closed mesh.
 - PLY: ``ascii``, ``binary_little_endian`` and ``binary_big_endian``; the
   ``vertex`` element needs ``x, y, z``; the ``face`` element needs a list
-  property ``vertex_indices`` (or ``vertex_index``); other properties and other
-  elements are skipped by their declared types. Polygons are fan-triangulated.
+  property ``vertex_indices`` (or ``vertex_index``) of integral values (a float
+  index such as 1.5 is refused); other properties and other elements are
+  skipped by their declared types. Polygons are fan-triangulated.
 - Any other extension goes through ``trimesh`` (the optional ``mesh`` extra).
 
 Degenerate triangles are kept here (the reader is faithful to the file);
