@@ -3,8 +3,9 @@
 ``read_mesh(path) -> Mesh`` returns float64 vertices ``(V, 3)`` and int64 faces
 ``(F, 3)`` (counter-clockwise seen from outside, as the file gives them).
 
-- OBJ: ``v`` lines (``\\`` continues a line; a file may not end inside one) (extra components such as w or colours ignored), ``f`` lines
-  with ``i``, ``i/t``, ``i//n``, ``i/t/n`` forms, 1-based or negative (relative)
+- OBJ: ``v`` lines (extra components such as w or colours ignored; ``\\``
+  continues a line, and a file may not end inside one), ``f`` lines with
+  ``i``, ``i/t``, ``i//n``, ``i/t/n`` forms, 1-based or negative (relative)
   indices; n-gons are fan-triangulated from their first corner. Comments and
   all other statements (``vt``, ``vn``, ``o``, ``g``, ``usemtl`` ...) are skipped.
 - STL: binary when the size is exactly ``84 + 50 * count`` (even if the header
