@@ -45,7 +45,8 @@ _API = {
     "trace": "navi_nb.sense.tracer",
     "Tracer": "navi_nb.sense.tracer",
     "NavEnv": "navi_nb.env.nav_env",
-    "allowed_cores": "navi_nb.parallel.cores",
+    "allowed_cores": "navi_nb.cores",
+    "set_threads": "navi_nb.threads",
 }
 
 __all__ = sorted(_API) + ["__version__"]

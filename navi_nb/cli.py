@@ -1,15 +1,15 @@
 """`navi-nb`: the console front.
 
 Each subcommand lives in ``navi_nb/commands/NAME.py`` and exposes
-``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
-Modules are imported only when their command runs, so ``navi-nb --help`` is
-quick and a missing optional extra affects only the command that needs it.
+``add_arguments(parser)`` and ``run(args) -> int``; its one-line help is
+written once, in ``COMMANDS`` below. A command's module is imported only when
+that command is chosen, so ``navi-nb --help`` is quick and a missing optional
+extra affects only the command that needs it.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 
 import navi_nb  # noqa: F401  (pins BLAS threads before NumPy loads)
@@ -19,22 +19,14 @@ from navi_nb.errors import NaviError
 COMMANDS = {
     "compile": ("navi_nb.commands.compile", "compile a mesh or a built-in scene into a .gmdag world"),
     "inspect": ("navi_nb.commands.inspect", "print a .gmdag file's header, node counts and validation result"),
-    "scenes": ("navi_nb.commands.scenes", "list the built-in procedural scenes"),
+    "scenes": ("navi_nb.commands.scenes", "list scene families; resolve a scene spec or fill the compile cache"),
     "render": ("navi_nb.commands.render", "draw what an actor sees (or a trained run's episode) as a PNG"),
     "train": ("navi_nb.commands.train", "train a navigation policy with PPO over many actors"),
     "eval": ("navi_nb.commands.eval", "evaluate a trained run deterministically"),
-    "bench": ("navi_nb.commands.bench", "run benchmarks (compile, trace, env, ppo, train)"),
+    "bench": ("navi_nb.commands.bench", "run benchmarks (compile, meshfield, trace, env, ppo, train)"),
     "info": ("navi_nb.commands.info", "versions, backends, cores and caches of this machine"),
     "fuzz": ("navi_nb.commands.fuzz", "fuzz the .gmdag and mesh readers with mutated files (a table of outcomes)"),
 }
-
-
-def _available():
-    out = {}
-    for name, (module, help_) in COMMANDS.items():
-        if importlib.util.find_spec(module) is not None:
-            out[name] = (module, help_)
-    return out
 
 
 def build_parser(only=None):
@@ -43,7 +35,7 @@ def build_parser(only=None):
     parser.add_argument("--version", action="version", version=f"navi-nb {navi_nb.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name, (module, help_) in _available().items():
+    for name, (module, help_) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
         if only is None or only == name:
             importlib.import_module(module).add_arguments(p)

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from navi_nb.train.checkpoint import (CheckpointError, check_rng_state, checkpoint_name, latest_checkpoint,
-                                list_checkpoints, load_checkpoint, open_checkpoint, prune_checkpoints,
-                                restore_rng, rng_state, save_checkpoint)
+from navi_nb.rng_state import GeneratorStateError, generator_from_array, generator_to_array, restore_generator
+from navi_nb.train.checkpoint import (CheckpointError, checkpoint_name, latest_checkpoint, list_checkpoints,
+                                      load_checkpoint, open_checkpoint, prune_checkpoints, save_checkpoint)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,28 +47,36 @@ def test_roundtrip_and_plain_numpy_reads_it(tmp_path):
     a = _arrays(3.0)
     gen = np.random.default_rng(7)
     gen.normal(size=5)
-    p = save_checkpoint(tmp_path / "ckpt_00000003.npz", a,
-                        {"update": 3, "rng": rng_state(gen), "config_hash": "h"})
+    gen.integers(0, 10, dtype=np.uint32)  # leaves a buffered 32-bit half (has_uint32) in the state
+    a["rng"] = generator_to_array(gen)
+    p = save_checkpoint(tmp_path / "ckpt_00000003.npz", a, {"update": 3, "config_hash": "h"})
     arrays, meta = load_checkpoint(p, _spec(a), expect_hash="h")
     for k in a:
         assert arrays[k].dtype == a[k].dtype and arrays[k].tobytes() == a[k].tobytes()
     assert meta["update"] == 3 and meta["format_version"] == 1
-    # generator state survives JSON: the restored generator draws the same numbers
+    # the generator's array survives the file: restored generators draw the same numbers
     g2 = np.random.default_rng(0)
-    restore_rng(g2, meta["rng"])
-    assert np.array_equal(g2.normal(size=10), gen.normal(size=10))
+    restore_generator(g2, arrays["rng"])
+    g3 = generator_from_array(arrays["rng"])
+    expect = gen.normal(size=10)
+    assert np.array_equal(g2.normal(size=10), expect) and np.array_equal(g3.normal(size=10), expect)
     # a plain NumPy reader without pickle reads the same arrays
     with np.load(p, allow_pickle=False) as z:
         assert np.array_equal(z["params"], a["params"])
     assert os.listdir(tmp_path) == ["ckpt_00000003.npz"]
 
 
-def test_bad_rng_state_refused():
+def test_bad_generator_state_refused_and_generator_untouched():
     g = np.random.default_rng(0)
-    with pytest.raises(CheckpointError, match="rng"):
-        check_rng_state(g, {"bit_generator": "MT19937", "state": {}}, "x", "rng")
-    with pytest.raises(CheckpointError, match="malformed"):
-        check_rng_state(g, {"bit_generator": "PCG64", "state": {"state": "no"}}, "x", "rng")
+    good = generator_to_array(g)
+    for bad, match in ((good.astype(np.int64), "uint64"), (good[:5], r"\(6,\)"),
+                       (np.array([1, 0, 1, 0, 2, 0], np.uint64), "has_uint32"),
+                       (np.array([1, 0, 1, 0, 1, 1 << 40], np.uint64), "uinteger")):
+        with pytest.raises(GeneratorStateError, match=match):
+            restore_generator(g, bad)
+    assert generator_to_array(g).tobytes() == good.tobytes()
+    with pytest.raises(GeneratorStateError, match="PCG64"):
+        generator_to_array(np.random.Generator(np.random.MT19937(0)))
 
 
 class Kill(BaseException):

@@ -114,6 +114,56 @@ def test_report_prints_every_field(tmp_path):
         numba.set_num_threads(before)
 
 
+def test_calibration_times_the_fused_minibatches_and_restores_the_learner(tmp_path):
+    """Calibration times PPO.minibatches (what training runs), then puts weights, Adam and the
+    shuffle generator back: a learner that was calibrated trains to the same bits as one that was not."""
+    import numba
+    import numpy as np
+
+    from navi_nb.learn.policy import ActorCritic
+    from navi_nb.learn.ppo import PPO, PPOConfig
+    from navi_nb.learn.rollout import RolloutSlab
+
+    v2_tree(str(tmp_path), "200000 100000")
+    cores = allowed_cores(str(tmp_path), affinity=range(2))
+
+    def learner():
+        slab = RolloutSlab(4, 16, 10, 4)
+        slab.buffer[...] = np.random.default_rng(3).normal(size=slab.buffer.shape).astype(np.float32) * 0.1
+        slab.terminated[...] = 0.0
+        slab.truncated[...] = 0.0
+        return PPO(ActorCritic(10, 4, hidden=(8, 8), seed=1), PPOConfig(chunk_size=8), seed=2), slab
+
+    ppo, slab = learner()
+    calls = []
+    fused = ppo.minibatches
+
+    def counted(order, mb, count, lr=None, target_kl=None):
+        out = fused(order, mb, count, lr, target_kl)
+        calls.append((mb, count, ppo.adam.t))
+        return out
+
+    def not_this(*a, **k):
+        raise AssertionError("calibration must time PPO.minibatches, not accumulate")
+    ppo.minibatches, ppo.accumulate = counted, not_this
+    before = ppo.get_state()
+    threads = numba.get_num_threads()
+    try:
+        rep = choose_shards(None, ppo=ppo, slab=slab, minibatch_size=16, budget_s=0.1, cores=cores,
+                            minibatches_per_update=8, minibatches_per_epoch=4)
+    finally:
+        numba.set_num_threads(threads)
+    assert calls and all(c[:2] == (16, 4) for c in calls) and max(c[2] for c in calls) > 0
+    assert set(rep.rates) == set(range(1, min(2, numba.config.NUMBA_NUM_THREADS) + 1))
+    after = ppo.get_state()
+    assert all(after[k].tobytes() == before[k].tobytes() for k in before)
+    del ppo.minibatches, ppo.accumulate
+    fresh, fresh_slab = learner()
+    for p, sl in ((ppo, slab), (fresh, fresh_slab)):
+        p.update(sl, np.zeros(16, np.float32), num_updates=2)
+    assert ppo.policy.params.tobytes() == fresh.policy.params.tobytes()
+
+
 def test_override_and_warning(monkeypatch, tmp_path):
     import numba
     v2_tree(str(tmp_path), "100000 100000")

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -44,5 +43,4 @@ def test_same_sum_toy():
 
 
 def test_same_sum_box():
-    pytest.importorskip("navi_nb.env.nav_env", reason="NavEnv not available")
     check(run_specs("box", ["1:32", "2:32", "3:32", "4:32", "1:32", "2:16"]))

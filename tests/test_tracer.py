@@ -164,8 +164,8 @@ def test_random_poses_depth_always_in_range(sphere):
 
 def test_scenes_against_analytic_raycasts():
     """Acceptance 1: every built-in scene at 128 against the exact analytic ray cast."""
-    compiler = pytest.importorskip("navi_nb.world.compiler")
-    scenes = pytest.importorskip("navi_nb.world.scenes")
+    from navi_nb.world import compiler, scenes
+
     sensor = Sensor(64, 16)
     max_d = 20.0
     for name in scenes.SCENES:

@@ -45,15 +45,18 @@ def test_file_then_flags_override(tmp_path):
     with pytest.raises(ConfigError, match="unknown setting.*lr"):
         train_cmd.resolve_config(_args(["--config", str(js)]))
     js.write_text(json.dumps({"task": "explore", "learning_rate": 1}))
-    cfg = train_cmd.resolve_config(_args(["--config", str(js), "--sensor", "32x8", "--hidden", "16"]))
+    cfg = train_cmd.resolve_config(_args(["--config", str(js), "--sensor-az", "32", "--sensor-el", "8",
+                                                    "--hidden", "16"]))
     assert (cfg.task, cfg.learning_rate, cfg.sensor_az, cfg.sensor_el, cfg.hidden) == ("explore", 1.0, 32, 8, [16])
 
 
 @pytest.mark.parametrize("data, match", [
     ({"actors": 0}, "actors"), ({"actors": 2.5}, "actors"), ({"task": "fly"}, "task"),
     ({"hidden": []}, "hidden"), ({"learning_rate": -1.0}, "learning_rate"), ({"gamma": 1.5}, "gamma"),
-    ({"actors": 3, "rollout_steps": 3, "minibatches": 4}, "minibatches"), ({"name": "a/b"}, "name"),
-    ({"anneal_lr": 1}, "anneal_lr"), ({"target_kl": float("nan")}, "target_kl"),
+    ({"actors": 3, "rollout_steps": 3, "num_minibatches": 4}, "minibatches"), ({"name": "a/b"}, "name"),
+    ({"anneal_lr": 1}, "anneal_lr"), ({"target_kl": float("nan")}, "target_kl"), ({"target_kl": 0.0}, "target_kl"),
+    ({"grad_mode": "rows"}, "grad_mode"), ({"chunk_size": 0}, "chunk_size"),
+    ({"epochs": 2}, "epochs is now update_epochs"), ({"minibatches": 2}, "minibatches is now num_minibatches"),
 ])
 def test_bad_values_refused(data, match):
     with pytest.raises(ConfigError, match=match):
@@ -78,6 +81,46 @@ def test_bad_config_files(tmp_path):
 
 
 def test_flag_parsing_errors():
-    for argv in (["--sensor", "64"], ["--hidden", "a,b"], ["--env", "novalue"], ["--task", "fly"]):
+    for argv in (["--sensor-az", "64x16"], ["--hidden", "a,b"], ["--env", "novalue"], ["--task", "fly"],
+                 ["--target-kl", "x"], ["--anneal-lr", "1"], ["--epochs", "2"]):
         with pytest.raises(SystemExit):
             _args(argv)
+
+
+def test_flags_are_generated_from_the_fields():
+    """One flag per field, named as the field; help is the docstring's first sentence plus the default;
+    booleans are --x / --no-x; a flag not given leaves the file's value; target_kl's "off" is none."""
+    import dataclasses
+
+    from navi_nb.learn.ppo import PPOConfig
+    from navi_nb.train.config import first_sentence
+
+    p = argparse.ArgumentParser()
+    train_cmd.add_arguments(p)
+    by_dest = {a.dest: a for a in p._actions}
+    docs = field_docs()
+    for f in dataclasses.fields(TrainConfig):
+        action = by_dest[f.name]
+        assert action.option_strings[0] == "--" + f.name.replace("_", "-")
+        assert action.help.startswith(first_sentence(docs[f.name])) and action.default is None
+    assert by_dest["anneal_lr"].option_strings == ["--anneal-lr", "--no-anneal-lr"]
+    assert by_dest["task"].choices == ("pointgoal", "explore")
+    assert "(default 4)" in by_dest["update_epochs"].help and "(default none)" in by_dest["target_kl"].help
+    # PPO's settings are PPOConfig's own fields, the same names and defaults
+    for f in dataclasses.fields(PPOConfig):
+        assert getattr(TrainConfig(), f.name) == getattr(PPOConfig(), f.name), f.name
+    assert PPOConfig.of(TrainConfig(update_epochs=7)).update_epochs == 7
+    assert first_sentence("Samples per chunk, the unit. Fixed, more.") == "Samples per chunk, the unit"
+    assert first_sentence("Settings, e.g. max_steps=300 (see docs).") == "Settings, e.g. max_steps=300 (see docs)"
+
+
+def test_flags_override_the_file_only_when_given(tmp_path):
+    js = tmp_path / "c.json"
+    js.write_text(json.dumps({"target_kl": 0.02, "anneal_lr": False, "update_epochs": 2}))
+    cfg = train_cmd.resolve_config(_args(["--config", str(js)]))
+    assert (cfg.target_kl, cfg.anneal_lr, cfg.update_epochs) == (0.02, False, 2)
+    cfg = train_cmd.resolve_config(_args(["--config", str(js), "--target-kl", "none", "--anneal-lr",
+                                          "--update-epochs", "3", "--no-clip-vloss"]))
+    assert (cfg.target_kl, cfg.anneal_lr, cfg.update_epochs, cfg.clip_vloss) == (None, True, 3, False)
+    cfg = train_cmd.resolve_config(_args(["--target-kl", "0.05"]))
+    assert cfg.target_kl == 0.05 and TrainConfig().target_kl is None

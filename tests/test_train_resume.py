@@ -12,7 +12,7 @@ TIMING = {"time_s", "actor_steps_per_s", "t_collect_s", "t_learn_s"}
 
 def tiny_config(tmp_path, **kw):
     cfg = TrainConfig(scene="box", resolution=32, actors=4, sensor_az=8, sensor_el=4, rollout_steps=16,
-                      hidden=[16], epochs=2, minibatches=2, total_steps=4 * 16 * 4, checkpoint_every=1,
+                      hidden=[16], update_epochs=2, num_minibatches=2, total_steps=4 * 16 * 4, checkpoint_every=1,
                       keep_checkpoints=0, eval_episodes=0, run_dir=str(tmp_path), env={"max_steps": 20})
     for k, v in kw.items():
         setattr(cfg, k, v)
@@ -83,3 +83,36 @@ def test_resume_after_a_crash_past_the_checkpoint(tmp_path):
     resumed.train(progress=False)
     assert _state_bytes(resumed) == _state_bytes(full)
     assert [r["update"] for r in read_metrics_csv(tmp_path / "crash" / "metrics.csv")] == [1, 2, 3, 4]
+
+
+def test_checkpoint_holds_the_learner_states_and_refuses_the_old_layout(tmp_path):
+    """The checkpoint's ppo.* members are PPO.get_state, env.* NavEnv.get_state, rng.action the
+    action generator in navi_nb.rng_state's encoding; a checkpoint of the older layout is refused."""
+    import zipfile
+
+    from navi_nb.rng_state import generator_to_array
+
+    run = Trainer.create(tiny_config(tmp_path), run_path=tmp_path / "r")
+    run.train(progress=False, stop_after=1)
+    path = ck.latest_checkpoint(tmp_path / "r" / CHECKPOINT_DIR)
+    arrays, meta = ck.load_checkpoint(path, run.state_spec())
+    assert meta["layout"] == 2 and "rng" not in meta
+    for k, v in run.ppo.get_state().items():
+        assert arrays["ppo." + k].tobytes() == np.asarray(v).tobytes(), k
+    for k, v in run.env.get_state().items():
+        assert arrays["env." + k].tobytes() == np.asarray(v).tobytes(), k
+    assert arrays["rng.action"].tobytes() == generator_to_array(run.rng_action).tobytes()
+    # the same file with the older layout's meta (no "layout") is refused, naming the file
+    with zipfile.ZipFile(path) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    import json
+    old_meta = json.loads(members["meta.json"])
+    del old_meta["layout"]
+    members["meta.json"] = json.dumps(old_meta).encode()
+    for p in (tmp_path / "r" / CHECKPOINT_DIR).iterdir():
+        p.unlink()
+    with zipfile.ZipFile(path, "w") as z:
+        for n, b in members.items():
+            z.writestr(n, b)
+    with pytest.raises(ck.CheckpointError, match=f"{path}.*layout 1.*layout 2 only"):
+        Trainer.resume(tmp_path / "r")

@@ -10,8 +10,9 @@ one warm-up update, and splits the time between
 - policy: the batched policy forward for acting (and the critic's values of final observations),
 - PPO: GAE and the epochs of minibatches,
 
-measured by wrapping those calls with timers (their overhead is a few
-microseconds per call). Nothing is written to disk.
+read from the trainer's timing hook (``Trainer.times``, a
+``navi_nb.learn.collect.PhaseTimes``) and the environment's tracing clock.
+Nothing is written to disk.
 """
 from __future__ import annotations
 
@@ -27,51 +28,31 @@ def add_arguments(parser) -> None:
     parser.add_argument("--resolution", type=int, default=128, help="scene resolution (default 128)")
 
 
-class _Timer:
-    def __init__(self):
-        self.t = 0.0
-
-    def wrap(self, fn):
-        def timed(*a, **k):
-            t0 = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                self.t += time.perf_counter() - t0
-        return timed
-
-
 def measure(cfg, shard_counts, updates, console=None):
     import numba
 
-    from navi_nb.train.runs import load_scene_world
     from navi_nb.train.loop import Trainer
+    from navi_nb.train.runs import load_scene_world
 
     world = load_scene_world(cfg.scene, cfg.resolution, console)
     out = []
     for shards in shard_counts:
         numba.set_num_threads(min(int(shards), numba.config.NUMBA_NUM_THREADS))
-        tr = Trainer(cfg, run_path="/nonexistent", world=world)
-        tr.obs, _ = tr.env.reset(seed=cfg.seed)
-        tr._t_start = time.perf_counter()
+        tr = Trainer(cfg, run_path="/nonexistent", world=world).start()
         tr.train_one_update()  # warm-up: compiles or loads every kernel
-        trace_t, step_t, pol_t, ppo_t = _Timer(), _Timer(), _Timer(), _Timer()
-        tracer = tr.env._tracer
-        tracer.trace = trace_t.wrap(tracer.trace)
-        tr.env.step = step_t.wrap(tr.env.step)
-        tr.policy.act = pol_t.wrap(tr.policy.act)
-        tr.policy.value = pol_t.wrap(tr.policy.value)
-        tr.ppo.update = ppo_t.wrap(tr.ppo.update)
+        before = tr.times.copy()
+        trace0 = tr.env.trace_seconds
         t0 = time.perf_counter()
         for _ in range(updates):
             tr.train_one_update()
         wall = time.perf_counter() - t0
+        spent = {k: v - before[k] for k, v in tr.times.copy().items()}
+        tracing = tr.env.trace_seconds - trace0
         steps = updates * cfg.batch_size
-        env_only = step_t.t - trace_t.t
-        other = wall - step_t.t - pol_t.t - ppo_t.t
+        other = wall - spent["env"] - spent["policy"] - spent["ppo"]
         out.append({"shards": int(shards), "actor_steps_per_s": steps / wall, "wall_s": wall, "actor_steps": steps,
-                    "split_s": {"tracing": trace_t.t, "environment": env_only, "policy": pol_t.t,
-                                "ppo": ppo_t.t, "other": other}})
+                    "split_s": {"tracing": tracing, "environment": spent["env"] - tracing,
+                                "policy": spent["policy"], "ppo": spent["ppo"], "other": other}})
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     return out
 
@@ -89,7 +70,7 @@ def run(args) -> dict:
     shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
     rows = measure(cfg, shard_counts, args.updates, console)
     t = Table(title=f"bench train: {cfg.scene}, {cfg.actors} actors, {az}x{el} rays, hidden {cfg.hidden}, "
-                    f"{cfg.rollout_steps} steps x {cfg.epochs} epochs x {cfg.minibatches} minibatches")
+                    f"{cfg.rollout_steps} steps x {cfg.update_epochs} epochs x {cfg.num_minibatches} minibatches")
     for c in ("shards", "actor-steps/s", "vs 1 shard", "tracing", "environment", "policy", "PPO", "other"):
         t.add_column(c, justify="right")
     base = rows[0]["actor_steps_per_s"] if rows else 1.0
@@ -101,5 +82,6 @@ def run(args) -> dict:
     console.print(t)
     summary = [[f"actor-steps/s at {r['shards']} shard(s)", f"{r['actor_steps_per_s']:,.0f}"] for r in rows]
     return {"setting": {"scene": cfg.scene, "actors": cfg.actors, "rays": [az, el], "hidden": cfg.hidden,
-                        "rollout_steps": cfg.rollout_steps, "epochs": cfg.epochs, "minibatches": cfg.minibatches},
+                        "rollout_steps": cfg.rollout_steps, "update_epochs": cfg.update_epochs,
+                        "num_minibatches": cfg.num_minibatches},
             "runs": rows, "summary": summary}

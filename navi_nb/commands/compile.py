@@ -11,8 +11,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-HELP = "compile a mesh or a built-in scene into a .gmdag world"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("mesh", nargs="?", metavar="MESH",

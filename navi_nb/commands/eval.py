@@ -1,8 +1,6 @@
 """`navi-nb eval RUN --episodes N`: deterministic (mean-action) evaluation on fresh seeds."""
 from __future__ import annotations
 
-HELP = "evaluate a trained run deterministically"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("run", metavar="RUN", help="run folder, e.g. runs/house-pointgoal-s0")

@@ -6,8 +6,6 @@ import os
 import platform
 import sys
 
-HELP = "versions, backends, cores and caches of this machine"
-
 OPTIONAL = ("cupy", "gymnasium", "trimesh", "PIL", "embreex", "tensorboardX", "tensorboard", "torch",
             "scipy", "tomli")
 
@@ -52,26 +50,17 @@ def gather() -> dict:
     }
     # backends
     backends = {"cpu": {"available": True, "why_not": None}}
-    try:
-        from navi_nb.sense.backend import cuda_problem
+    from navi_nb.sense.backend import cuda_problem
 
-        problem = cuda_problem()
-    except ImportError as exc:
-        problem = f"the sensing stage is not installed ({exc})"
+    problem = cuda_problem()
     backends["cuda"] = {"available": problem is None, "why_not": problem}
     facts["backends"] = backends
     # cores
     cores = {"os_cpu_count": os.cpu_count()}
-    try:
-        from navi_nb.parallel.cores import allowed_cores
+    from navi_nb.parallel.cores import allowed_cores
 
-        rep = allowed_cores()
-        for k, v in rep.as_dict().items():
-            cores[k] = sorted(v) if isinstance(v, (set, frozenset, tuple, list)) else v
-    except ImportError:
-        if hasattr(os, "sched_getaffinity"):
-            cores["affinity_count"] = len(os.sched_getaffinity(0))
-        cores["note"] = "navi_nb.parallel.cores not available: cgroup quota not read"
+    for k, v in allowed_cores().as_dict().items():
+        cores[k] = sorted(v) if isinstance(v, (set, frozenset, tuple, list)) else v
     facts["cores"] = cores
     # numba threading and caches
     from numba import config as nconfig

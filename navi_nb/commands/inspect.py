@@ -1,8 +1,6 @@
 """`navi-nb inspect FILE`: header, node counts by kind and depth, size, deep validation."""
 from __future__ import annotations
 
-HELP = "print a .gmdag file's header, node counts and validation result"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("file", metavar="FILE", help="a .gmdag file")

@@ -6,13 +6,12 @@ SOURCE is a built-in scene name, a `.gmdag` file, or a run directory (then
     navi-nb render --scene house --pose 0,1,0,0 -o view.png
     navi-nb render house.gmdag --pose 1.5,1.2,-2,1.57 -o view.png
     navi-nb render runs/mine --episode 0 -o episode.png
+    navi-nb render runs/mine --episode 0 -o episode.gif    (an animation of the episode)
 """
 from __future__ import annotations
 
 import math
 from pathlib import Path
-
-HELP = "draw what an actor sees (or a trained run's episode) as a PNG"
 
 
 def add_arguments(parser):
@@ -22,7 +21,8 @@ def add_arguments(parser):
     parser.add_argument("--pose", default=None, metavar="X,Y,Z,YAW",
                         help="actor position (metres) and yaw (radians, growing to the right); "
                              "default: the scene's first spawn point, yaw 0")
-    parser.add_argument("-o", "--output", default="view.png", help="PNG to write (default view.png)")
+    parser.add_argument("-o", "--output", default="view.png",
+                        help="PNG to write (default view.png); with --episode, NAME.gif writes an animation")
     parser.add_argument("--resolution", type=int, default=128, help="compile resolution for scenes (default 128)")
     parser.add_argument("--seed", type=int, default=0, help="scene seed (default 0)")
     parser.add_argument("--az", type=int, default=256, help="azimuth bins (default 256)")
@@ -33,7 +33,7 @@ def add_arguments(parser):
     parser.add_argument("--episode", type=int, default=None,
                         help="with a run directory as SOURCE: the evaluation episode to draw")
     parser.add_argument("--gif", action="store_true",
-                        help="with --episode: write an animated GIF of the episode instead of a PNG")
+                        help="with --episode: write an animated GIF of the episode (as does -o NAME.gif)")
 
 
 def _world(args):
@@ -74,9 +74,12 @@ def run(args) -> int:
             raise CliError(f"{args.source} is a directory: give --episode K to draw a run's episode")
         from navi_nb.train.render_episode import render_episode
 
-        result = render_episode(args.source, args.episode, args.output, gif=args.gif)
-        console.print(f"wrote {escape(str(args.output))}")
-        return 0 if result is None or result is not False else 1
+        out = Path(args.output)
+        if args.gif and out.suffix.lower() != ".gif":
+            out = out.with_suffix(".gif")
+        result = render_episode(args.source, args.episode, out)
+        console.print(f"wrote {escape(str(result))}")
+        return 0
     if args.episode is not None:
         raise CliError("--episode needs a run directory as SOURCE")
     if not math.isfinite(args.max_distance) or args.max_distance <= 0:

@@ -17,6 +17,7 @@ the next ``step``/``reset``: copy what you keep.
 from __future__ import annotations
 
 import numbers
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,8 @@ from navi_nb.env.motion import clearance_distances, move_actors
 from navi_nb.env.observation import build_obs, obs_layout, obs_size
 from navi_nb.env.spawn import SpawnSampler
 from navi_nb.env.tasks import TASK_CODES, TERMS, VisitGrid, reward_coefficients, score_step, start_episodes
+from navi_nb.rng_state import (STATE_DTYPE, STATE_SHAPE, GeneratorStateError, check_generator_array,
+                               generator_from_array, generator_to_array)
 from navi_nb.world import gmdag
 
 EPISODE_KEYS = ("return", "length", "success", "spl", "coverage", "collisions")
@@ -42,23 +45,6 @@ def _region_of_interest(world):
     if not (np.isfinite(lo).all() and np.isfinite(hi).all() and np.all(hi > lo)):
         return None
     return lo, hi
-
-
-def _rng_to_array(rng: np.random.Generator) -> np.ndarray:
-    st = rng.bit_generator.state
-    if st.get("bit_generator") != "PCG64":
-        raise StateError("only PCG64 generators can be saved")
-    m = (1 << 64) - 1
-    s, inc = st["state"]["state"], st["state"]["inc"]
-    return np.array([s & m, s >> 64, inc & m, inc >> 64, st["has_uint32"], st["uinteger"]], dtype=np.uint64)
-
-
-def _rng_from_array(a: np.ndarray) -> np.random.Generator:
-    a = [int(x) for x in a]
-    bg = np.random.PCG64()
-    bg.state = {"bit_generator": "PCG64", "state": {"state": a[0] | (a[1] << 64), "inc": a[2] | (a[3] << 64)},
-                "has_uint32": a[4], "uinteger": a[5]}
-    return np.random.Generator(bg)
 
 
 class NavEnv:
@@ -153,7 +139,7 @@ class NavEnv:
             "ep_return": ((A,), np.float64), "ep_len": ((A,), np.int32), "path_len": ((A,), np.float64),
             "collisions": ((A,), np.int32), "episodes": ((A,), np.int64),
             "obs": ((A, self.obs_dim), np.float32),
-            "rng_spawn": ((6,), np.uint64), "rng_goal": ((6,), np.uint64),
+            "rng_spawn": (STATE_SHAPE, STATE_DTYPE), "rng_goal": (STATE_SHAPE, STATE_DTYPE),
         }
         for name, (shape, dtype) in self._state_spec.items():
             if not name.startswith("rng_"):
@@ -177,6 +163,7 @@ class NavEnv:
         self._all_rows = np.arange(A, dtype=np.int64)
         self._seed(seed)
         self._has_reset = False
+        self.trace_seconds = 0.0  # time spent sphere tracing, summed (bench train reads it)
 
     # ------------------------------------------------------------------
     def _seed(self, seed):
@@ -204,7 +191,9 @@ class NavEnv:
             origins, yaws = self._pos, self._yaw
         else:
             origins, yaws = self._pos[rows], self._yaw[rows]
+        t0 = time.perf_counter()
         depth, sem, _hit = self._tracer.trace(origins, yaws, to_host=True)
+        self.trace_seconds += time.perf_counter() - t0
         cfg = self.config
         build_obs(rows, depth, sem, self._inv_log_max, cfg.semantic_obs, self._sem_scale,
                   self._prev_action, self._vel, self._yaw, self._inv_speeds, self.task == "pointgoal",
@@ -297,9 +286,9 @@ class NavEnv:
         out = {}
         for name in self._state_spec:
             if name == "rng_spawn":
-                out[name] = _rng_to_array(self._rng_spawn)
+                out[name] = generator_to_array(self._rng_spawn)
             elif name == "rng_goal":
-                out[name] = _rng_to_array(self._rng_goal)
+                out[name] = generator_to_array(self._rng_goal)
             else:
                 out[name] = getattr(self, "_" + name).copy()
         out["has_reset"] = np.array(self._has_reset)
@@ -320,11 +309,16 @@ class NavEnv:
         for name in ("pos", "yaw", "vel", "goal", "goal_dist", "obs"):
             if not np.isfinite(np.asarray(state[name])).all():
                 raise StateError(f"NavEnv.set_state: {name} holds non-finite values")
+        for name in ("rng_spawn", "rng_goal"):
+            try:
+                check_generator_array(state[name])
+            except GeneratorStateError as exc:
+                raise StateError(f"NavEnv.set_state: {name}: {exc}") from None
         for name in self._state_spec:
             if name == "rng_spawn":
-                self._rng_spawn = _rng_from_array(state[name])
+                self._rng_spawn = generator_from_array(state[name])
             elif name == "rng_goal":
-                self._rng_goal = _rng_from_array(state[name])
+                self._rng_goal = generator_from_array(state[name])
             else:
                 getattr(self, "_" + name)[...] = state[name]
         self._has_reset = bool(state.get("has_reset", True))

@@ -1,41 +1,85 @@
-"""Rollout collection against the environment interface (NavEnv or the toy).
+"""The training loop's body, the one the trainer, the tests and the benchmarks run.
 
-One row per step: the batched policy forward over all actors (the MLP
-kernels run a `prange` over fixed chunks of actors: each chunk writes only
-its own actors' rows), one noise draw for the whole batch from the action
-generator, then one batched ``env.step``. Nothing is merged: every field of
-row ``t`` is written in place into the slab's views.
+``collect``: one row per step: the batched policy forward over all actors
+(the MLP kernels run a `prange` over fixed chunks of actors: each chunk
+writes only its own actors' rows), one noise draw for the whole batch from
+the action generator, then one batched ``env.step``. Nothing is merged: every
+field of row ``t`` is written in place into the slab's views.
+
+``one_update``: ``collect``, the bootstrap value of the observation after the
+last step, then ``PPO.update`` (GAE and the epochs of minibatches). The
+trainer (``navi_nb.train.loop.Trainer``) calls it once per update; ``train``
+is the same loop without the trainer's files, for tests and benches.
+
+Both work against the environment interface (NavEnv or the toy). ``times``
+(a ``PhaseTimes``) is the timing hook: it adds up the seconds spent in the
+policy, the environment and PPO, for the trainer's metrics and ``bench train``.
 """
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
 EPISODE_KEYS = ("return", "length", "success", "spl", "coverage", "collisions")
+ACTION_STREAM = 0xAC7
+"""The action-noise generator is ``default_rng([seed, ACTION_STREAM])``."""
 
 
-def collect(env, policy, slab, obs, rng):
+def action_generator(seed) -> np.random.Generator:
+    """The generator of the action noise for a run seeded ``seed``."""
+    return np.random.default_rng([int(seed), ACTION_STREAM])
+
+
+class PhaseTimes:
+    """Seconds spent per phase, added up over calls: ``policy`` (acting and the critic's values of final
+    observations), ``env`` (``env.step``), ``ppo`` (GAE and the epochs); ``first_step_time`` is the
+    ``time.time()`` at which the first environment step returned (None before it)."""
+
+    PHASES = ("policy", "env", "ppo")
+
+    def __init__(self):
+        self.seconds = dict.fromkeys(self.PHASES, 0.0)
+        self.first_step_time = None
+
+    def copy(self) -> dict:
+        return dict(self.seconds)
+
+
+def collect(env, policy, slab, obs, rng, times=None):
     """Fill ``slab`` with ``slab.n_steps`` steps of every actor, starting at ``obs``.
 
     Returns ``(obs, episodes)``: the observation after the last step (a copy)
     and the finished episodes' statistics (dict of 1-D float64 arrays, plus
-    ``reward_mean``).
+    ``reward_mean``). Keys in ``EPISODE_KEYS`` the environment does not
+    report are empty arrays.
     """
+    clock = time.perf_counter
+    spent = times.seconds if times is not None else dict.fromkeys(PhaseTimes.PHASES, 0.0)
     stats = {k: [] for k in EPISODE_KEYS}
     reward_sum = 0.0
     for t in range(slab.n_steps):
         slab.obs[t] = obs
+        t0 = clock()
         actions, logp, value = policy.act(obs, rng)
+        t1 = clock()
         slab.actions[t] = actions
         slab.logp[t] = logp
         slab.value[t] = value
         obs, reward, terminated, truncated, info = env.step(actions)
+        t2 = clock()
+        if times is not None and times.first_step_time is None:
+            times.first_step_time = time.time()
         slab.reward[t] = reward
         slab.terminated[t] = terminated
         slab.truncated[t] = truncated
         slab.final_value[t] = 0.0
         rows = np.flatnonzero(np.asarray(truncated) & ~np.asarray(terminated))
+        t3 = clock()
         if rows.size:
             slab.final_value[t, rows] = policy.value(info["final_obs"][rows])
+        spent["policy"] += (t1 - t0) + (clock() - t3)
+        spent["env"] += t2 - t1
         done = np.asarray(info["done"])
         if done.any():
             for k in EPISODE_KEYS:
@@ -47,21 +91,40 @@ def collect(env, policy, slab, obs, rng):
     return np.array(obs, copy=True), out
 
 
-def train(env, ppo, slab, n_updates, seed=0, obs=None, on_update=None):
-    """A minimal trainer for tests and benches: collect, PPO update, repeat.
+def one_update(env, ppo, slab, obs, rng, num_updates=None, times=None):
+    """Collect a rollout from ``obs``, bootstrap, and make one PPO update.
 
-    Returns a list of per-update dicts (PPO stats plus ``success_rate`` and
-    ``episodes``). ``on_update(i, row)`` is called after each update.
+    Returns ``(obs, episodes, stats)``: the observation to continue from,
+    ``collect``'s episode statistics and ``PPO.update``'s statistics.
+    GAE: termination has no bootstrap; truncation bootstraps from the
+    final observation's value (``slab.final_value``); the rollout's last
+    step bootstraps from the value of the observation after it.
     """
-    rng = np.random.default_rng([int(seed), 0xAC7])
+    obs, episodes = collect(env, ppo.policy, slab, obs, rng, times)
+    t0 = time.perf_counter()
+    last_values = ppo.policy.value(obs)
+    t1 = time.perf_counter()
+    stats = ppo.update(slab, last_values, num_updates=num_updates)
+    if times is not None:
+        times.seconds["policy"] += t1 - t0
+        times.seconds["ppo"] += time.perf_counter() - t1
+    return obs, episodes, stats
+
+
+def train(env, ppo, slab, n_updates, seed=0, obs=None, on_update=None):
+    """``one_update`` ``n_updates`` times, as the trainer does, without its files.
+
+    Returns a list of per-update dicts (PPO stats plus ``success_rate``,
+    ``return_mean`` and ``episodes``). ``on_update(i, row)`` is called after
+    each update.
+    """
+    rng = action_generator(seed)
     if obs is None:
         obs, _ = env.reset(seed=seed)
         obs = np.array(obs, copy=True)
     rows = []
     for i in range(n_updates):
-        obs, ep = collect(env, ppo.policy, slab, obs, rng)
-        last_values = ppo.policy.value(obs)
-        row = ppo.update(slab, last_values, num_updates=n_updates)
+        obs, ep, row = one_update(env, ppo, slab, obs, rng, num_updates=n_updates)
         row["episodes"] = int(ep["success"].size)
         row["success_rate"] = float(ep["success"].mean()) if ep["success"].size else float("nan")
         row["return_mean"] = float(ep["return"].mean()) if ep["return"].size else float("nan")

@@ -7,8 +7,9 @@ does. ``choose_shards``:
 2. takes an explicit count (``shards`` argument, else ``NAVI_NB_SHARDS``) if
    given, skipping the measurement; more than allowed is honoured with a
    warning (threads then share cores: slower, same results);
-3. otherwise measures, for 1 .. allowed shards, a PPO minibatch accumulation
-   and a collection tick (the batched policy forward over all actors, plus an
+3. otherwise measures, for 1 .. allowed shards, PPO minibatches as training
+   runs them (``PPO.minibatches``: gradient, clip and Adam step, fused) and a
+   collection tick (the batched policy forward over all actors, plus an
    optional ``tick`` callable), about ``budget_s`` seconds in all, and keeps
    the fastest (a count within 3% of a smaller one loses to it: noise);
 4. sets Numba's thread count to the choice.
@@ -45,7 +46,7 @@ class ShardReport:
     reason: str
     source: str                      # "measured", "argument", "NAVI_NB_SHARDS"
     numba_max: int
-    rates: dict = field(default_factory=dict)     # shards -> {"accumulate": samples/s, "collect": actors/s}
+    rates: dict = field(default_factory=dict)     # shards -> {"minibatch": samples/s, "collect": actors/s}
     warnings: list = field(default_factory=list)
 
     def as_dict(self):
@@ -72,7 +73,7 @@ class ShardReport:
                 r = self.rates[k]
                 mark = "  <- chosen" if k == self.choice else ""
                 t.add_row(f"measured at {k}",
-                          f"PPO {r['accumulate']:,.0f} samples/s, collect {r['collect']:,.0f} actor-steps/s{mark}")
+                          f"PPO {r['minibatch']:,.0f} samples/s, collect {r['collect']:,.0f} actor-steps/s{mark}")
         else:
             t.add_row("measured", f"skipped ({self.source})")
         t.add_row("choice", f"[bold]{self.choice}[/]")
@@ -115,29 +116,40 @@ def _time_call(fn, budget_s, min_reps=2):
     return float(np.median(times))
 
 
-def measure(ppo, slab, minibatch_size, counts, budget_s=1.0, tick=None):
-    """{k: {"accumulate": samples/s, "collect": actor-steps/s}} for each count k."""
+def measure(ppo, slab, minibatch_size, counts, budget_s=1.0, tick=None, minibatches=1):
+    """{k: {"minibatch": samples/s, "collect": actor-steps/s, ...}} for each count k.
+
+    The PPO timing runs what training runs: ``PPO.minibatches`` (the fused
+    gradient, clip and Adam step), ``minibatches`` minibatches of
+    ``minibatch_size`` samples per call. Those steps change the weights and
+    Adam's moments, so the learner's state (``PPO.get_state``) is saved
+    before and restored after: the run continues with the same bits.
+    """
     n = slab.n_samples
     mb = max(1, min(int(minibatch_size or n), n))
+    count = max(1, min(int(minibatches), n // mb))
     ppo.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
                    ("actions", "logp", "value", "advantages", "returns")})
     order = np.arange(n, dtype=np.int64)
     obs0 = np.ascontiguousarray(slab.obs[0])
     policy = ppo.policy
-    # ppo.grad is scratch (every accumulate overwrites it): timing it changes no state
+    saved = ppo.get_state()
     per = budget_s / max(1, 2 * len(counts))
     rates = {}
-    for k in counts:
-        _set_threads(k)
-        t_acc = _time_call(lambda: ppo.accumulate(order, 0, mb), per)
+    try:
+        for k in counts:
+            _set_threads(k)
+            t_mbs = _time_call(lambda: ppo.minibatches(order, mb, count, 0.0), per) / count
 
-        def collect():
-            policy.forward(obs0)
-            if tick is not None:
-                tick()
-        t_col = _time_call(collect, per)
-        rates[k] = {"accumulate": mb / t_acc, "collect": obs0.shape[0] / t_col,
-                    "t_accumulate_s": t_acc, "t_collect_s": t_col}
+            def collect():
+                policy.forward(obs0)
+                if tick is not None:
+                    tick()
+            t_col = _time_call(collect, per)
+            rates[k] = {"minibatch": mb / t_mbs, "collect": obs0.shape[0] / t_col,
+                        "t_minibatch_s": t_mbs, "t_collect_s": t_col}
+    finally:
+        ppo.set_state(saved)
     return rates
 
 
@@ -157,13 +169,15 @@ def env_tick(env, actions=None):
 
 
 def choose_shards(shards=None, ppo=None, slab=None, minibatch_size=None, tick=None, budget_s=1.0,
-                  root="/", cores=None, env=None, ticks_per_update=1, minibatches_per_update=1):
+                  root="/", cores=None, env=None, ticks_per_update=1, minibatches_per_update=1,
+                  minibatches_per_epoch=1):
     """Pick and set the shard count; returns a ShardReport (``.print(console)``).
 
     ``env``: when given (and no ``tick``), the collection tick also steps it
     once (state-neutral, see ``env_tick``). The candidates are ranked by the
     time of one update: ``ticks_per_update`` collection ticks plus
-    ``minibatches_per_update`` accumulations.
+    ``minibatches_per_update`` minibatches (timed as ``PPO.minibatches`` calls
+    of ``minibatches_per_epoch`` minibatches, as an epoch makes them).
     """
     import numba
 
@@ -202,10 +216,10 @@ def choose_shards(shards=None, ppo=None, slab=None, minibatch_size=None, tick=No
                                          else "no learner given to measure: using all allowed"))
         _set_threads(choice)
         return ShardReport(cores, choice, reason, "allowed", cap, {}, warnings)
-    rates = measure(ppo, slab, minibatch_size, counts, budget_s, tick)
+    rates = measure(ppo, slab, minibatch_size, counts, budget_s, tick, minibatches=minibatches_per_epoch)
 
     def cost(k):  # seconds per update: its collection ticks and its minibatches
-        return (minibatches_per_update * rates[k]["t_accumulate_s"]
+        return (minibatches_per_update * rates[k]["t_minibatch_s"]
                 + ticks_per_update * rates[k]["t_collect_s"])
     choice = counts[0]
     for k in counts[1:]:

@@ -66,7 +66,8 @@ def parse_pose(text):
     return vals
 
 
-def _font(ImageFont, size=12):
+def font(ImageFont, size=12):
+    """Pillow's default font at ``size`` px (a fixed-size bitmap font on Pillow < 10.1)."""
     try:
         return ImageFont.load_default(size=size)
     except TypeError:  # Pillow < 10.1
@@ -133,8 +134,8 @@ def render_view(world, pose, out, *, sensor=None, max_distance=20.0, title=None,
     depth, sem, hit = trace(world, origin, yaw, sensor, max_distance, backend=backend)
     depth, hit = np.asarray(depth)[0], np.asarray(hit)[0]
 
-    font = _font(ImageFont, 13)
-    small = _font(ImageFont, 11)
+    big = font(ImageFont, 13)
+    small = font(ImageFont, 11)
     scale = max(1, int(round(slice_size / sensor.az_count)))
     # colour scale: up to the farthest hit (rounded up), so near rooms keep their contrast
     top = float(depth[hit].max()) if hit.any() else max_distance
@@ -153,7 +154,7 @@ def render_view(world, pose, out, *, sensor=None, max_distance=20.0, title=None,
     img = Image.new("RGB", (width, height), (255, 255, 255))
     draw = ImageDraw.Draw(img)
     y0 = margin
-    draw.text((margin, y0), title or "depth panorama", fill=(0, 0, 0), font=font)
+    draw.text((margin, y0), title or "depth panorama", fill=(0, 0, 0), font=big)
     y0 += 22
     img.paste(Image.fromarray(pano, "RGB"), (margin, y0))
     # axis labels under the panorama

@@ -3,10 +3,10 @@
 A checkpoint file holds
 
 - ``meta.json``: format version, package version, the config and its hash,
-  counters, every random generator's state (``bit_generator.state`` as JSON),
-  and anything else JSON-able the trainer wants back;
+  counters, and anything else JSON-able the trainer wants back;
 - one ``NAME.npy`` member per array (policy parameters, optimizer moments,
-  environment state, ...).
+  environment state, random generators' states as ``navi_nb.rng_state``
+  arrays, ...).
 
 Writing is atomic: the zip goes to a temporary file in the same folder, is
 flushed and fsynced, renamed over the final name, and the folder is fsynced.
@@ -53,7 +53,7 @@ class CheckpointError(NaviError):
 
 
 # --------------------------------------------------------------------------
-# small helpers: config hash, generator state
+# the config hash
 # --------------------------------------------------------------------------
 
 def config_hash(config: dict) -> str:
@@ -61,28 +61,6 @@ def config_hash(config: dict) -> str:
     text = json.dumps(config, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-
-def rng_state(gen: np.random.Generator) -> dict:
-    """A generator's full state as JSON-able data (big integers stay exact in JSON)."""
-    return gen.bit_generator.state
-
-
-def restore_rng(gen: np.random.Generator, state, source="<checkpoint>", name="rng"):
-    """Set ``gen``'s state, raising CheckpointError on malformed data (gen untouched then)."""
-    check_rng_state(gen, state, source, name)
-    gen.bit_generator.state = state
-
-
-def check_rng_state(gen: np.random.Generator, state, source="<checkpoint>", name="rng"):
-    """Raise CheckpointError unless ``state`` can be set on a generator like ``gen``."""
-    if not isinstance(state, dict) or state.get("bit_generator") != type(gen.bit_generator).__name__:
-        raise CheckpointError(source, f"generator state {name!r} is not a "
-                                      f"{type(gen.bit_generator).__name__} state")
-    probe = type(gen.bit_generator)()
-    try:
-        probe.state = state
-    except (TypeError, ValueError, KeyError, OverflowError) as exc:
-        raise CheckpointError(source, f"generator state {name!r} is malformed ({exc})") from exc
 
 
 # --------------------------------------------------------------------------

@@ -14,33 +14,40 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from navi_nb.train.checkpoint import config_hash
 from navi_nb.errors import NaviError
+from navi_nb.learn.ppo import PPOConfig, PPOConfigError
+from navi_nb.train.checkpoint import config_hash
 
 
 class ConfigError(NaviError, ValueError):
     """A bad training setting or config file."""
 
 
+def _choices(*names):
+    return field(default=names[0], metadata={"choices": names})
+
+
 @dataclass
-class TrainConfig:
+class TrainConfig(PPOConfig):
+    """Everything a training run reads: PPO's settings (inherited from ``PPOConfig``) and these."""
+
     # --- world, task, sensor -----------------------------------------------
     scene: str = "house"
     """Built-in scene name (``navi-nb scenes``) or a path to a ``.gmdag`` file."""
     resolution: int = 128
     """Voxels per side when compiling a built-in scene."""
-    task: str = "pointgoal"
-    """``pointgoal`` (reach a sampled goal) or ``explore`` (visit new cells)."""
+    task: str = _choices("pointgoal", "explore")
+    """The task: ``pointgoal`` (reach a sampled goal) or ``explore`` (visit new cells)."""
     actors: int = 64
     """Actors stepping together; each PPO update sees ``actors * rollout_steps`` samples."""
     sensor_az: int = 64
     """Azimuth bins of the spherical depth sensor (over 360 degrees)."""
     sensor_el: int = 16
     """Elevation rows of the sensor (from straight up to straight down)."""
-    backend: str = "cpu"
-    """Ray tracing backend: ``cpu``, ``cuda`` or ``auto``."""
+    backend: str = _choices("cpu", "cuda", "auto")
+    """Ray tracing backend."""
     env: dict = field(default_factory=dict)
-    """Environment settings passed to NavEnv (see docs: max_steps, rewards, speeds, ...)."""
+    """Environment settings passed to NavEnv, e.g. max_steps=300 (docs/ENVIRONMENT.md lists them)."""
 
     # --- schedule and seed -------------------------------------------------
     total_steps: int = 1_000_000
@@ -51,38 +58,10 @@ class TrainConfig:
     # --- network -----------------------------------------------------------
     hidden: list = field(default_factory=lambda: [128, 128])
     """Hidden layer sizes of the policy and of the value trunk."""
-    activation: str = "tanh"
-    """Hidden activation: ``tanh`` or ``relu``."""
-
-    # --- PPO ---------------------------------------------------------------
+    activation: str = _choices("tanh", "relu")
+    """Hidden activation."""
     rollout_steps: int = 64
     """Steps each actor takes per rollout (per update)."""
-    epochs: int = 4
-    """Passes over the rollout per update."""
-    minibatches: int = 4
-    """Minibatches per epoch (the rollout's samples are split evenly)."""
-    learning_rate: float = 3e-4
-    """Adam step size at the start."""
-    anneal_lr: bool = True
-    """Anneal the learning rate linearly to 0 over ``total_steps``."""
-    gamma: float = 0.99
-    """Discount factor."""
-    gae_lambda: float = 0.95
-    """GAE lambda."""
-    clip_coef: float = 0.2
-    """PPO ratio clip."""
-    clip_vloss: bool = True
-    """Clip the value loss around the old values."""
-    ent_coef: float = 0.0
-    """Entropy bonus coefficient."""
-    vf_coef: float = 0.5
-    """Value loss coefficient."""
-    max_grad_norm: float = 0.5
-    """Global gradient-norm clip."""
-    target_kl: float = 0.0
-    """Stop an update's epochs early when approx KL exceeds this (0: never)."""
-    adam_eps: float = 1e-5
-    """Adam epsilon."""
 
     # --- run bookkeeping (not part of the config hash) ----------------------
     shards: int = 0
@@ -112,15 +91,18 @@ class TrainConfig:
 
         check(isinstance(self.scene, str) and self.scene, "scene must be a non-empty string")
         for name, lo in (("resolution", 8), ("actors", 1), ("sensor_az", 1), ("sensor_el", 1),
-                         ("total_steps", 1), ("rollout_steps", 1), ("epochs", 1), ("minibatches", 1),
+                         ("total_steps", 1), ("rollout_steps", 1), ("update_epochs", 1), ("num_minibatches", 1),
                          ("checkpoint_every", 1), ("seed", 0), ("shards", 0), ("keep_checkpoints", 0),
-                         ("eval_episodes", 0)):
+                         ("eval_episodes", 0), ("chunk_size", 1), ("tile_min_weights", 0), ("tile_rows", 1),
+                         ("tile_cols", 1)):
             v = getattr(self, name)
             check(is_int(v) and v >= lo, f"{name} must be an integer >= {lo}, got {v!r}")
         check(self.seed < 2**63, f"seed must be < 2**63, got {self.seed}")
-        check(self.task in ("pointgoal", "explore"), f"task must be 'pointgoal' or 'explore', got {self.task!r}")
-        check(self.backend in ("cpu", "cuda", "auto"), f"backend must be cpu, cuda or auto, got {self.backend!r}")
-        check(self.activation in ("tanh", "relu"), f"activation must be tanh or relu, got {self.activation!r}")
+        for f in dataclasses.fields(self):
+            choices = f.metadata.get("choices")
+            if choices:
+                v = getattr(self, f.name)
+                check(v in choices, f"{f.name} must be one of {', '.join(choices)}, got {v!r}")
         check(isinstance(self.hidden, (list, tuple)) and len(self.hidden) >= 1
               and all(is_int(h) and 1 <= h <= 4096 for h in self.hidden),
               f"hidden must be a list of layer sizes in 1..4096, got {self.hidden!r}")
@@ -128,19 +110,25 @@ class TrainConfig:
         for name in ("learning_rate", "gamma", "gae_lambda", "clip_coef", "vf_coef", "max_grad_norm", "adam_eps"):
             v = getattr(self, name)
             check(is_num(v) and v > 0, f"{name} must be a finite number > 0, got {v!r}")
-        for name in ("ent_coef", "target_kl"):
-            v = getattr(self, name)
-            check(is_num(v) and v >= 0, f"{name} must be a finite number >= 0, got {v!r}")
+        check(is_num(self.ent_coef) and self.ent_coef >= 0, f"ent_coef must be a finite number >= 0, "
+                                                             f"got {self.ent_coef!r}")
+        check(self.target_kl is None or (is_num(self.target_kl) and self.target_kl > 0),
+              f"target_kl must be a finite number > 0 or none (off), got {self.target_kl!r}")
         check(self.gamma <= 1 and self.gae_lambda <= 1, "gamma and gae_lambda must be <= 1")
-        for name in ("anneal_lr", "clip_vloss"):
-            check(isinstance(getattr(self, name), bool), f"{name} must be true or false")
+        for f in dataclasses.fields(self):
+            if _kind(f) == "bool":
+                check(isinstance(getattr(self, f.name), bool), f"{f.name} must be true or false")
         check(isinstance(self.env, dict), "env must be a table of environment settings")
         batch = self.actors * self.rollout_steps
-        check(batch % self.minibatches == 0,
-              f"actors * rollout_steps ({batch}) must divide into {self.minibatches} minibatches")
+        check(batch % self.num_minibatches == 0,
+              f"actors * rollout_steps ({batch}) must divide into {self.num_minibatches} minibatches")
         check(isinstance(self.run_dir, str) and self.run_dir, "run_dir must be a non-empty string")
         check(isinstance(self.name, str) and "/" not in self.name and self.name not in (".", ".."),
               f"name must be a plain folder name, got {self.name!r}")
+        try:
+            PPOConfig.validate(self)
+        except PPOConfigError as exc:
+            raise ConfigError(f"config: {exc}") from None
         return self
 
     @property
@@ -149,7 +137,7 @@ class TrainConfig:
 
     @property
     def minibatch_size(self) -> int:
-        return self.batch_size // self.minibatches
+        return self.batch_size // self.num_minibatches
 
     @property
     def num_updates(self) -> int:
@@ -168,36 +156,152 @@ class TrainConfig:
 
 
 RUN_FIELDS = ("shards", "run_dir", "name", "checkpoint_every", "keep_checkpoints", "eval_episodes")
+"""Bookkeeping: not part of the config hash (results do not depend on them)."""
+RESUME_FIELDS = ("shards", "checkpoint_every", "keep_checkpoints", "eval_episodes")
+"""What a resumed run may change (``run_dir`` and ``name`` place a new run's folder; a resumed run's folder is
+the one given to resume)."""
 RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in RUN_FIELDS)
 FIELD_NAMES = tuple(f.name for f in dataclasses.fields(TrainConfig))
 
 
 def field_docs() -> dict:
-    """name -> the docstring written under the field (parsed from this file's source)."""
+    """name -> the docstring written under the field (parsed from the source of TrainConfig and its bases)."""
     import ast
     import inspect
+    import textwrap
 
-    tree = ast.parse(inspect.getsource(TrainConfig))
-    body = tree.body[0].body
     docs = {}
-    for a, b in zip(body, body[1:]):
-        if isinstance(a, ast.AnnAssign) and isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant):
-            docs[a.target.id] = " ".join(str(b.value.value).split())
+    for klass in reversed(TrainConfig.__mro__[:-1]):
+        body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body
+        for a, b in zip(body, body[1:]):
+            if isinstance(a, ast.AnnAssign) and isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant):
+                docs[a.target.id] = " ".join(str(b.value.value).split())
     return docs
+
+
+# --------------------------------------------------------------------------
+# command-line flags, generated from the fields
+# --------------------------------------------------------------------------
+
+def _kind(f) -> str:
+    """A field's kind from its annotation: int, float, str, bool, optional_float, list or dict."""
+    t = str(f.type).replace(" ", "")
+    return {"float|None": "optional_float", "Optional[float]": "optional_float"}.get(t, t)
+
+
+_OFF = "none"
+
+
+def _optional_float(text):
+    if text.strip().lower() in ("none", "off"):
+        return _OFF  # not None: None means "flag not given"
+    return float(text)
+
+
+def _int_list(text):
+    sizes = [int(x) for x in text.split(",") if x.strip()]
+    if not sizes:
+        raise ValueError("no sizes")
+    return sizes
+
+
+def _env_setting(text):
+    if "=" not in text:
+        raise ValueError(text)
+    key, value = text.split("=", 1)
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = value  # a bare string such as spawn=points
+    return key.strip(), parsed
+
+
+_optional_float.__name__ = "number or none"
+_int_list.__name__ = "comma-separated sizes like 128,128"
+_env_setting.__name__ = "KEY=VALUE"
+
+
+def first_sentence(doc: str) -> str:
+    doc = doc.replace("``", "")
+    for i, ch in enumerate(doc):
+        if ch == "." and (i + 1 == len(doc) or doc[i + 1] == " ") and not doc[max(0, i - 3):i].endswith("e.g"):
+            return doc[:i]
+    return doc
+
+
+def flag_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_config_arguments(parser) -> None:
+    """One flag per TrainConfig field: type, choices and help from the field and its docstring.
+
+    Every flag defaults to "not given" (None), so a config file's value is kept unless a flag is
+    given; the help shows the field's default. Booleans are ``--x`` / ``--no-x``; ``--target-kl none``
+    switches the KL stop off; ``--env KEY=VALUE`` repeats; ``--hidden 128,128``.
+    """
+    import argparse
+
+    docs = field_docs()
+    defaults = TrainConfig()
+    own = {f.name for f in dataclasses.fields(PPOConfig)}
+    groups = {False: parser.add_argument_group("settings"), True: parser.add_argument_group("PPO settings")}
+    for f in sorted(dataclasses.fields(TrainConfig), key=lambda f: f.name in own):  # PPO's last, in order
+        kind, default = _kind(f), getattr(defaults, f.name)
+        shown = {"list": ",".join(str(x) for x in default) if isinstance(default, list) else default,
+                 "optional_float": "none" if default is None else default}.get(kind, default)
+        help_ = first_sentence(docs.get(f.name, f.name))
+        if kind != "dict":
+            help_ += f" (default {shown!s})" if shown != "" else " (default empty)"
+        kw = {"dest": f.name, "default": None, "help": help_}
+        if kind == "bool":
+            kw["action"] = argparse.BooleanOptionalAction
+        elif kind == "dict":
+            kw.update(type=_env_setting, action="append", metavar="KEY=VALUE")
+            help_ += " (repeatable)"
+            kw["help"] = help_
+        else:
+            kw["type"] = {"int": int, "float": float, "str": str, "optional_float": _optional_float,
+                          "list": _int_list}[kind]
+            if f.metadata.get("choices"):
+                kw["choices"] = f.metadata["choices"]
+            else:
+                kw["metavar"] = {"int": "N", "float": "X", "str": "TEXT", "optional_float": "X",
+                                 "list": "N,N"}[kind]
+        groups[f.name in own].add_argument(flag_name(f.name), **kw)
+
+
+def overrides_from_args(args) -> dict:
+    """The settings the generated flags give (only those actually given)."""
+    out = {}
+    for f in dataclasses.fields(TrainConfig):
+        v = getattr(args, f.name, None)
+        if v is None:
+            continue
+        out[f.name] = dict(v) if _kind(f) == "dict" else None if v is _OFF else v
+    return out
+
+
+RENAMED = {"epochs": "update_epochs", "minibatches": "num_minibatches"}
+"""Settings of older versions that now have PPO's names."""
 
 
 def from_dict(data: dict, source="config") -> TrainConfig:
     """A TrainConfig from a dict; unknown keys are an error naming them."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a table/object of settings")
+    renamed = sorted(k for k in data if k in RENAMED)
+    if renamed:
+        raise ConfigError(f"{source}: setting(s) renamed: " + ", ".join(f"{k} is now {RENAMED[k]}" for k in renamed))
     unknown = sorted(set(data) - set(FIELD_NAMES))
     if unknown:
         raise ConfigError(f"{source}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(FIELD_NAMES)}")
     cfg = TrainConfig()
+    kinds = {f.name: _kind(f) for f in dataclasses.fields(TrainConfig)}
     for k, v in data.items():
         if k == "hidden" and isinstance(v, tuple):
             v = list(v)
-        if isinstance(getattr(cfg, k), float) and isinstance(v, int) and not isinstance(v, bool):
+        if kinds[k] in ("float", "optional_float") and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
         setattr(cfg, k, v)
     try:

@@ -6,17 +6,18 @@ exactly. A checkpoint is written at an update boundary and holds everything
 the next update reads: policy parameters, Adam's moments and step, the
 environment's full state (positions, goals, counters, its own generators and
 the current observations), the action-noise and shuffle generators' states
-and the counters. So the resumed run computes the same bits as the run that
-never stopped; the shard count is not part of that state (results do not
-depend on it, DESIGN.md).
+and the counters (``CHECKPOINT_LAYOUT`` below lists the arrays). So the
+resumed run computes the same bits as the run that never stopped; the shard
+count is not part of that state (results do not depend on it,
+docs/DETERMINISM.md).
 
 One update, top to bottom (``Trainer.train``):
 
-1. collect ``rollout_steps`` steps of every actor into the slab (policy
-   forward with sampled actions, environment step, final-observation values
-   for truncated episodes),
-2. bootstrap from the last observations' values and compute GAE,
-3. PPO epochs of shuffled minibatches,
+1-3. ``navi_nb.learn.collect.one_update``: collect ``rollout_steps`` steps of
+   every actor into the slab (policy forward with sampled actions,
+   environment step, final-observation values for truncated episodes),
+   bootstrap from the last observations' values, GAE and PPO epochs of
+   shuffled minibatches (the same function the learning tests run),
 4. log a metrics row, checkpoint every ``checkpoint_every`` updates.
 """
 from __future__ import annotations
@@ -34,9 +35,13 @@ from navi_nb.errors import NaviError
 from navi_nb.train.metrics import MetricsLog
 from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, WORLD_FILE, RunError, pick_run_path, write_json_atomic,
                           check_scene, load_scene_world, make_env, make_policy, process_age, read_run_config)
-from navi_nb.train.config import RESULT_FIELDS, RUN_FIELDS, TrainConfig, field_docs  # noqa: F401
+from navi_nb.train.config import RESUME_FIELDS, TrainConfig, field_docs
 
 CHECKPOINT_DIR = "checkpoints"
+CHECKPOINT_LAYOUT = 2
+"""The trainer's checkpoint layout: ``ppo.*`` (``PPO.get_state``), ``env.*`` (``NavEnv.get_state``) and
+``rng.action`` (``navi_nb.rng_state``), with the counters in meta.json. Layout 1 (before the
+generators had one encoding) is refused."""
 
 
 class Trainer:
@@ -44,7 +49,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ setup
     def __init__(self, cfg: TrainConfig, run_path: Path, world, console=None):
-        from navi_nb.learn.ppo import PPO
+        from navi_nb.learn.collect import PhaseTimes, action_generator
+        from navi_nb.learn.ppo import PPO, PPOConfig
         from navi_nb.learn.rollout import RolloutSlab
 
         self.cfg = cfg
@@ -53,15 +59,22 @@ class Trainer:
         self.world = world
         self.env = make_env(world, cfg)
         self.policy = make_policy(cfg, self.env.obs_dim, self.env.action_dim)
-        self.ppo = PPO(self.policy, ppo_config(cfg), seed=cfg.seed)  # owns the minibatch-shuffle generator
+        self.ppo = PPO(self.policy, PPOConfig.of(cfg), seed=cfg.seed)  # owns the minibatch-shuffle generator
         self.slab = RolloutSlab(cfg.rollout_steps, cfg.actors, self.env.obs_dim, self.env.action_dim)
-        self.rng_action = np.random.default_rng([int(cfg.seed), 0xAC7])  # action noise
+        self.rng_action = action_generator(cfg.seed)
         self.update = 0
         self.global_step = 0
         self.obs = None
         self.shard_report = None
         self.first_tick_s = None
         self.timing = {"collect": 0.0, "learn": 0.0}
+        self.times = PhaseTimes()  # the timing hook: seconds in policy, env and PPO (bench train reads it)
+        self._t_start = time.perf_counter()
+
+    def start(self):
+        """Reset the environment with the run's seed: the state of a new run before its first update."""
+        self.obs, _ = self.env.reset(seed=self.cfg.seed)
+        return self
 
     @classmethod
     def create(cls, cfg: TrainConfig, console=None, run_path=None) -> "Trainer":
@@ -70,9 +83,7 @@ class Trainer:
         check_scene(cfg.scene)
         run_path = Path(run_path) if run_path is not None else pick_run_path(cfg)
         world = load_scene_world(cfg.scene, cfg.resolution, console)
-        self = cls(cfg, run_path, world, console)
-        obs, _ = self.env.reset(seed=cfg.seed)
-        self.obs = obs
+        self = cls(cfg, run_path, world, console).start()
         run_path.mkdir(parents=True, exist_ok=True)
         from navi_nb.world.gmdag import save_world
         save_world(world, run_path / WORLD_FILE)
@@ -91,7 +102,11 @@ class Trainer:
         run_path = Path(run_path)
         cfg = read_run_config(run_path)
         changed = {k: v for k, v in (overrides or {}).items() if getattr(cfg, k) != v}
-        bad = sorted(k for k in changed if k not in RUN_FIELDS)
+        moved = sorted(k for k in changed if k in ("run_dir", "name"))
+        if moved:
+            raise RunError(f"run {run_path}: {' and '.join('--' + k.replace('_', '-') for k in moved)} "
+                           f"name a new run's folder; a resumed run stays in {run_path}")
+        bad = sorted(k for k in changed if k not in RESUME_FIELDS)
         if bad:
             raise RunError(f"run {run_path}: cannot change {', '.join(bad)} when resuming "
                            f"(the run's config says {', '.join(f'{k}={getattr(cfg, k)!r}' for k in bad)}); "
@@ -115,11 +130,11 @@ class Trainer:
 
     # ------------------------------------------------------------ checkpoints
     def state_arrays(self) -> dict:
-        adam = self.ppo.adam
-        arrays = {"policy.params": self.policy.params, "adam.m": adam.m, "adam.v": adam.v,
-                  "adam.t": np.array(adam.t, np.int64), "ppo.updates_done": np.array(self.ppo.updates_done, np.int64)}
-        for k, v in self.env.get_state().items():
-            arrays["env." + k] = v
+        from navi_nb.rng_state import generator_to_array
+
+        arrays = {"ppo." + k: v for k, v in self.ppo.get_state().items()}
+        arrays.update({"env." + k: v for k, v in self.env.get_state().items()})
+        arrays["rng.action"] = generator_to_array(self.rng_action)
         return arrays
 
     def state_spec(self) -> dict:
@@ -127,10 +142,8 @@ class Trainer:
         return {k: (np.shape(v), np.asarray(v).dtype) for k, v in self.state_arrays().items()}
 
     def save_checkpoint(self) -> Path:
-        meta = {"config": self.cfg.to_dict(), "config_hash": self.cfg.hash(),
-                "navi_nb_version": navi_nb.__version__, "update": self.update,
-                "global_step": self.global_step,
-                "rng": {"action": ck.rng_state(self.rng_action), "shuffle": ck.rng_state(self.ppo.rng)}}
+        meta = {"config": self.cfg.to_dict(), "config_hash": self.cfg.hash(), "layout": CHECKPOINT_LAYOUT,
+                "navi_nb_version": navi_nb.__version__, "update": self.update, "global_step": self.global_step}
         folder = self.run_path / CHECKPOINT_DIR
         path = ck.save_checkpoint(folder / ck.checkpoint_name(self.update), self.state_arrays(), meta)
         ck.prune_checkpoints(folder, self.cfg.keep_checkpoints)
@@ -138,34 +151,35 @@ class Trainer:
 
     def load_checkpoint(self, path):
         """Read and check everything, then apply it all (never half-loaded)."""
+        from navi_nb.learn.ppo import PPO, PPOConfig
+        from navi_nb.rng_state import check_generator_array, restore_generator
+
+        opened = ck.open_checkpoint(path)
+        layout = opened.meta.get("layout", 1)
+        if layout != CHECKPOINT_LAYOUT:
+            raise ck.CheckpointError(path, f"has the trainer's checkpoint layout {layout!r}, this version reads "
+                                           f"layout {CHECKPOINT_LAYOUT} only (written by an older navi-nb: "
+                                           "start a new run)")
         arrays, meta = ck.load_checkpoint(path, self.state_spec(), expect_hash=self.cfg.hash())
-        rng = meta.get("rng")
-        if not isinstance(rng, dict):
-            raise ck.CheckpointError(path, "meta.json has no generator states")
-        ck.check_rng_state(self.rng_action, rng.get("action"), path, "action")
-        ck.check_rng_state(self.ppo.rng, rng.get("shuffle"), path, "shuffle")
         update, step = meta.get("update"), meta.get("global_step")
         if not (isinstance(update, int) and isinstance(step, int) and 0 <= update
                 and step == update * self.cfg.batch_size):
             raise ck.CheckpointError(path, f"counters are inconsistent (update {update!r}, global_step {step!r})")
-        for name in ("policy.params", "adam.m", "adam.v"):
-            if not np.isfinite(arrays[name]).all():
-                raise ck.CheckpointError(path, f"{name} holds non-finite values")
-        if int(arrays["ppo.updates_done"]) != update or int(arrays["adam.t"]) < 0:
-            raise ck.CheckpointError(path, "optimizer counters do not match the update counter")
+        ppo_state = {k[4:]: v for k, v in arrays.items() if k.startswith("ppo.")}
         env_state = {k[4:]: v for k, v in arrays.items() if k.startswith("env.")}
-        try:
-            probe = make_env(self.world, self.cfg)  # set_state checks fully before changing anything
-            probe.set_state(env_state)
+        if int(ppo_state["updates_done"]) != update:
+            raise ck.CheckpointError(path, "optimizer counters do not match the update counter")
+        try:  # set_state checks fully before changing anything; probes keep this trainer untouched on failure
+            PPO(make_policy(self.cfg, self.env.obs_dim, self.env.action_dim), PPOConfig.of(self.cfg)
+                ).set_state(ppo_state)
+            make_env(self.world, self.cfg).set_state(env_state)
+            check_generator_array(arrays["rng.action"])
         except NaviError as exc:
             raise ck.CheckpointError(path, str(exc)) from exc
         # apply: nothing below can fail on checked data
         self.env.set_state(env_state)
-        self.policy.set_params(arrays["policy.params"])
-        self.ppo.adam.load_state({"m": arrays["adam.m"], "v": arrays["adam.v"], "t": arrays["adam.t"]})
-        self.ppo.updates_done = int(arrays["ppo.updates_done"])
-        self.rng_action.bit_generator.state = rng["action"]
-        self.ppo.rng.bit_generator.state = rng["shuffle"]
+        self.ppo.set_state(ppo_state)
+        restore_generator(self.rng_action, arrays["rng.action"])
         self.update, self.global_step = update, step
         self.obs = self.env.get_state()["obs"]
 
@@ -178,72 +192,38 @@ class Trainer:
     # ------------------------------------------------------------------ loop
     def calibrate_shards(self):
         """Pick the learner's shard count (config, NAVI_NB_SHARDS, or a short measurement)."""
-        try:
-            from navi_nb.parallel.shards import choose_shards
-        except ImportError:  # the learning stage's planner is not there: keep Numba's default
-            self.shard_report = None
-            if self.cfg.shards:
-                import numba
-                numba.set_num_threads(min(self.cfg.shards, numba.config.NUMBA_NUM_THREADS))
-            return None
-        # The collection tick steps the real environment (and restores it, so the
-        # run is unchanged); candidates are ranked by the time of a whole update.
+        from navi_nb.parallel.shards import choose_shards
+
+        # The collection tick steps the real environment and the PPO timing runs the fused
+        # minibatches; both are restored afterwards, so the run is unchanged. Candidates are
+        # ranked by the time of a whole update.
         self.shard_report = choose_shards(self.cfg.shards or None, ppo=self.ppo, slab=self.slab,
                                           minibatch_size=self.cfg.minibatch_size, env=self.env,
                                           ticks_per_update=self.cfg.rollout_steps,
-                                          minibatches_per_update=self.cfg.epochs * self.cfg.minibatches)
+                                          minibatches_per_update=self.cfg.update_epochs * self.cfg.num_minibatches,
+                                          minibatches_per_epoch=self.cfg.num_minibatches)
         return self.shard_report
 
-    def collect(self):
-        """Fill the slab with ``rollout_steps`` steps of every actor; returns episode stats."""
-        cfg, env, pol, slab = self.cfg, self.env, self.policy, self.slab
-        stats = {k: [] for k in ("return", "length", "success", "spl", "coverage", "collisions")}
-        reward_sum = 0.0
-        obs = self.obs
-        for t in range(cfg.rollout_steps):
-            slab.obs[t] = obs
-            actions, logp, value = pol.act(obs, self.rng_action)
-            slab.actions[t] = actions
-            slab.logp[t] = logp
-            slab.value[t] = value
-            obs, reward, terminated, truncated, info = env.step(actions)
-            if self.first_tick_s is None:
-                self.first_tick_s = process_age()
-            slab.reward[t] = reward
-            slab.terminated[t] = terminated
-            slab.truncated[t] = truncated
-            slab.final_value[t] = 0.0
-            if truncated.any():
-                rows = np.flatnonzero(truncated & ~terminated)
-                if rows.size:
-                    slab.final_value[t, rows] = pol.value(info["final_obs"][rows])
-            done = info["done"]
-            if done.any():
-                for k in stats:
-                    stats[k].append(np.asarray(info["episode"][k])[done].astype(np.float64))
-            reward_sum += float(reward.sum(dtype=np.float64))
-        self.obs = obs
-        out = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in stats.items()}
-        out["reward_mean"] = reward_sum / (cfg.rollout_steps * cfg.actors)
-        return out
-
     def train_one_update(self):
-        """Collect, GAE, PPO epochs; returns the metrics row."""
+        """Collect, GAE, PPO epochs (``navi_nb.learn.collect.one_update``); returns the metrics row."""
+        from navi_nb.learn.collect import one_update
+
         cfg = self.cfg
         update = self.update + 1
+        before = self.times.copy()
         t0 = time.perf_counter()
-        ep = self.collect()
-        t1 = time.perf_counter()
-        # bootstrap from the value of the observation after the last step; PPO.update
-        # computes GAE (termination: no bootstrap; truncation: final_value) and runs the epochs
-        last_values = self.policy.value(self.obs)
-        losses = self.ppo.update(self.slab, last_values, num_updates=cfg.num_updates)
-        lr = losses["learning_rate"]
+        self.obs, ep, losses = one_update(self.env, self.ppo, self.slab, self.obs, self.rng_action,
+                                          num_updates=cfg.num_updates, times=self.times)
         t2 = time.perf_counter()
+        if self.first_tick_s is None and self.times.first_step_time is not None:
+            self.first_tick_s = process_age() - (time.time() - self.times.first_step_time)
+        t_learn = self.times.seconds["ppo"] - before["ppo"]
+        t_collect = (t2 - t0) - t_learn
+        lr = losses["learning_rate"]
         self.update = update
         self.global_step += cfg.batch_size
-        self.timing["collect"] += t1 - t0
-        self.timing["learn"] += t2 - t1
+        self.timing["collect"] += t_collect
+        self.timing["learn"] += t_learn
 
         def mean(a):
             return float(a.mean()) if a.size else float("nan")
@@ -256,7 +236,7 @@ class Trainer:
             "spl_mean": mean(ep["spl"]) if cfg.task == "pointgoal" else float("nan"),
             "coverage_mean": mean(ep["coverage"]) if cfg.task == "explore" else float("nan"),
             "collisions_mean": mean(ep["collisions"]), "reward_mean": ep["reward_mean"],
-            "learning_rate": lr, "t_collect_s": t1 - t0, "t_learn_s": t2 - t1,
+            "learning_rate": lr, "t_collect_s": t_collect, "t_learn_s": t_learn,
         }
         for k, src in (("policy_loss", "pg_loss"), ("value_loss", "v_loss"), ("entropy", "entropy"),
                        ("approx_kl", "approx_kl"), ("clip_frac", "clipfrac"),
@@ -274,7 +254,7 @@ class Trainer:
         if self.update >= cfg.num_updates and console is not None:
             console.print(f"run {self.run_path} is already complete ({self.update} of {cfg.num_updates} updates)")
         self.calibrate_shards()
-        if console is not None and self.shard_report is not None and hasattr(self.shard_report, "print"):
+        if console is not None:
             self.shard_report.print(console)
         self._t_start = time.perf_counter()
         start_update = self.update
@@ -313,16 +293,6 @@ class Trainer:
             "t_collect_s": self.timing["collect"], "t_learn_s": self.timing["learn"],
             "shards": getattr(self.shard_report, "choice", None),
         }
-
-
-def ppo_config(cfg: TrainConfig):
-    from navi_nb.learn.ppo import PPOConfig
-
-    return PPOConfig(gamma=cfg.gamma, gae_lambda=cfg.gae_lambda, clip_coef=cfg.clip_coef,
-                     clip_vloss=cfg.clip_vloss, ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef,
-                     max_grad_norm=cfg.max_grad_norm, learning_rate=cfg.learning_rate,
-                     anneal_lr=cfg.anneal_lr, adam_eps=cfg.adam_eps, update_epochs=cfg.epochs,
-                     num_minibatches=cfg.minibatches, target_kl=cfg.target_kl or None)
 
 
 # ---------------------------------------------------------------------- console

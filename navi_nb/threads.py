@@ -1,0 +1,125 @@
+"""How many threads navi_nb's parallel kernels use when it is embedded in another program.
+
+navi_nb's kernels (ray tracing, motion, scoring) run on Numba's thread pool,
+which by default is as large as the machine. Inside a trainer that has its own
+pool (PyTorch, JAX, another Numba user), the two pools together can ask for
+more threads than there are cores, and throughput collapses. The knob:
+
+- ``navi_nb.set_threads(n)`` (``None``: forget it), or the environment variable ``NAVI_NB_THREADS``
+  (read once, when navi_nb first needs a thread count): the threads navi_nb
+  uses; ``n`` must lie in 1 .. the cores this process may use (affinity and
+  cgroup quota, :func:`navi_nb.cores.allowed_cores`) and at most
+  Numba's pool size (``NUMBA_NUM_THREADS``, fixed when Numba loads).
+- The Gymnasium adapters take ``threads=`` too; without it they use the
+  ``set_threads`` / ``NAVI_NB_THREADS`` value, else their own default (the
+  vector adapter half the allowed cores, the single-actor environment 1), and
+  apply it only while they step, so the embedding program's own Numba code is
+  not affected.
+
+Give the trainer the rest: e.g. ``torch.set_num_threads(allowed - n)``.
+The thread count changes no result bits (no kernel reduces across threads).
+"""
+from __future__ import annotations
+
+import contextlib
+import numbers
+import os
+
+from navi_nb.errors import NaviError
+
+ENV_VAR = "NAVI_NB_THREADS"
+
+_chosen: int | None = None      # set by set_threads or read from NAVI_NB_THREADS
+_env_read = False
+
+
+class ThreadsError(NaviError):
+    """A thread count navi_nb cannot use."""
+
+
+def thread_limit() -> int:
+    """The most threads navi_nb may use: allowed cores, capped by Numba's pool size."""
+    import numba
+
+    from navi_nb.cores import allowed_cores
+
+    return max(1, min(allowed_cores().allowed, int(numba.config.NUMBA_NUM_THREADS)))
+
+
+def check_threads(n, what="threads") -> int:
+    """``n`` as an int if it is a usable thread count, else a ThreadsError naming ``what``."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        raise ThreadsError(f"{what} must be a positive integer, got {n!r}")
+    import numba
+
+    from navi_nb.cores import allowed_cores
+
+    cores = allowed_cores()
+    if n > cores.allowed:
+        raise ThreadsError(f"{what}={n} exceeds the {cores.allowed} cores this process may use ({cores.reason})")
+    pool = int(numba.config.NUMBA_NUM_THREADS)
+    if n > pool:
+        raise ThreadsError(f"{what}={n} exceeds Numba's pool of {pool} threads (NUMBA_NUM_THREADS, fixed when "
+                           f"Numba loads): set NUMBA_NUM_THREADS={n} before starting")
+    return int(n)
+
+
+def set_threads(n: int | None) -> int | None:
+    """Use ``n`` threads for navi_nb's kernels from now on; returns ``n``.
+
+    Applies at once to the calling thread (``numba.set_num_threads``) and is
+    the default of the Gymnasium adapters created afterwards. ``None`` forgets
+    the choice (the adapters fall back to their own defaults; Numba's count in
+    this thread is left as it is).
+    """
+    global _chosen, _env_read
+    import numba
+
+    if n is None:
+        _chosen, _env_read = None, True
+        return None
+    n = check_threads(n)
+    numba.set_num_threads(n)
+    _chosen, _env_read = n, True
+    return n
+
+
+def chosen_threads() -> int | None:
+    """The count given to ``set_threads`` or in ``NAVI_NB_THREADS``; None when neither was given."""
+    global _chosen, _env_read
+    if not _env_read:
+        _env_read = True
+        text = os.environ.get(ENV_VAR, "").strip()
+        if text:
+            try:
+                value = int(text)
+            except ValueError:
+                raise ThreadsError(f"{ENV_VAR} must be a positive integer, got {text!r}") from None
+            _chosen = check_threads(value, ENV_VAR)
+    return _chosen
+
+
+def resolve_threads(threads, default: int) -> int:
+    """An adapter's thread count: ``threads`` if given, else the chosen count, else ``default`` (capped)."""
+    if threads is not None:
+        return check_threads(threads, "threads")
+    chosen = chosen_threads()
+    if chosen is not None:
+        return chosen
+    return max(1, min(int(default), thread_limit()))
+
+
+@contextlib.contextmanager
+def using_threads(n: int):
+    """Run the block with ``n`` Numba threads in this thread, then restore the previous count."""
+    import numba
+
+    before = numba.get_num_threads()
+    if before == n:
+        yield
+        return
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)

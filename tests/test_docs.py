@@ -1,0 +1,232 @@
+"""The docs stand alone and docs/CLI.md matches the parsers that ship.
+
+The parsers are built from the command modules themselves (``navi_nb.cli.COMMANDS``;
+``navi-nb bench`` nests one parser per benchmark), so a flag added, renamed or
+given a new default without a matching line in docs/CLI.md fails here, with a
+message naming the section, the flag and what is missing.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from navi_nb.cli import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI_MD = ROOT / "docs" / "CLI.md"
+
+
+def _section(doc: str, heading: str) -> str | None:
+    """The text under ``heading`` (a full heading line such as ``## train``) up to the next heading of the same or a
+    higher level; None when the heading is missing."""
+    level = heading.split(" ", 1)[0]
+    lines = doc.splitlines()
+    try:
+        start = lines.index(heading)
+    except ValueError:
+        return None
+    out = []
+    for line in lines[start + 1:]:
+        m = re.match(r"^(#+) ", line)
+        if m and len(m.group(1)) <= len(level):
+            break
+        out.append(line)
+    return "\n".join(out)
+
+
+def _own_text(section: str) -> str:
+    """A section without its deeper subsections (``## bench`` without its ``### bench NAME`` parts)."""
+    return re.split(r"^###+ ", section, maxsplit=1, flags=re.MULTILINE)[0]
+
+
+def _parsers():
+    """(heading, parser) for every subcommand and every `bench` benchmark, built from the shipped modules."""
+    out = []
+    for name, (module, _help) in COMMANDS.items():
+        parser = argparse.ArgumentParser(prog=f"navi-nb {name}")
+        importlib.import_module(module).add_arguments(parser)
+        out.append((f"## {name}", parser))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub_parser in action.choices.items():
+                    if len(sub_parser._actions) > 1:  # one with no flags is documented by its parent's list
+                        out.append((f"### {name} {sub_name}", sub_parser))
+    return out
+
+
+def _default_spellings(value) -> set[str]:
+    """Ways a default may be written in the docs: as Python prints it, and for numbers also as `:g` and with
+    thousands separators or as a power of ten (``20.0`` -> ``20``, ``1000000`` -> ``1,000,000`` or ``1e6``)."""
+    out = {str(value)}
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        out |= {f"{value:g}", f"{value:,}"}
+        short = f"{value:.0e}".replace("e+0", "e").replace("e+", "e")  # 1000000 -> 1e6
+        if float(short) == value:
+            out.add(short)
+    if isinstance(value, (list, tuple)):
+        out.add(",".join(str(v) for v in value))
+    return out
+
+
+def _flag_entry(section: str, flag: str) -> str | None:
+    """The lines that document ``flag``: from the first line naming it as a word (in the help listing, where
+    option lines start with '-') to the next option line or blank line."""
+    lines = section.splitlines()
+    pattern = re.compile(rf"(?<![\w-]){re.escape(flag)}(?![\w-])")
+    starts = [i for i, line in enumerate(lines) if pattern.search(line)]
+    listing = [i for i in starts if lines[i].lstrip().startswith("-")]
+    if not starts:
+        return None
+    i = (listing or starts)[0]
+    entry = [lines[i]]
+    for line in lines[i + 1:]:
+        if not line.strip() or line.lstrip().startswith(("-", "```")):
+            break
+        entry.append(line)
+    return "\n".join(entry)
+
+
+def test_cli_md_lists_every_command():
+    doc = CLI_MD.read_text()
+    intro = doc.split("\n## ", 1)[0]
+    missing = [name for name in COMMANDS if f"[`{name}`](#{name})" not in intro]
+    assert not missing, f"docs/CLI.md: the command table at the top lacks a row for: {', '.join(missing)}"
+    for name, (_module, help_) in COMMANDS.items():
+        section = _section(doc, f"## {name}")
+        assert section is not None, f"docs/CLI.md has no section '## {name}' for the command `navi-nb {name}`"
+        assert help_ in section, (f"docs/CLI.md section '## {name}': the command's one-line help {help_!r} "
+                                  f"(navi_nb/cli.py COMMANDS) is not there")
+
+
+@pytest.mark.parametrize("heading,parser", _parsers(), ids=lambda v: v if isinstance(v, str) else "")
+def test_cli_md_documents_every_flag_and_default(heading, parser):
+    doc = CLI_MD.read_text()
+    section = _section(doc, heading)
+    assert section is not None, f"docs/CLI.md has no section '{heading}' (for `{parser.prog}`)"
+    own = _own_text(section)
+    problems = []
+    known = {"--help", "-h"}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name in action.choices:
+                if not re.search(rf"(?<![\w-]){re.escape(sub_name)}(?![\w-])", own):
+                    problems.append(f"sub-command `{sub_name}` is not named")
+            continue
+        if isinstance(action, argparse._HelpAction):
+            continue
+        known.update(action.option_strings)
+        if not action.option_strings:  # a positional: its metavar names it
+            name = action.metavar or action.dest
+            if name not in own:
+                problems.append(f"positional argument {name} is not named")
+            continue
+        for flag in action.option_strings:
+            if _flag_entry(own, flag) is None:
+                problems.append(f"flag {flag} is not named")
+        default = action.default
+        if default in (None, False, argparse.SUPPRESS) or isinstance(action, argparse._StoreConstAction):
+            continue  # switches (store_true / store_false / store_const) have no default worth writing
+        flag = action.option_strings[-1]
+        entry = _flag_entry(own, flag) or ""
+        spellings = _default_spellings(default)
+        if not any(s in entry for s in spellings):
+            problems.append(f"flag {flag}: its default {default!r} is not in its entry "
+                            f"(write one of {sorted(spellings)}); the entry reads: {entry.strip()!r}")
+    # every flag the section names must exist (catches flags that were renamed or removed)
+    for flag in sorted(set(re.findall(r"(?<![\w-])(--[a-z][\w-]*)", own))):
+        if flag not in known:
+            problems.append(f"names {flag}, which `{parser.prog}` does not have")
+    assert not problems, f"docs/CLI.md section '{heading}' (`{parser.prog}`):\n  " + "\n  ".join(problems)
+
+
+def _anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file: lower case, punctuation dropped, spaces to '-'."""
+    out = set()
+    for line in path.read_text().splitlines():
+        m = re.match(r"^#+ (.*)", line)
+        if m:
+            out.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return out
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"], ids=lambda p: p.name)
+def test_docs_stand_alone(path):
+    """No citation of notes outside the repository; every relative link and its #anchor resolves."""
+    full = path.read_text()
+    cited = [name for name in ("../shared", "DESIGN.md", "GMDAG.md", "STYLE.md") if name in full]
+    assert not cited, f"{path.relative_to(ROOT)} cites {cited}, which are not in the repository"
+    text = re.sub(r"```.*?```", "", full, flags=re.DOTALL)  # links are read outside code blocks
+    broken = []
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text):
+        if "://" in target:
+            continue
+        linked = (path.parent / target) if target else path
+        if not linked.exists():
+            broken.append(f"{target} (no such file)")
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            broken.append(f"{target}#{anchor} (no such heading)")
+    assert not broken, f"{path.relative_to(ROOT)} has broken links: {broken}"
+
+
+# --- the import rule docs/ARCHITECTURE.md states ------------------------------------------------------------------
+
+STAGES = ("world", "sense", "env", "learn", "parallel", "train")
+CONSOLE = ("commands", "bench", "cli", "__main__")
+
+
+def _rank(module: str) -> int:
+    """Where a navi_nb module sits: -1 top-level shared modules, 0.. the stages in order, len(STAGES) the console."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return -1
+    if parts[1] in STAGES:
+        return STAGES.index(parts[1])
+    if parts[1] in CONSOLE:
+        return len(STAGES)
+    return -1  # navi_nb.errors, navi_nb.jit_cache, ...: shared top-level modules
+
+
+def _imports(path: Path):
+    """(line, imported navi_nb module, names taken from it) for every import statement in a file, lazy ones too."""
+    import ast
+
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("navi_nb."):
+                    yield node.lineno, alias.name, []
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("navi_nb"):
+            names = [a.name for a in node.names]
+            if node.module == "navi_nb":  # `from navi_nb import world` imports a subpackage, or a lazy re-export
+                for name in names:
+                    yield node.lineno, f"navi_nb.{name}", []
+            else:
+                yield node.lineno, node.module, names
+
+
+def test_imports_go_one_way():
+    """Each module imports only its own stage, earlier stages and the shared top-level modules
+    (world <- sense <- env <- learn <- parallel <- train <- console), and no other module's _private names."""
+    package = ROOT / "navi_nb"
+    problems = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        module = ".".join(rel.with_suffix("").parts).removesuffix(".__init__")
+        if module == "navi_nb":
+            continue  # the package's lazy re-exports
+        rank = _rank(module)
+        for line, target, names in _imports(path):
+            target_rank = _rank(target)
+            if rank == -1 and target_rank != -1:
+                problems.append(f"{rel}:{line}: the shared top-level module imports {target}, a stage")
+            elif target_rank > rank:
+                problems.append(f"{rel}:{line}: imports {target}, a later stage than its own")
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            if private and target != module:
+                problems.append(f"{rel}:{line}: imports private names {private} from {target}")
+    assert not problems, "imports against the rule of docs/ARCHITECTURE.md:\n  " + "\n  ".join(problems)
