@@ -84,13 +84,13 @@ def test_fuzz_mutated_files():
 
 
 # --------------------------------------------------------------------------
-# navi_nb.fuzz: the fast deterministic subset of `navi-nb fuzz`
+# navi_nb.bench.fuzz: the fast deterministic subset of `navi-nb fuzz`
 # --------------------------------------------------------------------------
 
 def _in_process(target, seed, n, tmp_path):
     from collections import Counter
 
-    from navi_nb import fuzz
+    from navi_nb.bench import fuzz
 
     bases = fuzz.TARGETS[target].bases()
     counts, by_mutator, failures = Counter(), Counter(), []
@@ -105,7 +105,7 @@ def _in_process(target, seed, n, tmp_path):
 
 
 def test_fuzz_gmdag_subset_every_mode_and_mutator(tmp_path):
-    from navi_nb import fuzz
+    from navi_nb.bench import fuzz
 
     counts, by_mutator, failures = _in_process("gmdag", 2026, 600, tmp_path)
     assert failures == []
@@ -116,7 +116,7 @@ def test_fuzz_gmdag_subset_every_mode_and_mutator(tmp_path):
 
 
 def test_fuzz_cases_are_deterministic_by_seed():
-    from navi_nb import fuzz
+    from navi_nb.bench import fuzz
 
     bases = fuzz.gmdag_bases()
     a = [fuzz.make_gmdag_case(bases, 5, i) for i in range(40)]
@@ -130,7 +130,7 @@ def test_fuzz_cases_are_deterministic_by_seed():
 
 
 def test_fuzz_mesh_subset(tmp_path):
-    from navi_nb import fuzz
+    from navi_nb.bench import fuzz
 
     counts, by_mutator, failures = _in_process("mesh", 2026, 150, tmp_path)
     assert counts["ok"] > 20 and counts["rejected"] > 20
@@ -144,7 +144,7 @@ def _selftest_bases():
 
 
 def _selftest_make(bases, seed, index):
-    from navi_nb.fuzz import Case
+    from navi_nb.bench.fuzz import Case
 
     return Case(index, ["fine", "bad", "crash", "hang", "bug", "nan", "warn"][index % 7], "-", b"")
 
@@ -154,7 +154,7 @@ def _selftest_run(case, folder, rng):
     import signal
 
     from navi_nb.errors import NaviError
-    from navi_nb.fuzz import NonFinite
+    from navi_nb.bench.fuzz import NonFinite
 
     if case.mutator == "bad":
         raise NaviError("case: refused")
@@ -177,7 +177,7 @@ def _selftest_label(seed, index):
 
 
 def test_fuzz_runner_counts_crashes_and_hangs_in_child_processes():
-    from navi_nb import fuzz
+    from navi_nb.bench import fuzz
 
     target = fuzz.Target(_selftest_bases, _selftest_make, _selftest_run, _selftest_label)
     report = fuzz.run_fuzz(target, 16, seed=0, jobs=2, timeout=1.5, batch=4)

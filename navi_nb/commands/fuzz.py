@@ -5,7 +5,7 @@
     navi-nb fuzz --target gmdag --seed 0 --case 1234     # replay one case here, with its traceback
 
 Exit status 0 when no case failed (crash, hang, non-finite, traceback), else 1.
-See docs/FUZZING.md and navi_nb/fuzz.py.
+See docs/FUZZING.md and navi_nb/bench/fuzz.py.
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def _replay(args, console) -> int:
 
     from rich.markup import escape
 
-    from navi_nb import fuzz
+    from navi_nb.bench import fuzz
 
     t = fuzz.TARGETS[args.target]
     bases = t.bases()
@@ -82,7 +82,7 @@ def outcome_table(report, title=None):
     """A rich Table: one row per mutator (and per mode), one column per outcome."""
     from rich.table import Table
 
-    from navi_nb.fuzz import OUTCOMES
+    from navi_nb.bench.fuzz import OUTCOMES
 
     table = Table(title=title)
     table.add_column("mutator / mode")
@@ -104,7 +104,7 @@ def run(args) -> int:
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from navi_nb import fuzz
+    from navi_nb.bench import fuzz
 
     _check(args)
     console = Console()
