@@ -262,3 +262,17 @@ def test_markup_in_a_run_name_prints_as_typed(tmp_path, capsys):
     line = _one_error_line(capsys.readouterr().err)
     assert "'x[/]y'" in line
     assert list(tmp_path.iterdir()) == []  # refused before any run folder is made
+
+
+
+def test_mesh_with_one_far_vertex_compiles_without_a_division_error(tmp_path):
+    """Fuzz case mesh/seed 0/39: one coordinate near 1e30 beside unit ones. Points ~1e29 from a unit
+    triangle make the closest-point denominators (|ab|^2, the area) cancel to 0 in float64."""
+    from navi_nb.bench import fuzz
+    from navi_nb.errors import NaviError
+
+    case = fuzz.make_mesh_case(fuzz.mesh_bases(), 0, 39)
+    try:
+        fuzz.run_mesh_case(case, str(tmp_path), np.random.default_rng([0, 39, 1]))
+    except NaviError:
+        pass  # a clear refusal is fine; a ZeroDivisionError/SystemError is the bug
