@@ -46,6 +46,15 @@ def resolve_config(args):
 
 
 def run(args) -> int:
+    from navi_nb.train.runs import os_error
+
+    try:
+        return _run(args)
+    except OSError as exc:  # a full disk, a read-only folder, a name too long: one line, not a traceback
+        raise os_error(exc, "train") from None
+
+
+def _run(args) -> int:
     from rich.console import Console
 
     from navi_nb.train.loop import Trainer, print_config, print_summary

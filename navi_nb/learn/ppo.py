@@ -26,7 +26,7 @@ import numpy as np
 
 from navi_nb.errors import NaviError
 from navi_nb.learn import fused
-from navi_nb.learn.adam import Adam
+from navi_nb.learn.adam import Adam, OptimizerStateError
 from navi_nb.learn.gae import compute_gae
 from navi_nb.rng_state import GeneratorStateError, check_generator_array, generator_to_array, restore_generator
 
@@ -305,7 +305,12 @@ class PPO:
             check_generator_array(state["rng"])
         except GeneratorStateError as exc:
             raise PPOConfigError(f"PPO state 'rng': {exc}") from None
+        adam_state = {"m": state["adam_m"], "v": state["adam_v"], "t": np.asarray(state["adam_t"])}
+        try:
+            self.adam.check_state(adam_state)
+        except OptimizerStateError as exc:
+            raise PPOConfigError(f"PPO state: {exc}") from None
         self.policy.set_params(state["params"])
-        self.adam.load_state({"m": state["adam_m"], "v": state["adam_v"], "t": adam_t})
+        self.adam.load_state(adam_state)
         self.updates_done = updates
         restore_generator(self.rng, state["rng"])
