@@ -46,12 +46,14 @@ def resolve_config(args):
 
 
 def run(args) -> int:
-    from navi_nb.train.runs import os_error
+    from navi_nb.train.runs import RunError, os_error
 
     try:
         return _run(args)
     except OSError as exc:  # a full disk, a read-only folder, a name too long: one line, not a traceback
         raise os_error(exc, "train") from None
+    except MemoryError:  # the size checks are lower bounds; what they let through may still not fit
+        raise RunError("train: ran out of memory; use fewer actors or rollout steps") from None
 
 
 def _run(args) -> int:

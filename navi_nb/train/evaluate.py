@@ -147,12 +147,15 @@ def save_results(run_path, res, ep, traj, cfg, eval_seed):
 
 def episodes_memory_estimate(cfg, episodes: int) -> int:
     """A lower bound on the bytes evaluating ``episodes`` side by side holds: one environment actor per
-    episode and its logged poses (position and yaw per step, logged, then stacked)."""
+    episode, the policy's hidden activations (actor and critic trunks), and its logged poses (position
+    and yaw, 16 bytes a step: the list of steps, the stacked array and its float32 copy)."""
     from navi_nb.env.config import EnvConfig
     from navi_nb.train.config import actor_bytes
 
     max_steps = EnvConfig.from_kwargs(**cfg.env).max_steps
-    return episodes * (actor_bytes(cfg.obs_dim(), cfg.sensor_az * cfg.sensor_el) + 2 * 16 * (max_steps + 2))
+    per_episode = (actor_bytes(cfg.obs_dim(), cfg.sensor_az * cfg.sensor_el) + 8 * sum(cfg.hidden)
+                   + 3 * 16 * (max_steps + 2))
+    return episodes * per_episode
 
 
 def episodes_spec(n_episodes, n_steps):
