@@ -326,6 +326,14 @@ def test_ppo_and_adam_refuse_impossible_optimizer_state():
         with pytest.raises(PPOConfigError, match=match):
             ppo.set_state(state)
         assert {k: np.asarray(v).tobytes() for k, v in ppo.get_state().items()} == before, key
+    masked = {k: np.copy(v) for k, v in good.items()}
+    for key in ("params", "adam_m"):
+        masked = {k: np.copy(v) for k, v in good.items()}
+        masked[key].reshape(-1)[0] = np.nan
+        masked[key] = np.ma.masked_invalid(masked[key])  # the mask must not hide the NaN
+        with pytest.raises(PPOConfigError, match="non-finite"):
+            ppo.set_state(masked)
+        assert ppo.policy.params.tobytes() == good["params"].tobytes()
     adam = Adam(np.zeros(5, np.float32))
     m0 = adam.m.copy()
     with pytest.raises(OptimizerStateError, match="second moment"):

@@ -55,14 +55,18 @@ class Adam:
 
     def check_state(self, state) -> None:
         """Raise OptimizerStateError unless ``state`` (as :meth:`state` returns) can be loaded; changes nothing."""
+        if not isinstance(state, dict):
+            raise OptimizerStateError(f"Adam state: expected a dict, got {type(state).__name__}")
+        moments = {}
         for key in ("m", "v"):
-            arr = np.asarray(state.get(key)) if isinstance(state, dict) else None
-            if arr is None or arr.shape != self.m.shape or arr.dtype != self.m.dtype:
-                got = "nothing" if arr is None else f"{arr.dtype} {arr.shape}"
-                raise OptimizerStateError(f"Adam state {key!r}: expected {self.m.dtype} {self.m.shape}, got {got}")
+            arr = np.asarray(state.get(key))  # a plain array: a mask would hide NaN from the check
+            if arr.shape != self.m.shape or arr.dtype != self.m.dtype:
+                raise OptimizerStateError(f"Adam state {key!r}: expected {self.m.dtype} {self.m.shape}, "
+                                          f"got {arr.dtype} {arr.shape}")
             if not np.isfinite(arr).all():
                 raise OptimizerStateError(f"Adam state {key!r} holds non-finite values")
-        if np.min(state["v"], initial=0.0) < 0:  # a mean of squares: negative makes the step's sqrt NaN
+            moments[key] = arr
+        if np.min(moments["v"], initial=0.0) < 0:  # a mean of squares: negative makes the step's sqrt NaN
             raise OptimizerStateError("Adam state 'v' (the second moment) holds negative values")
         t = np.asarray(state.get("t"))
         if t.ndim != 0 or t.dtype.kind not in "iu" or int(t) < 0:
@@ -71,6 +75,6 @@ class Adam:
     def load_state(self, state):
         """Restore :meth:`state`'s dict (checked first; nothing changes on a bad state)."""
         self.check_state(state)
-        self.m[...] = state["m"]
-        self.v[...] = state["v"]
+        self.m[...] = np.asarray(state["m"])
+        self.v[...] = np.asarray(state["v"])
         self.t = int(state["t"])

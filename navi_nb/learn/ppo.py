@@ -291,6 +291,9 @@ class PPO:
 
     def set_state(self, state):
         """Restore :meth:`get_state`'s dict; everything is checked before anything changes."""
+        if not isinstance(state, dict):
+            raise PPOConfigError(f"PPO state: expected a dict, got {type(state).__name__}")
+        state = {k: np.asarray(v) for k, v in state.items()}  # plain arrays: a mask would hide NaN from the checks
         for key, (shape, dtype) in self.state_spec().items():
             arr = np.asarray(state.get(key))
             if arr.shape != shape or arr.dtype != dtype:
