@@ -2,8 +2,7 @@
 
     python examples/compile_mesh.py [MESH] [OUT.gmdag] [RESOLUTION]
 
-Without MESH it uses ../shared/meshes/fandisk.obj when that folder exists,
-else it writes a procedural icosphere and compiles that.
+Without MESH it compiles the sample mesh fandisk.obj shipped with navi_nb.
 """
 import sys
 from pathlib import Path
@@ -11,19 +10,9 @@ from pathlib import Path
 import numpy as np
 
 import navi_nb
-from navi_nb.world import mesh_io
-from navi_nb.world.mesh_scene import icosphere
+from navi_nb.world.mesh_scene import sample_mesh_path
 
-here = Path(__file__).resolve().parent
-if len(sys.argv) > 1:
-    mesh_path = Path(sys.argv[1])
-else:
-    mesh_path = here.parent.parent / "shared" / "meshes" / "fandisk.obj"
-    if not mesh_path.exists():
-        mesh_path = Path("out/icosphere.obj")
-        mesh_path.parent.mkdir(parents=True, exist_ok=True)
-        ball = icosphere(3)
-        mesh_io.write_obj(mesh_path, ball.vertices, ball.faces)
+mesh_path = Path(sys.argv[1]) if len(sys.argv) > 1 else sample_mesh_path("fandisk.obj")
 out = Path(sys.argv[2] if len(sys.argv) > 2 else "out/mesh.gmdag")
 resolution = int(sys.argv[3]) if len(sys.argv) > 3 else 128
 out.parent.mkdir(parents=True, exist_ok=True)

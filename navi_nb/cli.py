@@ -19,7 +19,7 @@ from navi_nb.errors import NaviError
 COMMANDS = {
     "compile": ("navi_nb.commands.compile", "compile a mesh or a built-in scene into a .gmdag world"),
     "inspect": ("navi_nb.commands.inspect", "print a .gmdag file's header, node counts and validation result"),
-    "scenes": ("navi_nb.commands.scenes", "list the built-in procedural scenes"),
+    "scenes": ("navi_nb.commands.scenes", "list scene families; resolve a scene spec or fill the compile cache"),
     "render": ("navi_nb.commands.render", "draw what an actor sees (or a trained run's episode) as a PNG"),
     "train": ("navi_nb.commands.train", "train a navigation policy with PPO over many actors"),
     "eval": ("navi_nb.commands.eval", "evaluate a trained run deterministically"),

@@ -1,13 +1,16 @@
-"""Gradients of the full PPO loss against central finite differences (float64)."""
+"""The fused kernels against the package's reference loss (``loss_reference.py``,
+plain NumPy float64): every statistic against the reference's value; every
+parameter's gradient against central finite differences of the reference, and
+against the reference's chain-rule gradient (itself checked against the same
+finite differences)."""
 import numpy as np
 import pytest
 
 import navi_nb  # noqa: F401  (BLAS pin)
+from navi_nb.learn.loss_reference import ppo_loss, ppo_loss_grad
 from navi_nb.learn.policy import ActorCritic
 from navi_nb.learn.ppo import PPO, PPOConfig
 from navi_nb.learn.rollout import RolloutSlab
-
-from learn_reference import ppo_loss
 
 
 def make_batch(policy, n, seed):
@@ -36,22 +39,25 @@ def batch_dict(slab, rows):
 
 def fd_gradient(fn, x, h):
     g = np.empty_like(x)
+
+    def at(i, d):
+        y = x.copy()
+        y[i] += d
+        return fn(y)
+
     for i in range(x.size):
-        def at(d):
-            y = x.copy()
-            y[i] += d
-            return fn(y)
         # fourth-order central difference: error O(h^4)
-        g[i] = (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h)
+        g[i] = (8 * (at(i, h) - at(i, -h)) - (at(i, 2 * h) - at(i, -2 * h))) / (12 * h)
     return g
 
 
-@pytest.mark.parametrize("activation,grad_mode,clip_vloss,ent", [
-    ("tanh", "chunk", True, 0.01),
-    ("relu", "tile", True, 0.0),
-    ("tanh", "tile", False, 0.005),
+@pytest.mark.parametrize("activation,grad_mode,clip_vloss,ent,norm_adv", [
+    ("tanh", "chunk", True, 0.01, True),
+    ("relu", "tile", True, 0.0, True),
+    ("tanh", "tile", False, 0.005, True),
+    ("tanh", "chunk", True, 0.0, False),
 ])
-def test_gradient_matches_finite_differences(activation, grad_mode, clip_vloss, ent):
+def test_gradient_matches_finite_differences(activation, grad_mode, clip_vloss, ent, norm_adv):
     policy = ActorCritic(6, 4, hidden=(7, 5), activation=activation, seed=3, dtype=np.float64,
                          log_std_init=-0.3)
     # small chunks and tiles so every layer is split into several pieces
@@ -62,7 +68,7 @@ def test_gradient_matches_finite_differences(activation, grad_mode, clip_vloss, 
         if name.endswith(".b"):
             policy.p[name][...] = rng.uniform(-0.2, 0.2, policy.p[name].shape)
     cfg = PPOConfig(grad_mode=grad_mode, chunk_size=8, tile_rows=3, tile_cols=2,
-                    clip_vloss=clip_vloss, ent_coef=ent)
+                    clip_vloss=clip_vloss, ent_coef=ent, norm_adv=norm_adv)
     ppo = PPO(policy, cfg)
     slab = make_batch(policy, 40, seed=11)
     ppo.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
@@ -73,16 +79,20 @@ def test_gradient_matches_finite_differences(activation, grad_mode, clip_vloss, 
     batch = batch_dict(slab, order[start:stop])
     x0 = policy.params.copy()
     ref = ppo_loss(policy, x0, batch, cfg)
-    assert stats["loss"] == pytest.approx(ref, rel=1e-12, abs=1e-12)
-    clipped = stats["clipfrac"]
-    assert 0.05 < clipped < 0.95, "test data should clip some ratios, not all"
+    for name in ("loss", "pg_loss", "v_loss", "approx_kl", "old_approx_kl", "clipfrac"):
+        assert stats[name] == pytest.approx(ref[name], rel=1e-12, abs=1e-12), name
+    assert stats["entropy"] == ref["entropy_loss"]
+    assert 0.05 < stats["clipfrac"] < 0.95, "test data should clip some ratios, not all"
     # relu has kinks: a smaller step keeps every sample on its side of them
     h = 1e-4 if activation == "tanh" else 3e-6
-    fd = fd_gradient(lambda p: ppo_loss(policy, p, batch, cfg), x0, h)
-    g = ppo.grad
-    rel = np.abs(g - fd) / np.maximum(np.maximum(np.abs(g), np.abs(fd)), 1e-6)
-    worst = int(np.argmax(rel))
-    assert rel.max() < 1e-5, (policy.layout.names(), worst, g[worst], fd[worst])
+    fd = fd_gradient(lambda p: ppo_loss(policy, p, batch, cfg)["loss"], x0, h)
+    analytic = ppo_loss_grad(policy, x0, batch, cfg)
+    for what, g in (("kernels", ppo.grad), ("reference", analytic)):
+        rel = np.abs(g - fd) / np.maximum(np.maximum(np.abs(g), np.abs(fd)), 1e-6)
+        worst = int(np.argmax(rel))
+        assert rel.max() < 1e-5, (what, policy.layout.names(), worst, g[worst], fd[worst])
+    # the kernels and the reference's gradient differ by rounding only
+    np.testing.assert_allclose(ppo.grad, analytic, rtol=1e-10, atol=1e-13)
     # every tensor really has a non-trivial gradient
     for name in policy.layout.names():
         assert np.abs(ppo.g[name]).max() > 1e-6, name

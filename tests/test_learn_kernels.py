@@ -1,5 +1,6 @@
 """Kernel pieces against independent answers: gemm (both bindings), tanh32,
-forward/backward layers and the two weight-gradient decompositions."""
+the forward layer and the activation derivative, the parameter layout, the
+policy's distribution, bad input, and the one-call minibatches path."""
 import os
 import subprocess
 import sys
@@ -37,7 +38,7 @@ def test_gemm_numba_fallback_agrees():
             "blas.matmul_into(a,a,c2,True,False); "
             "print(blas.GEMM_BACKEND, float(abs(c-a.astype(np.float64)@b).max()), "
             "float(abs(c2-a.T.astype(np.float64)@a).max()))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=ROOT,
                          env=dict(os.environ, NAVI_NB_GEMM="numba"), timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     name, e1, e2 = out.stdout.split()
@@ -54,9 +55,12 @@ def test_tanh32_accuracy():
 
 
 @pytest.mark.parametrize("act", ["tanh", "relu"])
-def test_layer_forward_backward_and_both_weight_gradients(act):
+def test_layer_forward_and_activation_derivative(act):
+    """forward_chunks (acting) and times_dact_rows (the fused backward pass's
+    activation step) against NumPy; the whole backward pass and both weight-gradient
+    decompositions are checked against the reference loss in test_learn_grad.py."""
     rng = np.random.default_rng(2)
-    B, n_in, n_out, n_next = 70, 13, 11, 5
+    B, n_in, n_out = 70, 13, 11
     X = rng.standard_normal((B, n_in))
     W = rng.standard_normal((n_in, n_out))
     b = rng.standard_normal(n_out)
@@ -66,22 +70,11 @@ def test_layer_forward_backward_and_both_weight_gradients(act):
     Z = X @ W + b
     ref = np.tanh(Z) if act == "tanh" else np.maximum(Z, 0)
     np.testing.assert_allclose(H, ref, rtol=1e-12, atol=1e-12)
-    W2 = rng.standard_normal((n_out, n_next))
-    dZ2 = rng.standard_normal((B, n_next))
-    dZ = np.empty((B, n_out))
-    mlp.backprop_chunks(dZ2, W2, H, dZ, code, 16)
+    dH = rng.standard_normal((B, n_out))
+    dZ = dH.copy()
+    mlp.times_dact_rows(dZ, H, 0, B, code)
     dact = 1 - ref ** 2 if act == "tanh" else (Z > 0).astype(float)
-    np.testing.assert_allclose(dZ, (dZ2 @ W2.T) * dact, rtol=1e-12, atol=1e-12)
-    # weight gradient both ways against X.T @ dZ
-    slots = np.empty(((B + 15) // 16, n_in * n_out + n_out))
-    mlp.wgrad_chunk_slots(X, dZ, slots, 16)
-    flat = np.empty(n_in * n_out + n_out)
-    mlp.sum_slots(slots, slots.shape[0], flat, 7)
-    gW, gb = np.empty((n_in, n_out)), np.empty(n_out)
-    mlp.wgrad_tiles(X, dZ, gW, gb, 4, 3)
-    for w, bb in ((flat[:n_in * n_out].reshape(n_in, n_out), flat[n_in * n_out:]), (gW, gb)):
-        np.testing.assert_allclose(w, X.T @ dZ, rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(bb, dZ.sum(0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dZ, dH * dact, rtol=1e-12, atol=1e-12)
 
 
 def test_layout_walk_order_and_views():
@@ -110,7 +103,7 @@ def test_init_gains_and_distribution():
     from scipy.stats import norm
     pol.p["log_std"][...] = [-0.5, 0.0, 0.3, -1.0]
     obs = np.random.default_rng(0).standard_normal((9, 40)).astype(np.float32)
-    a, lp, v = pol.act(obs, np.random.default_rng(3))
+    a, lp, _ = pol.act(obs, np.random.default_rng(3))
     mu, _ = pol.forward(obs)
     ref = norm.logpdf(a, mu, np.exp(pol.p["log_std"])).sum(1)
     np.testing.assert_allclose(lp, ref, rtol=1e-5, atol=1e-5)
@@ -221,3 +214,23 @@ def test_ppo_state_round_trip_and_bad_state():
             other.set_state(bad)
         for key, val in other.get_state().items():
             assert np.asarray(val).tobytes() == np.asarray(before[key]).tobytes(), key
+
+
+def test_hyper_params_and_statistics_by_name():
+    """Each hyper-parameter lands at its named index; the statistics' names and
+    indices agree, and the stats PPO reports carry every name."""
+    from navi_nb.learn import fused
+    hp = fused.hyper_params(clip_coef=0.1, clip_vloss=True, vf_coef=0.3, ent_coef=0.01, norm_adv=False,
+                            max_grad_norm=0.7, lr=1e-3, beta1=0.8, beta2=0.99, adam_eps=1e-6)
+    expect = {fused.CLIP_COEF: 0.1, fused.CLIP_VLOSS: 1.0, fused.VF_COEF: 0.3, fused.ENT_COEF: 0.01,
+              fused.NORM_ADV: 0.0, fused.MAX_GRAD_NORM: 0.7, fused.LR: 1e-3, fused.BETA1: 0.8, fused.BETA2: 0.99,
+              fused.ADAM_EPS: 1e-6, fused.TARGET_KL: -1.0}
+    assert hp.dtype == np.float64 and hp.shape == (len(fused.HYPER_NAMES),) == (len(expect),)
+    assert {i: float(hp[i]) for i in expect} == expect
+    assert fused.hyper_params(0.1, False, 0.3, 0.0, True, 0.5, 1e-3, 0.9, 0.999, 1e-5, 0.02)[fused.TARGET_KL] == 0.02
+    names = [fused.STAT_NAMES[i] for i in (fused.PG_LOSS, fused.V_LOSS, fused.APPROX_KL, fused.CLIPFRAC,
+                                           fused.OLD_APPROX_KL)]
+    assert names == ["pg_loss", "v_loss", "approx_kl", "clipfrac", "old_approx_kl"]
+    assert fused.STEP_STAT_NAMES[fused.ENTROPY] == "entropy" and fused.STEP_STAT_NAMES[fused.GRAD_NORM] == "grad_norm"
+    (stats, _), = _ppo_on_synthetic("chunk").minibatches(np.arange(96), 32, 1, 1e-3)
+    assert set(stats) == set(fused.STAT_NAMES) | {"entropy", "loss"}

@@ -5,9 +5,7 @@ import pytest
 from navi_nb.world.mesh_field import MeshField
 from navi_nb.world.mesh_io import Mesh, MeshError, read_mesh
 from navi_nb.world.mesh_scene import (ROOM_MAX, ROOM_MIN, TARGET_TRIANGLES, WALL, benchmark_mesh_scene,
-                                      box_mesh, find_shared_meshes, icosphere, merge_meshes, torus_mesh)
-
-SHARED = find_shared_meshes()
+                                      box_mesh, icosphere, merge_meshes, sample_mesh_path, torus_mesh)
 
 
 # ---------------------------------------------------------------- independent answers
@@ -27,9 +25,9 @@ def brute_distance(vertices, faces, points):
     for i, p in enumerate(points):
         h = np.einsum("ij,ij->i", p - a, n)
         q = p - h[:, None] * n
-        def bary(u, v, w):
-            return np.einsum("ij,ij->i", np.cross(v - u, q - u), n)
-        inside = (bary(a, b, c) >= 0) & (bary(b, c, a) >= 0) & (bary(c, a, b) >= 0)
+        inside = ((np.einsum("ij,ij->i", np.cross(b - a, q - a), n) >= 0)
+                  & (np.einsum("ij,ij->i", np.cross(c - b, q - b), n) >= 0)
+                  & (np.einsum("ij,ij->i", np.cross(a - c, q - c), n) >= 0))
         best = np.where(inside, np.abs(h), np.inf)
         for u, v in ((a, b), (b, c), (c, a)):
             e = v - u
@@ -109,7 +107,7 @@ def test_torus_signs_against_analytic():
 
 def test_room_shell_nested_boxes():
     """The benchmark room: outer box plus inward-facing inner box; solid only in the shell."""
-    m, cls = benchmark_mesh_scene(False)
+    m, cls = benchmark_mesh_scene()
     room = Mesh(m.vertices, m.faces[cls == 1])
     f = MeshField(room.vertices, room.faces)
     assert f.closed and f.n_components == 2 and f.n_closed_components == 2
@@ -195,7 +193,7 @@ def test_cap_returns_cap_beyond_and_exact_within():
 
 def test_threads_give_identical_results():
     import numba
-    m, cls = benchmark_mesh_scene(False)
+    m, cls = benchmark_mesh_scene()
     f = MeshField(m.vertices, m.faces, cls)
     p = RNG.uniform(f.bounds_min, f.bounds_max, (3000, 3))
     saved = numba.get_num_threads()
@@ -243,26 +241,47 @@ def test_bad_input_raises_mesh_error():
 
 # ---------------------------------------------------------------- the benchmark scene
 
-def test_procedural_benchmark_scene():
-    m, cls = benchmark_mesh_scene(False)
-    assert abs(m.faces.shape[0] - TARGET_TRIANGLES) < 0.05 * TARGET_TRIANGLES
-    f = MeshField(m.vertices, m.faces, cls)
-    assert f.closed and f.n_degenerate == 0
-    assert set(np.unique(cls)) == {1, 2}
-    # spot check against brute force
-    p = RNG.uniform(f.bounds_min, f.bounds_max, (40, 3))
-    np.testing.assert_allclose(np.abs(f.evaluate(p)[0]), brute_distance(m.vertices, m.faces, p), atol=1e-12)
-    # the room's free middle is outside, the walls inside
-    sdf, _ = f.evaluate(np.array([[0.0, 2.8, 0.0], [0.0, -WALL / 2, 0.0], [ROOM_MAX[0] + WALL / 2, 1.0, 0.0]]))
-    assert sdf[0] > 0 and sdf[1] < 0 and sdf[2] < 0
-
-
-@pytest.mark.skipif(SHARED is None, reason="../shared/meshes is absent (fresh clone): optional real-mesh test")
-def test_shared_benchmark_scene_and_closed_meshes():
+def test_benchmark_scene():
+    """The shipped meshes in the room: counts, classes, distances against brute force, signs."""
     m, cls = benchmark_mesh_scene()
     assert abs(m.faces.shape[0] - TARGET_TRIANGLES) < 0.05 * TARGET_TRIANGLES
+    assert set(np.unique(cls)) == {1, 2} and (cls == 1).sum() == 24
+    f = MeshField(m.vertices, m.faces, cls)
+    assert not f.closed and f.n_degenerate == 0  # the teapots and rabbits are open
+    p = RNG.uniform(f.bounds_min, f.bounds_max, (40, 3))
+    sdf, fcls = f.evaluate(p)
+    np.testing.assert_allclose(np.abs(sdf), brute_distance(m.vertices, m.faces, p), atol=1e-12)
+    # the room's free middle is outside, the walls inside; the class is the nearest face's
+    sdf, fcls = f.evaluate(np.array([[0.0, 2.8, 0.0], [0.0, -WALL / 2, 0.0], [ROOM_MAX[0] + WALL / 2, 1.0, 0.0]]))
+    assert sdf[0] > 0 and sdf[1] < 0 and sdf[2] < 0
+    np.testing.assert_array_equal(fcls, [1, 1, 1])
+
+
+def test_closed_scene_of_procedural_parts():
+    """A room with closed procedural objects (~30k triangles): every part closed and trusted; exact answers."""
+    m, cls = benchmark_mesh_scene()
+    room = Mesh(m.vertices, m.faces[cls == 1])
+    ball, ring = (-2.0, 1.5, -2.0), (2.0, 1.0, 2.0)
+    scene = merge_meshes([room, icosphere(5, 1.0, ball), torus_mesh(1.0, 0.35, 96, 48, center=ring)])
+    f = MeshField(scene.vertices, scene.faces)
+    assert f.closed and f.n_closed_components == f.n_trusted_components == 4
+    p = RNG.uniform(ROOM_MIN - 0.5, ROOM_MAX + 0.5, (4000, 3))
+    sdf, _ = f.evaluate(p)
+    np.testing.assert_allclose(np.abs(sdf[:40]), brute_distance(scene.vertices, scene.faces, p[:40]), atol=1e-12)
+    q = p - ring
+    solid = ((np.linalg.norm(p - ball, axis=1) < 0.98)
+             | (np.hypot(np.hypot(q[:, 0], q[:, 2]) - 1.0, q[:, 1]) < 0.33)
+             | (box_sdf(p, ROOM_MIN - WALL, ROOM_MAX + WALL) < 0) & (box_sdf(p, ROOM_MIN, ROOM_MAX) > 0))
+    free = ((np.linalg.norm(p - ball, axis=1) > 1.0)
+            & (np.hypot(np.hypot(q[:, 0], q[:, 2]) - 1.0, q[:, 1]) > 0.35)
+            & ((box_sdf(p, ROOM_MIN, ROOM_MAX) < 0) | (box_sdf(p, ROOM_MIN - WALL, ROOM_MAX + WALL) > 0)))
+    assert solid.sum() > 100 and free.sum() > 1000
+    assert np.all(sdf[solid] < 0) and np.all(sdf[free] > 0)
+
+
+def test_sample_meshes_distances_and_signs():
     for name, closed in (("fandisk.obj", True), ("featuretype.STL", True), ("teapot.stl", False)):
-        mm = read_mesh(SHARED / name)
+        mm = read_mesh(sample_mesh_path(name))
         f = MeshField(mm.vertices, mm.faces)
         assert f.closed == closed, name
         p = RNG.uniform(f.bounds_min, f.bounds_max, (30, 3))

@@ -7,9 +7,7 @@ import pytest
 
 from navi_nb.errors import NaviError
 from navi_nb.world.mesh_io import MeshError, check_mesh, read_mesh, write_obj, write_ply, write_stl
-from navi_nb.world.mesh_scene import box_mesh, find_shared_meshes
-
-SHARED = find_shared_meshes()
+from navi_nb.world.mesh_scene import SAMPLE_MESHES, box_mesh, sample_mesh_path
 
 
 def triangle_set(vertices, faces):
@@ -237,22 +235,26 @@ def test_fuzzed_meshes_never_crash(tmp_path):
     assert outcomes["ok"] > 0 and outcomes["error"] > 0
 
 
-@pytest.mark.skipif(SHARED is None, reason="../shared/meshes is absent (fresh clone): optional real-mesh test")
 @pytest.mark.parametrize("name,faces", [("fandisk.obj", 5750), ("featuretype.STL", 3476), ("teapot.stl", 894),
-                                        ("wallhole.obj", None), ("rabbit.obj", None)])
-def test_shared_meshes_read(name, faces):
-    m = read_mesh(SHARED / name)
-    if faces is not None:
-        assert m.faces.shape == (faces, 3)
-    assert np.isfinite(m.vertices).all() and m.faces.max() < len(m.vertices)
+                                        ("wallhole.obj", 66), ("rabbit.obj", 1252)])
+def test_sample_meshes_read(name, faces):
+    m = read_mesh(sample_mesh_path(name))
+    assert m.faces.shape == (faces, 3)
+    assert np.isfinite(m.vertices).all() and m.faces.min() >= 0 and m.faces.max() < len(m.vertices)
 
 
-@pytest.mark.skipif(SHARED is None, reason="../shared/meshes is absent (fresh clone): optional real-mesh test")
-def test_shared_meshes_agree_with_trimesh():
+def test_sample_mesh_path_names_the_set():
+    assert sorted(SAMPLE_MESHES) == sorted(p.name for p in sample_mesh_path("teapot.stl").parent.iterdir()
+                                           if p.suffix.lower() in (".obj", ".stl"))
+    with pytest.raises(MeshError, match="'bunny.obj'"):
+        sample_mesh_path("bunny.obj")
+
+
+def test_sample_meshes_agree_with_trimesh():
     trimesh = pytest.importorskip("trimesh", reason="trimesh (the 'mesh' extra) is not installed")
     for name in ("fandisk.obj", "featuretype.STL", "teapot.stl"):
-        ours = read_mesh(SHARED / name)
-        theirs = trimesh.load(str(SHARED / name), force="mesh")
+        ours = read_mesh(sample_mesh_path(name))
+        theirs = trimesh.load(str(sample_mesh_path(name)), force="mesh")
         area_ours = 0.5 * np.linalg.norm(np.cross(*(ours.vertices[ours.faces][:, 1:] -
                                                     ours.vertices[ours.faces][:, :1]).transpose(1, 0, 2)),
                                          axis=1).sum()

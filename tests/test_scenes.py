@@ -7,9 +7,11 @@ from conftest import scene
 
 from navi_nb.errors import NaviError
 from navi_nb.world import sdf
-from navi_nb.world.scenes import SCENES, SceneError, get_scene
+from navi_nb.world.scenes import MIN_GAP, SCENES, SEEDED_FAMILIES, SceneError, get_scene
 
 NAMES = list(SCENES)
+# (family, seed) pairs the oracle tests run on: every family's seed 0 and two drawn layouts
+CASES = [(n, 0) for n in NAMES] + [(n, s) for n in SEEDED_FAMILIES for s in (1, 1_000_003)]
 
 
 def _room_distance(p, lo, hi):
@@ -96,9 +98,9 @@ def test_raycast_box_room_is_analytic():
     assert np.all(s.raycast(o, v, 0.25) == 0.25)  # misses report max_distance
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_raycast_hits_the_first_surface(name):
-    s = scene(name)
+@pytest.mark.parametrize("name,seed", CASES)
+def test_raycast_hits_the_first_surface(name, seed):
+    s = scene(name, seed)
     rng = np.random.default_rng(3)
     o = s.spawn_points[rng.integers(len(s.spawn_points), size=200)].astype(np.float64)
     v = rng.normal(size=(200, 3))
@@ -114,9 +116,9 @@ def test_raycast_hits_the_first_surface(name):
         assert np.all(d > -1e-9)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_spawn_points_free_with_clearance(name):
-    s = scene(name)
+@pytest.mark.parametrize("name,seed", CASES)
+def test_spawn_points_free_with_clearance(name, seed):
+    s = scene(name, seed)
     sp = s.spawn_points
     assert sp.dtype == np.float32 and sp.ndim == 2 and sp.shape[1] == 3 and len(sp) >= 20
     d, _ = s.evaluate(sp)
@@ -125,11 +127,11 @@ def test_spawn_points_free_with_clearance(name):
     assert s.class_names[0] == "none" and "floor" in s.class_names and "wall" in s.class_names
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_free_space_is_connected_for_an_actor(name):
+@pytest.mark.parametrize("name,seed", CASES)
+def test_free_space_is_connected_for_an_actor(name, seed):
     """Every spawn point reaches every other one for a 0.25 m sphere at 1 m height
     (doorways wide enough): flood fill over a 5 cm grid of the analytic field."""
-    s = scene(name)
+    s = scene(name, seed)
     step = 0.05
     xs = np.arange(s.bounds_min[0], s.bounds_max[0], step)
     zs = np.arange(s.bounds_min[2], s.bounds_max[2], step)
@@ -144,12 +146,128 @@ def test_free_space_is_connected_for_an_actor(name):
     assert len(set(labels[ix, iz].tolist())) == 1 and labels[ix[0], iz[0]] != 0
 
 
-def test_seeds():
-    assert np.array_equal(get_scene("maze", 3).program, get_scene("maze", 3).program)
-    assert not np.array_equal(get_scene("maze", 3).program, get_scene("maze", 4).program)
-    assert np.array_equal(get_scene("clutter", 5).program, get_scene("clutter", 5).program)
-    assert not np.array_equal(get_scene("clutter", 5).program, get_scene("clutter", 6).program)
-    assert np.array_equal(get_scene("house", 1).program, get_scene("house", 2).program)
+def test_seed_zero_is_the_classic_layout():
+    """Seed 0 of house, maze, pillars and box builds the layouts of generator version 1
+    (hashes of their programs and spawn points as built before seeds drew layouts)."""
+    import hashlib
+
+    want = {"house": ("82c5601bff651e69", "603a41bb962d314e"), "maze": ("1db407ac591857e9", "f7c835f5abfd62e0"),
+            "pillars": ("e1566c4bb4c33546", "8743a6dd625bffd6"), "box": ("993a1d480782c5f8", "cde8c228be6a3367")}
+    for name, (prog, spawns) in want.items():
+        s = get_scene(name, 0)
+        assert hashlib.sha256(s.program.tobytes()).hexdigest()[:16] == prog, name
+        assert hashlib.sha256(s.spawn_points.tobytes()).hexdigest()[:16] == spawns, name
+
+
+@pytest.mark.parametrize("name", SEEDED_FAMILIES)
+def test_seeds_change_layouts(name):
+    layouts = [get_scene(name, seed) for seed in range(8)]
+    assert np.array_equal(get_scene(name, 5).program, layouts[5].program)  # a seed is a layout
+    programs = {s.program.tobytes() for s in layouts}
+    assert len(programs) == 8
+    # variety beyond positions: the floor size and the number of solids change too
+    sizes = {tuple(s.bounds_max - s.bounds_min) for s in layouts}
+    solids = {len(s.program) for s in layouts}
+    assert len(sizes) >= 3 and len(solids) >= 3, (sizes, solids)
+
+
+def test_house_seeds_vary_rooms_and_doors():
+    """Rooms (the free floor's components with every doorway closed) number 3 to 7."""
+    from scipy import ndimage
+
+    counts = set()
+    for seed in range(1, 9):
+        s = get_scene("house", seed)
+        step = 0.125
+        xs = np.arange(s.bounds_min[0] + step / 2, s.bounds_max[0], step)
+        zs = np.arange(s.bounds_min[2] + step / 2, s.bounds_max[2], step)
+        gx, gz = np.meshgrid(xs, zs, indexing="ij")
+        # above the lintels (2.125 m) only walls are solid: rooms are the components there
+        pts = np.stack([gx.ravel(), np.full(gx.size, 2.5), gz.ravel()], axis=1)
+        free = (s.evaluate(pts)[0] > 0.05).reshape(gx.shape)
+        counts.add(ndimage.label(free)[1])
+    assert min(counts) >= 3 and max(counts) <= 7 and len(counts) >= 3, counts
+
+
+def _spawn_grid_connected(s, radius=0.2, margin=0.0625, cell=0.2):
+    """The env's reachability grid (navi_nb/env/spawn.py at resolution 128 defaults), rebuilt
+    here over the analytic field: the spawn points' free cells are one 6-connected
+    component, and every spawn point lies next to it."""
+    from scipy import ndimage
+
+    lo, hi = s.bounds_min + radius, s.bounds_max - radius
+    dims = np.maximum(1, np.floor((hi - lo) / cell).astype(int))
+    axes = [lo[a] + (np.arange(dims[a]) + 0.5) * cell for a in range(3)]
+    centres = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+    free = (s.evaluate(centres)[0] >= radius + margin + 0.5 * cell).reshape(dims)
+    labels, _ = ndimage.label(free)
+    c = np.floor((s.spawn_points.astype(np.float64) - lo) / cell).astype(int)
+    at = labels[c[:, 0], c[:, 1], c[:, 2]]
+    main = set(at[at > 0].tolist())
+    if len(main) != 1:
+        return False
+    for p in c[at == 0]:  # a spawn point whose own cell centre lacks clearance
+        near = labels[max(p[0] - 1, 0):p[0] + 2, max(p[1] - 1, 0):p[1] + 2, max(p[2] - 1, 0):p[2] + 2]
+        if not main & set(near.ravel().tolist()):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("name", SEEDED_FAMILIES)
+def test_every_layout_is_connected(name):
+    seeds = list(range(24)) + [1_000_000, 1_000_001, 2**40 + 7]
+    bad = [seed for seed in seeds if not _spawn_grid_connected(get_scene(name, seed))]
+    assert not bad, f"{name}: disconnected seeds {bad}"
+
+
+@pytest.mark.parametrize("name", SEEDED_FAMILIES)
+def test_layouts_keep_the_gap_rule(name):
+    """Independent of the generator's bookkeeping: on the floor plan at 1.5 m, free
+    space with MIN_GAP / 2 of clearance is one component for every seed."""
+    from scipy import ndimage
+
+    for seed in (1, 2, 3, 4):
+        s = get_scene(name, seed)
+        step = 0.0625
+        xs = np.arange(s.bounds_min[0] + step / 2, s.bounds_max[0], step)
+        zs = np.arange(s.bounds_min[2] + step / 2, s.bounds_max[2], step)
+        gx, gz = np.meshgrid(xs, zs, indexing="ij")
+        pts = np.stack([gx.ravel(), np.full(gx.size, 1.5), gz.ravel()], axis=1)
+        d = s.evaluate(pts)[0].reshape(gx.shape)
+        n = ndimage.label(d >= 0.45)[1]
+        assert n == 1, (name, seed, n)
+
+
+def test_the_env_pool_is_one_component():
+    """SpawnSampler itself, fed the analytic field: its pool of spawn and goal cells
+    is one 6-connected component for drawn layouts."""
+    from scipy import ndimage
+
+    from navi_nb.env.spawn import SpawnSampler
+
+    for name in SEEDED_FAMILIES:
+        for seed in (2, 9):
+            s = get_scene(name, seed)
+            cube_lo = s.cube_min
+            cube_hi = s.cube_min + s.cube_side
+            sampler = SpawnSampler(lambda p, s=s: s.evaluate(p)[0], cube_lo, cube_hi, s.bounds_min, s.bounds_max,
+                                   0.2, 0.0625, 0.2, s.spawn_points, "free")
+            idx = np.round((sampler.pool - sampler.lo) / sampler.cell - 0.5).astype(int)
+            grid = np.zeros(tuple(sampler.dims), dtype=bool)
+            grid[idx[:, 0], idx[:, 1], idx[:, 2]] = True
+            assert ndimage.label(grid)[1] == 1, (name, seed)
+            assert len(sampler.pool) > 0.3 * np.prod(sampler.dims) / 3  # a real share of the floor
+
+
+@pytest.mark.parametrize("name", SEEDED_FAMILIES)
+def test_drawn_layout_compiles_accurately(name):
+    from test_compiler import check_accuracy
+
+    from navi_nb.world.compiler import compile_scene
+
+    s = scene(name, 3)
+    world = compile_scene(s, 128)
+    check_accuracy(world, lambda p: s.evaluate(p)[0], s.bounds_min - 1.0, s.bounds_max + 1.0)
 
 
 def test_bad_scene_arguments():
@@ -159,3 +277,4 @@ def test_bad_scene_arguments():
         get_scene("maze", -1)
     with pytest.raises(NaviError, match="seed"):
         get_scene("maze", "x")
+    assert MIN_GAP / 2 >= 0.45  # the clearance the connectivity tests ask for

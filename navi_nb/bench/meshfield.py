@@ -1,6 +1,6 @@
 """`MeshField.evaluate` throughput on the ~35k-triangle benchmark mesh scene.
 
-Run: ``python -m navi_nb.bench.meshfield [--points N] [--procedural]`` (or
+Run: ``python -m navi_nb.bench.meshfield [--points N]`` (or
 ``navi-nb bench meshfield`` once the bench command lists it).
 
 Workloads (each Morton-ordered, as a compiler's cells would be):
@@ -21,8 +21,6 @@ import numpy as np
 
 def add_arguments(parser) -> None:
     parser.add_argument("--points", type=int, default=1_000_000, help="points per workload (default 1e6)")
-    parser.add_argument("--procedural", action="store_true",
-                        help="use the procedural scene even when ../shared/meshes exists")
 
 
 def _morton(p, bits=10):
@@ -55,7 +53,7 @@ def run(args) -> dict:
 
     console = Console()
     info = print_machine(console)
-    mesh, classes = benchmark_mesh_scene(False if args.procedural else None)
+    mesh, classes = benchmark_mesh_scene()
     t0 = time.perf_counter()
     field = MeshField(mesh.vertices, mesh.faces, classes)
     build_s = time.perf_counter() - t0

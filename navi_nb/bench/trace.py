@@ -1,7 +1,7 @@
 """`navi-nb bench trace`: rays per second of the batched sphere tracer.
 
-Scene: the ~35,000-triangle benchmark room (``benchmark_mesh_scene``: meshes
-from ``../shared/meshes`` when present, else procedural ones) compiled at
+Scene: the ~35,000-triangle benchmark room (``benchmark_mesh_scene``: the
+sample meshes shipped in ``navi_nb/data/meshes``) compiled at
 ``--resolution`` (256). Rays: ``--actors`` (64) actors x 64 x 16 from seeded
 free-space positions (point query > 0.3 m), ``--max-distance`` 30 m. The
 tracer is timed at 1 and 2 Numba threads (median of ``--repeat`` warm calls,

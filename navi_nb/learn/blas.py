@@ -28,7 +28,7 @@ import os
 
 import llvmlite.binding as _llvm
 import numpy as np
-from numba import cfunc, carray, njit, types
+from numba import carray, cfunc, njit, types
 from numba.extending import overload
 
 ROW_MAJOR = 101

@@ -1,9 +1,10 @@
 """One minibatch's PPO gradient in two parallel regions.
 
-``PPO.accumulate`` used to make about 25 kernel calls per minibatch (gather,
-forward and backward per layer, slots and their sums per layer); on a small
-network the calls' dispatch and the parallel regions' start-up cost as much as
-the arithmetic. Here the whole minibatch takes three calls:
+The loss is the one of ``loss_reference.py`` (plain NumPy, the
+specification); here it is computed with its gradient written out by hand, in
+fixed pieces so the bits do not depend on the thread count. A minibatch takes
+three calls, so that kernel dispatch and parallel-region start-up stay small
+next to the arithmetic on a small network:
 
 1. ``prep_advantages`` (serial): gather the minibatch's advantages and
    normalise them over the whole minibatch, once, before any sharding.
@@ -29,16 +30,24 @@ the walk order of the parameter layout: the policy trunk's layers first
 outputs live in one flat buffer ``A`` (the gathered observations first, at
 offset 0, then each layer's ``(n, n_out)`` block), their pre-activation
 gradients in ``D`` (one ``(n, n_out)`` block per layer).
+
+The kernels take their arguments grouped: the rollout rows (``source``,
+``rows``, ``cols`` with the column indices below), the parameters, one float64
+array of hyper-parameters (:func:`hyper_params`, indices below) and one
+:class:`Work` tuple of the plan's tables and scratch buffers for one minibatch
+size (``Plan.work``).
 """
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 
 import numpy as np
 from numba import njit, prange
 
 from navi_nb.learn.adam import adam_kernel
 from navi_nb.learn.blas import NO_TRANS, TRANS, gemm
+from navi_nb.learn.loss_reference import ADV_EPS, LOG_2PI, gaussian_entropy
 from navi_nb.learn.mlp import bias_act_rows, times_dact_rows
 
 # columns of ``meta``
@@ -46,7 +55,52 @@ NIN, NOUT, WOFF, XOFF, HOFF, DOFF, SLOT, ACT = range(8)
 META_COLS = 8
 # kinds of ``finish_pass`` work items (columns: kind, layer, a0, a1, b0, b1)
 SLOT_SUM, TILE, TILE_BIAS, HEADS = 0, 1, 2, 3
-LOG_2PI = math.log(2.0 * math.pi)
+
+# ``cols``: where each rollout field starts in a row of ``source``
+SOURCE_FIELDS = ("actions", "logp", "value", "returns", "advantages")
+ACTIONS, LOGP, VALUE, RETURNS, ADVANTAGES = range(len(SOURCE_FIELDS))
+
+# the hyper-parameter array (:func:`hyper_params`); flags are 1.0 / 0.0, target_kl < 0 is none
+HYPER_NAMES = ("clip_coef", "clip_vloss", "vf_coef", "ent_coef", "norm_adv", "max_grad_norm", "lr", "beta1",
+               "beta2", "adam_eps", "target_kl")
+(CLIP_COEF, CLIP_VLOSS, VF_COEF, ENT_COEF, NORM_ADV, MAX_GRAD_NORM, LR, BETA1, BETA2, ADAM_EPS,
+ TARGET_KL) = range(len(HYPER_NAMES))
+
+# the loss statistics: columns of ``Work.stats`` (per sample), entries of ``Work.stat_sums``
+STAT_NAMES = ("pg_loss", "v_loss", "approx_kl", "clipfrac", "old_approx_kl")
+PG_LOSS, V_LOSS, APPROX_KL, CLIPFRAC, OLD_APPROX_KL = range(len(STAT_NAMES))
+# a row of ``minibatches_update``'s output: the statistics' means, then these two
+STEP_STAT_NAMES = STAT_NAMES + ("entropy", "grad_norm")
+ENTROPY, GRAD_NORM = len(STAT_NAMES), len(STAT_NAMES) + 1
+
+Work = namedtuple("Work", (
+    "meta",        # (layers, META_COLS) int64, offsets resolved for this minibatch size
+    "n_pi",        # layers of the policy trunk (the first rows of meta)
+    "items",       # (items, 6) int64: finish_pass's work items
+    "chunk",       # samples per chunk
+    "n_chunks",    # chunks of a minibatch
+    "slot_width",  # elements of one chunk's slot
+    "log_std_off",  # log_std's offset in the flat parameters
+    "A", "D",      # layer outputs and pre-activation gradients (see above)
+    "slots",       # (n_chunks * slot_width,) chunk slots
+    "adv",         # (n,) the minibatch's (normalised) advantages
+    "dlogstd",     # (n, act_dim) per-sample d loss / d log_std
+    "stats",       # (n, len(STAT_NAMES)) float64 per-sample statistics
+    "stat_sums",   # (len(STAT_NAMES),) float64 their sums over the minibatch
+    "sumsq",       # (items,) float64 each item's sum of squares (the gradient norm)
+))
+
+_entropy = njit(cache=True)(gaussian_entropy)
+
+
+def hyper_params(clip_coef, clip_vloss, vf_coef, ent_coef, norm_adv, max_grad_norm, lr, beta1, beta2, adam_eps,
+                 target_kl=None):
+    """The kernels' float64 hyper-parameter array (indices ``CLIP_COEF`` ... ``TARGET_KL``)."""
+    values = {"clip_coef": clip_coef, "clip_vloss": 1.0 if clip_vloss else 0.0, "vf_coef": vf_coef,
+              "ent_coef": ent_coef, "norm_adv": 1.0 if norm_adv else 0.0, "max_grad_norm": max_grad_norm,
+              "lr": lr, "beta1": beta1, "beta2": beta2, "adam_eps": adam_eps,
+              "target_kl": -1.0 if target_kl is None else target_kl}
+    return np.array([float(values[name]) for name in HYPER_NAMES], np.float64)
 
 
 @njit(cache=True, inline="always")
@@ -58,7 +112,8 @@ def _at(a, offset):
 @njit(cache=True)
 def prep_advantages(source, rows, col, out, enabled):
     """out[i] = source[rows[i], col], normalised over all i when ``enabled``:
-    (adv - mean) / (std + 1e-8), std with n - 1 (as torch.std); float64 sums."""
+    (adv - mean) / (std + 1e-8), std with n - 1 (``loss_reference.normalize_advantages``);
+    float64 sums."""
     n = rows.shape[0]
     if not enabled:
         for i in range(n):
@@ -74,7 +129,7 @@ def prep_advantages(source, rows, col, out, enabled):
         q += d * d
     std = math.sqrt(q / max(n - 1, 1))
     for i in range(n):
-        out[i] = (np.float64(source[rows[i], col]) - mean) / (std + 1e-8)
+        out[i] = (np.float64(source[rows[i], col]) - mean) / (std + ADV_EPS)
 
 
 @njit(cache=True, inline="always")
@@ -127,10 +182,11 @@ def _backward_rows(A, D, params, slots, slot_width, c, m, mp, r0, r1, has_prev):
 
 @njit(cache=True, inline="always", error_model="numpy")
 def _pi_head(A, D, mo, source, rows, cols, adv, log_std, clip_coef, inv_n, dlogstd, stats, r0, r1):
-    """Clipped surrogate of rows r0:r1: d loss / d mu into D, the per-sample
-    part of d loss / d log_std, and the statistics (float64 inside)."""
+    """Clipped surrogate of rows r0:r1 (``pg_loss`` of ``loss_reference.ppo_loss``):
+    d loss / d mu into D, the per-sample part of d loss / d log_std, and the
+    statistics (float64 inside)."""
     k = mo[NOUT]
-    a0, c_logp = cols[0], cols[1]
+    a0, c_logp = cols[ACTIONS], cols[LOGP]
     ls = np.empty(k)
     std = np.empty(k)
     for j in range(k):          # once per chunk, not per sample: exp is the costly part
@@ -158,17 +214,18 @@ def _pi_head(A, D, mo, source, rows, cols, adv, log_std, clip_coef, inv_n, dlogs
             z = (np.float64(source[r, a0 + j]) - np.float64(A[mo[HOFF] + i * k + j])) / std[j]
             D[mo[DOFF] + i * k + j] = dlogp * z / std[j]
             dlogstd[i, j] = dlogp * (z * z - 1.0)
-        stats[i, 0] = pg
-        stats[i, 2] = (ratio - 1.0) - logratio
-        stats[i, 3] = 1.0 if abs(ratio - 1.0) > clip_coef else 0.0
-        stats[i, 4] = -logratio
+        stats[i, PG_LOSS] = pg
+        stats[i, APPROX_KL] = (ratio - 1.0) - logratio
+        stats[i, CLIPFRAC] = 1.0 if abs(ratio - 1.0) > clip_coef else 0.0
+        stats[i, OLD_APPROX_KL] = -logratio
 
 
 @njit(cache=True, inline="always", error_model="numpy")
 def _v_head(A, D, mo, source, rows, cols, clip_coef, clip_vloss, vf_coef, inv_n, stats, r0, r1):
-    """Value loss of rows r0:r1 (clipped around the old values when
-    ``clip_vloss``): d loss / d V into D, the loss into stats[:, 1]."""
-    c_value, c_ret = cols[2], cols[3]
+    """Value loss of rows r0:r1 (``v_loss`` of ``loss_reference.ppo_loss``, clipped
+    around the old values when ``clip_vloss``): d loss / d V into D, the loss into
+    the V_LOSS statistic."""
+    c_value, c_ret = cols[VALUE], cols[RETURNS]
     for i in range(r0, r1):
         r = rows[i]
         vi = np.float64(A[mo[HOFF] + i])
@@ -189,20 +246,28 @@ def _v_head(A, D, mo, source, rows, cols, clip_coef, clip_vloss, vf_coef, inv_n,
             vl = 0.5 * (vi - ret) * (vi - ret)
             g = vi - ret
         D[mo[DOFF] + i] = vf_coef * inv_n * g
-        stats[i, 1] = vl
+        stats[i, V_LOSS] = vl
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def chunk_pass(source, rows, cols, adv, params, log_std, meta, n_pi, A, D, slots, slot_width,
-               dlogstd,
-               stats, chunk, clip_coef, clip_vloss, vf_coef, inv_n):
+@njit(cache=True)
+def chunk_pass(source, rows, cols, params, log_std, hp, w):
     """Phase 1: per fixed chunk of samples, gather, both trunks forward, the loss
     heads, both trunks backward, and the chunk's slots (see the module doc).
 
     source (N, width) rollout rows; rows (n,) the minibatch's row indices; cols
-    = (actions, logp, value, returns) column indices; adv (n,) normalised
-    advantages; A, D as in the module doc; slots (chunks x slot_width) flat; dlogstd (n, k), stats (n, 5).
+    the fields' columns (``ACTIONS`` ... ``ADVANTAGES``); hp the hyper-parameters;
+    w the :class:`Work` of size n (``w.adv`` already prepared).
     """
+    _chunk_pass(source, rows, cols, w.adv, params, log_std, w.meta, w.n_pi, w.A, w.D, w.slots, w.slot_width,
+                w.dlogstd, w.stats, w.chunk, hp[CLIP_COEF], hp[CLIP_VLOSS] != 0.0, hp[VF_COEF], 1.0 / rows.shape[0])
+
+
+# The parallel regions take their arrays as arguments, not from the Work tuple:
+# Numba's parallel lowering does not always keep writes to an array taken from a
+# tuple inside the region.
+@njit(cache=True, parallel=True, error_model="numpy")
+def _chunk_pass(source, rows, cols, adv, params, log_std, meta, n_pi, A, D, slots, slot_width, dlogstd, stats,
+                chunk, clip_coef, clip_vloss, vf_coef, inv_n):
     n = rows.shape[0]
     obs_dim = meta[0, NIN]
     n_layers = meta.shape[0]
@@ -227,12 +292,19 @@ def chunk_pass(source, rows, cols, adv, params, log_std, meta, n_pi, A, D, slots
                            not first)
 
 
+@njit(cache=True)
+def finish_pass(w, grad, hp):
+    """Phase 2: each work item of ``w.items`` writes its own part of ``grad``
+    (see the module doc), then that part's sum of squares into ``w.sumsq[item]``
+    (for the global norm, :func:`_item_sumsq`); the HEADS item also writes the
+    statistics' sums into ``w.stat_sums``."""
+    _finish_pass(w.items, w.meta, w.dlogstd.shape[0], w.A, w.D, w.slots, w.slot_width, w.n_chunks, w.dlogstd,
+                 w.stats, grad, w.log_std_off, hp[ENT_COEF], w.stat_sums, w.sumsq)
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
-def finish_pass(items, meta, n, A, D, slots, slot_width, n_chunks, dlogstd, stats, grad, log_std_off,
-                ent_coef, stat_sums, sumsq):
-    """Phase 2: each work item writes its own part of ``grad`` (see the module
-    doc), then that part's sum of squares into ``sumsq[item]`` (for the global
-    norm, :func:`_item_sumsq`)."""
+def _finish_pass(items, meta, n, A, D, slots, slot_width, n_chunks, dlogstd, stats, grad, log_std_off,
+                 ent_coef, stat_sums, sumsq):
     one = np.ones(1, grad.dtype)[0]
     zero = one - one
     k_act = dlogstd.shape[1]
@@ -341,10 +413,11 @@ class Plan:
         """The layer table's size-independent columns (NIN, NOUT, WOFF, SLOT, ACT)."""
         return self._meta
 
-    def buffers(self, n, chunk, act_dim, n_stats):
-        """(meta, A, D, slots, dlogstd, stats, adv) for minibatches of n samples."""
-        buf = self._sizes.get(n)
-        if buf is None:
+    def work(self, n, chunk, act_dim):
+        """The :class:`Work` for minibatches of n samples in chunks of ``chunk``
+        (made once per size, then reused)."""
+        w = self._sizes.get(n)
+        if w is None:
             meta = self._meta.copy()
             base = n * self.obs_dim
             for l in range(meta.shape[0]):
@@ -355,11 +428,15 @@ class Plan:
             # n times the per-sample offset; rows of a block are contiguous
             n_chunks = (n + chunk - 1) // chunk
             dt = self.dtype
-            buf = (meta, np.empty(base + n * self.out_cols, dt), np.empty(n * self.out_cols, dt),
-                   np.empty(n_chunks * max(self.slot_width, 1), dt), np.empty((n, act_dim), dt),
-                   np.empty((n, n_stats), np.float64), np.empty(n, dt), n_chunks)
-            self._sizes[n] = buf
-        return buf
+            w = Work(meta=meta, n_pi=self.n_pi, items=self.items, chunk=chunk, n_chunks=n_chunks,
+                     slot_width=self.slot_width, log_std_off=self.log_std_off,
+                     A=np.empty(base + n * self.out_cols, dt), D=np.empty(n * self.out_cols, dt),
+                     slots=np.empty(n_chunks * max(self.slot_width, 1), dt), adv=np.empty(n, dt),
+                     dlogstd=np.empty((n, act_dim), dt), stats=np.empty((n, len(STAT_NAMES)), np.float64),
+                     stat_sums=np.empty(len(STAT_NAMES), np.float64),
+                     sumsq=np.empty(self.items.shape[0], np.float64))
+            self._sizes[n] = w
+        return w
 
 
 @njit(cache=True, inline="always")
@@ -427,43 +504,33 @@ def norm_from_items(sumsq):
     return math.sqrt(s)
 
 
-N_STEP_STATS = 7  # per minibatch: the five loss statistics (means), the entropy, the gradient norm
-
-
 @njit(cache=True)
-def minibatches_update(source, order, mb, count, cols, adv_col, norm_adv, adv, params, log_std, meta, n_pi, A, D,
-                       slots, slot_width, dlogstd, stats, chunk, clip_coef, clip_vloss, vf_coef, items, n_chunks,
-                       grad, log_std_off, ent_coef, stat_sums, sumsq, max_grad_norm, adam_m, adam_v, lr, beta1,
-                       beta2, eps, step0, target_kl, out):
-    """``count`` minibatches in one call: minibatch b is rows
-    ``order[b * mb:(b + 1) * mb]``; each is ``prep_advantages``,
-    ``chunk_pass``, ``finish_pass`` (with the norm's item sums), the
-    global-norm clip and Adam step ``step0 + b + 1``. No Python runs between
-    the parallel regions (on a small network the gaps let the other OpenMP
-    thread fall asleep, and waking it cost as much as a region's work). The
-    same kernels and sums as ``PPO.accumulate`` then ``PPO.step``, so the same
-    bits. ``out[b]``: the five statistics divided by mb, the entropy before
-    the step, the gradient norm before clipping. Stops after a minibatch whose
-    approximate KL (statistic 2) exceeds ``target_kl`` (when >= 0). Returns
-    the minibatches done."""
-    inv_n = 1.0 / mb
+def minibatches_update(source, order, count, cols, params, log_std, hp, w, grad, adam_m, adam_v, step0, out):
+    """``count`` minibatches in one call: with mb = ``w.adv.shape[0]``,
+    minibatch b is rows ``order[b * mb:(b + 1) * mb]``; each is
+    ``prep_advantages``, ``chunk_pass``, ``finish_pass`` (with the norm's item
+    sums), the global-norm clip and Adam step ``step0 + b + 1``, with no Python
+    between the parallel regions (each gap would let idle threads fall asleep).
+    The same kernels and sums as ``PPO.accumulate`` then ``PPO.step``, so the
+    same bits. ``out[b]`` (columns ``STEP_STAT_NAMES``): the statistics' means,
+    the entropy before the step, the gradient norm before clipping. Stops after
+    a minibatch whose approximate KL exceeds ``hp[TARGET_KL]`` (when >= 0).
+    Returns the minibatches done."""
+    mb = w.adv.shape[0]
+    stat_sums = w.stat_sums
+    target_kl = hp[TARGET_KL]
     for b in range(count):
         rows = order[b * mb:(b + 1) * mb]
-        prep_advantages(source, rows, adv_col, adv, norm_adv)
-        chunk_pass(source, rows, cols, adv, params, log_std, meta, n_pi, A, D, slots, slot_width, dlogstd, stats,
-                   chunk, clip_coef, clip_vloss, vf_coef, inv_n)
-        finish_pass(items, meta, mb, A, D, slots, slot_width, n_chunks, dlogstd, stats, grad, log_std_off,
-                    ent_coef, stat_sums, sumsq)
+        prep_advantages(source, rows, cols[ADVANTAGES], w.adv, hp[NORM_ADV] != 0.0)
+        chunk_pass(source, rows, cols, params, log_std, hp, w)
+        finish_pass(w, grad, hp)
         for j in range(stat_sums.shape[0]):
             out[b, j] = stat_sums[j] / mb
-        ent = 0.0
-        for j in range(log_std.shape[0]):
-            ent += (np.float64(log_std[j]) + 0.5) + 0.5 * LOG_2PI
-        out[b, N_STEP_STATS - 2] = ent
-        norm = norm_from_items(sumsq)
-        out[b, N_STEP_STATS - 1] = norm
-        scale = min(1.0, max_grad_norm / (norm + 1e-6))
-        adam_kernel(params, grad, adam_m, adam_v, lr, beta1, beta2, eps, scale, step0 + b + 1.0)
-        if target_kl >= 0.0 and out[b, 2] > target_kl:
+        out[b, ENTROPY] = _entropy(log_std)
+        norm = norm_from_items(w.sumsq)
+        out[b, GRAD_NORM] = norm
+        scale = min(1.0, hp[MAX_GRAD_NORM] / (norm + 1e-6))
+        adam_kernel(params, grad, adam_m, adam_v, hp[LR], hp[BETA1], hp[BETA2], hp[ADAM_EPS], scale, step0 + b + 1.0)
+        if target_kl >= 0.0 and out[b, APPROX_KL] > target_kl:
             return b + 1
     return count

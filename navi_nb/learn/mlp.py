@@ -1,27 +1,20 @@
-"""Dense-layer kernels: forward, backward and weight gradients, written by hand.
+"""Dense-layer pieces, written by hand: the chunked forward pass, bias plus
+activation, and the activation's derivative.
 
-Every kernel is flat (arrays in, arrays out) and deterministic whatever the
-thread count: a `prange` runs over fixed pieces (sample chunks, weight tiles,
-parameter blocks) and each piece writes only its own outputs; sums over
-pieces happen afterwards in a fixed order. Products go through
-``blas.gemm`` (single-threaded, see ``blas.py``).
+Kernels are flat (arrays in, arrays out) and deterministic whatever the
+thread count: a `prange` runs over fixed chunks of samples and each chunk
+writes only its own rows. Products go through ``blas.gemm``
+(single-threaded, see ``blas.py``).
 
 Shapes: a layer's ``W`` is ``(n_in, n_out)``, ``b`` is ``(n_out,)``; a batch
 ``X`` is ``(B, n_in)`` row major. ``act`` codes: 0 identity, 1 tanh, 2 relu.
 Derivatives of the activation are taken from its output ``H``
 (tanh: ``1 - H**2``; relu: ``H > 0``).
 
-Two ways to get a weight gradient ``dW = X.T @ dZ`` over a minibatch:
-
-- chunk slots (``wgrad_chunk_slots`` then ``sum_slots``): each fixed chunk of
-  samples writes its partial ``[dW, db]`` into its own slot, the slots are
-  summed element by element in chunk order. Scratch: ``size x chunks``.
-- tiles (``wgrad_tiles`` + ``bias_grad``): each fixed tile of ``dW`` is one
-  product over the whole minibatch in sample order. No scratch.
-
-Acting (``ActorCritic.forward``) uses ``forward_chunks``; PPO's learning pass
-runs the same decompositions fused into two parallel kernels (``fused.py``);
-the per-layer kernels here are also the reference the kernel tests check.
+Acting (``ActorCritic.forward``) runs ``forward_chunks``; PPO's learning pass
+(``fused.py``) runs the row helpers ``bias_act_rows`` and ``times_dact_rows``
+inside its fused kernels, with the backward pass and both weight-gradient
+decompositions (chunk slots, tiles) written there.
 """
 from __future__ import annotations
 
@@ -29,7 +22,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from navi_nb.learn.blas import NO_TRANS, TRANS, gemm
+from navi_nb.learn.blas import NO_TRANS, gemm
 
 IDENTITY, TANH, RELU = 0, 1, 2
 ACTIVATIONS = {"identity": IDENTITY, "tanh": TANH, "relu": RELU}
@@ -126,93 +119,3 @@ def forward_chunks(X, W, b, H, act, chunk):
              _ptr(X, r0 * n_in), n_in, _ptr(W, 0), n_out,
              zero, _ptr(H, r0 * n_out), n_out)
         bias_act_rows(H, b, r0, r1, act)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def backprop_chunks(dZ_next, W_next, H, dZ, act, chunk):
-    """dZ = (dZ_next @ W_next.T) * act'(H): the gradient at a layer's pre-activation.
-
-    dZ_next (B, n_next) is the next layer's pre-activation gradient, W_next
-    (n_out, n_next) its weights, H (B, n_out) this layer's output.
-    """
-    n_rows, n_out = H.shape
-    n_next = W_next.shape[1]
-    one = np.ones(1, H.dtype)[0]
-    zero = one - one
-    n_chunks = (n_rows + chunk - 1) // chunk
-    for c in prange(n_chunks):
-        r0 = c * chunk
-        r1 = min(n_rows, r0 + chunk)
-        gemm(NO_TRANS, TRANS, r1 - r0, n_out, n_next, one,
-             _ptr(dZ_next, r0 * n_next), n_next,
-             _ptr(W_next, 0), n_next, zero,
-             _ptr(dZ, r0 * n_out), n_out)
-        times_dact_rows(dZ, H, r0, r1, act)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def wgrad_chunk_slots(X, dZ, slots, chunk):
-    """slots[c] = [X_c.T @ dZ_c (flattened), column sums of dZ_c] for each chunk c."""
-    n_rows, n_in = X.shape
-    n_out = dZ.shape[1]
-    one = np.ones(1, slots.dtype)[0]
-    zero = one - one
-    n_chunks = (n_rows + chunk - 1) // chunk
-    nw = n_in * n_out
-    for c in prange(n_chunks):
-        r0 = c * chunk
-        r1 = min(n_rows, r0 + chunk)
-        gemm(TRANS, NO_TRANS, n_in, n_out, r1 - r0, one,
-             _ptr(X, r0 * n_in), n_in,
-             _ptr(dZ, r0 * n_out), n_out, zero,
-             _ptr(slots, c * slots.shape[1]), n_out)
-        for j in range(n_out):
-            s = zero
-            for i in range(r0, r1):
-                s += dZ[i, j]
-            slots[c, nw + j] = s
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def sum_slots(slots, n_used, out, block):
-    """out[e] = sum over c < n_used of slots[c, e], in chunk order, for each e."""
-    n = out.shape[0]
-    n_blocks = (n + block - 1) // block
-    for k in prange(n_blocks):
-        e0 = k * block
-        e1 = min(n, e0 + block)
-        for e in range(e0, e1):
-            out[e] = slots[0, e]
-        for c in range(1, n_used):
-            for e in range(e0, e1):
-                out[e] += slots[c, e]
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def wgrad_tiles(X, dZ, gW, gb, tile_rows, tile_cols):
-    """gW = X.T @ dZ by fixed tiles of gW (each one product over all rows, in row
-    order), and gb = column sums of dZ (each column summed in row order)."""
-    n_rows, n_in = X.shape
-    n_out = dZ.shape[1]
-    one = np.ones(1, gW.dtype)[0]
-    zero = one - one
-    nr = (n_in + tile_rows - 1) // tile_rows
-    ncol = (n_out + tile_cols - 1) // tile_cols
-    for t in prange(nr * ncol + ncol):
-        if t < nr * ncol:
-            i0 = (t // ncol) * tile_rows
-            j0 = (t % ncol) * tile_cols
-            i1 = min(n_in, i0 + tile_rows)
-            j1 = min(n_out, j0 + tile_cols)
-            gemm(TRANS, NO_TRANS, i1 - i0, j1 - j0, n_rows, one,
-                 _ptr(X, i0), n_in,
-                 _ptr(dZ, j0), n_out, zero,
-                 _ptr(gW, i0 * n_out + j0), n_out)
-        else:
-            j0 = (t - nr * ncol) * tile_cols
-            j1 = min(n_out, j0 + tile_cols)
-            for j in range(j0, j1):
-                gb[j] = zero
-            for i in range(n_rows):
-                for j in range(j0, j1):
-                    gb[j] += dZ[i, j]

@@ -20,9 +20,9 @@ import numpy as np
 
 from navi_nb.errors import NaviError
 from navi_nb.learn import mlp
+from navi_nb.learn.loss_reference import gaussian_entropy, gaussian_log_prob
 from navi_nb.learn.params import ParamError, ParamLayout
 
-LOG_2PI = math.log(2.0 * math.pi)
 DEFAULT_HIDDEN = (256, 256)
 
 
@@ -154,13 +154,11 @@ class ActorCritic:
         return actions, self.log_prob(mu, actions), v.copy()
 
     def log_prob(self, mu, actions):
-        """Exact log-density of the diagonal Gaussian, summed over action dims."""
-        log_std = self.p["log_std"].astype(np.float64)
-        z = (actions.astype(np.float64) - mu) / np.exp(log_std)
-        lp = -0.5 * z * z - log_std - 0.5 * LOG_2PI
-        return lp.sum(axis=1).astype(self.dtype)
+        """Exact log-density of the diagonal Gaussian, summed over action dims
+        (``loss_reference.gaussian_log_prob``), in the policy's dtype."""
+        return gaussian_log_prob(mu, self.p["log_std"], actions).astype(self.dtype)
 
     def entropy(self):
-        """Entropy of the (state-independent) Gaussian, summed over action dims."""
-        log_std = self.p["log_std"].astype(np.float64)
-        return float(np.sum(log_std + 0.5 + 0.5 * LOG_2PI))
+        """Entropy of the (state-independent) Gaussian, summed over action dims
+        (``loss_reference.gaussian_entropy``)."""
+        return float(gaussian_entropy(self.p["log_std"]))

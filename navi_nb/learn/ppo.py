@@ -1,25 +1,17 @@
-"""PPO (clipped surrogate), written out term by term, over the flat buffers.
+"""PPO (clipped surrogate) over the flat buffers.
 
-The loss of a minibatch of ``n`` samples (names as in the paper and CleanRL)::
-
-    logratio   = logp_new(a|s) - logp_old
-    ratio      = exp(logratio)
-    pg_loss    = mean(max(-A * ratio, -A * clip(ratio, 1 - clip_coef, 1 + clip_coef)))
-    v_loss     = 0.5 * mean(max((V - R)**2, (V_old + clip(V - V_old, +-clip_coef) - R)**2))
-                 (or 0.5 * mean((V - R)**2) without clip_vloss)
-    entropy    = sum(log_std + 0.5 + 0.5 * log(2 pi))   (state independent)
-    loss       = pg_loss - ent_coef * entropy + vf_coef * v_loss
-
-with ``A`` the advantages normalised over the whole minibatch (once, before
-any sharding). ``accumulate(order, start, stop)`` writes the gradient of that
-loss over samples ``order[start:stop]`` into ``self.grad`` (the parameters'
-flat layout); ``step`` clips it to ``max_grad_norm`` (global norm) and takes
-one Adam step. See docs/DETERMINISM.md for why every sum here has a fixed
-order.
+The loss of a minibatch, and every statistic reported with it, is defined in
+``loss_reference.py`` (``ppo_loss``: plain NumPy with CleanRL's names: ratio,
+clipped surrogate ``pg_loss``, clipped value loss ``v_loss``, entropy bonus,
+advantages normalised over the whole minibatch). The kernels of ``fused.py``
+compute that loss with its gradient written out by hand; the tests hold them to
+the reference. ``accumulate(order, start, stop)`` writes the gradient over
+samples ``order[start:stop]`` into ``self.grad`` (the parameters' flat
+layout); ``step`` clips it to ``max_grad_norm`` (global norm) and takes one
+Adam step. See docs/DETERMINISM.md for why every sum here has a fixed order.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
@@ -27,11 +19,9 @@ import numpy as np
 from navi_nb.errors import NaviError
 from navi_nb.learn import fused
 from navi_nb.learn.adam import Adam, OptimizerStateError
+from navi_nb.learn.fused import ENTROPY, GRAD_NORM, STAT_NAMES
 from navi_nb.learn.gae import compute_gae
 from navi_nb.rng_state import GeneratorStateError, check_generator_array, generator_to_array, restore_generator
-
-LOG_2PI = math.log(2.0 * math.pi)
-STAT_NAMES = ("pg_loss", "v_loss", "approx_kl", "clipfrac", "old_approx_kl")
 
 
 class PPOConfigError(NaviError):
@@ -117,8 +107,7 @@ class PPO:
         self.rng = np.random.default_rng([int(seed), 0x5050])   # minibatch shuffling only
         self.modes = {l.name: self._mode(l) for l in policy.pi_layers + policy.v_layers}
         self._plan = fused.Plan(policy, self.modes, self.config.tile_rows, self.config.tile_cols)
-        self._stat_sums = np.empty(len(STAT_NAMES), np.float64)
-        self._sumsq = np.empty(self._plan.items.shape[0], np.float64)  # the norm's per-item sums
+        self._sumsq = np.empty(self._plan.items.shape[0], np.float64)  # step's per-item sums for the norm
         self.source = None
         self.updates_done = 0
 
@@ -133,11 +122,9 @@ class PPO:
         """flat_rows (N, width): obs in [0, obs_dim); ``columns`` maps actions,
         logp, value, advantages, returns to their first column."""
         self.source = flat_rows
-        c = columns
-        a0 = c["actions"]
         act_dim = self.policy.act_dim
-        self._cols = np.array([a0, c["logp"], c["value"], c["returns"], c["advantages"]], np.int64)
-        if obs_dim != self.policy.obs_dim or c["actions"] + act_dim > flat_rows.shape[1]:
+        self._cols = np.array([columns[name] for name in fused.SOURCE_FIELDS], np.int64)
+        if obs_dim != self.policy.obs_dim or columns["actions"] + act_dim > flat_rows.shape[1]:
             raise PPOConfigError(f"rollout rows of width {flat_rows.shape[1]} do not fit a policy "
                                  f"with obs_dim {self.policy.obs_dim}, act_dim {act_dim}")
 
@@ -152,16 +139,21 @@ class PPO:
         minibatch's loss statistics (means over its samples).
         """
         rows = self._rows(order, start, stop)
-        cfg, pol, plan = self.config, self.policy, self._plan
-        meta, A, D, slots, dlogstd, stats, adv, n_chunks = plan.buffers(
-            rows.shape[0], cfg.chunk_size, pol.act_dim, len(STAT_NAMES))
-        fused.prep_advantages(self.source, rows, self._cols[4], adv, bool(cfg.norm_adv))
-        fused.chunk_pass(self.source, rows, self._cols, adv, pol.params, pol.p["log_std"], meta,
-                         plan.n_pi, A, D, slots, plan.slot_width, dlogstd, stats, cfg.chunk_size,
-                         float(cfg.clip_coef), bool(cfg.clip_vloss), float(cfg.vf_coef), 1.0 / rows.shape[0])
-        fused.finish_pass(plan.items, meta, rows.shape[0], A, D, slots, plan.slot_width, n_chunks, dlogstd,
-                          stats, self.grad, plan.log_std_off, float(cfg.ent_coef), self._stat_sums, self._sumsq)
-        return self._stats(self._stat_sums / rows.shape[0], self.policy.entropy())
+        pol, hp = self.policy, self._hyper_params()
+        w = self._plan.work(rows.shape[0], self.config.chunk_size, pol.act_dim)
+        fused.prep_advantages(self.source, rows, self._cols[fused.ADVANTAGES], w.adv, bool(self.config.norm_adv))
+        fused.chunk_pass(self.source, rows, self._cols, pol.params, pol.p["log_std"], hp, w)
+        fused.finish_pass(w, self.grad, hp)
+        return self._stats(w.stat_sums / rows.shape[0], self.policy.entropy())
+
+    def _hyper_params(self, lr=None, target_kl=None):
+        """The kernels' hyper-parameter array (``fused.hyper_params``) for this
+        configuration, step size ``lr`` (Adam's own when None) and ``target_kl``."""
+        cfg, adam = self.config, self.adam
+        return fused.hyper_params(clip_coef=cfg.clip_coef, clip_vloss=cfg.clip_vloss, vf_coef=cfg.vf_coef,
+                                  ent_coef=cfg.ent_coef, norm_adv=cfg.norm_adv, max_grad_norm=cfg.max_grad_norm,
+                                  lr=adam.lr if lr is None else lr, beta1=adam.betas[0], beta2=adam.betas[1],
+                                  adam_eps=adam.eps, target_kl=target_kl)
 
     def _rows(self, order, start, stop):
         """order[start:stop] as contiguous int64 row indices, checked against the source."""
@@ -215,20 +207,15 @@ class PPO:
         used = order[:mb * count]
         if used.min() < 0 or used.max() >= self.source.shape[0]:
             raise PPOConfigError(f"minibatches: the order holds rows outside [0, {self.source.shape[0]})")
-        cfg, pol, plan, adam = self.config, self.policy, self._plan, self.adam
-        meta, A, D, slots, dlogstd, stats, adv, n_chunks = plan.buffers(mb, cfg.chunk_size, pol.act_dim,
-                                                                        len(STAT_NAMES))
-        out = np.empty((count, fused.N_STEP_STATS), np.float64)
-        done = fused.minibatches_update(
-            self.source, used, mb, count, self._cols, self._cols[4], bool(cfg.norm_adv), adv, pol.params,
-            pol.p["log_std"], meta, plan.n_pi, A, D, slots, plan.slot_width, dlogstd, stats, cfg.chunk_size,
-            float(cfg.clip_coef), bool(cfg.clip_vloss), float(cfg.vf_coef), plan.items, n_chunks, self.grad,
-            plan.log_std_off, float(cfg.ent_coef), self._stat_sums, self._sumsq, float(cfg.max_grad_norm), adam.m,
-            adam.v, float(adam.lr if lr is None else lr), adam.betas[0], adam.betas[1], adam.eps, float(adam.t),
-            -1.0 if target_kl is None else float(target_kl), out)
+        pol, adam = self.policy, self.adam
+        w = self._plan.work(mb, self.config.chunk_size, pol.act_dim)
+        out = np.empty((count, len(fused.STEP_STAT_NAMES)), np.float64)
+        done = fused.minibatches_update(self.source, used, count, self._cols, pol.params, pol.p["log_std"],
+                                        self._hyper_params(lr, target_kl), w, self.grad, adam.m, adam.v,
+                                        float(adam.t), out)
         adam.t += done
-        k = len(STAT_NAMES)
-        return [(self._stats(out[b, :k], out[b, k]), float(out[b, k + 1])) for b in range(done)]
+        return [(self._stats(out[b, :len(STAT_NAMES)], out[b, ENTROPY]), float(out[b, GRAD_NORM]))
+                for b in range(done)]
 
     def learning_rate(self, update, num_updates):
         """Step size for update ``update`` (0-based) of ``num_updates``."""

@@ -1,28 +1,28 @@
-"""Procedural meshes with exact answers, and the ~35k-triangle benchmark mesh scene.
+"""Procedural meshes with exact answers, the shipped sample meshes, and the ~35k-triangle benchmark scene.
 
 - ``box_mesh(bmin, bmax)``: a closed, outward-oriented box of 12 triangles.
 - ``icosphere(subdivisions, radius, center)``: a closed, outward-oriented
   geodesic sphere (20 * 4**s triangles, vertices on the sphere).
 - ``torus_mesh(R, r, n_major, n_minor, center)``: a closed, outward-oriented torus.
-- ``benchmark_mesh_scene(shared_meshes=None) -> (Mesh, classes)``: a room
-  (a thick hollow box: outer box plus inward-facing inner box, closed and
-  free of overlaps, so inside/outside is well defined) with copies of the
-  meshes from ``../shared/meshes`` (or ``$NAVI_NB_MESHES``) scaled and placed
-  on its floor until the total reaches about 35,000 triangles. Without that
-  folder, the same room holds icospheres, tori and boxes of a similar count.
-  Classes: 1 room shell, 2 placed objects.
+- ``sample_mesh_path(name) -> Path``: one of the real meshes shipped in
+  ``navi_nb/data/meshes`` (``SAMPLE_MESHES``; MIT-licensed models from trimesh,
+  see the README and LICENSE there).
+- ``benchmark_mesh_scene() -> (Mesh, classes)``: a room (a thick hollow box:
+  outer box plus inward-facing inner box, closed and free of overlaps, so
+  inside/outside is well defined) with copies of the shipped meshes scaled and
+  placed on its floor, about 35,000 triangles in all. Classes: 1 room shell,
+  2 placed objects.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 
-from navi_nb.world.mesh_io import Mesh, read_mesh
+from navi_nb.world.mesh_io import Mesh, MeshError, read_mesh
 
-__all__ = ["box_mesh", "icosphere", "torus_mesh", "merge_meshes", "find_shared_meshes",
-           "benchmark_mesh_scene", "TARGET_TRIANGLES", "ROOM_MIN", "ROOM_MAX", "WALL"]
+__all__ = ["box_mesh", "icosphere", "torus_mesh", "merge_meshes", "sample_mesh_path", "SAMPLE_MESHES",
+           "SAMPLE_MESH_DIR", "benchmark_mesh_scene", "TARGET_TRIANGLES", "ROOM_MIN", "ROOM_MAX", "WALL"]
 
 TARGET_TRIANGLES = 35_000
 ROOM_MIN = np.array([-6.0, 0.0, -6.0])   # inner (free) extent of the room, metres
@@ -30,9 +30,12 @@ ROOM_MAX = np.array([6.0, 3.0, 6.0])
 WALL = 0.25                              # wall, floor and ceiling thickness
 LIFT = 0.01                              # objects float 1 cm above the floor: no coplanar contact
 
-# (file, footprint size in metres, copies) for the shared meshes; counts chosen
+SAMPLE_MESH_DIR = Path(__file__).resolve().parents[1] / "data" / "meshes"
+SAMPLE_MESHES = ("fandisk.obj", "featuretype.STL", "rabbit.obj", "teapot.stl", "wallhole.obj")
+
+# (file, footprint size in metres, copies) of the benchmark scene's objects; counts chosen
 # so the scene holds about 35k triangles (room 24 + 5750*3 + 3476*3 + 894*4 + 1252*3)
-_SHARED = (("fandisk.obj", 1.6, 3), ("featuretype.STL", 1.4, 3), ("teapot.stl", 1.0, 4),
+_PLACED = (("fandisk.obj", 1.6, 3), ("featuretype.STL", 1.4, 3), ("teapot.stl", 1.0, 4),
            ("rabbit.obj", 1.0, 3))
 
 
@@ -52,6 +55,16 @@ def box_mesh(bmin=(-1.0, -1.0, -1.0), bmax=(1.0, 1.0, 1.0)) -> Mesh:
     return Mesh(v, f)
 
 
+def _sphere_midpoint(verts, mid, i, j):
+    """Index of the unit-sphere midpoint of edge (i, j), appended to verts the first time."""
+    key = (min(i, j), max(i, j))
+    if key not in mid:
+        m = verts[i] + verts[j]
+        verts.append(m / np.linalg.norm(m))
+        mid[key] = len(verts) - 1
+    return mid[key]
+
+
 def icosphere(subdivisions=2, radius=1.0, center=(0.0, 0.0, 0.0)) -> Mesh:
     """Closed geodesic sphere: 20 * 4**subdivisions outward triangles, vertices on the sphere."""
     t = (1.0 + 5.0 ** 0.5) / 2.0
@@ -63,19 +76,11 @@ def icosphere(subdivisions=2, radius=1.0, center=(0.0, 0.0, 0.0)) -> Mesh:
     verts = [np.array(p, dtype=np.float64) / np.linalg.norm(p) for p in v]
     faces = f
     for _ in range(int(subdivisions)):
-        mid = {}
-
-        def midpoint(i, j):
-            key = (min(i, j), max(i, j))
-            if key not in mid:
-                m = verts[i] + verts[j]
-                verts.append(m / np.linalg.norm(m))
-                mid[key] = len(verts) - 1
-            return mid[key]
-
+        mid = {}  # edge (i, j), i < j -> index of its midpoint on the sphere
         nf = []
         for a, b, c in faces:
-            ab, bc, ca = midpoint(a, b), midpoint(b, c), midpoint(c, a)
+            ab, bc, ca = (_sphere_midpoint(verts, mid, a, b), _sphere_midpoint(verts, mid, b, c),
+                          _sphere_midpoint(verts, mid, c, a))
             nf += [(a, ab, ca), (b, bc, ab), (c, ca, bc), (ab, bc, ca)]
         faces = nf
     vv = np.array(verts) * float(radius) + np.asarray(center, dtype=np.float64)
@@ -115,26 +120,14 @@ def _room() -> Mesh:
     return merge_meshes([outer, inner])
 
 
-def find_shared_meshes(shared_meshes=None):
-    """The shared mesh folder, or None when absent.
-
-    ``shared_meshes``: a folder (used alone), ``False`` (never use one), or
-    ``None``: ``$NAVI_NB_MESHES``, else ``<repo root>/../shared/meshes``.
-    """
-    if shared_meshes is False:
-        return None
-    if shared_meshes is not None:
-        cands = [shared_meshes]
-    else:
-        cands = [os.environ.get("NAVI_NB_MESHES") or None,
-                 Path(__file__).resolve().parents[2].parent / "shared" / "meshes"]
-    for c in cands:
-        if c is None:
-            continue
-        p = Path(c)
-        if p.is_dir() and all((p / name).is_file() for name, _, _ in _SHARED):
-            return p
-    return None
+def sample_mesh_path(name: str) -> Path:
+    """Path of a shipped sample mesh (one of ``SAMPLE_MESHES``)."""
+    if name not in SAMPLE_MESHES:
+        raise MeshError(f"sample mesh {name!r}: not one of {', '.join(SAMPLE_MESHES)}")
+    path = SAMPLE_MESH_DIR / name
+    if not path.is_file():
+        raise MeshError(f"sample mesh {name!r}: {path} is missing (an incomplete install of navi_nb)")
+    return path
 
 
 def _fit(mesh: Mesh, size: float, x: float, z: float, yaw: float) -> Mesh:
@@ -161,26 +154,14 @@ def _slots(n):
     return [(xs[k % side], zs[k // side]) for k in range(n)]
 
 
-def benchmark_mesh_scene(shared_meshes=None):
-    """(Mesh, classes int32 (F,)) of about 35,000 triangles: a room with objects on its floor.
-
-    ``shared_meshes`` as in ``find_shared_meshes`` (``False`` forces the procedural objects).
-    """
+def benchmark_mesh_scene():
+    """(Mesh, classes int32 (F,)) of about 35,000 triangles: a room with the sample meshes on its floor."""
     room = _room()
-    folder = find_shared_meshes(shared_meshes)
-    objects = []
-    if folder is not None:
-        items = []
-        for name, size, copies in _SHARED:
-            m = read_mesh(folder / name)
-            items += [(m, size)] * copies
-    else:
-        # 20480 + 5120 + 1280 + 2 * 4096 + 4 * 12 (+ 24 room) = 35144 triangles
-        items = ([(icosphere(5), 1.2), (icosphere(4), 1.0), (icosphere(3), 0.8)]
-                 + [(torus_mesh(1.0, 0.35, 64, 32), 1.6)] * 2 + [(box_mesh(), 0.8)] * 4)
+    items = []
+    for name, size, copies in _PLACED:
+        items += [(read_mesh(sample_mesh_path(name)), size)] * copies
     slots = _slots(len(items))
-    for k, ((m, size), (x, z)) in enumerate(zip(items, slots)):
-        objects.append(_fit(m, size, x, z, yaw=0.7 * k))
+    objects = [_fit(m, size, x, z, yaw=0.7 * k) for k, ((m, size), (x, z)) in enumerate(zip(items, slots))]
     mesh = merge_meshes([room] + objects)
     classes = np.full(mesh.faces.shape[0], 2, np.int32)
     classes[:room.faces.shape[0]] = 1

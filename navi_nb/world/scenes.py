@@ -8,7 +8,11 @@ value is a bound whose sign is exact. Units are metres, y is up, floors at
 y = 0, ceilings at y = 3.
 
 ``get_scene(name, seed=0)`` returns a :class:`Scene`; ``SCENES`` maps names
-to one-line descriptions. Scenes are the oracles of the tests: ``evaluate``
+to one-line descriptions. The families in ``SEEDED_FAMILIES`` are seeded
+generators: the seed draws the floor size, the rooms, doorways, furniture or
+obstacles, and every layout is connected for an actor needing up to
+``MIN_GAP / 2`` of clearance (see "seeded layouts" below). Seed 0 of house,
+maze and pillars is the classic hand-made layout. Scenes are the oracles of the tests: ``evaluate``
 gives the analytic field, ``raycast`` sphere traces it to 1e-6 m.
 """
 from __future__ import annotations
@@ -35,12 +39,16 @@ CUBE_MIN = (-8.0, HEIGHT / 2 - 8.0, -8.0)
 # of a surface at resolution 128.
 
 SCENES = {
-    "box": "an empty 8 x 6 m room",
-    "pillars": "a 12 x 10 m hall with a 3 x 3 grid of round columns",
-    "house": "five rooms and a hall joined by doorways, with furniture (the default)",
-    "maze": "a 5 x 5 maze of 2.5 m cells (seeded layout)",
-    "clutter": "a 12 x 12 m room with 30 seeded random obstacles",
+    "box": "an empty 8 x 6 m room (one layout; no seeds)",
+    "pillars": "a hall with a grid of round or square columns (seed 0: 12 x 10 m, 3 x 3 round)",
+    "house": "rooms joined by doorways, with furniture (seed 0: five rooms and a hall; the default)",
+    "maze": "a maze of 2-3 m cells, some with loops (seed 0: 5 x 5 cells of 2.5 m, a perfect maze)",
+    "clutter": "a room with random boxes, posts, spheres and beams (seed 0: 12 x 12 m)",
 }
+# Families whose seed shapes the layout. Each generator has a version: it goes
+# into compile-cache keys, so bump it whenever a seed's layout changes.
+SEEDED_FAMILIES = ("house", "maze", "clutter", "pillars")
+GENERATOR_VERSION = {"box": 1, "pillars": 2, "house": 2, "maze": 2, "clutter": 2}
 DEFAULT_SCENE = "house"
 
 
@@ -187,16 +195,144 @@ def _box(seed):
     return _finish("box", [_room(lo, hi)], lo, hi, seed)
 
 
+# --------------------------------------------------------------------------
+# seeded layouts: shared rules
+#
+# Seeded families keep every obstacle's footprint (its xz bounding rectangle,
+# as if it reached the ceiling) at least MIN_GAP from every other footprint
+# and from the walls, and every doorway at least DOOR_CLEARANCE from a wall
+# junction. Footprints grown by MIN_GAP / 2 are then disjoint convex sets
+# that do not touch the room's boundary, so the free floor of every room stays
+# connected for any actor needing up to MIN_GAP / 2 of clearance; doors join
+# the rooms of a binary partition (or the cells of a spanning-tree maze), so
+# the whole layout is connected.
+# --------------------------------------------------------------------------
+
+MIN_GAP = 1.25  # metres of free floor between footprints, and between footprints and walls
+DOOR_WIDTH = 1.25
+DOOR_CLEARANCE = 0.25  # free wall kept between a doorway and the nearest wall face
+WALL_THICKNESS = 0.75
+MAX_INTERIOR = 15.0  # interiors fit the 16 m cube with room to spare
+
+
+def _grid(x, step=0.125):
+    """x snapped to the geometry grid."""
+    return float(np.round(x / step) * step)
+
+
+def _uniform_grid(rng, a, b, step):
+    """A value in [a, b] on a grid of `step` (a and b on that grid), uniformly."""
+    n = int(np.floor((b - a) / step + 1e-9))
+    return a + step * int(rng.integers(n + 1))
+
+
+class _Footprints:
+    """xz rectangles of placed obstacles; `fits` applies the MIN_GAP rule."""
+
+    def __init__(self, lo, hi, gap=MIN_GAP):
+        self.lo = np.asarray(lo, dtype=np.float64)[[0, 2]]  # clear interior of the room
+        self.hi = np.asarray(hi, dtype=np.float64)[[0, 2]]
+        self.gap = gap
+        self.rects = []
+
+    def fits(self, rlo, rhi):
+        g = self.gap - 1e-9
+        if np.any(rlo < self.lo + g) or np.any(rhi > self.hi - g):
+            return False
+        for a, b in self.rects:  # separated by >= gap along some axis
+            if not (rlo[0] >= b[0] + g or a[0] >= rhi[0] + g or rlo[1] >= b[1] + g or a[1] >= rhi[1] + g):
+                return False
+        return True
+
+    def add(self, rlo, rhi):
+        self.rects.append((np.asarray(rlo, dtype=np.float64), np.asarray(rhi, dtype=np.float64)))
+
+
+def _furniture_piece(rng, x, z):
+    """(row, footprint lo (x, z), footprint hi) of a random furniture piece centred near (x, z)."""
+    e = EMBED
+    kind = int(rng.integers(6))
+    if kind in (0, 1, 2):  # table, sofa, bed: rounded boxes
+        hx = _uniform_grid(rng, 0.375, 1.125, 0.125)
+        hz = _uniform_grid(rng, 0.375, 1.125, 0.125)
+        top = (0.75, 0.875, 0.5)[kind]
+        lo, hi = [x - hx, z - hz], [x + hx, z + hz]
+        return box_min_max([lo[0], -e, lo[1]], [hi[0], top, hi[1]], OBSTACLE, rounding=0.125), lo, hi
+    if kind == 3:  # stool or barrel
+        r = _uniform_grid(rng, 0.375, 0.5, 0.125)
+        top = _uniform_grid(rng, 0.5, 1.0, 0.125)
+        return cylinder([x, -e, z], [x, top, z], r, OBSTACLE), [x - r, z - r], [x + r, z + r]
+    if kind == 4:  # a rail along x or z at chest height
+        half = _uniform_grid(rng, 0.5, 1.0, 0.125)
+        r = 0.375
+        if rng.random() < 0.5:
+            a, b = [x - half, 1.125, z], [x + half, 1.125, z]
+        else:
+            a, b = [x, 1.125, z - half], [x, 1.125, z + half]
+        lo = [min(a[0], b[0]) - r, min(a[2], b[2]) - r]
+        hi = [max(a[0], b[0]) + r, max(a[2], b[2]) + r]
+        return capsule(a, b, r, OBSTACLE), lo, hi
+    r = 0.375  # a floor-to-ceiling pillar
+    return cylinder([x, -e, z], [x, HEIGHT + e, z], r, PILLAR), [x - r, z - r], [x + r, z + r]
+
+
+def _scatter_furniture(rng, rows, feet, count, tries=40):
+    """Place up to `count` random pieces inside `feet`'s room under the MIN_GAP rule."""
+    placed = 0
+    for _ in range(tries):
+        if placed >= count:
+            break
+        x = _grid(rng.uniform(feet.lo[0], feet.hi[0]))
+        z = _grid(rng.uniform(feet.lo[1], feet.hi[1]))
+        row, lo, hi = _furniture_piece(rng, x, z)
+        if feet.fits(np.asarray(lo), np.asarray(hi)):
+            feet.add(lo, hi)
+            rows.append(row)
+            placed += 1
+    return placed
+
+
+# --------------------------------------------------------------------------
+# the scenes
+# --------------------------------------------------------------------------
+
 def _pillars(seed):
-    lo, hi = [-6.0, 0.0, -5.0], [6.0, HEIGHT, 5.0]
+    if seed == 0:  # the classic hall
+        lo, hi = [-6.0, 0.0, -5.0], [6.0, HEIGHT, 5.0]
+        rows = [_room(lo, hi)]
+        for x in (-3.0, 0.0, 3.0):
+            for z in (-2.5, 0.0, 2.5):
+                rows.append(cylinder([x, -EMBED, z], [x, HEIGHT + EMBED, z], 0.375, PILLAR))
+        return _finish("pillars", rows, lo, hi, seed)
+    rng = np.random.default_rng(seed)
+    w = _uniform_grid(rng, 9.0, MAX_INTERIOR, 0.5)
+    d = _uniform_grid(rng, 8.0, 13.0, 0.5)
+    lo, hi = [-w / 2, 0.0, -d / 2], [w / 2, HEIGHT, d / 2]
     rows = [_room(lo, hi)]
-    for x in (-3.0, 0.0, 3.0):
-        for z in (-2.5, 0.0, 2.5):
-            rows.append(cylinder([x, -EMBED, z], [x, HEIGHT + EMBED, z], 0.375, PILLAR))
+    feet = _Footprints(lo, hi)
+    shape = int(rng.integers(3))  # 0 round, 1 square, 2 both
+    r = _uniform_grid(rng, 0.375, 0.625, 0.125)
+    nx, nz = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+    for i in range(nx):
+        for k in range(nz):
+            if rng.random() < 0.15:  # a missing column
+                continue
+            x = _grid(lo[0] + w * (i + 0.5) / nx + rng.uniform(-0.375, 0.375))
+            z = _grid(lo[2] + d * (k + 0.5) / nz + rng.uniform(-0.375, 0.375))
+            flo, fhi = np.array([x - r, z - r]), np.array([x + r, z + r])
+            if not feet.fits(flo, fhi):
+                continue
+            feet.add(flo, fhi)
+            square = shape == 1 or (shape == 2 and rng.random() < 0.5)
+            if square:
+                rows.append(box_min_max([x - r, -EMBED, z - r], [x + r, HEIGHT + EMBED, z + r], PILLAR,
+                                        rounding=0.125))
+            else:
+                rows.append(cylinder([x, -EMBED, z], [x, HEIGHT + EMBED, z], r, PILLAR))
     return _finish("pillars", rows, lo, hi, seed)
 
 
-def _house(seed):
+def _house_classic(seed):
     # west wing (x < -2): two rooms split at z = 0; hall -2 < x < 2.5; east wing split at z = 1
     lo, hi = [-7.5, 0.0, -5.5], [7.5, HEIGHT, 5.5]
     e, w = EMBED, 1.25
@@ -217,19 +353,112 @@ def _house(seed):
     return _finish("house", rows, lo, hi, seed)
 
 
+MIN_ROOM = 2.75  # metres between wall centre lines (or a centre line and the outer face)
+
+
+def _house(seed):
+    """Rooms from a random binary partition of a random floor, one or two doors per partition wall."""
+    if seed == 0:
+        return _house_classic(seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(100):  # a partition whose junctions leave some wall no doorway is drawn again
+        layout = _house_layout(rng)
+        if layout is not None:
+            rows, lo, hi = layout
+            return _finish("house", rows, lo, hi, seed)
+    raise SceneError(f"house seed {seed}: no layout with a doorway in every wall")
+
+
+def _house_layout(rng):
+    w = _uniform_grid(rng, 10.0, MAX_INTERIOR, 0.5)
+    d = _uniform_grid(rng, 8.0, 13.0, 0.5)
+    lo, hi = [-w / 2, 0.0, -d / 2], [w / 2, HEIGHT, d / 2]
+    target = int(rng.integers(3, 8))
+    leaves = [(lo[0], hi[0], lo[2], hi[2])]  # rooms: x0, x1, z0, z1 (wall centre lines or outer faces)
+    walls = []  # (axis, at, run_lo, run_hi)
+    while len(leaves) < target:
+        # split the largest room that can be split, across its longer side
+        areas = [(x1 - x0) * (z1 - z0) for x0, x1, z0, z1 in leaves]
+        order = sorted(range(len(leaves)), key=lambda k: -areas[k])
+        for i in order:
+            x0, x1, z0, z1 = leaves[i]
+            axes = [a for a, span in (("z", x1 - x0), ("x", z1 - z0)) if span >= 2 * MIN_ROOM]
+            if axes:
+                break
+        else:
+            break
+        # "z": a wall along z at some x (splits the x span); prefer the longer span
+        axis = axes[0] if len(axes) == 1 else ("z" if x1 - x0 >= z1 - z0 else "x")
+        if len(axes) == 2 and rng.random() < 0.25:
+            axis = "x" if axis == "z" else "z"
+        a, b = (x0, x1) if axis == "z" else (z0, z1)
+        at = _uniform_grid(rng, a + MIN_ROOM, b - MIN_ROOM, 0.25)
+        leaves.pop(i)
+        if axis == "z":
+            walls.append(("z", at, z0, z1))
+            leaves += [(x0, at, z0, z1), (at, x1, z0, z1)]
+        else:
+            walls.append(("x", at, x0, x1))
+            leaves += [(x0, x1, z0, at), (x0, x1, at, z1)]
+    outer = {"z": (lo[2], hi[2]), "x": (lo[0], hi[0])}  # run limits per wall axis
+    rows = [_room(lo, hi)]
+    t = WALL_THICKNESS
+    for axis, at, a, b in walls:
+        # wall faces along this wall's run: the outer faces at its ends, or the
+        # faces of the walls it ends on, and of every wall ending on it
+        # (coordinates are copied, never computed, so they compare exactly)
+        junctions = [at2 for ax2, at2, a2, b2 in walls if ax2 != axis and a <= at2 <= b and at in (a2, b2)]
+        faces = []
+        for end in (a, b):
+            faces.append((end, 0.0) if end in outer[axis] else (end, t / 2))
+        faces += [(j, t / 2) for j in junctions]
+        half = DOOR_WIDTH / 2 + DOOR_CLEARANCE
+        allowed = [c for c in np.arange(a, b + 1e-9, 0.125)
+                   if all(abs(c - f) >= half + ft - 1e-9 for f, ft in faces)]
+        n_doors = 2 if (b - a >= 6.0 and rng.random() < 0.35) else 1
+        doors = []
+        for _ in range(n_doors):
+            free = [c for c in allowed if all(abs(c - dc) >= DOOR_WIDTH + MIN_GAP for dc, _ in doors)]
+            if not free:
+                break
+            doors.append((float(free[int(rng.integers(len(free)))]), DOOR_WIDTH))
+        if not doors:  # junctions from both sides leave no stretch wide enough
+            return None
+        ra = a - EMBED if a in outer[axis] else a
+        rb = b + EMBED if b in outer[axis] else b
+        rows += _wall(axis, at, ra, rb, doors=sorted(doors), thickness=t)
+    # furniture: a few pieces per room, clear of walls, doors and each other
+    for x0, x1, z0, z1 in leaves:
+        cx0 = x0 + (0.0 if x0 == lo[0] else t / 2)
+        cx1 = x1 - (0.0 if x1 == hi[0] else t / 2)
+        cz0 = z0 + (0.0 if z0 == lo[2] else t / 2)
+        cz1 = z1 - (0.0 if z1 == hi[2] else t / 2)
+        feet = _Footprints([cx0, 0.0, cz0], [cx1, 0.0, cz1])
+        _scatter_furniture(rng, rows, feet, int(rng.integers(0, 4)))
+    return rows, lo, hi
+
+
 def _maze(seed, n=5, cell=2.5, thickness=0.75):
     rng = np.random.default_rng(seed)
-    size = n * cell
-    lo, hi = [-size / 2, 0.0, -size / 2], [size / 2, HEIGHT, size / 2]
-    # depth-first maze over n x n cells; `opened` holds the removed walls
-    seen = np.zeros((n, n), dtype=bool)
+    nx = nz = n
+    loops = 0.0
+    if seed != 0:  # seed 0 keeps the classic 5 x 5 maze of 2.5 m cells
+        shape = np.random.default_rng([seed, 1])  # its own stream: the walls below draw as before
+        cell = _uniform_grid(shape, 2.0, 3.0, 0.25)
+        most = int(MAX_INTERIOR // cell)
+        nx, nz = int(shape.integers(3, most + 1)), int(shape.integers(3, most + 1))
+        loops = float(shape.uniform(0.0, 0.3))  # the share of remaining inner walls opened too
+    lo = [-nx * cell / 2, 0.0, -nz * cell / 2]
+    hi = [nx * cell / 2, HEIGHT, nz * cell / 2]
+    # depth-first maze over nx x nz cells; `opened` holds the removed walls
+    seen = np.zeros((nx, nz), dtype=bool)
     opened = set()
     stack = [(0, 0)]
     seen[0, 0] = True
     while stack:
         i, j = stack[-1]
         nbrs = [(i + di, j + dj) for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1))
-                if 0 <= i + di < n and 0 <= j + dj < n and not seen[i + di, j + dj]]
+                if 0 <= i + di < nx and 0 <= j + dj < nz and not seen[i + di, j + dj]]
         if not nbrs:
             stack.pop()
             continue
@@ -237,59 +466,79 @@ def _maze(seed, n=5, cell=2.5, thickness=0.75):
         opened.add(frozenset([(i, j), a]))
         seen[a] = True
         stack.append(a)
+    if loops > 0:  # extra openings make cycles (more than one way round)
+        for i in range(nx):
+            for j in range(nz):
+                for a in ((i + 1, j), (i, j + 1)):
+                    if a[0] < nx and a[1] < nz and rng.random() < loops:
+                        opened.add(frozenset([(i, j), a]))
     rows = [_room(lo, hi)]
-    x0 = lo[0]
+    x0, z0 = lo[0], lo[2]
     gap = 1.25  # a removed wall leaves an opening this wide (posts stay)
 
-    def ext(k):  # runs reach EMBED into the outer walls, thickness / 2 past inner posts
-        return EMBED if k in (0, n) else thickness / 2
+    def ext(k, m):  # runs reach EMBED into the outer walls, thickness / 2 past inner posts
+        return EMBED if k in (0, m) else thickness / 2
 
-    for i in range(n):
-        for j in range(n):
+    for i in range(nx):
+        for j in range(nz):
             # the wall on the +x side of cell (i, j), and the one on its +z side
-            if i + 1 < n:
+            if i + 1 < nx:
                 at = x0 + (i + 1) * cell
-                c = x0 + (j + 0.5) * cell
+                c = z0 + (j + 0.5) * cell
                 doors = [(c, gap)] if frozenset([(i, j), (i + 1, j)]) in opened else []
-                rows += _wall("z", at, c - cell / 2 - ext(j), c + cell / 2 + ext(j + 1),
+                rows += _wall("z", at, c - cell / 2 - ext(j, nz), c + cell / 2 + ext(j + 1, nz),
                               doors=doors, thickness=thickness, door_height=HEIGHT + EMBED)
-            if j + 1 < n:
-                at = x0 + (j + 1) * cell
+            if j + 1 < nz:
+                at = z0 + (j + 1) * cell
                 c = x0 + (i + 0.5) * cell
                 doors = [(c, gap)] if frozenset([(i, j), (i, j + 1)]) in opened else []
-                rows += _wall("x", at, c - cell / 2 - ext(i), c + cell / 2 + ext(i + 1),
+                rows += _wall("x", at, c - cell / 2 - ext(i, nx), c + cell / 2 + ext(i + 1, nx),
                               doors=doors, thickness=thickness, door_height=HEIGHT + EMBED)
     return _finish("maze", rows, lo, hi, seed, spacing=cell / 2)
 
 
-def _clutter(seed, count=30):
+def _clutter(seed):
+    """Random obstacles (boxes, floating spheres, posts, beams) in a random room, MIN_GAP apart."""
     rng = np.random.default_rng(seed)
-    lo, hi = [-6.0, 0.0, -6.0], [6.0, HEIGHT, 6.0]
+    if seed == 0:
+        w = d = 12.0
+    else:
+        w = _uniform_grid(rng, 8.0, 14.0, 0.5)
+        d = _uniform_grid(rng, 8.0, 14.0, 0.5)
+    lo, hi = [-w / 2, 0.0, -d / 2], [w / 2, HEIGHT, d / 2]
     rows = [_room(lo, hi)]
-    placed = []
-    tries = 0
-    while len(placed) < count and tries < 5000:
-        tries += 1
+    feet = _Footprints(lo, hi)
+    count = round(w * d / 6.0)  # a dense packing under the gap rule
+    for _ in range(2000):
+        if len(feet.rects) >= count:
+            break
         r = rng.uniform(0.375, 0.6)
-        x, z = rng.uniform(-5.25 + 1.3 * r, 5.25 - 1.3 * r, size=2)
-        if any((x - px) ** 2 + (z - pz) ** 2 < (1.3 * (r + pr) + 0.75) ** 2 for px, pz, pr in placed):
-            continue
-        placed.append((x, z, r))
-        kind = rng.integers(4)
-        if kind == 0:
+        x = _grid(rng.uniform(lo[0], hi[0]))
+        z = _grid(rng.uniform(lo[2], hi[2]))
+        kind = int(rng.integers(4))
+        if kind == 0:  # a box
             h = rng.uniform(0.75, 2.0)
             hz = max(0.8 * r, 0.375)
-            rows.append(box_min_max([x - r, -EMBED, z - hz], [x + r, h, z + hz], OBSTACLE, rounding=0.125))
-        elif kind == 1:
-            rows.append(sphere([x, rng.uniform(r + 0.75, HEIGHT - 0.75 - r), z], r, OBSTACLE))
-        elif kind == 2:
+            flo, fhi = [x - r, z - hz], [x + r, z + hz]
+            row = box_min_max([x - r, -EMBED, z - hz], [x + r, h, z + hz], OBSTACLE, rounding=0.125)
+        elif kind == 1:  # a floating sphere
+            flo, fhi = [x - r, z - r], [x + r, z + r]
+            row = sphere([x, rng.uniform(r + 0.75, HEIGHT - 0.75 - r), z], r, OBSTACLE)
+        elif kind == 2:  # a post, sometimes to the ceiling
             top = rng.uniform(0.75, HEIGHT - 0.75) if rng.random() < 0.6 else HEIGHT + EMBED
-            rows.append(cylinder([x, -EMBED, z], [x, top, z], r, OBSTACLE))
-        else:
+            flo, fhi = [x - r, z - r], [x + r, z + r]
+            row = cylinder([x, -EMBED, z], [x, top, z], r, OBSTACLE)
+        else:  # a tilted beam
             a = rng.uniform(0, np.pi)
             dx, dz = np.cos(a) * r * 1.3, np.sin(a) * r * 1.3
             y = rng.uniform(1.125, 1.875)
-            rows.append(capsule([x - dx, y, z - dz], [x + dx, y, z + dz], 0.375, OBSTACLE))
+            flo = [x - abs(dx) - 0.375, z - abs(dz) - 0.375]
+            fhi = [x + abs(dx) + 0.375, z + abs(dz) + 0.375]
+            row = capsule([x - dx, y, z - dz], [x + dx, y, z + dz], 0.375, OBSTACLE)
+        flo, fhi = np.asarray(flo), np.asarray(fhi)
+        if feet.fits(flo, fhi):
+            feet.add(flo, fhi)
+            rows.append(row)
     return _finish("clutter", rows, lo, hi, seed, spacing=0.75)
 
 
@@ -325,7 +574,8 @@ _BUILDERS = {"box": _box, "pillars": _pillars, "house": _house, "maze": _maze, "
 
 
 def get_scene(name=DEFAULT_SCENE, seed=0) -> Scene:
-    """The built-in scene `name` (see SCENES); `seed` shapes maze and clutter."""
+    """The built-in scene `name` (see SCENES); `seed` (an integer >= 0) shapes the
+    layout of the SEEDED_FAMILIES and is ignored by the others."""
     if name not in _BUILDERS:
         raise SceneError(f"unknown scene {name!r}; built-in scenes: {', '.join(SCENES)}")
     try:

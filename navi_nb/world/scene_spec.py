@@ -1,0 +1,379 @@
+"""Scene specs: one syntax for naming a set of worlds.
+
+A spec is a comma-separated list of items, read left to right:
+
+=========================== ==============================================
+``house``                   a built-in family, seed 0
+``house:7``                 one seed
+``house:0-199``             seeds 0 to 199 (inclusive)
+``house:0-9,20-29``         an item of bare seeds continues the family before it
+``maze:0-99,clutter:0-99``  several families
+``worlds/a.gmdag``          a compiled world file
+``worlds/``                 every ``*.gmdag`` directly in a folder (sorted by name)
+``worlds/*/x*.gmdag``       a glob (sorted; ``*``, ``?`` and ``[...]``)
+``@set.txt`` or ``set.txt`` a text file of specs, one or more per line; ``#``
+                            starts a comment; its relative paths are relative
+                            to the text file's folder
+=========================== ==============================================
+
+Duplicates are dropped, the first occurrence keeping its place (files are
+compared by their resolved path), so the order of the worlds is the order of
+their first mention.
+
+Held-out seeds: seeds ``>= HELDOUT_SEED_START`` (1,000,000) of every family
+are kept for evaluation. ``check_training_items`` refuses them unless told
+otherwise, so a training set cannot contain an evaluation world by accident;
+``heldout_spec(family, n)`` names the first ``n`` held-out worlds of a family.
+
+Bad input raises :class:`SceneSpecError` naming the offending item before
+anything is loaded or written: malformed items, empty ranges, unknown
+families, seeds of a family without seeds, missing or invalid files, empty
+folders and globs, list files that include themselves, worlds too small for an
+actor, and sets whose count or estimated size would not fit in memory
+(``check_memory``).
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from navi_nb.errors import NaviError
+
+HELDOUT_SEED_START = 1_000_000
+MAX_WORLDS = 100_000  # most worlds one spec may name
+MAX_SEED = 2**63 - 1
+MAX_LIST_DEPTH = 8  # list files including list files
+MEMORY_FRACTION = 0.5  # a set may use at most this share of the available memory
+# Estimated in-memory bytes of one compiled built-in world at resolution 128
+# (the largest seeds measured are about 0.6 MB; node counts grow with the
+# surface area, i.e. with the square of the resolution).
+BUILTIN_BYTES_AT_128 = 1_000_000
+WORLD_OVERHEAD_BYTES = 64 * 1024  # sidecar, spawn pool, Python objects per world
+
+_FAMILY_ITEM = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?::(.*))?$")
+_SEEDS = re.compile(r"^(\d+)(?:-(\d+))?$")
+_GLOB_CHARS = set("*?[")
+
+
+class SceneSpecError(NaviError, ValueError):
+    """A scene spec (or one of its items) that cannot name a set of worlds."""
+
+
+@dataclass(frozen=True)
+class WorldItem:
+    """One world of a set: a built-in (family, seed) or a `.gmdag` file."""
+
+    family: str | None = None
+    seed: int | None = None
+    path: Path | None = None
+    origin: str = ""  # the spec item that named it (for messages)
+
+    @property
+    def key(self):
+        return ("file", str(self.path)) if self.path is not None else (self.family, self.seed)
+
+    @property
+    def label(self) -> str:
+        return str(self.path) if self.path is not None else f"{self.family}:{self.seed}"
+
+    @property
+    def builtin(self) -> bool:
+        return self.path is None
+
+
+@dataclass(frozen=True)
+class _SeedRange:
+    family: str
+    first: int
+    last: int
+    origin: str
+
+    def __len__(self):
+        return self.last - self.first + 1
+
+
+def is_heldout(item: WorldItem) -> bool:
+    """Whether a built-in item's seed lies in the held-out range (files never do)."""
+    return item.builtin and item.seed >= HELDOUT_SEED_START
+
+
+def heldout_spec(family: str, count: int) -> str:
+    """The spec of the first `count` held-out worlds of `family`."""
+    if count < 1:
+        raise SceneSpecError(f"held-out set of {family!r}: count must be >= 1, got {count}")
+    return f"{family}:{HELDOUT_SEED_START}-{HELDOUT_SEED_START + count - 1}"
+
+
+def check_training_items(items, allow_heldout=False):
+    """Raise unless no item is held-out (or `allow_heldout`); returns items."""
+    if not allow_heldout:
+        for it in items:
+            if is_heldout(it):
+                raise SceneSpecError(
+                    f"scene {it.label} (from {it.origin!r}) is held out for evaluation (seeds >= "
+                    f"{HELDOUT_SEED_START:,}); train on lower seeds or allow held-out seeds explicitly")
+    return items
+
+
+def overlap(items_a, items_b):
+    """Items of `items_a` that also appear in `items_b` (by key), in order."""
+    keys = {it.key for it in items_b}
+    return [it for it in items_a if it.key in keys]
+
+
+# --------------------------------------------------------------------------
+# parsing
+# --------------------------------------------------------------------------
+
+def parse_spec(spec, base_dir=None, *, check_files=True, actor_radius=0.2) -> list:
+    """The ordered, de-duplicated WorldItems a spec names (see the module doc).
+
+    spec: a string (or a list of strings, read as if joined by commas).
+    base_dir: the folder relative paths start from (default: the current one).
+    check_files: open every file's header (existence, format, size) now and
+    check that an actor of `actor_radius` (metres) fits in its world.
+    """
+    from navi_nb.world.scenes import SCENES
+
+    pieces = _flatten(spec, Path(base_dir) if base_dir is not None else Path.cwd(), depth=0, seen_lists=())
+    families = set(SCENES)
+    count = 0
+    for p in pieces:
+        if isinstance(p, _SeedRange) and p.family not in families:
+            raise SceneSpecError(f"scene spec item {p.origin!r}: unknown family {p.family!r}; built-in "
+                                 f"families are {', '.join(SCENES)}")
+        count += len(p) if isinstance(p, _SeedRange) else 1
+    if count > MAX_WORLDS:
+        big = max((p for p in pieces if isinstance(p, _SeedRange)), key=len, default=None)
+        where = f"; the largest item is {big.origin!r} ({len(big):,} worlds)" if big is not None else ""
+        raise SceneSpecError(f"scene spec names {count:,} worlds, more than the limit of {MAX_WORLDS:,}{where}")
+    items, keys = [], set()
+    for p in pieces:
+        if isinstance(p, _SeedRange):
+            new = (WorldItem(family=p.family, seed=s, origin=p.origin) for s in range(p.first, p.last + 1))
+        else:
+            new = [p]
+        for it in new:
+            if it.key not in keys:
+                keys.add(it.key)
+                items.append(it)
+    if not items:
+        raise SceneSpecError(f"scene spec {_show(spec)!r} names no worlds")
+    if check_files:
+        for it in items:
+            if not it.builtin:
+                check_world_file(it, actor_radius)
+    return items
+
+
+def _show(spec):
+    return spec if isinstance(spec, str) else ",".join(map(str, spec))
+
+
+def _split(spec):
+    if isinstance(spec, (str, os.PathLike)):
+        parts = [str(spec)]
+    else:
+        parts = [str(s) for s in spec]
+    out = []
+    for part in parts:
+        out += [t.strip() for t in part.split(",")]
+    return out
+
+
+def _flatten(spec, base, depth, seen_lists):
+    """Seed ranges and file items, in order (not yet expanded or de-duplicated)."""
+    from navi_nb.world.scenes import SCENES, SEEDED_FAMILIES
+
+    tokens = _split(spec)
+    out = []
+    family = None  # the family bare seeds continue
+    for tok in tokens:
+        if not tok:
+            raise SceneSpecError(f"scene spec {_show(spec)!r} has an empty item (two commas, or a comma at an end)")
+        m = _FAMILY_ITEM.match(tok)
+        bare = _SEEDS.match(tok)
+        if bare and family is not None:
+            out.append(_seed_range(family, tok, tok))
+            continue
+        if m and (m.group(1) in SCENES or (m.group(2) is not None and not _looks_like_path(tok))):
+            family = m.group(1)
+            if m.group(2) is None:
+                out.append(_SeedRange(family, 0, 0, tok))
+                continue
+            if family in SCENES and family not in SEEDED_FAMILIES and m.group(2).strip() != "0":
+                raise SceneSpecError(f"scene spec item {tok!r}: {family} has a single layout (seed 0); "
+                                     f"seeded families are {', '.join(SEEDED_FAMILIES)}")
+            out.append(_seed_range(family, m.group(2).strip(), tok))
+            continue
+        if bare:
+            raise SceneSpecError(f"scene spec item {tok!r}: seeds need a family first, e.g. house:{tok}")
+        family = None
+        out += _path_items(tok, base, depth, seen_lists)
+    return out
+
+
+def _looks_like_path(tok):
+    return os.sep in tok or "/" in tok or tok.endswith((".gmdag", ".txt"))
+
+
+def _seed_range(family, text, origin):
+    m = _SEEDS.match(text)
+    if not m:
+        raise SceneSpecError(f"scene spec item {origin!r}: seeds must be N or A-B (integers >= 0), got {text!r}")
+    first = int(m.group(1))
+    last = int(m.group(2)) if m.group(2) is not None else first
+    if last < first:
+        raise SceneSpecError(f"scene spec item {origin!r}: empty range {first}-{last} (the first seed is larger)")
+    if last > MAX_SEED:
+        raise SceneSpecError(f"scene spec item {origin!r}: seed {last} is larger than {MAX_SEED}")
+    return _SeedRange(family, first, last, origin)
+
+
+def _path_items(tok, base, depth, seen_lists):
+    is_list = tok.startswith("@")
+    raw = tok[1:] if is_list else tok
+    if not raw:
+        raise SceneSpecError(f"scene spec item {tok!r}: '@' needs a list file")
+    path = Path(os.path.expanduser(raw))
+    if not path.is_absolute():
+        path = base / path
+    if is_list or raw.endswith(".txt"):
+        return _list_file(tok, path, depth, seen_lists)
+    if _GLOB_CHARS & set(raw):
+        matches = sorted(p for p in glob.glob(str(path)) if p.endswith(".gmdag") and os.path.isfile(p))
+        if not matches:
+            raise SceneSpecError(f"scene spec item {tok!r}: no .gmdag file matches")
+        return [_file_item(Path(p), tok) for p in matches]
+    if path.is_dir():
+        matches = sorted(p for p in path.iterdir() if p.suffix == ".gmdag" and p.is_file())
+        if not matches:
+            raise SceneSpecError(f"scene spec item {tok!r}: folder {path} holds no .gmdag file")
+        return [_file_item(p, tok) for p in matches]
+    if not path.exists():
+        raise SceneSpecError(f"scene spec item {tok!r}: {path} does not exist (nor is it a built-in family)")
+    if path.suffix != ".gmdag":
+        raise SceneSpecError(f"scene spec item {tok!r}: {path} is not a .gmdag file, folder, glob or .txt list")
+    return [_file_item(path, tok)]
+
+
+def _file_item(path, origin):
+    return WorldItem(path=Path(os.path.realpath(path)), origin=origin)
+
+
+def _list_file(tok, path, depth, seen_lists):
+    real = os.path.realpath(path)
+    if real in seen_lists:
+        raise SceneSpecError(f"scene spec item {tok!r}: list file {path} includes itself")
+    if depth >= MAX_LIST_DEPTH:
+        raise SceneSpecError(f"scene spec item {tok!r}: list files nested deeper than {MAX_LIST_DEPTH}")
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise SceneSpecError(f"scene spec item {tok!r}: cannot read list file {path} ({why})") from None
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            out += _flatten(line, Path(real).parent, depth + 1, seen_lists + (real,))
+        except SceneSpecError as exc:
+            raise SceneSpecError(f"{path}:{n}: {exc}") from None
+    if not out:
+        raise SceneSpecError(f"scene spec item {tok!r}: list file {path} names no worlds")
+    return out
+
+
+# --------------------------------------------------------------------------
+# checks before loading
+# --------------------------------------------------------------------------
+
+def check_world_file(item: WorldItem, actor_radius=0.2):
+    """Header, size and room checks of a file item; returns its World header (nodes memory-mapped)."""
+    from navi_nb.world.gmdag import load_world
+
+    try:
+        world = load_world(item.path, mmap=True, validate=False)
+    except NaviError as exc:
+        raise SceneSpecError(f"scene spec item {item.origin!r}: {exc}") from None
+    extent = world.extent
+    side = extent
+    roi = world.sidecar.get("bounds_of_interest")
+    try:
+        if roi is not None:
+            side = min(extent, min(float(hi) - float(lo) for lo, hi in zip(roi[0], roi[1])))
+    except (TypeError, ValueError, IndexError):
+        raise SceneSpecError(f"scene spec item {item.origin!r}: {item.path}: bad bounds_of_interest "
+                             "in its sidecar") from None
+    need = 2.0 * actor_radius + 2.0 * world.voxel_size
+    if side <= need:
+        raise SceneSpecError(f"scene spec item {item.origin!r}: world {item.path} is too small to spawn in "
+                             f"({side:.3g} m across, an actor of radius {actor_radius} m needs more than "
+                             f"{need:.3g} m)")
+    return world
+
+
+def estimated_bytes(item: WorldItem, resolution: int) -> int:
+    """Bytes one world is expected to take in memory: its file size, or the built-in estimate."""
+    if item.builtin:
+        return int(BUILTIN_BYTES_AT_128 * (resolution / 128.0) ** 2) + WORLD_OVERHEAD_BYTES
+    try:
+        return os.path.getsize(item.path) + WORLD_OVERHEAD_BYTES
+    except OSError:
+        raise SceneSpecError(f"scene spec item {item.origin!r}: cannot read {item.path}") from None
+
+
+def available_memory() -> int:
+    """Bytes this process may still allocate: MemAvailable, capped by a cgroup memory limit."""
+    avail = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit_file) as fh:
+                limit = fh.read().strip()
+            with open(usage_file) as fh:
+                usage = int(fh.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit.isdigit() and int(limit) < 2**60:
+            room = max(0, int(limit) - usage)
+            avail = room if avail is None else min(avail, room)
+    if avail is None:
+        avail = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+    return avail
+
+
+def check_memory(items, resolution, available=None) -> int:
+    """Raise unless the worlds' estimated bytes fit in MEMORY_FRACTION of the available memory.
+
+    Names the spec item that contributes most. Returns the estimate (bytes).
+    """
+    by_origin = {}
+    for it in items:
+        by_origin[it.origin] = by_origin.get(it.origin, 0) + estimated_bytes(it, resolution)
+    total = sum(by_origin.values())
+    avail = available_memory() if available is None else int(available)
+    if total > MEMORY_FRACTION * avail:
+        worst = max(by_origin, key=by_origin.get)
+        raise SceneSpecError(
+            f"scene spec item {worst!r}: {len(items):,} worlds at resolution {resolution} need about "
+            f"{_gib(total)} in memory ({_gib(by_origin[worst])} from this item), more than "
+            f"{MEMORY_FRACTION:.0%} of the {_gib(avail)} available")
+    return total
+
+
+def _gib(n):
+    return f"{n / 2**30:.2f} GiB" if n >= 2**28 else f"{n / 2**20:.1f} MiB"
