@@ -15,7 +15,10 @@ plus the complete new one; a stray ``.tmp`` file is ignored by the reader and
 removed by the next save.
 
 Reading treats the file as untrusted input. ``open_checkpoint`` reads the
-zip's directory and ``meta.json`` (bounded in size); ``read_arrays(spec)``
+zip's directory (all members together may not declare more than
+``MAX_INFLATION`` times the file's size, so a small file of deflated zeros
+cannot make a reader allocate gigabytes) and ``meta.json`` (bounded in size;
+any parser error, deep nesting included, is a ``CheckpointError``); ``read_arrays(spec)``
 then checks the member list against ``spec`` (name -> (shape, dtype), what the
 config implies), reads every member's ``.npy`` header and checks its declared
 shape, dtype, order and size BEFORE reading any data, and only then reads the
