@@ -150,7 +150,7 @@ def test_non_finite_policy_weights_refused(trained, tmp_path, capsys, bad):
     assert not (run / "eval.json").exists()
 
 
-# ---------------------------------------------------------------- 6: eval_episodes.npz that inflates far beyond its size
+# ---------------------------------------------------------------- 6: eval_episodes.npz that inflates past its size
 
 def _deflated_zeros_member(zf, name, header, nbytes, chunk=8 << 20):
     with zf.open(name, "w", force_zip64=True) as f:  # deflated at the ZipFile's level
@@ -177,7 +177,7 @@ def test_episode_file_sized_by_its_meta_is_refused_unread(trained, tmp_path, cap
     with zf:
         zf.writestr("meta.json", json.dumps(meta))
         for name, (shape, descr) in spec.items():
-            header = "{'descr': %r, 'fortran_order': False, 'shape': %r, }" % (descr, shape)
+            header = f"{{'descr': {descr!r}, 'fortran_order': False, 'shape': {shape!r}, }}"
             _deflated_zeros_member(zf, name + ".npy", header, int(np.prod(shape)) * np.dtype(descr).itemsize)
     assert path.stat().st_size < 8 << 20
     tracemalloc.start()
@@ -229,6 +229,7 @@ def test_impossible_episode_values_refused(trained, tmp_path, capsys, member, va
 @pytest.fixture(scope="module")
 def env():
     from conftest import compiled_scene
+
     from navi_nb.env.nav_env import NavEnv
     from navi_nb.sense.sensor import Sensor
 
@@ -393,6 +394,16 @@ def test_read_only_run_folder_eval(trained, tmp_path, capsys, monkeypatch):
     assert "eval.json" in err
 
 
+def test_read_only_run_folder_resume(trained, tmp_path, capsys, monkeypatch):
+    """Resume's first write (trimming the metrics to the checkpoint) on a read-only folder: one line."""
+    import navi_nb.train.metrics as metrics
+
+    run = copy_run(trained, tmp_path)
+    monkeypatch.setattr(metrics, "truncate_metrics", _raise(errno.EROFS, run / "metrics.csv"))
+    err = fails_cleanly(["train", "--resume", str(run), "--no-progress"], capsys, "Read-only file system", run)
+    assert "metrics.csv" in err
+
+
 def test_disk_full_during_checkpoint(trained, tmp_path, capsys, monkeypatch):
     """ENOSPC while a checkpoint is written: one line, older checkpoints kept, no temporary file left."""
     run = copy_run(trained, tmp_path)
@@ -465,6 +476,7 @@ def test_too_many_actors_refused_before_allocating(tmp_path, capsys, monkeypatch
 def test_memory_estimate_is_a_lower_bound():
     """The estimate counts only buffers a run certainly holds (checked against NavEnv's own report)."""
     from conftest import compiled_scene
+
     from navi_nb.train.config import TrainConfig
     from navi_nb.train.loop import Trainer
 

@@ -87,8 +87,8 @@ def npy_with_header(header_text: str, data: bytes) -> bytes:
 
 
 def header_text(hdr: dict) -> str:
-    return "{'descr': %r, 'fortran_order': %r, 'shape': %r, }" % (hdr["descr"], hdr["fortran_order"],
-                                                                   tuple(hdr["shape"]))
+    descr, fortran, shape = hdr["descr"], hdr["fortran_order"], tuple(hdr["shape"])
+    return f"{{'descr': {descr!r}, 'fortran_order': {fortran!r}, 'shape': {shape!r}, }}"
 
 
 # --------------------------------------------------------------------------
