@@ -30,6 +30,7 @@ from navi_nb.env.tasks import TASK_CODES, TERMS, VisitGrid, reward_coefficients,
 from navi_nb.rng_state import (STATE_DTYPE, STATE_SHAPE, GeneratorStateError,
                                generator_from_array, generator_to_array)
 from navi_nb.world import gmdag
+from navi_nb.world.query import world_arrays
 
 EPISODE_KEYS = ("return", "length", "success", "spl", "coverage", "collisions")
 
@@ -88,7 +89,7 @@ class NavEnv:
 
         # the world, shared (never copied per actor)
         self._nodes = np.ascontiguousarray(world.nodes)
-        self._half = gmdag.HALF_TO_FLOAT
+        self._field = world_arrays(world)  # the decoded layout the collision query reads
         self._bmin = np.asarray(world.bmin, dtype=np.float32)
         self._voxel = float(np.float32(world.voxel_size))
         self._res = int(world.resolution)
@@ -249,7 +250,7 @@ class NavEnv:
             raise StateError("NavEnv.step called before reset()")
         np.clip(a, -1.0, 1.0, out=self._act, casting="unsafe")
         cfg = self.config
-        move_actors(self._nodes, self._half, self._bmin, self._voxel, self._res, self._pos, self._yaw,
+        move_actors(self._field, self._pos, self._yaw,
                     self._act, self._speeds, cfg.dt, cfg.radius, self.margin, self._h_min,
                     cfg.max_substeps, self._lo, self._hi, self._vel, self._contact, self._moved)
         g = self._grid

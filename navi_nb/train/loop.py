@@ -22,7 +22,6 @@ One update, top to bottom (``Trainer.train``):
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -36,7 +35,8 @@ from navi_nb.train.metrics import MetricsLog
 from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, WORLD_FILE, RunError, check_memory, check_scene,
                                 load_scene_world, make_env, make_policy, never_checkpointed, os_error, pick_run_path,
                                 process_age, read_run_config, write_json_atomic)
-from navi_nb.train.config import RESUME_FIELDS, TrainConfig, field_docs
+from navi_nb.train.config import RESUME_FIELDS, TrainConfig
+from navi_nb.train.report import print_config
 
 CHECKPOINT_DIR = "checkpoints"
 CHECKPOINT_LAYOUT = 2
@@ -334,28 +334,3 @@ class Trainer:
             "t_collect_s": self.timing["collect"], "t_learn_s": self.timing["learn"],
             "shards": getattr(self.shard_report, "choice", None),
         }
-
-
-# ---------------------------------------------------------------------- console
-def print_config(console, cfg: TrainConfig, run_path=None):
-    from rich.table import Table
-
-    docs = field_docs()
-    t = Table(title=f"training config{f' ({run_path})' if run_path else ''}  hash {cfg.hash()}")
-    t.add_column("setting")
-    t.add_column("value")
-    t.add_column("meaning", style="dim")
-    for k, v in cfg.to_dict().items():
-        t.add_row(k, json.dumps(v) if isinstance(v, (dict, list)) else str(v), docs.get(k, ""))
-    console.print(t)
-
-
-def print_summary(console, trainer: "Trainer", summary: dict):
-    from rich.table import Table
-
-    t = Table(title="training summary")
-    t.add_column("")
-    t.add_column("value")
-    for k, v in summary.items():
-        t.add_row(k, f"{v:,.4g}" if isinstance(v, float) else str(v))
-    console.print(t)
