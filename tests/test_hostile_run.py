@@ -576,3 +576,17 @@ def test_fuzz_counts_a_reader_bug_as_a_traceback(trained, tmp_path, monkeypatch)
     assert fz.run_case("episodes", 0)[0] == "non-finite"
     monkeypatch.setattr(evaluate, "load_episodes", lambda *a, **k: (_ for _ in ()).throw(NaviError("a\nb")))
     assert fz.run_case("episodes", 0)[0] == "traceback"
+
+
+def test_fuzz_command_has_a_checkpoint_target(tmp_path):
+    """`navi-nb fuzz --target checkpoint` runs these cases through the command's own case runner."""
+    from navi_nb.bench import fuzz
+
+    bases = fuzz.TARGETS["checkpoint"].bases()
+    results = [fuzz.run_case("checkpoint", bases, 0, i, str(tmp_path)) for i in range(45)]
+    outcomes = [r[0] for r in results]
+    assert not set(outcomes) & set(fuzz.FAILURES), [r for r in results if r[0] in fuzz.FAILURES][:3]
+    assert "rejected" in outcomes and "ok" in outcomes
+    assert {r[2] for r in results} == {"checkpoint", "policy", "episodes"}
+    # the same seed and index give the same case as the library's own Fuzzer
+    assert fuzz.make_checkpoint_case(bases, 0, 7).data == bases.mutate("policy", 2, 0)[1]

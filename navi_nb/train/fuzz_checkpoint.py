@@ -367,13 +367,21 @@ class Fuzzer:
                                "episodes": scratch / EPISODES_FILE}}
         self.originals = {t: p.read_bytes() for t, p in self._ctx["paths"].items()}
 
-    def mutate(self, target: str, index: int):
+    def mutate(self, target: str, index: int, seed=None):
         """``(mutator name, bytes)`` of case ``index`` for ``target`` (pure in seed, target, index)."""
-        rng = np.random.default_rng([self.seed, TARGETS.index(target), index])
-        names = sorted(MUTATORS)
-        name = names[int(rng.integers(len(names)))]
+        rng, name = case_mutator(self.seed if seed is None else seed, target, index)
         raw = self.originals[target]
         return name, MUTATORS[name](rng, read_members(raw), raw)
+
+    def load_bytes(self, target: str, data: bytes):
+        """Put ``data`` at the target's path, read it as the package does, put the real file back;
+        the loaded arrays (whatever the reader raises propagates)."""
+        path = self._ctx["paths"][target]
+        path.write_bytes(data)
+        try:
+            return self.load(target)
+        finally:
+            path.write_bytes(self.originals[target])
 
     def load(self, target: str):
         """Read the file now at the target's path the way the package reads it; the loaded arrays."""
@@ -395,10 +403,8 @@ class Fuzzer:
     def run_case(self, target: str, index: int):
         """``(outcome, mutator, detail)`` of one case."""
         name, data = self.mutate(target, index)
-        path = self._ctx["paths"][target]
-        path.write_bytes(data)
         try:
-            arrays = self.load(target)
+            arrays = self.load_bytes(target, data)
         except NaviError as exc:
             text = str(exc)
             if "\n" in text:
@@ -406,13 +412,22 @@ class Fuzzer:
             return "rejected", name, text
         except Exception:  # anything else is a bug in a reader: record it, keep going
             return "traceback", name, traceback.format_exc(limit=-3)
-        finally:
-            path.write_bytes(self.originals[target])
-        bad = [k for k, v in arrays.items()
-               if np.asarray(v).dtype.kind == "f" and not np.isfinite(np.asarray(v)).all()]
+        bad = non_finite_members(arrays)
         if bad:
             return "non-finite", name, f"loaded non-finite values in {bad}"
         return "ok", name, ""
+
+
+def case_mutator(seed: int, target: str, index: int):
+    """``(generator, mutator name)`` of case ``index`` for ``target``: the generator the mutator then draws from."""
+    rng = np.random.default_rng([int(seed), TARGETS.index(target), int(index)])
+    names = sorted(MUTATORS)
+    return rng, names[int(rng.integers(len(names)))]
+
+
+def non_finite_members(arrays: dict) -> list:
+    """Names of the loaded floating-point arrays holding NaN or infinities."""
+    return [k for k, v in arrays.items() if np.asarray(v).dtype.kind == "f" and not np.isfinite(np.asarray(v)).all()]
 
 
 def fuzz(run, cases: int, targets=TARGETS, seed: int = 0, work=None, on_failure=None) -> dict:
