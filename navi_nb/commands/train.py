@@ -20,7 +20,8 @@ import os
 
 TRAIN_KERNELS = ("navi_nb.env.motion", "navi_nb.env.observation", "navi_nb.env.spawn", "navi_nb.env.tasks",
                  "navi_nb.learn.adam", "navi_nb.learn.blas", "navi_nb.learn.fused", "navi_nb.learn.gae",
-                 "navi_nb.learn.mlp", "navi_nb.sense.layout", "navi_nb.sense.trace_math", "navi_nb.sense.tracer")
+                 "navi_nb.learn.loss_reference", "navi_nb.learn.mlp", "navi_nb.sense.tracer", "navi_nb.world.field",
+                 "navi_nb.world.gmdag", "navi_nb.world.layout")
 """The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache)."""
 COLD_COMPILE_S = 75
 """Roughly how many CPU-seconds compiling all of them takes (one core of a 2-core x86 machine; Numba compiles
