@@ -481,7 +481,7 @@ def make_mesh_case(bases, seed, index) -> Case:
 
 
 def case_file_name(case: Case, target: str) -> str:
-    ext = ".gmdag" if target == "gmdag" else "." + case.mode.split("-")[0]
+    ext = {"gmdag": ".gmdag", "checkpoint": f".{case.mode}.npz"}.get(target, "." + case.mode.split("-")[0])
     return f"case{case.index}{ext}"
 
 
@@ -561,6 +561,51 @@ def run_mesh_case(case: Case, folder, rng):
         raise NonFinite(f"distance of the compiled mesh: {d.tolist()}")
 
 
+# --------------------------------------------------------------------------
+# checkpoint: a tiny run's checkpoint, policy.npz and eval_episodes.npz
+# (mutators and readers: navi_nb.train.fuzz_checkpoint; case i is kind i % 3)
+# --------------------------------------------------------------------------
+
+_RUN_FUZZER = []  # this process's Fuzzer over its own tiny run, made once by checkpoint_bases
+
+
+def checkpoint_bases():
+    """A tiny run trained and evaluated in a temporary folder (once per process), and the Fuzzer over its files."""
+    import atexit
+
+    from navi_nb.train.fuzz_checkpoint import Fuzzer, make_tiny_run
+
+    if not _RUN_FUZZER:
+        root = tempfile.mkdtemp(prefix="navi_nb_fuzz_run_")
+        atexit.register(shutil.rmtree, root, True)
+        _RUN_FUZZER.append(Fuzzer(make_tiny_run(root), os.path.join(root, "work")))
+    return _RUN_FUZZER[0]
+
+
+def checkpoint_label(seed, index) -> tuple:
+    """(generator, base number, mutator, file kind) of a case, without building any file."""
+    from navi_nb.train.fuzz_checkpoint import TARGETS as KINDS
+    from navi_nb.train.fuzz_checkpoint import case_mutator
+
+    kind = KINDS[index % len(KINDS)]
+    rng, name = case_mutator(seed, kind, index // len(KINDS))
+    return rng, 0, name, kind
+
+
+def make_checkpoint_case(fuzzer, seed, index) -> Case:
+    kind = checkpoint_label(seed, index)[3]
+    name, data = fuzzer.mutate(kind, index // 3, seed)
+    return Case(index, name, kind, data)
+
+
+def run_checkpoint_case(case: Case, folder, rng):
+    from navi_nb.train.fuzz_checkpoint import non_finite_members
+
+    bad = non_finite_members(checkpoint_bases().load_bytes(case.mode, case.data))
+    if bad:
+        raise NonFinite(f"loaded non-finite values in {bad}")
+
+
 @dataclass
 class Target:
     bases: object  # () -> bases
@@ -572,6 +617,7 @@ class Target:
 TARGETS = {
     "gmdag": Target(gmdag_bases, make_gmdag_case, run_gmdag_case, gmdag_label),
     "mesh": Target(mesh_bases, make_mesh_case, run_mesh_case, mesh_label),
+    "checkpoint": Target(checkpoint_bases, make_checkpoint_case, run_checkpoint_case, checkpoint_label),
 }
 
 

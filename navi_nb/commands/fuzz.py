@@ -2,6 +2,7 @@
 
     navi-nb fuzz --target gmdag --cases 100000 --seed 0 --jobs 2
     navi-nb fuzz --target mesh --cases 5000
+    navi-nb fuzz --target checkpoint --cases 3000       # a tiny run's checkpoint, policy.npz, eval_episodes.npz
     navi-nb fuzz --target gmdag --seed 0 --case 1234     # replay one case here, with its traceback
 
 Exit status 0 when no case failed (crash, hang, non-finite, traceback), else 1.
@@ -13,7 +14,9 @@ HELP = "fuzz the .gmdag and mesh readers with mutated files (a table of outcomes
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--target", choices=("gmdag", "mesh"), default="gmdag", help="what to fuzz (default gmdag)")
+    parser.add_argument("--target", choices=("gmdag", "mesh", "checkpoint"), default="gmdag",
+                        help="what to fuzz: worlds, meshes, or a run's checkpoint, policy.npz and "
+                             "eval_episodes.npz (default gmdag)")
     parser.add_argument("--cases", type=int, default=10000, help="number of cases (default 10000)")
     parser.add_argument("--seed", type=int, default=0, help="seed: the same seed gives the same cases (default 0)")
     parser.add_argument("--jobs", type=int, default=0, help="worker processes (default: the usable cores)")
