@@ -39,14 +39,14 @@ def test_cold_groups_follow_the_numba_cache(tmp_path):
         T, A = 4, 3
         z = np.zeros((T, A), np.float32)
         compute_gae(z + 1, z, np.zeros((T, A), bool), np.zeros((T, A), bool), z, np.zeros(A, np.float32))
+        from navi_nb.jit_cache import cold_sources
         print(json.dumps({"before": before, "cuda": cuda,
-                          "gae": warmup.has_cached_kernels(warmup.PACKAGE_DIR / "learn/gae.py"),
-                          "fused": warmup.has_cached_kernels(warmup.PACKAGE_DIR / "learn/fused.py"),
+                          "cold": cold_sources(["navi_nb.learn.gae", "navi_nb.learn.fused"]),
                           "after": warmup.cold_groups(TrainConfig())}))
     """, tmp_path / "numba")
     assert out["before"] == ["tracer", "learn"]
     assert out["cuda"] == ["learn"]  # the tracer group compiles the CPU kernel only
-    assert out["gae"] is True and out["fused"] is False
+    assert out["cold"] == ["navi_nb.learn.fused"]
     assert out["after"] == ["tracer", "learn"]  # one file of a group cached is not the group
 
 
@@ -110,7 +110,7 @@ def test_warm_cache_starts_no_child(tmp_path):
         z = np.zeros((2, 2), np.float32)
         compute_gae(z, z, np.zeros((2, 2), bool), np.zeros((2, 2), bool), z, np.zeros(2, np.float32))
         real = warmup.GROUPS
-        warmup.GROUPS = {"gae": ("learn/gae.py",)}  # a group whose one file is cached now
+        warmup.GROUPS = {"gae": ("navi_nb.learn.gae",)}  # a group whose one module is cached now
         warm = warmup.start(TrainConfig()).groups
         warmup.GROUPS = real
         os.environ["NAVI_NB_WARMUP"] = "0"

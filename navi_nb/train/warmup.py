@@ -48,37 +48,25 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 ENV_VAR = "NAVI_NB_WARMUP"
 
 GROUPS = {
-    "tracer": ("sense/tracer.py",),
-    "learn": ("learn/mlp.py", "learn/fused.py", "learn/adam.py", "learn/gae.py", "learn/blas.py"),
+    "tracer": ("navi_nb.sense.tracer",),
+    "learn": ("navi_nb.learn.mlp", "navi_nb.learn.fused", "navi_nb.learn.adam", "navi_nb.learn.gae",
+              "navi_nb.learn.blas"),
 }
-"""Group name -> the package's source files (relative to the package) that define its kernels; a group is
-cold when the Numba cache holds no kernel of one of them."""
+"""Group name -> the modules that define its kernels; a group is cold when Numba's cache holds no kernel of
+one of them (``navi_nb.jit_cache.cold_sources``)."""
 
 _CHILD = "from navi_nb.train.warmup import child_main\nchild_main()\n"
 
 
-def has_cached_kernels(path: Path) -> bool:
-    """Whether Numba's cache holds an index of a kernel defined in ``path`` (any signature)."""
-    from navi_nb.jit_cache import cache_dir_for
-
-    try:
-        folder = cache_dir_for(Path(path))
-        if folder is None or not folder.is_dir():
-            return False
-        prefix = Path(path).stem + "."
-        return any(e.name.startswith(prefix) and e.suffix == ".nbi" for e in folder.iterdir())
-    except Exception:  # an unreadable cache counts as cold: the warm-up is only an optimisation
-        return False
-
-
 def cold_groups(cfg=None) -> list[str]:
-    """The groups with a source file none of whose kernels is cached (for the run ``cfg``: the tracer
-    group only with the CPU backend, whose kernel it compiles)."""
+    """The cold groups (for the run ``cfg``: the tracer group only with the CPU backend, whose kernel it
+    compiles)."""
+    from navi_nb.jit_cache import cold_sources
+
     if os.environ.get("NUMBA_DISABLE_CACHE", "0") not in ("", "0"):
         return []  # nothing a child compiles would reach this process
     skip = {"tracer"} if cfg is not None and cfg.backend != "cpu" else set()
-    return [name for name, files in GROUPS.items()
-            if name not in skip and not all(has_cached_kernels(PACKAGE_DIR / f) for f in files)]
+    return [name for name, modules in GROUPS.items() if name not in skip and cold_sources(modules)]
 
 
 def enabled() -> bool:
