@@ -106,7 +106,8 @@ def make_env(world, cfg: TrainConfig, n_actors=None, seed=None):
 
     sensor = Sensor(az=cfg.sensor_az, el=cfg.sensor_el)
     return NavEnv(world, cfg.actors if n_actors is None else n_actors, sensor=sensor, task=cfg.task,
-                  seed=cfg.seed if seed is None else seed, backend=cfg.backend, **cfg.env)
+                  seed=cfg.seed if seed is None else seed, backend=cfg.backend,
+                  actor_block=cfg.actor_block if n_actors is None else 0, **cfg.env)
 
 
 def make_policy(cfg: TrainConfig, obs_dim: int, act_dim: int = 4):
