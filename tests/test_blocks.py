@@ -3,6 +3,7 @@ blocks over processes (and the thread count) does not change a bit; the environm
 their own generators, so a block steps the same wherever it lives."""
 import numpy as np
 import pytest
+from test_learn_grad import batch_dict, make_batch
 
 import navi_nb  # noqa: F401  (BLAS pin)
 from navi_nb.learn import blocks, fused
@@ -10,8 +11,6 @@ from navi_nb.learn.loss_reference import ppo_loss_grad
 from navi_nb.learn.policy import ActorCritic
 from navi_nb.learn.ppo import PPO, PPOConfig
 from navi_nb.learn.rollout import RolloutSlab
-
-from test_learn_grad import batch_dict, make_batch
 
 
 def _tree_sum_python(rows, lo, hi):
@@ -92,22 +91,18 @@ def _gradient_split(ppo, rows, blk, cuts):
     m_ops, m_root = blocks.tree_ops(0, n_blocks, {(k, k + 1): k for k in range(n_blocks)})
     blocks.tree_moments(moments, m_ops)
     nodes, node_grads, node_stats = [], [], []
+    grad = np.empty_like(ppo.grad)
     for (a, b), w in zip(zip(cuts[:-1], cuts[1:]), works):
-        fused.local_gradients(ppo.source, rows[a * blk:b * blk], ppo._cols, pol.params, pol.p["log_std"], hp, w,
-                              moments[m_root])
         ops, node_rows, part_nodes = blocks.local_plan(n_blocks, a, b)
-        blocks.tree_sum_rows(w.block_grads, ops, fused.TREE_PIECE)
-        blocks.tree_sum_small(w.block_stats, ops)
+        fused.local_gradients(ppo.source, rows[a * blk:b * blk], ppo._cols, pol.params, pol.p["log_std"], hp, w,
+                              moments[m_root], ops, 0, grad, False)
         nodes += part_nodes
         node_grads += [w.block_grads[r].copy() for r in node_rows]
         node_stats += [w.block_stats[r].copy() for r in node_rows]
     g_rows, s_rows = np.array(node_grads), np.array(node_stats)
     ops, root = blocks.tree_ops(0, n_blocks, {node: i for i, node in enumerate(nodes)})
-    blocks.tree_sum_rows(g_rows, ops, fused.TREE_PIECE)
-    blocks.tree_sum_small(s_rows, ops)
     w = works[0]
-    grad = np.empty_like(ppo.grad)
-    fused.finish_gradient(g_rows[root], s_rows[root], grad, w, hp)
+    fused.reduce_nodes(g_rows, s_rows, ops, root, grad, w, hp)
     return grad, w.stat_sums.copy(), w.sumsq.copy()
 
 

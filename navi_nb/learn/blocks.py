@@ -117,29 +117,22 @@ def epoch_order(perms, n_steps, block, n_local_actors, count, blk):
     return order.reshape(-1)
 
 
-@njit(cache=True, parallel=True)
-def tree_sum_rows(buf, ops, piece):
-    """``buf[d] = buf[l] + buf[r]`` for each row ``(d, l, r)`` of ``ops`` in order, element by element;
-    a ``prange`` over fixed pieces of ``piece`` columns (every element sees the same additions in the
-    same order, whatever thread runs it)."""
-    n = buf.shape[1]
-    n_pieces = (n + piece - 1) // piece
-    for p in prange(n_pieces):
-        e0 = p * piece
-        e1 = min(n, e0 + piece)
-        for o in range(ops.shape[0]):
-            d, l, r = ops[o, 0], ops[o, 1], ops[o, 2]
-            for e in range(e0, e1):
-                buf[d, e] = buf[l, e] + buf[r, e]
-
-
-@njit(cache=True)
-def tree_sum_small(buf, ops):
-    """:func:`tree_sum_rows` for small rows (the loss statistics), serial."""
+@njit(cache=True, inline="always")
+def tree_add_run(buf, ops, e0, e1):
+    """``buf[d, e] = buf[l, e] + buf[r, e]`` for each row ``(d, l, r)`` of ``ops`` in order, for
+    columns ``e0 .. e1 - 1``: every element sees the same additions in the same order."""
     for o in range(ops.shape[0]):
         d, l, r = ops[o, 0], ops[o, 1], ops[o, 2]
-        for e in range(buf.shape[1]):
+        for e in range(e0, e1):
             buf[d, e] = buf[l, e] + buf[r, e]
+
+
+@njit(cache=True, parallel=True)
+def tree_sum_rows(buf, ops, piece):
+    """:func:`tree_add_run` over all columns, a ``prange`` over fixed pieces of ``piece`` columns."""
+    n = buf.shape[1]
+    for p in prange((n + piece - 1) // piece):
+        tree_add_run(buf, ops, p * piece, min(n, (p + 1) * piece))
 
 
 @njit(cache=True)

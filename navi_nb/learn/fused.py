@@ -47,7 +47,7 @@ from numba import njit, prange
 
 from navi_nb.learn.adam import adam_kernel
 from navi_nb.learn.blas import NO_TRANS, TRANS, gemm
-from navi_nb.learn.blocks import tree_moments, tree_sum_rows, tree_sum_small
+from navi_nb.learn.blocks import tree_add_run, tree_moments
 from navi_nb.learn.loss_reference import ADV_EPS, LOG_2PI, gaussian_entropy
 from navi_nb.learn.mlp import bias_act_rows, times_dact_rows
 
@@ -98,8 +98,6 @@ Work = namedtuple("Work", (
 ))
 
 _entropy = njit(cache=True)(gaussian_entropy)
-TREE_PIECE = 4096
-"""Columns per piece of the parallel block-tree sum (any fixed value gives the same bits)."""
 
 
 def hyper_params(clip_coef, clip_vloss, vf_coef, ent_coef, norm_adv, max_grad_norm, lr, beta1, beta2, adam_eps,
@@ -318,92 +316,150 @@ def _chunk_pass(source, rows, cols, adv, params, log_std, meta, n_pi, A, D, slot
 
 
 @njit(cache=True)
-def finish_pass(w):
-    """Phase 2: each (work item, block) of ``w.items`` x blocks writes its own part
-    of block k's gradient ``w.block_grads[k]`` (see the module doc) from that
-    block's chunks and rows only; the HEADS item also writes the block's
-    statistics' sums into ``w.block_stats[k]``. The blocks' gradients are then
-    added along the block tree (:func:`reduce_blocks`)."""
+def finish_pass(w, ops, root, grad, hp, final):
+    """Phase 2, a ``prange`` over the fixed work items of ``w.items``. Item t,
+    for each block k in turn, writes its own part of block k's gradient
+    ``w.block_grads[k]`` (see the module doc) from that block's chunks and rows
+    only (the HEADS item: the block's statistics' sums into ``w.block_stats[k]``);
+    then adds its part of the blocks' rows along the block tree ``ops``
+    (:func:`navi_nb.learn.blocks.tree_ops`). When ``final`` (this process holds
+    every block: row ``root`` is the whole sum), it also does
+    :func:`reduce_nodes`'s last steps: its part of ``grad``, ``w.stat_sums`` and
+    its sum of squares. Otherwise the rows of ``local_plan``'s subtrees are
+    this process's share of the tree, for :func:`reduce_nodes`."""
     _finish_pass(w.items, w.meta, w.blk, w.n_blocks, w.A, w.D, w.slots, w.slot_width, w.n_chunks // w.n_blocks,
-                 w.dlogstd, w.stats, w.block_grads, w.log_std_off, w.block_stats)
+                 w.dlogstd, w.stats, w.block_grads, w.log_std_off, w.block_stats, ops, root, grad, hp[ENT_COEF],
+                 final, w.stat_sums, w.sumsq)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _block_item(item, meta, blk, k, A, D, slots, slot_width, per_block, dlogstd, stats, block_grads, log_std_off,
+                block_stats):
+    """Block k's part of one finish item (see the module doc)."""
+    one = np.ones(1, block_grads.dtype)[0]
+    zero = one - one
+    grad = block_grads[k]
+    k0 = k * blk           # the block's first row
+    c0 = k * per_block     # the block's first chunk
+    kind, l = item[0], item[1]
+    m = meta[l]
+    nin, nout, woff = m[NIN], m[NOUT], m[WOFF]
+    if kind == SLOT_SUM:
+        e0, e1 = item[2], item[3]
+        s0 = m[SLOT] + e0
+        g = grad[woff + e0:woff + e1]
+        S = _block(slots, c0 * slot_width + s0, 1, e1 - e0)
+        for e in range(e1 - e0):
+            g[e] = S[0, e]
+        for c in range(c0 + 1, c0 + per_block):
+            S = _block(slots, c * slot_width + s0, 1, e1 - e0)
+            for e in range(e1 - e0):
+                g[e] += S[0, e]
+    elif kind == TILE:
+        i0, i1, j0, j1 = item[2], item[3], item[4], item[5]
+        gemm(TRANS, NO_TRANS, i1 - i0, j1 - j0, blk, one, _at(A, m[XOFF] + k0 * nin + i0), nin,
+             _at(D, m[DOFF] + k0 * nout + j0), nout, zero,
+             _at(block_grads, k * grad.shape[0] + woff + i0 * nout + j0), nout)
+    elif kind == TILE_BIAS:
+        j0, j1 = item[4], item[5]
+        gb = grad[woff + nin * nout + j0:woff + nin * nout + j1]
+        dZ = _block(D, m[DOFF] + k0 * nout, blk, nout)
+        for j in range(j1 - j0):
+            gb[j] = zero
+        for i in range(blk):
+            for j in range(j1 - j0):
+                gb[j] += dZ[i, j0 + j]
+    else:   # HEADS: log_std's gradient (the entropy term is added once, after the tree) and the
+        # loss statistics, sums in row order
+        for j in range(dlogstd.shape[1]):
+            s = 0.0
+            for i in range(k0, k0 + blk):
+                s += np.float64(dlogstd[i, j])
+            grad[log_std_off + j] = s
+        for j in range(stats.shape[1]):
+            s = 0.0
+            for i in range(k0, k0 + blk):
+                s += stats[i, j]
+            block_stats[k, j] = s
+
+
+@njit(cache=True, inline="always")
+def _tree_item(item, meta, buf, stats_buf, ops, log_std_off, k_act):
+    """Item ``item``'s part of the rows of ``buf`` (and, for HEADS, of ``stats_buf``) added along ``ops``,
+    run by contiguous run (a weight tile row by row)."""
+    kind, l = item[0], item[1]
+    m = meta[l]
+    nin, nout, woff = m[NIN], m[NOUT], m[WOFF]
+    if kind == SLOT_SUM:
+        tree_add_run(buf, ops, woff + item[2], woff + item[3])
+    elif kind == TILE:
+        for i in range(item[2], item[3]):
+            tree_add_run(buf, ops, woff + i * nout + item[4], woff + i * nout + item[5])
+    elif kind == TILE_BIAS:
+        tree_add_run(buf, ops, woff + nin * nout + item[4], woff + nin * nout + item[5])
+    else:
+        tree_add_run(buf, ops, log_std_off, log_std_off + k_act)
+        tree_add_run(stats_buf, ops, 0, stats_buf.shape[1])
+
+
+@njit(cache=True, inline="always")
+def _settle_item(item, meta, buf, stats_buf, root, grad, log_std_off, k_act, ent_coef, stat_sums, sumsq, t):
+    """Item ``item``'s part of the tree's sum (row ``root`` of ``buf``) into ``grad``, with the entropy
+    bonus's ``log_std`` term (HEADS, which also copies the statistics' sums); then its sum of squares."""
+    kind, l = item[0], item[1]
+    m = meta[l]
+    nin, nout, woff = m[NIN], m[NOUT], m[WOFF]
+    if kind == SLOT_SUM:
+        for e in range(woff + item[2], woff + item[3]):
+            grad[e] = buf[root, e]
+    elif kind == TILE:
+        for i in range(item[2], item[3]):
+            for e in range(woff + i * nout + item[4], woff + i * nout + item[5]):
+                grad[e] = buf[root, e]
+    elif kind == TILE_BIAS:
+        for e in range(woff + nin * nout + item[4], woff + nin * nout + item[5]):
+            grad[e] = buf[root, e]
+    else:
+        for e in range(log_std_off, log_std_off + k_act):
+            grad[e] = buf[root, e] - ent_coef
+        for j in range(stat_sums.shape[0]):
+            stat_sums[j] = stats_buf[root, j]
+    sumsq[t] = _item_sumsq(item, meta, grad, log_std_off, k_act)
+
+
+# The parallel regions take their arrays as arguments, not from the Work tuple (see _chunk_pass).
+@njit(cache=True, parallel=True, error_model="numpy")
+def _finish_pass(items, meta, blk, n_blocks, A, D, slots, slot_width, per_block, dlogstd, stats, block_grads,
+                 log_std_off, block_stats, ops, root, grad, ent_coef, final, stat_sums, sumsq):
+    k_act = dlogstd.shape[1]
+    for t in prange(items.shape[0]):
+        for k in range(n_blocks):
+            _block_item(items[t], meta, blk, k, A, D, slots, slot_width, per_block, dlogstd, stats, block_grads,
+                        log_std_off, block_stats)
+        _tree_item(items[t], meta, block_grads, block_stats, ops, log_std_off, k_act)
+        if final:
+            _settle_item(items[t], meta, block_grads, block_stats, root, grad, log_std_off, k_act, ent_coef,
+                         stat_sums, sumsq, t)
+
+
+@njit(cache=True)
+def reduce_nodes(buf, stats_buf, ops, root, grad, w, hp):
+    """The top of the block tree over subtree sums gathered from every process
+    (rows of ``buf`` / ``stats_buf`` in block order; ``ops`` from
+    ``blocks.tree_ops`` with those rows as leaves, ``root`` its result row):
+    a ``prange`` over the finish items, each adding its part, writing it into
+    ``grad`` (with the entropy term), ``w.stat_sums`` and its sum of squares
+    into ``w.sumsq``: the same additions, per element, as ``finish_pass`` with
+    ``final`` over all blocks."""
+    _reduce_nodes(w.items, w.meta, buf, stats_buf, ops, root, grad, w.log_std_off, w.dlogstd.shape[1],
+                  hp[ENT_COEF], w.stat_sums, w.sumsq)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _finish_pass(items, meta, blk, n_blocks, A, D, slots, slot_width, per_block, dlogstd, stats, block_grads,
-                 log_std_off, block_stats):
-    one = np.ones(1, block_grads.dtype)[0]
-    zero = one - one
-    n_items = items.shape[0]
-    for tk in prange(n_items * n_blocks):
-        k = tk // n_items
-        t = tk - k * n_items
-        grad = block_grads[k]
-        k0 = k * blk           # the block's first row
-        c0 = k * per_block     # the block's first chunk
-        kind, l = items[t, 0], items[t, 1]
-        m = meta[l]
-        nin, nout, woff = m[NIN], m[NOUT], m[WOFF]
-        if kind == SLOT_SUM:
-            e0, e1 = items[t, 2], items[t, 3]
-            s0 = m[SLOT] + e0
-            g = grad[woff + e0:woff + e1]
-            S = _block(slots, c0 * slot_width + s0, 1, e1 - e0)
-            for e in range(e1 - e0):
-                g[e] = S[0, e]
-            for c in range(c0 + 1, c0 + per_block):
-                S = _block(slots, c * slot_width + s0, 1, e1 - e0)
-                for e in range(e1 - e0):
-                    g[e] += S[0, e]
-        elif kind == TILE:
-            i0, i1, j0, j1 = items[t, 2], items[t, 3], items[t, 4], items[t, 5]
-            gemm(TRANS, NO_TRANS, i1 - i0, j1 - j0, blk, one, _at(A, m[XOFF] + k0 * nin + i0), nin,
-                 _at(D, m[DOFF] + k0 * nout + j0), nout, zero, _at(block_grads, k * grad.shape[0] + woff
-                                                                     + i0 * nout + j0), nout)
-        elif kind == TILE_BIAS:
-            j0, j1 = items[t, 4], items[t, 5]
-            gb = grad[woff + nin * nout + j0:woff + nin * nout + j1]
-            dZ = _block(D, m[DOFF] + k0 * nout, blk, nout)
-            for j in range(j1 - j0):
-                gb[j] = zero
-            for i in range(blk):
-                for j in range(j1 - j0):
-                    gb[j] += dZ[i, j0 + j]
-        else:   # HEADS: log_std's gradient (the entropy term is added once, after the tree) and the
-            # loss statistics, sums in row order
-            kk = dlogstd.shape[1]
-            for j in range(kk):
-                s = 0.0
-                for i in range(k0, k0 + blk):
-                    s += np.float64(dlogstd[i, j])
-                grad[log_std_off + j] = s
-            for j in range(stats.shape[1]):
-                s = 0.0
-                for i in range(k0, k0 + blk):
-                    s += stats[i, j]
-                block_stats[k, j] = s
-
-
-@njit(cache=True)
-def reduce_blocks(w, ops, root, grad, hp):
-    """The minibatch's gradient and statistics' sums from this process's blocks:
-    their rows added along the block tree (``ops``, row ``root`` then holds the
-    sum; :func:`navi_nb.learn.blocks.tree_ops`), then :func:`finish_gradient`."""
-    tree_sum_rows(w.block_grads, ops, TREE_PIECE)
-    tree_sum_small(w.block_stats, ops)
-    finish_gradient(w.block_grads[root], w.block_stats[root], grad, w, hp)
-
-
-@njit(cache=True)
-def finish_gradient(total, total_stats, grad, w, hp):
-    """grad = the tree's sum ``total`` with the entropy bonus's ``log_std`` term;
-    ``w.stat_sums`` = ``total_stats``; each finish item's sum of squares into
-    ``w.sumsq`` (for the global norm, :func:`norm_from_items`)."""
-    grad[:] = total
-    k_act = w.dlogstd.shape[1]
-    for j in range(k_act):
-        grad[w.log_std_off + j] = grad[w.log_std_off + j] - hp[ENT_COEF]
-    w.stat_sums[:] = total_stats
-    items_sumsq(w.items, w.meta, grad, w.log_std_off, k_act, w.sumsq)
+def _reduce_nodes(items, meta, buf, stats_buf, ops, root, grad, log_std_off, k_act, ent_coef, stat_sums, sumsq):
+    for t in prange(items.shape[0]):
+        _tree_item(items[t], meta, buf, stats_buf, ops, log_std_off, k_act)
+        _settle_item(items[t], meta, buf, stats_buf, root, grad, log_std_off, k_act, ent_coef, stat_sums, sumsq, t)
 
 
 class Plan:
@@ -571,19 +627,19 @@ def norm_from_items(sumsq):
 
 
 @njit(cache=True)
-def local_gradients(source, rows, cols, params, log_std, hp, w, moments):
+def local_gradients(source, rows, cols, params, log_std, hp, w, moments, ops, root, grad, final):
     """This process's part of one minibatch (rows ``rows``, block after block):
     the advantages normalised by the whole minibatch's ``moments`` (count, mean,
-    M2), ``chunk_pass``, ``finish_pass``: each block's gradient and statistics'
-    sums in ``w.block_grads`` / ``w.block_stats``."""
+    M2), ``chunk_pass``, ``finish_pass`` (``ops``, ``root``, ``grad``,
+    ``final``: see there)."""
     normalize_advantages(source, rows, cols[ADVANTAGES], moments, w.adv, hp[NORM_ADV] != 0.0)
     chunk_pass(source, rows, cols, params, log_std, hp, w)
-    finish_pass(w)
+    finish_pass(w, ops, root, grad, hp, final)
 
 
 @njit(cache=True)
 def clip_and_step(w, log_std, hp, params, grad, adam_m, adam_v, step, out_row):
-    """After :func:`finish_gradient`: the statistics' means and the entropy into
+    """After the tree's sum is in ``grad``: the statistics' means and the entropy into
     ``out_row`` (columns ``STEP_STAT_NAMES``), the global norm, the clip and Adam
     step ``step``. Returns True when the approximate KL exceeds ``hp[TARGET_KL]``
     (when >= 0)."""
@@ -604,7 +660,7 @@ def minibatches_update(source, order, count, cols, params, log_std, hp, w, ops, 
     ``w.adv.shape[0]``, minibatch b is rows ``order[b * mb:(b + 1) * mb]``
     (``w.n_blocks`` runs of ``w.blk`` rows, one per block); each is the blocks'
     advantage moments combined along the block tree (``ops``, ``root``),
-    :func:`local_gradients`, :func:`reduce_blocks`, :func:`clip_and_step` with
+    :func:`local_gradients` (the tree included), :func:`clip_and_step` with
     Adam step ``step0 + b + 1``, with no Python between the parallel regions
     (each gap would let idle threads fall asleep). The same kernels and sums as
     ``PPO.accumulate`` then ``PPO.step``, so the same bits. ``out[b]`` (columns
@@ -616,8 +672,7 @@ def minibatches_update(source, order, count, cols, params, log_std, hp, w, ops, 
         rows = order[b * mb:(b + 1) * mb]
         block_moments(source, rows, cols[ADVANTAGES], w.blk, w.moments)
         tree_moments(w.moments, ops)
-        local_gradients(source, rows, cols, params, log_std, hp, w, w.moments[root])
-        reduce_blocks(w, ops, root, grad, hp)
+        local_gradients(source, rows, cols, params, log_std, hp, w, w.moments[root], ops, root, grad, True)
         if clip_and_step(w, log_std, hp, params, grad, adam_m, adam_v, step0 + b + 1.0, out[b]):
             return b + 1
     return count

@@ -149,8 +149,8 @@ class PPO:
         pol, hp = self.policy, self._hyper_params()
         w = self._plan.work(rows.shape[0], self.config.chunk_size, pol.act_dim)
         fused.block_moments(self.source, rows, self._cols[fused.ADVANTAGES], w.blk, w.moments)
-        fused.local_gradients(self.source, rows, self._cols, pol.params, pol.p["log_std"], hp, w, w.moments[0])
-        fused.reduce_blocks(w, _NO_OPS, 0, self.grad, hp)
+        fused.local_gradients(self.source, rows, self._cols, pol.params, pol.p["log_std"], hp, w, w.moments[0],
+                              _NO_OPS, 0, self.grad, True)
         return self._stats(w.stat_sums / rows.shape[0], self.policy.entropy())
 
     def _hyper_params(self, lr=None, target_kl=None):
