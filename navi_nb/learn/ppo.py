@@ -117,6 +117,11 @@ class PPO:
         self.source = None
         self.updates_done = 0
         self._trees = {}
+        self.exchange = None
+        """None: every block is here. Otherwise the blocks are spread over processes: an object with
+        ``first_block``, ``n_blocks`` (all processes'), ``ranges`` (each process's ``(first, stop)``, in
+        order) and ``allgather(rows)`` (every process's rows, concatenated in process order), e.g.
+        ``navi_nb.parallel.ranks.RankExchange``. The slab then holds this process's blocks' actors."""
 
     def _mode(self, layer):
         mode = self.config.grad_mode
@@ -231,6 +236,60 @@ class PPO:
         return [(self._stats(out[b, :len(STAT_NAMES)], out[b, ENTROPY]), float(out[b, GRAD_NORM]))
                 for b in range(done)]
 
+    def minibatches_exchanged(self, order, mb, count, lr=None, target_kl=None, blk=None):
+        """:meth:`minibatches` with the blocks spread over processes (``self.exchange``): this process's
+        ``mb / blk`` blocks' rows; per minibatch, every process's block moments are gathered and combined
+        along the block tree, each process computes its blocks' gradients and its subtrees of the tree
+        (``blocks.local_plan``), the subtree sums are gathered (in block order) and every process adds
+        the top of the tree (``fused.reduce_nodes``), clips and steps: the same additions as one process
+        holding every block, so the same bits."""
+        ex, pol, adam = self.exchange, self.policy, self.adam
+        order = np.ascontiguousarray(order, dtype=np.int64)
+        mb, count, blk = int(mb), int(count), int(blk)
+        a, b = ex.ranges[ex.rank]
+        n_all = ex.n_blocks
+        w = self._plan.work(mb, self.config.chunk_size, pol.act_dim, blk, n_total=n_all * blk)
+        plan = self._exchange_plan(n_all, tuple(ex.ranges), a, b)
+        local_ops, node_rows, m_ops, m_root, top_ops, top_root = plan
+        hp = self._hyper_params(lr, target_kl)
+        col = self._cols[fused.ADVANTAGES]
+        out = np.empty((count, len(fused.STEP_STAT_NAMES)), np.float64)
+        n_params, n_stats = self.grad.shape[0], len(STAT_NAMES)
+        send = np.empty((node_rows.shape[0], n_params + 2 * n_stats), self.grad.dtype)
+        done = 0
+        for i in range(count):
+            rows = order[i * mb:(i + 1) * mb]
+            fused.block_moments(self.source, rows, col, blk, w.moments)
+            moments = ex.allgather(w.moments)
+            blocks.tree_moments(moments, m_ops)
+            fused.local_gradients(self.source, rows, self._cols, pol.params, pol.p["log_std"], hp, w,
+                                  moments[m_root], local_ops, 0, self.grad, False)
+            # one message per subtree: its gradient, then its float64 statistics' bytes
+            send[:, :n_params] = w.block_grads[node_rows]
+            send[:, n_params:] = np.ascontiguousarray(w.block_stats[node_rows]).view(self.grad.dtype)
+            got = ex.allgather(send)
+            nodes = np.ascontiguousarray(got[:, :n_params])
+            stats = np.ascontiguousarray(got[:, n_params:]).view(np.float64)
+            fused.reduce_nodes(nodes, stats, top_ops, top_root, self.grad, w, hp)
+            done += 1
+            if fused.clip_and_step(w, pol.p["log_std"], hp, pol.params, self.grad, adam.m, adam.v,
+                                   float(adam.t + done), out[i]):
+                break
+        adam.t += done
+        return [(self._stats(out[i, :len(STAT_NAMES)], out[i, ENTROPY]), float(out[i, GRAD_NORM]))
+                for i in range(done)]
+
+    def _exchange_plan(self, n_all, ranges, a, b):
+        key = ("exchange", n_all, ranges)
+        plan = self._trees.get(key)
+        if plan is None:
+            local_ops, node_rows, _ = blocks.local_plan(n_all, a, b)
+            m_ops, m_root = self._tree(n_all)
+            nodes = [node for lo, hi in ranges for node in blocks.cover(n_all, lo, hi)]
+            top_ops, top_root = blocks.tree_ops(0, n_all, {node: i for i, node in enumerate(nodes)})
+            plan = self._trees[key] = (local_ops, node_rows, m_ops, m_root, top_ops, top_root)
+        return plan
+
     def _tree(self, n_blocks):
         """The block tree's additions over ``n_blocks`` rows (block k in row k) and the root's row."""
         tree = self._trees.get(n_blocks)
@@ -272,17 +331,23 @@ class PPO:
         self.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
                         ("actions", "logp", "value", "advantages", "returns")})
         block, rows_per_block, blk = self.block_layout(slab.n_steps, slab.n_actors)
-        n_blocks = slab.n_actors // block
-        mb = n_blocks * blk
+        n_local = slab.n_actors // block
+        ex = self.exchange
+        first = 0 if ex is None else ex.first_block
+        if ex is not None and ex.ranges[ex.rank] != (first, first + n_local):
+            raise PPOConfigError(f"the slab holds {n_local} blocks; this process should hold blocks "
+                                 f"{ex.ranges[ex.rank]}")
+        mb = n_local * blk
         lr = self.learning_rate(self.updates_done, num_updates)
         totals, count, norms, stopped = {}, 0, [], False
         for _epoch in range(cfg.update_epochs):
             # one draw of the shared generator per epoch; each block's permutation comes from it and the
             # block's index, so a block's minibatches do not depend on which process holds it
             epoch_key = int(self.rng.integers(0, 2 ** 63))
-            perms = blocks.epoch_permutations(epoch_key, rows_per_block, 0, n_blocks)
+            perms = blocks.epoch_permutations(epoch_key, rows_per_block, first, n_local)
             order = blocks.epoch_order(perms, slab.n_steps, block, slab.n_actors, cfg.num_minibatches, blk)
-            for st, norm in self.minibatches(order, mb, cfg.num_minibatches, lr, cfg.target_kl, blk):
+            run = self.minibatches if ex is None else self.minibatches_exchanged
+            for st, norm in run(order, mb, cfg.num_minibatches, lr, cfg.target_kl, blk):
                 norms.append(norm)
                 for key, val in st.items():
                     totals[key] = totals.get(key, 0.0) + val
