@@ -46,11 +46,31 @@ def resolve_config(args):
 
 
 def run(args) -> int:
+    """``navi-nb train``; under ``mpiexec``/``srun`` every rank runs it (rank 0 alone writes and prints),
+    and a rank that fails stops every rank with one line naming it (``ranks.abort_on_failure``)."""
+    from navi_nb.parallel.ranks import abort_on_failure
+
+    try:
+        return _run(args)
+    except BaseException as exc:
+        abort_on_failure(exc)
+        raise
+
+
+def _run(args) -> int:
+    import os
+
     from rich.console import Console
 
+    from navi_nb.parallel.ranks import launched_by_mpi
     from navi_nb.train.loop import Trainer, print_config, print_summary
 
     console = Console()
+    if launched_by_mpi():   # rank 0 alone prints
+        from navi_nb.parallel.ranks import world
+
+        if world().Get_rank() != 0:
+            console = Console(file=open(os.devnull, "w"))
     if args.resume:
         if args.config:
             from navi_nb.errors import CliError
@@ -72,7 +92,7 @@ def run(args) -> int:
     summary = trainer.train(progress=not args.no_progress)
     print_summary(console, trainer, summary)
     cfg = trainer.cfg
-    if cfg.eval_episodes and trainer.update >= cfg.num_updates:
+    if cfg.eval_episodes and trainer.update >= cfg.num_updates and (trainer.ranks is None or trainer.ranks.is_root):
         from navi_nb.train.evaluate import evaluate, print_results
 
         console.rule(f"evaluation: {cfg.eval_episodes} episodes, mean action, fresh seeds")

@@ -142,3 +142,113 @@ def threads_per_rank(comm, allowed):
     for n in names:
         hosts[n] = hosts.get(n, 0) + 1
     return max(1, int(allowed) // hosts[here]), hosts, hosts[here]
+
+
+class NullMetrics:
+    """What ranks other than 0 log: nothing (rank 0 alone writes the run folder)."""
+
+    def write(self, row):
+        pass
+
+    def close(self):
+        pass
+
+
+class RankContext:
+    """One rank's place in a training run: its blocks and actors, the exchange, and the collectives the
+    trainer needs (state gathers, episode statistics, agreement checks). Rank 0 alone writes files."""
+
+    def __init__(self, comm, actors, actor_block):
+        from navi_nb.learn.blocks import block_size
+
+        self.comm = comm
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.block = block_size(actor_block, actors)
+        self.exchange = RankExchange(comm, int(actors) // self.block)
+        self.first_block = self.exchange.first_block
+        self.first_actor = self.first_block * self.block
+        self.n_actors = self.exchange.local_blocks * self.block
+        self.total_actors = int(actors)
+        self.threads, self.hosts, self.ranks_on_host = 1, {}, 1
+        self.allowed_cores = 1
+        self.topology_info = None   # :meth:`topology`, once the threads are set
+
+    @property
+    def is_root(self):
+        return self.rank == 0
+
+    def check_same(self, facts: dict):
+        """Refuse to start unless every rank reports the same ``facts`` (config hash, package versions)."""
+        every = self.comm.allgather(dict(facts))
+        for r, theirs in enumerate(every):
+            for key, value in every[0].items():
+                if theirs.get(key) != value:
+                    raise RankError(f"rank {r} was started with {key} {theirs.get(key)!r}, rank 0 with "
+                                    f"{value!r}: every rank must run the same configuration and versions")
+
+    def bcast(self, obj):
+        return self.comm.bcast(obj, root=0)
+
+    def set_threads(self):
+        """Numba threads for this rank: the cores it may use divided by the ranks on its host."""
+        import numba
+
+        from navi_nb.parallel.cores import allowed_cores
+
+        self.allowed_cores = allowed_cores().allowed
+        self.threads, self.hosts, self.ranks_on_host = threads_per_rank(self.comm, self.allowed_cores)
+        self.threads = min(self.threads, numba.config.NUMBA_NUM_THREADS)
+        numba.set_num_threads(self.threads)
+        return self.threads
+
+    def topology(self) -> dict:
+        """Hosts, ranks per host, threads and actors per rank, and why (the cores each rank may use)."""
+        every = self.comm.allgather({"rank": self.rank, "host": socket.gethostname(), "threads": self.threads,
+                                     "allowed_cores": self.allowed_cores, "actors": self.n_actors,
+                                     "blocks": list(self.exchange.ranges[self.rank])})
+        return {"ranks": self.size, "hosts": dict(self.hosts), "actor_block": self.block,
+                "per_rank": every,
+                "why": "threads per rank = cores this rank may use (affinity and cgroup quota) // ranks on "
+                       "its host; blocks split contiguously, the first ranks one more when uneven"}
+
+    def gather_env_state(self, state):
+        return gather_env_state(self.comm, state)
+
+    def env_part(self, full):
+        return env_state_part(full, self.block, self.first_block, self.exchange.local_blocks)
+
+    def episodes(self, ep):
+        """The whole run's finished-episode statistics (every rank's, in rank order) and reward mean."""
+        every = self.comm.allgather((ep, self.n_actors))
+        out = {k: np.concatenate([e[k] for e, _ in every]) for k in ep if k != "reward_mean"}
+        out["reward_mean"] = float(sum(e["reward_mean"] * n for e, n in every) / self.total_actors)
+        return out
+
+
+def abort_on_failure(exc):
+    """Under an MPI launcher with more than one rank: one line naming this rank and ``exc``, then stop
+    every rank (``Abort``), so no rank waits forever on a collective. Returns only when not under MPI."""
+    import sys
+
+    if not launched_by_mpi():
+        return
+    try:
+        comm = world()
+    except RankError:
+        return
+    if comm.Get_size() < 2:
+        return
+    what = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
+    print(f"navi-nb: rank {comm.Get_rank()} of {comm.Get_size()} on {socket.gethostname()} stopped the run: "
+          f"{what}", file=sys.stderr, flush=True)
+    comm.Abort(2 if not isinstance(exc, KeyboardInterrupt) else 130)
+
+
+def rank_context(actors, actor_block):
+    """A :class:`RankContext` when an MPI launcher started this process with more than one rank, else None."""
+    if not launched_by_mpi():
+        return None
+    comm = world()
+    if comm.Get_size() < 2:
+        return None
+    return RankContext(comm, actors, actor_block)
