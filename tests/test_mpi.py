@@ -47,3 +47,65 @@ def test_same_bits_at_any_rank_and_thread_count(tmp_path):
     for n in (4, 1):
         resumed = mpirun(n, 1, 3, f"load:{saved}")
         assert (resumed["learner"], resumed["env"]) == (one["learner"], one["env"]), n
+
+
+TINY = ["train", "--scene", "box", "--resolution", "32", "--actors", "8", "--actor-block", "4", "--sensor-az", "8",
+        "--sensor-el", "4", "--rollout-steps", "16", "--hidden", "16", "--update-epochs", "1", "--num-minibatches",
+        "2", "--total-steps", "384", "--checkpoint-every", "1", "--eval-episodes", "2", "--env", "max_steps=20",
+        "--no-progress", "--shards", "1"]
+
+
+def navi(n, *args):
+    """``navi-nb ARGS`` in one process (n = 0) or under ``mpiexec -n n``."""
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-m", "navi_nb", *args]
+    if n:
+        cmd = [MPIEXEC, "-n", str(n), *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+
+
+def arrays(path):
+    import numpy as np
+
+    with np.load(path) as z:
+        return {k: np.asarray(z[k]).tobytes() for k in z.files if k != "meta.json"}
+
+
+def test_cli_train_over_ranks(tmp_path):
+    """``mpiexec -n 2 navi-nb train`` writes the same checkpoints as one process, rank 0 alone writes, the
+    run's config.json shows the topology, and a run resumes at another rank count with the same bits."""
+    one = navi(0, *TINY, "--run-dir", str(tmp_path), "--name", "one")
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = navi(2, *TINY, "--run-dir", str(tmp_path), "--name", "two")
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert two.stdout.count("run folder:") == 1            # rank 0 alone prints
+    for u in range(1, 4):   # the three kept
+        name = f"checkpoints/ckpt_{u:08d}.npz"
+        assert arrays(tmp_path / "one" / name) == arrays(tmp_path / "two" / name), name
+    topo = json.loads((tmp_path / "two" / "config.json").read_text())["topology"]
+    assert topo["ranks"] == 2 and [r["actors"] for r in topo["per_rank"]] == [4, 4]
+    assert [r["blocks"] for r in topo["per_rank"]] == [[0, 1], [1, 2]]
+    # the one-process run, cut back to update 2, resumed over 2 ranks
+    shutil.copytree(tmp_path / "one", tmp_path / "cut")
+    (tmp_path / "cut" / "checkpoints" / "ckpt_00000003.npz").unlink()
+    resumed = navi(2, "train", "--resume", str(tmp_path / "cut"), "--no-progress", "--eval-episodes", "0")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    name = "checkpoints/ckpt_00000003.npz"
+    assert arrays(tmp_path / "cut" / name) == arrays(tmp_path / "one" / name)
+
+
+def test_ranks_with_different_configs_are_refused(tmp_path):
+    base = [sys.executable, "-m", "navi_nb", *TINY, "--run-dir", str(tmp_path)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([MPIEXEC, "-n", "1", *base, "--seed", "1", ":", "-n", "1", *base, "--seed", "2"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode != 0
+    assert "rank 1 was started with config hash" in out.stderr
+    assert not any(tmp_path.iterdir())                      # refused before any file was written
+
+
+def test_more_ranks_than_blocks_is_refused(tmp_path):
+    out = navi(4, *TINY, "--run-dir", str(tmp_path))        # 8 actors in blocks of 4: two blocks
+    assert out.returncode != 0
+    assert "4 ranks for 2 actor blocks" in out.stderr
