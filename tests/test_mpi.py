@@ -109,3 +109,55 @@ def test_more_ranks_than_blocks_is_refused(tmp_path):
     out = navi(4, *TINY, "--run-dir", str(tmp_path))        # 8 actors in blocks of 4: two blocks
     assert out.returncode != 0
     assert "4 ranks for 2 actor blocks" in out.stderr
+
+
+def _ranks_of(launcher_pid):
+    """The rank processes under ``mpiexec`` (its children's children: Hydra starts a proxy per host)."""
+    def children(pid):
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                return [int(x) for x in f.read().split()]
+        except OSError:
+            return []
+    found = []
+    for c in children(launcher_pid):
+        found += [g for g in children(c)] or [c]
+    return found
+
+
+@pytest.mark.parametrize("how", ["kill a rank", "ctrl-c"])
+def test_a_lost_rank_stops_the_job_and_the_run_resumes(tmp_path, how):
+    import signal
+    import time
+
+    args = list(TINY)
+    args[args.index("--total-steps") + 1] = str(128 * 400)
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable, "-m", "navi_nb", *args, "--run-dir", str(tmp_path),
+                             "--name", "r"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    ckpts = tmp_path / "r" / "checkpoints"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (ckpts.exists() and len(list(ckpts.glob("ckpt_*.npz"))) >= 3):
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    t0 = time.time()
+    if how == "kill a rank":
+        ranks = _ranks_of(proc.pid)
+        assert len(ranks) == 2, ranks
+        os.kill(ranks[1], signal.SIGKILL)
+    else:
+        proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    stopped_in = time.time() - t0
+    assert proc.returncode != 0 and stopped_in < 15, (stopped_in, err[-2000:])
+    if how == "ctrl-c":
+        assert "interrupted" in err
+    # the newest checkpoint loads and the run continues from it (here in one process)
+    from navi_nb.train.loop import Trainer
+
+    newest = max(int(p.stem.split("_")[1]) for p in ckpts.glob("ckpt_*.npz"))
+    trainer = Trainer.resume(tmp_path / "r")
+    assert trainer.update == newest >= 2
+    trainer.train(progress=False, stop_after=1)
+    assert trainer.update == newest + 1 and (ckpts / f"ckpt_{newest + 1:08d}.npz").exists()
