@@ -252,3 +252,34 @@ def rank_context(actors, actor_block):
     if comm.Get_size() < 2:
         return None
     return RankContext(comm, actors, actor_block)
+
+
+def memory_sizes():
+    """This process's resident and proportional set sizes in bytes (``/proc/self/smaps_rollup``; pages
+    shared with other processes count fully in RSS, by share in PSS); None where not readable."""
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+    except OSError:
+        return None
+    kb = {k.strip(): v.split()[0] for k, v in fields.items() if v.strip().endswith("kB")}
+    return {"rss": int(kb.get("Rss", 0)) * 1024, "pss": int(kb.get("Pss", 0)) * 1024}
+
+
+def run_under_mpiexec(n, navi_args, marker, timeout=3600):
+    """``mpiexec -n n python -m navi_nb ARGS`` (the ``mpiexec`` next to this Python, else on the PATH);
+    returns the JSON objects of its output lines that start with ``marker``."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    exe = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+    if exe is None:
+        raise RankError(f"{n} ranks need mpiexec: install the mpi extra (pip install -e \".[mpi]\") or an MPI")
+    out = subprocess.run([exe, "-n", str(int(n)), sys.executable, "-m", "navi_nb", *navi_args],
+                         capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RankError(f"mpiexec -n {n} navi-nb {' '.join(navi_args[:2])} failed: {tail}")
+    return [json.loads(line[len(marker):]) for line in out.stdout.splitlines() if line.startswith(marker)]
