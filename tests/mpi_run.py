@@ -57,8 +57,9 @@ def main():
         obs = env.get_state()["obs"]
         done = int(saved["updates"])
     stop = int(mode.split(":")[1]) if mode.startswith("save:") else updates
+    stats = {}
     for _ in range(done, stop):
-        obs, _, _ = one_update(env, ppo, slab, obs, rng, num_updates=updates)
+        obs, _, stats = one_update(env, ppo, slab, obs, rng, num_updates=updates)
     env_state = ranks.gather_env_state(comm, env.get_state())
     if mode.startswith("save:"):
         if ex.rank == 0:
@@ -80,6 +81,7 @@ def main():
         print(json.dumps({"ranks": ex.size, "threads": numba.get_num_threads(), "learner": h.hexdigest(),
                           "env": h_env.hexdigest(), "ranks_agree": len(set(same)) == 1,
                           "episodes": int(env_state["episodes"].sum()), "adam_t": ppo.adam.t,
+                          "stats": {k: v for k, v in stats.items() if isinstance(v, float)},
                           "bytes_sent": ex.bytes_sent, "exchange_s": ex.seconds}), flush=True)
 
 

@@ -36,6 +36,7 @@ def test_same_bits_at_any_rank_and_thread_count(tmp_path):
     for r in runs:
         assert r["ranks_agree"]
         assert (r["learner"], r["env"]) == (one["learner"], one["env"]), r
+        assert json.dumps(r["stats"]) == json.dumps(one["stats"])   # reported losses, explained variance too
     assert runs[1]["bytes_sent"] > 0 and runs[2]["bytes_sent"] > 0
     # the hashes see the state: one update fewer gives others
     short = mpirun(2, 1, 2)

@@ -358,8 +358,12 @@ class PPO:
                 break
         self.updates_done += 1
         stats = {key: val / count for key, val in totals.items()}
-        y_pred = slab.value.astype(np.float64).ravel()
-        y_true = slab.returns.astype(np.float64).ravel()
+        y_pred, y_true = slab.value, slab.returns
+        if ex is not None:   # the whole rollout's, actors in run order, as one process would see them
+            y_pred = ex.allgather(np.ascontiguousarray(y_pred.T)).T
+            y_true = ex.allgather(np.ascontiguousarray(y_true.T)).T
+        y_pred = y_pred.astype(np.float64).ravel()
+        y_true = y_true.astype(np.float64).ravel()
         var_y = float(np.var(y_true))
         stats["explained_variance"] = float("nan") if var_y == 0 else 1.0 - float(np.var(y_true - y_pred)) / var_y
         stats["grad_norm"] = float(np.mean(norms))
