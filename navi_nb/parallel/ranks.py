@@ -283,3 +283,19 @@ def run_under_mpiexec(n, navi_args, marker, timeout=3600):
         tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
         raise RankError(f"mpiexec -n {n} navi-nb {' '.join(navi_args[:2])} failed: {tail}")
     return [json.loads(line[len(marker):]) for line in out.stdout.splitlines() if line.startswith(marker)]
+
+
+def print_topology(console, info):
+    """The run's ranks as a table (``RankContext.topology``'s dict): host, blocks, actors, threads, cores."""
+    from rich.table import Table
+
+    t = Table(title=f"ranks: {info['ranks']} on {len(info['hosts'])} host(s), blocks of {info['actor_block']} "
+                    f"actors")
+    for c in ("rank", "host", "blocks", "actors", "threads", "cores it may use"):
+        t.add_column(c)
+    for r in info["per_rank"]:
+        a, b = r["blocks"]
+        t.add_row(str(r["rank"]), r["host"], f"{a}..{b - 1}", str(r["actors"]), str(r["threads"]),
+                  str(r["allowed_cores"]))
+    console.print(t)
+    console.print(f"[dim]{info['why']}[/]")

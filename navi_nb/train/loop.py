@@ -291,6 +291,9 @@ class Trainer:
         self.calibrate_shards()
         if console is not None:
             self.shard_report.print(console)
+            if self.ranks is not None:
+                from navi_nb.parallel.ranks import print_topology
+                print_topology(console, self.ranks.topology_info)
         self._t_start = time.perf_counter()
         start_update = self.update
         last = cfg.num_updates if stop_after is None else min(cfg.num_updates, self.update + stop_after)
