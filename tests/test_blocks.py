@@ -181,3 +181,23 @@ def test_env_block_steps_the_same_alone():
     again = NavEnv(world, 4, first_block=1, **kw)
     again.set_state(s2)
     assert np.array_equal(again.get_state()["rng_goal"], s2["rng_goal"])
+
+
+def test_rank_split_and_launcher_detection():
+    from navi_nb.parallel import ranks
+
+    assert ranks.split_blocks(4, 1) == [(0, 4)]
+    assert ranks.split_blocks(7, 3) == [(0, 3), (3, 5), (5, 7)]
+    with pytest.raises(ranks.RankError, match="3 ranks for 2 actor blocks"):
+        ranks.split_blocks(2, 3)
+    assert not ranks.launched_by_mpi({})
+    assert not ranks.launched_by_mpi({"PMI_SIZE": "1", "SLURM_NTASKS": "8"})   # a batch script, not a step
+    assert ranks.launched_by_mpi({"PMI_SIZE": "2"})
+    assert ranks.launched_by_mpi({"OMPI_COMM_WORLD_SIZE": "4"})
+    assert ranks.launched_by_mpi({"SLURM_STEP_NUM_TASKS": "16"})
+    # a state split by rank and put back together is the whole state
+    full = {"pos": np.arange(24.0).reshape(8, 3), "rng_spawn": np.arange(12, dtype=np.uint64).reshape(2, 6),
+            "has_reset": np.array(True)}
+    parts = [ranks.env_state_part(full, 4, k, 1) for k in (0, 1)]
+    assert np.array_equal(np.concatenate([p["pos"] for p in parts]), full["pos"])
+    assert np.array_equal(parts[1]["rng_spawn"], full["rng_spawn"][1:])

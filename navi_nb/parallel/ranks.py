@@ -21,8 +21,9 @@ import numpy as np
 
 from navi_nb.errors import NaviError
 
-LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS", "HYDRA_CONTROL_FD")
-"""Environment variables an MPI launcher sets in the processes it starts (Open MPI, MPICH/Hydra, PMIx)."""
+LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS")
+"""The world size as an MPI launcher tells the processes it starts: Open MPI's ``mpiexec``, MPICH's and
+Intel MPI's (PMI), PMIx launchers, SLURM's ``srun`` step."""
 
 
 class RankError(NaviError):
@@ -33,7 +34,7 @@ def launched_by_mpi(environ=None) -> bool:
     """True when an MPI launcher (``mpiexec``, ``srun`` with PMI) started this process with more than one
     rank; ``mpi4py`` is not imported to find out."""
     env = os.environ if environ is None else environ
-    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"):
+    for name in LAUNCHER_VARS:
         try:
             if int(env.get(name, "1")) > 1:
                 return True
