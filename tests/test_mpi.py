@@ -104,6 +104,9 @@ def test_ranks_with_different_configs_are_refused(tmp_path):
     assert out.returncode != 0
     assert "rank 1 was started with config hash" in out.stderr
     assert not any(tmp_path.iterdir())                      # refused before any file was written
+    out = subprocess.run([MPIEXEC, "-n", "1", *base, ":", "-n", "1", *base, "--checkpoint-every", "2"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode != 0 and "rank 1 was started with checkpoint_every 2, rank 0 with 1" in out.stderr
 
 
 def test_more_ranks_than_blocks_is_refused(tmp_path):

@@ -345,8 +345,9 @@ def _rank_context(cfg):
     if ranks is not None:
         import numba
 
-        ranks.check_same({"config hash": cfg.hash(), "navi_nb": navi_nb.__version__, "numpy": np.__version__,
-                          "numba": numba.__version__})
+        # checkpoint_every decides when the state is gathered: every rank must agree on it too
+        ranks.check_same({"config hash": cfg.hash(), "checkpoint_every": cfg.checkpoint_every,
+                          "navi_nb": navi_nb.__version__, "numpy": np.__version__, "numba": numba.__version__})
         ranks.set_threads()
         ranks.topology_info = ranks.topology()
     return ranks
