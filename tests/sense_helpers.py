@@ -85,6 +85,63 @@ def dag_from_grid(dist, sem, voxel_size=1.0, bmin=(0.0, 0.0, 0.0), prune=True, c
     return world
 
 
+def reference_descend(world, p, dscale):
+    """The cell holding ``p`` (voxel units, inside the cube) by walking the words from the root:
+    (kind, distance * dscale, semantic, lo (3,), size); NaN leaves read as 0."""
+    nodes = world.nodes
+    lo = np.zeros(3)
+    size = float(world.resolution)
+    node = 0
+    while True:
+        w = nodes[node]
+        if gmdag.word_is_leaf(w):
+            d = float(gmdag.leaf_distance(w, gmdag.HALF_TO_FLOAT)) * dscale
+            return 1, (0.0 if d != d else d), int(gmdag.leaf_semantic(w)), lo, size
+        size *= 0.5
+        octant = 0
+        for axis in range(3):
+            if p[axis] >= lo[axis] + size:
+                octant += 1 << axis
+                lo[axis] += size
+        slot = int(gmdag.child_slot(w, octant))
+        if slot < 0:
+            return 0, 0.0, 0, lo, size
+        node = int(gmdag.word_index(nodes[slot]))
+
+
+def reference_field(world, p):
+    """The field at world point ``p`` (metres) by the one rule every reader follows
+    (``navi_nb/world/field.py``), written out plainly over the node words:
+    trilinear interpolation between voxel centres of the centre values (a leaf's
+    distance, or in a pruned octant the distance to its nearest face), the point
+    clamped into the cube and the outside rule added. Returns (metres, semantic).
+    Assumes finite leaf distances."""
+    voxel = float(np.float32(world.voxel_size))
+    res = int(world.resolution)
+    u = (np.asarray(p, np.float64) - np.asarray(world.bmin, np.float32).astype(np.float64)) / voxel
+    c = np.clip(u, 0.0, res * (1.0 - 1e-12))
+    outside = float(np.linalg.norm(u - c))
+
+    def centre_value(q):
+        kind, d, _s, lo, size = reference_descend(world, q, 1.0 / voxel)
+        if kind == 1:
+            return d
+        return float(min(np.min(q - lo), np.min(lo + size - q)))
+
+    g = np.clip(c - 0.5, 0.0, res - 1.0)
+    i = np.clip(np.floor(g), 0.0, max(res - 2.0, 0.0))
+    f = g - i
+    val = 0.0
+    for k in range(8):
+        o = np.array([k & 1, (k >> 1) & 1, (k >> 2) & 1], np.float64)
+        w = float(np.prod(np.where(o == 1, f, 1.0 - f)))
+        val += w * centre_value(i + o + 0.5)
+    kind, _d, sem, _lo, _size = reference_descend(world, c, 1.0 / voxel)
+    if outside > 1e-9:
+        return (val if val < 0.0 else outside + val) * voxel, 0
+    return val * voxel, (sem if kind == 1 else 0)
+
+
 def centres(r, voxel_size=1.0, bmin=(0.0, 0.0, 0.0)):
     """(R, R, R, 3) float64 voxel centres in metres, indexed [x, y, z]."""
     i = (np.arange(r) + 0.5) * voxel_size

@@ -1,4 +1,7 @@
-"""Point queries: what each region answers, bad input, the inlinable scalar query."""
+"""Point queries: what each region answers, bad input, the inlinable scalar query.
+
+The rule (``navi_nb/world/field.py``) is checked against ``reference_field``, a
+plain-Python reading of the node words (tests/sense_helpers.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +13,7 @@ from navi_nb.errors import NaviError
 from navi_nb.world import gmdag
 from navi_nb.world.compiler import compile_field
 from navi_nb.world.query import QueryError, distance, query_point, world_arrays
+from sense_helpers import reference_field, sphere_world
 
 
 class SlabField:
@@ -50,19 +54,42 @@ def _pruned_world():
 
 
 def test_pruned_octant_coarse_leaf_and_outside():
+    """Every point interpolates the values at the 8 voxel centres around it (worked by hand:
+    centres at 0.5 and 1.5 m of a [0,2] m octant read 0.5 m: their distance to its faces)."""
     w = _pruned_world()
-    # pruned octant [10,12]x[0,2]x[0,2]: distance to its boundary
+    # all 8 corners in the pruned octant [10,12]x[0,2]x[0,2]: 0.5 each
     p = np.array([[10.5, 1.0, 1.2], [11.0, 1.0, 1.0], [11.9, 0.3, 1.0]])
     d, s = distance(w, p)
-    np.testing.assert_allclose(d, [0.5, 1.0, 0.1], atol=1e-6)
+    # the third point: x between the centres 1.5 (pruned, 0.5) and 2.5 (the free leaf, 1.5), weight 0.4
+    np.testing.assert_allclose(d, [0.5, 0.5, 0.6 * 0.5 + 0.4 * 1.5], atol=1e-6)
     assert s.tolist() == [0, 0, 0]
     d, _ = distance(w, np.array([[13.0, 1.0, 1.0], [13.0, 3.0, 3.0]]))
-    np.testing.assert_allclose(d, [1.5, -0.5])  # coarse leaves answer their value
+    np.testing.assert_allclose(d, [1.5, -0.5])  # all corners in one coarse leaf: its value
     # outside the cube: free face -> distance to the cube plus the value there;
     # solid face -> the (negative) value there
     d, s = distance(w, np.array([[13.0, -2.0, 1.0], [13.0, 6.0, 3.0], [8.0, 1.0, 1.0]]))
-    np.testing.assert_allclose(d, [2.0 + 1.5, -0.5, 2.0 + 0.0], atol=1e-5)
+    np.testing.assert_allclose(d, [2.0 + 1.5, -0.5, 2.0 + 0.5], atol=1e-5)
     assert s.tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("name", ["pruned", "one_voxel", "sphere", "house64"])
+def test_queries_follow_the_rule_written_out_over_the_words(name):
+    if name == "pruned":
+        w = _pruned_world()
+    elif name == "one_voxel":  # the root is a leaf: no neighbour to interpolate with
+        w = gmdag.World(resolution=1, bmin=np.array([1.0, 2.0, 3.0], np.float32), voxel_size=0.5,
+                        nodes=np.array([int(gmdag.encode_leaf(4, 0.75))], np.uint64))
+    elif name == "sphere":
+        w = sphere_world(32, radius=9.0, voxel_size=0.5, bmin=(-3.0, 1.0, 2.0))[0]
+    else:
+        w = compiled_scene("house", 64)
+    rng = np.random.default_rng(11)
+    lo, hi = np.asarray(w.bmin, np.float64), np.asarray(w.bmax, np.float64)
+    p = rng.uniform(lo - 0.1 * (hi - lo), hi + 0.1 * (hi - lo), (400, 3))
+    d, s = distance(w, p)
+    want = [reference_field(w, q) for q in p]
+    np.testing.assert_allclose(d, [v for v, _ in want], rtol=1e-6, atol=1e-6 * float(w.voxel_size))
+    assert s.tolist() == [k for _, k in want]
 
 
 def test_semantic_ids_are_surface_classes():
@@ -112,10 +139,10 @@ def test_bad_world_is_rejected_before_querying():
 
 
 @njit(cache=True)
-def _user_kernel(nodes, table, bmin, voxel, res, pts, out):
+def _user_kernel(field, pts, out):
     # what the environment's collision kernel does: inline the scalar query
     for i in range(pts.shape[0]):
-        d, s = query_point(nodes, table, bmin, voxel, res, pts[i, 0], pts[i, 1], pts[i, 2])
+        d, s = query_point(field, pts[i, 0], pts[i, 1], pts[i, 2])
         out[i] = d
 
 
@@ -124,7 +151,7 @@ def test_query_point_inlines_into_other_kernels():
     rng = np.random.default_rng(5)
     pts = rng.uniform(world.bmin, world.bmax, size=(2000, 3))
     out = np.empty(len(pts), np.float32)
-    _user_kernel(*world_arrays(world), pts, out)
+    _user_kernel(world_arrays(world), pts, out)
     np.testing.assert_array_equal(out, distance(world, pts)[0])
     # large batches take the parallel kernel: same answers
     big = rng.uniform(world.bmin, world.bmax, size=(5000, 3))

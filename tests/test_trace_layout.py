@@ -1,4 +1,4 @@
-"""The tracer's decoded layout (navi_nb/sense/layout.py) against the node words.
+"""The decoded layout (navi_nb/world/layout.py) against the node words.
 
 A second, plain-Python descent reads the `.gmdag` words through
 ``navi_nb.world.gmdag``'s decoders; the layout's descents (the integer one on
@@ -9,33 +9,10 @@ points just outside the cube, in pruned octants and in collapsed leaves.
 import numpy as np
 import pytest
 
-from navi_nb.sense import layout as L
-from navi_nb.sense.trace_math import nb_descend, nb_descend_float
 from navi_nb.world import gmdag
-from sense_helpers import slab_world, sphere_world
-
-
-def reference_descend(world, p, dscale):
-    """(kind, distance * dscale, semantic, lo (3,), size) by walking the words from the root."""
-    nodes = world.nodes
-    lo = np.zeros(3)
-    size = float(world.resolution)
-    node = 0
-    while True:
-        w = nodes[node]
-        if gmdag.word_is_leaf(w):
-            d = float(gmdag.leaf_distance(w, gmdag.HALF_TO_FLOAT)) * dscale
-            return 1, (0.0 if d != d else d), int(gmdag.leaf_semantic(w)), lo, size
-        size *= 0.5
-        octant = 0
-        for axis in range(3):
-            if p[axis] >= lo[axis] + size:
-                octant += 1 << axis
-                lo[axis] += size
-        slot = int(gmdag.child_slot(w, octant))
-        if slot < 0:
-            return 0, 0.0, 0, lo, size
-        node = int(gmdag.word_index(nodes[slot]))
+from navi_nb.world import layout as L
+from navi_nb.world.field import nb_descend, nb_descend_float
+from sense_helpers import reference_descend, slab_world, sphere_world
 
 
 WORLDS = {

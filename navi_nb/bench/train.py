@@ -78,9 +78,42 @@ def measure(cfg, shard_counts, updates, console=None):
     return out
 
 
+def split_table(cfg, rows):
+    """The rates and the time split at 80 columns (the split in percent of the wall time)."""
+    from rich.table import Table
+
+    t = Table(title=f"bench train: {cfg.scene}, {cfg.actors} actors, {cfg.sensor_az}x{cfg.sensor_el} rays, "
+                    f"hidden {cfg.hidden}, {cfg.rollout_steps} steps x {cfg.update_epochs} epochs x "
+                    f"{cfg.num_minibatches} minibatches; time split in % of wall")
+    ranks = any(r.get("ranks", 1) > 1 for r in rows)   # a ranks column only when several were run
+    for c in ("ranks",) * ranks + ("shards", "actor-steps/s", "speed-up", "trace", "env", "policy", "PPO", "other"):
+        t.add_column(c, justify="right", no_wrap=True)
+    base = rows[0]["actor_steps_per_s"] if rows else 1.0
+    for r in rows:
+        s, tot = r["split_s"], r["wall_s"]
+        t.add_row(*(str(r.get("ranks", 1)),) * ranks, str(r["shards"]), f"{r['actor_steps_per_s']:,.0f}",
+                  f"{r['actor_steps_per_s'] / base:.2f}x",
+                  *(f"{100 * s[k] / tot:.0f}%" for k in ("tracing", "environment", "policy", "ppo", "other")))
+    return t
+
+
+def ranks_table(rows):
+    """What the ranks exchanged per update, the share of the wall time in the exchange (waiting included),
+    and each rank's resident / proportional set size."""
+    from rich.table import Table
+
+    t = Table(title="ranks: exchange and memory")
+    for c in ("ranks", "shards", "sent/update", "exchange", "RSS/PSS per rank"):
+        t.add_column(c, justify="right")
+    for r in rows:
+        mem = " ".join(f"{m['rss'] / 2**20:.0f}/{m['pss'] / 2**20:.0f}M" for m in r["memory"] if m)
+        t.add_row(str(r["ranks"]), str(r["shards"]), f"{r['bytes_sent_per_update'] / 2**20:.2f} MiB",
+                  f"{100 * r['exchange_share']:.1f}%", mem)
+    return t
+
+
 def run(args) -> dict:
     from rich.console import Console
-    from rich.table import Table
 
     from navi_nb.train.config import TrainConfig
 
@@ -108,21 +141,9 @@ def run(args) -> dict:
                                               "--sensor", args.sensor, "--updates", str(args.updates), "--shards",
                                               str(args.shards), "--resolution", str(args.resolution)],
                                           "bench-train-row ")
-    t = Table(title=f"bench train: {cfg.scene}, {cfg.actors} actors, {az}x{el} rays, hidden {cfg.hidden}, "
-                    f"{cfg.rollout_steps} steps x {cfg.update_epochs} epochs x {cfg.num_minibatches} minibatches")
-    for c in ("ranks", "shards", "actor-steps/s", "vs first", "tracing", "environment", "policy", "PPO", "other",
-              "sent/update", "exchange", "RSS/PSS per rank"):
-        t.add_column(c, justify="right")
-    base = rows[0]["actor_steps_per_s"] if rows else 1.0
-    for r in rows:
-        s = r["split_s"]
-        tot = r["wall_s"]
-        mem = " ".join(f"{m['rss'] / 2**20:.0f}/{m['pss'] / 2**20:.0f}M" for m in r["memory"] if m)
-        t.add_row(str(r["ranks"]), str(r["shards"]), f"{r['actor_steps_per_s']:,.0f}",
-                  f"{r['actor_steps_per_s'] / base:.2f}x",
-                  *(f"{100 * s[k] / tot:.0f}%" for k in ("tracing", "environment", "policy", "ppo", "other")),
-                  f"{r['bytes_sent_per_update'] / 2**20:.2f} MiB", f"{100 * r['exchange_share']:.1f}%", mem)
-    console.print(t)
+    console.print(split_table(cfg, rows))
+    if any(r["ranks"] > 1 for r in rows):
+        console.print(ranks_table(rows))
     summary = [[f"actor-steps/s at {r['ranks']} rank(s) x {r['shards']} shard(s)", f"{r['actor_steps_per_s']:,.0f}"]
                for r in rows]
     return {"setting": {"scene": cfg.scene, "actors": cfg.actors, "rays": [az, el], "hidden": cfg.hidden,

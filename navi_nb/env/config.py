@@ -58,7 +58,7 @@ class EnvConfig:
     when the world lists none)."""
     spawn_cell: float = -1.0
     """Cell size (metres) of the reachability grid used to sample spawns and
-    goals; negative means ``max(2 * radius, 2 voxels)``."""
+    goals; zero or negative means ``max(radius, one voxel)``."""
 
     # --- point-goal ------------------------------------------------------
     goal_min_distance: float = 1.0

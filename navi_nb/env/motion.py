@@ -1,6 +1,6 @@
 """Kinematics and collision: one Numba kernel, parallel over actors.
 
-Frames (DESIGN.md): y is up; at yaw 0 an actor faces -z and +x is its right.
+Frames (docs/ENVIRONMENT.md): y is up; at yaw 0 an actor faces -z and +x is its right.
 Yaw is the heading's azimuth, growing to the right like the sensor's azimuth,
 so an actor at yaw ``psi`` has
 
@@ -15,8 +15,10 @@ then turns by ``w * max_yaw_rate * dt`` (yaw kept in [-pi, pi)).
 
 Collision: the actor is a sphere of radius ``r``. Its clearance is
 ``s = query(centre) - r - margin`` (``margin`` absorbs the world's
-quantisation, default half a voxel). The move is cut into sub-moves no longer
-than ``max(s, h_min)`` (``h_min`` is a quarter voxel), so the centre can never
+quantisation, default half a voxel), where ``query`` is the world's point
+query (``navi_nb/world/query.py``: the interpolated field of
+``navi_nb/world/field.py``, the same field the tracer's rays read). The
+move is cut into sub-moves no longer than ``max(s, h_min)`` (``h_min`` is a quarter voxel), so the centre can never
 skip across a wall: a sub-move longer than the clearance is impossible, and the
 short ones (``h_min``) are far thinner than any wall the world resolves. After
 each sub-move the clearance is checked again; if it went negative the actor is
@@ -33,34 +35,31 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from navi_nb.world import gmdag
-from navi_nb.world.query import query_point
+from navi_nb.world.query import query_point, world_arrays
 
 
 @njit(cache=True)
-def _sdf(nodes, half, bmin, voxel, resolution, x, y, z):
-    """The world's scalar query, metres (float64). Not inlined: the kernel calls
-    it from nine places and one compiled copy keeps the JIT time short."""
-    d, _sem = query_point(nodes, half, bmin, voxel, resolution, x, y, z)
-    return np.float64(d)
+def _sdf(field, x, y, z):
+    """The world's scalar query, metres (float64); ``field`` as ``world_arrays``
+    returns it. Not inlined: the kernel calls it from nine places and one
+    compiled copy keeps the JIT time short."""
+    d, _sem = query_point(field, x, y, z)
+    return d
 
 
 @njit(inline="always", cache=True)
-def _clearance(nodes, half, bmin, voxel, resolution, x, y, z, r_plus_margin):
-    return _sdf(nodes, half, bmin, voxel, resolution, x, y, z) - r_plus_margin
+def _clearance(field, x, y, z, r_plus_margin):
+    return _sdf(field, x, y, z) - r_plus_margin
 
 
 @njit(inline="always", cache=True)
-def _normal(nodes, half, bmin, voxel, resolution, x, y, z, fx, fy, fz):
+def _normal(field, x, y, z, fx, fy, fz):
     """Unit gradient of the distance field by central differences (one voxel);
     falls back to (fx, fy, fz) where the field is flat."""
-    e = np.float64(voxel)
-    gx = (_sdf(nodes, half, bmin, voxel, resolution, x + e, y, z)
-          - _sdf(nodes, half, bmin, voxel, resolution, x - e, y, z))
-    gy = (_sdf(nodes, half, bmin, voxel, resolution, x, y + e, z)
-          - _sdf(nodes, half, bmin, voxel, resolution, x, y - e, z))
-    gz = (_sdf(nodes, half, bmin, voxel, resolution, x, y, z + e)
-          - _sdf(nodes, half, bmin, voxel, resolution, x, y, z - e))
+    e = field[8]  # the voxel size
+    gx = _sdf(field, x + e, y, z) - _sdf(field, x - e, y, z)
+    gy = _sdf(field, x, y + e, z) - _sdf(field, x, y - e, z)
+    gz = _sdf(field, x, y, z + e) - _sdf(field, x, y, z - e)
     n = math.sqrt(gx * gx + gy * gy + gz * gz)
     if n < 1e-12:
         return fx, fy, fz
@@ -79,13 +78,13 @@ def _keep_inside(n, r, lo, hi):
 
 
 @njit(parallel=True, cache=True)
-def move_actors(nodes, half, bmin, voxel, resolution, pos, yaw, act, speeds, dt, radius, margin,
+def move_actors(field, pos, yaw, act, speeds, dt, radius, margin,
                 h_min, max_substeps, lo, hi, vel_out, contact_out, moved_out):
     """Advance every actor one step with collision.
 
-    nodes (N,) uint64, half (65536,) float32: the world; bmin (3,) float32,
-    voxel float, resolution int. pos (A,3) float32 metres and yaw (A,) float32
-    radians are updated in place. act (A,4) float32, already clipped to [-1, 1].
+    field: the world, as :func:`navi_nb.world.query.world_arrays` returns it.
+    pos (A,3) float32 metres and yaw (A,) float32 radians are updated in place.
+    act (A,4) float32, already clipped to [-1, 1].
     speeds (4,) float64: max forward, vertical, lateral speed (m/s) and yaw rate
     (rad/s). lo, hi (3,) float64: the box the centre must stay in.
     Writes vel_out (A,3) float32 (world-frame velocity actually achieved, m/s),
@@ -112,7 +111,7 @@ def move_actors(nodes, half, bmin, voxel, resolution, pos, yaw, act, speeds, dt,
             L = math.sqrt(rx * rx + ry * ry + rz * rz)
             if L < 1e-9:
                 break
-            clear = _clearance(nodes, half, bmin, voxel, resolution, x, y, z, rpm)
+            clear = _clearance(field, x, y, z, rpm)
             h = clear if clear > h_min else h_min
             if h >= L:
                 t = 1.0
@@ -125,11 +124,11 @@ def move_actors(nodes, half, bmin, voxel, resolution, pos, yaw, act, speeds, dt,
             nx, ny, nz = x + sx, y + sy, z + sz
             # push out of the margin band along the normal (twice, for corners)
             for _push in range(2):
-                c2 = _clearance(nodes, half, bmin, voxel, resolution, nx, ny, nz, rpm)
+                c2 = _clearance(field, nx, ny, nz, rpm)
                 if c2 >= 0.0:
                     break
                 contact = True
-                gx, gy, gz = _normal(nodes, half, bmin, voxel, resolution, nx, ny, nz,
+                gx, gy, gz = _normal(field, nx, ny, nz,
                                      -sx / (L * t), -sy / (L * t), -sz / (L * t))
                 nx -= gx * c2
                 ny -= gy * c2
@@ -160,9 +159,9 @@ def move_actors(nodes, half, bmin, voxel, resolution, pos, yaw, act, speeds, dt,
 
 
 @njit(parallel=True, cache=True)
-def _distances(nodes, half, bmin, voxel, resolution, points, out):
+def _distances(field, points, out):
     for i in prange(points.shape[0]):
-        out[i] = _sdf(nodes, half, bmin, voxel, resolution, points[i, 0], points[i, 1], points[i, 2])
+        out[i] = _sdf(field, points[i, 0], points[i, 1], points[i, 2])
 
 
 def clearance_distances(world, points) -> np.ndarray:
@@ -171,7 +170,5 @@ def clearance_distances(world, points) -> np.ndarray:
     pts = np.ascontiguousarray(points, dtype=np.float64).reshape(-1, 3)
     out = np.empty(pts.shape[0], dtype=np.float64)
     if pts.shape[0]:
-        _distances(np.ascontiguousarray(world.nodes), gmdag.HALF_TO_FLOAT,
-                   np.asarray(world.bmin, dtype=np.float32), float(np.float32(world.voxel_size)),
-                   int(world.resolution), pts, out)
+        _distances(world_arrays(world), pts, out)
     return out

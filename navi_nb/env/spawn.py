@@ -3,7 +3,8 @@
 At construction the environment builds a *reachability grid* over the region
 of interest (the scene's bounds when the world names a built-in scene, else the
 world cube shrunk by the actor's radius): a cell is free when the world's
-distance at its centre is at least ``radius + margin + cell / 2``, which makes
+distance at its centre (the point query the collision uses,
+``navi_nb/world/query.py``) is at least ``radius + margin + cell / 2``, which makes
 the straight segment between two free neighbouring centres safe for the actor.
 The free cells 6-connected to the world's listed spawn points (or, when it
 lists none, the largest such component) form the *pool*: every spawn and goal

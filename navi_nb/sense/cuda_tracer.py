@@ -1,9 +1,12 @@
 """The tracer on CUDA: one ``numba.cuda`` kernel launch per call for all actors.
 
 The kernel runs the very functions the CPU kernel inlines
-(``navi_nb/sense/trace_math.py``, built here with ``cuda.jit(device=True)``),
-one CUDA thread per (actor, ray). :class:`CudaTracer` copies the DAG, the
-half-float table and the sensor's directions to the device once, keeps the
+(``navi_nb/sense/trace_math.py`` and the field it reads,
+``navi_nb/world/field.py``, built here with ``cuda.jit(device=True)``), one
+CUDA thread per (actor, ray). :class:`CudaTracer` copies the world's decoded
+layout (``navi_nb/world/layout.py``: child codes, leaf distances and
+semantics, the dense top table) and the sensor's directions to the device
+once, keeps the
 output buffers there (CuPy arrays), and per call only moves the poses (or
 uses them in place when they are already CuPy arrays).
 
@@ -17,7 +20,8 @@ from numba import cuda
 
 from navi_nb.sense import trace_math
 from navi_nb.sense.backend import simulator_enabled
-from navi_nb.sense.tracer import NUDGE, SenseError, check_out, check_pose_arrays
+from navi_nb.sense.checks import NUDGE, check_out, check_pose_arrays
+from navi_nb.sense.sensor import SenseError
 
 THREADS_PER_BLOCK = 128
 
@@ -56,7 +60,7 @@ class CudaTracer:
         self.cp = _cupy()
         if self.cp is None and not simulator_enabled():
             raise SenseError("the cuda backend needs CuPy (pip install navi-nb[cuda])")
-        lay = settings.layout  # the decoded world (navi_nb/sense/layout.py), copied once
+        lay = settings.layout  # the decoded world (navi_nb/world/layout.py), copied once
         self.layout = tuple(self._to_device(a) for a in (lay.child, lay.leaf_dist, lay.leaf_sem, lay.top_code,
                                                           lay.top_level))
         self.dirs = self._to_device(np.ascontiguousarray(sensor.flat_directions))

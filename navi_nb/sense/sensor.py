@@ -1,6 +1,6 @@
 """Spherical ray sensors: the ray directions of one actor, computed once.
 
-Conventions (DESIGN.md): ``Az`` azimuth bins over ``[0, 2*pi)`` (0 = straight
+Conventions (docs/SENSING.md): ``Az`` azimuth bins over ``[0, 2*pi)`` (0 = straight
 ahead, growing to the right), ``El`` elevation rows from ``fov_up`` down to
 ``fov_down`` inclusive (defaults: the whole sphere, ``+pi/2`` to ``-pi/2``).
 Ray ``(a, e)`` in the actor frame is ``(cos e sin a, sin e, -cos e cos a)``.

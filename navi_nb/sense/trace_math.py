@@ -1,21 +1,21 @@
 """The tracer's scalar math, written once and compiled for two targets.
 
 Every function here is plain Python over scalars (and the read-only arrays
-of the world's decoded layout, ``navi_nb/sense/layout.py``). The CPU kernel uses the ``nb_*`` builds
-(``njit(inline="always")``); ``navi_nb/sense/cuda_tracer.py`` builds the same
-functions with ``cuda.jit(device=True)`` through :func:`build_for`. The
-helpers a function calls are looked up by name in a namespace given per
-target, so one body serves both: the CPU names resolve to the Numba CPU
-builds, the CUDA names to device functions. The bits of a node word are only
-read by the layout's decoder (through ``navi_nb.world.gmdag``'s decoders).
+of the world's decoded layout, ``navi_nb/world/layout.py``). The field at a
+point (the descent through the layout and its trilinear interpolation) is
+``navi_nb/world/field.py``'s, the one reader of the field that the point
+queries and the collision use too. The CPU kernel uses the ``nb_*`` builds
+(``njit(inline="always")``, on top of ``field.CPU``);
+``navi_nb/sense/cuda_tracer.py`` builds the field's and these functions with
+``cuda.jit(device=True)`` through :func:`build_for`. The helpers a function
+calls are looked up by name in a namespace given per target, so one body
+serves both.
 
 Units: everything inside is in *voxel units* of the world cube: a point
 ``u = (p - bmin) / voxel_size`` lies in ``[0, resolution)^3``; ray parameters
-``t`` are voxel lengths along a unit direction. The world is read through
-its decoded layout (``navi_nb/sense/layout.py``: child-code table, leaf
-distances already in voxel units, a dense top-level table). Arithmetic is
-float64 on both targets (so the two agree to the last bit on the same inputs; the
-outputs are float32).
+``t`` are voxel lengths along a unit direction. Arithmetic is float64 on both
+targets (so the two agree to the last bit on the same inputs; the outputs are
+float32).
 
 The tracing rule (docs/SENSING.md has the full contract):
 
@@ -32,16 +32,14 @@ The tracing rule (docs/SENSING.md has the full contract):
 from __future__ import annotations
 
 import math
-import types
 
 from numba import njit
 
-from navi_nb.world import gmdag
+from navi_nb.world import field
+from navi_nb.world.field import descend, field_at, field_at_outer, table_shift  # the plain functions; build_for
+# binds these names to a target's builds
 
 BIG = 1.0e30  # "no crossing" along an axis the ray does not move on (voxel units)
-KIND_PRUNED = 0
-KIND_LEAF = 1
-MAX_DESCENT = gmdag.MAX_DEPTH + 1  # validated trees are never deeper
 REFINE_WINDOW = 8.0  # voxels past the detected hit that refinement may move the depth
 MIN_SLOPE = 0.05  # a refined hit needs the field to fall at least this fast along the ray
 LONG_STEP = 2.0  # voxels: a longer Newton step is verified by one more evaluation
@@ -110,255 +108,6 @@ def ray_box(ox, oy, oz, dx, dy, dz, rx, ry, rz, size):
     return t0, t1
 
 
-def cell_index(q, n):
-    """floor(q) clamped to [0, n - 1]: the cell holding coordinate q (in cells),
-    points outside the range going to the border cell."""
-    i = int(math.floor(q))
-    if i < 0:
-        i = 0
-    if i > n - 1:
-        i = n - 1
-    return i
-
-
-def descend_float(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res):
-    """The cell of the world holding point ``(px, py, pz)`` (voxel units).
-
-    Stackless, over the decoded layout (``navi_nb/sense/layout.py``): one
-    load from the dense (n, n, n) table of the descent at depth log2(n)
-    (n = 1: the root only), then one child-code load per level, tracking the
-    cell's cube. Returns ``(kind, distance, semantic, lox, loy, loz, size)``:
-    kind ``KIND_LEAF`` with the leaf's distance (voxel units) and semantic id,
-    or ``KIND_PRUNED`` for a cleared octant; the cell cube's lower corner and
-    side in voxel units.
-    """
-    n = top_code.shape[0]
-    tsize = res / n
-    inv = n / res  # exact for power-of-two tables; with n == 1 every index clamps to 0
-    ix = cell_index(px * inv, n)
-    iy = cell_index(py * inv, n)
-    iz = cell_index(pz * inv, n)
-    code = int(top_code[ix, iy, iz])
-    if code >= 0:
-        size = tsize
-        lox = ix * tsize
-        loy = iy * tsize
-        loz = iz * tsize
-    else:
-        shrink = n >> int(top_level[ix, iy, iz])  # top cells per side of the cell that ended it
-        size = tsize * shrink
-        lox = (ix - (ix & (shrink - 1))) * tsize  # shrink is a power of two, indices >= 0
-        loy = (iy - (iy & (shrink - 1))) * tsize
-        loz = (iz - (iz & (shrink - 1))) * tsize
-    for _ in range(MAX_DESCENT):
-        if code < 0:
-            break
-        size = size * 0.5
-        octant = 0
-        mx = lox + size
-        if px >= mx:
-            octant += 1
-            lox = mx
-        my = loy + size
-        if py >= my:
-            octant += 2
-            loy = my
-        mz = loz + size
-        if pz >= mz:
-            octant += 4
-            loz = mz
-        code = int(child[8 * code + octant])
-    if code < -1:
-        k = -code - 2
-        return 1, leaf_dist[k], int(leaf_sem[k]), lox, loy, loz, size
-    return 0, 0.0, 0, lox, loy, loz, size
-
-
-def descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res, shift):
-    """:func:`descend_float`'s answer, on the integer voxel index bits when the
-    dense table lines up with the voxels (``shift >= 0``, see :func:`table_shift`).
-
-    The cells are powers of two on integer corners, so ``p >= lo + size/2``
-    is the voxel index's bit: the same cells, without float compares or
-    branches on them. Points outside the cube clamp to its border voxels, as
-    the float descent's compares do.
-    """
-    if shift < 0:
-        return descend_float(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res)
-    r = int(res)
-    vx = cell_index(px, r)
-    vy = cell_index(py, r)
-    vz = cell_index(pz, r)
-    code = int(top_code[vx >> shift, vy >> shift, vz >> shift])
-    if code >= 0:
-        b = shift
-        while code >= 0 and b > 0:
-            b -= 1
-            code = int(child[8 * code + ((vx >> b) & 1) + (((vy >> b) & 1) << 1) + (((vz >> b) & 1) << 2)])
-        cell = 1 << b
-    else:
-        cell = (top_code.shape[0] >> int(top_level[vx >> shift, vy >> shift, vz >> shift])) << shift
-    keep = -cell  # two's complement mask of the bits above the cell size
-    lox = float(vx & keep)
-    loy = float(vy & keep)
-    loz = float(vz & keep)
-    size = float(cell)
-    if code < -1:
-        k = -code - 2
-        return 1, leaf_dist[k], int(leaf_sem[k]), lox, loy, loz, size
-    return 0, 0.0, 0, lox, loy, loz, size
-
-
-def cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz):
-    """The field at a point (voxel units): its leaf's distance, or for a pruned
-    octant the distance to the octant's nearest face (a lower bound)."""
-    kind, dist, sem, lox, loy, loz, size = descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res,
-                                                   shift)
-    if kind == 1:
-        return dist
-    v = px - lox
-    if lox + size - px < v:
-        v = lox + size - px
-    if py - loy < v:
-        v = py - loy
-    if loy + size - py < v:
-        v = loy + size - py
-    if pz - loz < v:
-        v = pz - loz
-    if loz + size - pz < v:
-        v = loz + size - pz
-    return v
-
-
-def axis_lerp_index(q, res):
-    """(lower centre index, fraction) of coordinate ``q`` between voxel centres."""
-    c = q - 0.5
-    hi = res - 1.0
-    if c < 0.0:
-        c = 0.0
-    if c > hi:
-        c = hi
-    i = float(math.floor(c))
-    if i > hi - 1.0:
-        i = hi - 1.0
-    if i < 0.0:
-        i = 0.0
-    return i, c - i
-
-
-def voxel_fast(child, leaf_dist, top_code, shift, vx, vy, vz):
-    """The field at the centre of voxel ``(vx, vy, vz)`` (integers in ``[0, res)``),
-    or NaN where this fast path cannot answer (then :func:`cell_value` does).
-
-    shift: log2 of the voxels per side of a dense-table cell (-1: the table
-    does not line up with the voxels). The descent below the table runs in
-    integers on the voxel index bits (the same cells the general descent
-    finds); a pruned octant is left to :func:`cell_value`. The usual depth
-    below the table (shift 2: resolution 256 and up) is written out: the
-    refinement calls this 8 times per hit, and straight-line code there made
-    the whole tracer 3-7 % faster than the loop (measured, same bits).
-    """
-    if shift >= 0:
-        code = int(top_code[vx >> shift, vy >> shift, vz >> shift])
-        if shift == 2:  # the dense table's usual depth (resolution 256 and up): straight-line code
-            if code >= 0:
-                code = int(child[8 * code + ((vx >> 1) & 1) + (vy & 2) + ((vz & 2) << 1)])
-                if code >= 0:
-                    code = int(child[8 * code + (vx & 1) + ((vy & 1) << 1) + ((vz & 1) << 2)])
-        else:
-            b = shift - 1
-            while code >= 0 and b >= 0:
-                code = int(child[8 * code + ((vx >> b) & 1) + (((vy >> b) & 1) << 1) + (((vz >> b) & 1) << 2)])
-                b -= 1
-        if code < -1:
-            return leaf_dist[-code - 2]
-    return math.nan
-
-
-def corner_values(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx, jy, jz):
-    """The field at the 8 voxel centres from ``(jx, jy, jz)`` to ``+1`` on each axis
-    (x fastest), each through :func:`cell_value` (the general path)."""
-    return (cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 0.5, jz + 0.5),
-            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 0.5, jz + 0.5),
-            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 1.5, jz + 0.5),
-            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 1.5, jz + 0.5),
-            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 0.5, jz + 1.5),
-            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 0.5, jz + 1.5),
-            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 1.5, jz + 1.5),
-            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 1.5, jz + 1.5))
-
-
-def corner_term(acc, gx, gy, gz, fx, fy, fz, ox, oy, oz, v):
-    """Add corner ``(ox, oy, oz)`` (0 or 1 each) holding ``v`` to the trilinear sums."""
-    wx = fx if ox == 1 else 1.0 - fx
-    wy = fy if oy == 1 else 1.0 - fy
-    wz = fz if oz == 1 else 1.0 - fz
-    acc += wx * wy * wz * v
-    gx += (1.0 if ox == 1 else -1.0) * wy * wz * v
-    gy += (1.0 if oy == 1 else -1.0) * wx * wz * v
-    gz += (1.0 if oz == 1 else -1.0) * wx * wy * v
-    return acc, gx, gy, gz
-
-
-def table_shift(top_code, res):
-    """log2(res / n) for the (n, n, n) dense table when both are powers of two, else -1."""
-    n = top_code.shape[0]
-    r = int(res)
-    if r != res or r < n or r % n != 0:
-        return -1
-    ratio = r // n
-    if ratio & (ratio - 1) != 0:
-        return -1
-    shift = 0
-    while (1 << shift) < ratio:
-        shift += 1
-    return shift
-
-
-def field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz):
-    """Trilinear interpolation of the leaf distances between voxel centres, and its gradient.
-
-    ``shift`` as :func:`table_shift`. Returns ``(f, gx, gy, gz)`` in voxel
-    units (the gradient is per voxel). The 8 corners are read by
-    :func:`voxel_fast`, unrolled (10 % faster per ray than a loop over the
-    corners, measured); only when one of them needs the general descent do
-    all go through :func:`corner_values`, a call kept off the common path.
-    """
-    ix, fx = axis_lerp_index(px, res)
-    iy, fy = axis_lerp_index(py, res)
-    iz, fz = axis_lerp_index(pz, res)
-    jx = int(ix)
-    jy = int(iy)
-    jz = int(iz)
-    v0 = voxel_fast(child, leaf_dist, top_code, shift, jx, jy, jz)
-    v1 = voxel_fast(child, leaf_dist, top_code, shift, jx + 1, jy, jz)
-    v2 = voxel_fast(child, leaf_dist, top_code, shift, jx, jy + 1, jz)
-    v3 = voxel_fast(child, leaf_dist, top_code, shift, jx + 1, jy + 1, jz)
-    v4 = voxel_fast(child, leaf_dist, top_code, shift, jx, jy, jz + 1)
-    v5 = voxel_fast(child, leaf_dist, top_code, shift, jx + 1, jy, jz + 1)
-    v6 = voxel_fast(child, leaf_dist, top_code, shift, jx, jy + 1, jz + 1)
-    v7 = voxel_fast(child, leaf_dist, top_code, shift, jx + 1, jy + 1, jz + 1)
-    if not (v0 == v0 and v1 == v1 and v2 == v2 and v3 == v3 and v4 == v4 and v5 == v5 and v6 == v6
-            and v7 == v7):
-        v0, v1, v2, v3, v4, v5, v6, v7 = corner_values(child, leaf_dist, leaf_sem, top_code, top_level, res, shift,
-                                                       jx, jy, jz)
-    acc, gx, gy, gz = corner_term(0.0, 0.0, 0.0, 0.0, fx, fy, fz, 0, 0, 0, v0)
-    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1, 0, 0, v1)
-    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 0, 1, 0, v2)
-    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1, 1, 0, v3)
-    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 0, 0, 1, v4)
-    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1, 0, 1, v5)
-    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 0, 1, 1, v6)
-    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1, 1, 1, v7)
-    return acc, gx, gy, gz
-
-
-def field_at_outer(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz):
-    """:func:`field_at` as a separate function on the CPU, for rare call sites
-    (an inlined copy there would only add compile time)."""
-    return field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz)
-
-
 def refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz, dx, dy, dz, t_hit, t_lo,
                t_hi, iters):
     """Sharpen a hit's depth with Newton steps on the interpolated field along the ray.
@@ -422,7 +171,7 @@ def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, 
               max_steps, refine, signed):
     """Sphere-trace one ray through the DAG, all lengths in voxel units.
 
-    The world is the decoded layout (``navi_nb/sense/layout.py``; leaf
+    The world is the decoded layout (``navi_nb/world/layout.py``; leaf
     distances in voxel units). refine: Newton iterations that sharpen a
     hit's depth (0: none). signed: the world holds negative distances (then
     a hit whose refinement finds no zero crossing is taken as a graze and the
@@ -557,12 +306,13 @@ def ray_start(a, r, bmin, inv_voxel, dirs, origins, c, s):
 
 
 def write_ray(i, depth, sem, hit, voxel, max_distance, depth_out, sem_out, hit_out):
-    """Write ray ``i``'s result (depth in voxel units) in metres, clamped to the contract."""
+    """Write ray ``i``'s result (depth in voxel units) in metres, clamped to the contract
+    (a NaN depth, which only a hand-made world could cause, is written as 0)."""
     if hit:
         dm = depth * voxel
         if dm > max_distance:
             dm = max_distance
-        if dm < 0.0:
+        if not (dm >= 0.0):
             dm = 0.0
         depth_out[i] = dm
         sem_out[i] = sem
@@ -594,33 +344,19 @@ def trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmi
 # building the functions for one target
 # --------------------------------------------------------------------------
 
-# helpers in the order they must be built (a function's helpers come first)
-GMDAG_HELPERS = ()  # the kernels read the decoded layout, not node words
-MATH_FUNCTIONS = ("axis_exit", "reciprocal", "cell_exit", "slab", "ray_box", "table_shift", "cell_index",
-                  "descend_float", "descend",
-                  "cell_value", "axis_lerp_index", "voxel_fast", "corner_values", "corner_term", "field_at",
-                  "field_at_outer", "refine_hit", "yaw_cos_sin", "yaw_rotate",
-                  "trace_ray", "ray_start", "write_ray", "trace_one")
+# in the order they must be built (a function's helpers come first), after the field's
+MATH_FUNCTIONS = ("axis_exit", "reciprocal", "cell_exit", "slab", "ray_box", "refine_hit", "yaw_cos_sin",
+                  "yaw_rotate", "trace_ray", "ray_start", "write_ray", "trace_one")
 
 
-OUTER_FUNCTIONS = ("descend_float", "cell_value", "corner_values", "field_at_outer")
+def build_for(decorate, decorate_outer=None, field_built=None):
+    """Build the field's functions (``navi_nb/world/field.py``) and then every
+    math function here with ``decorate`` (a decorator); returns a dict name ->
+    compiled function.
 
-
-def retarget(func, namespace):
-    """A copy of plain function ``func`` whose global names resolve in ``namespace`` first."""
-    g = dict(func.__globals__)
-    g.update(namespace)
-    new = types.FunctionType(func.__code__, g, func.__name__, func.__defaults__, func.__closure__)
-    new.__doc__ = func.__doc__
-    new.__module__ = func.__module__
-    new.__qualname__ = func.__qualname__
-    return new
-
-
-def build_for(decorate, decorate_outer=None):
-    """Build every helper and math function with ``decorate`` (a decorator).
-
-    ``decorate_outer`` (default: ``decorate``) builds the functions in
+    ``field_built``: the field's functions already built for this target
+    (the CPU passes ``field.CPU``, so there is one build of each).
+    ``decorate_outer`` (default: ``decorate``) builds the field's
     ``OUTER_FUNCTIONS``: on the CPU these stay separate (not IR-inlined)
     functions. Everything a ray does on its usual path is inlined into the
     parallel kernel, the refinement and its field lookups included: a Numba
@@ -636,22 +372,14 @@ def build_for(decorate, decorate_outer=None):
     shared 2-core machine (then cached). Calling ``trace_ray`` out of line
     compiled in 20 s but ran at 2.4 M rays/s; a plain per-task function
     holding the inlined ray compiled in 29 s and ran at 2.5 M.
-    Returns a dict name -> compiled function.
     """
-    decorate_outer = decorate_outer or decorate
-    built = {}
-    for name in GMDAG_HELPERS:
-        built[name] = decorate(retarget(getattr(gmdag, name), built))
-    this = globals()
-    for name in MATH_FUNCTIONS:
-        deco = decorate_outer if name in OUTER_FUNCTIONS else decorate
-        built[name] = deco(retarget(this[name], built))
-    return built
+    if field_built is None:
+        field_built = field.build_for(decorate, decorate_outer)
+    return field.build_for(decorate, decorate_outer, names=MATH_FUNCTIONS, module_globals=globals(),
+                           built=dict(field_built))
 
 
-_CPU = build_for(njit(inline="always", cache=True), njit(cache=True))
-nb_descend = _CPU["descend"]
-nb_descend_float = _CPU["descend_float"]
+_CPU = build_for(njit(inline="always", cache=True), njit(cache=True), field_built=field.CPU)
 nb_trace_ray = _CPU["trace_ray"]
 nb_ray_start = _CPU["ray_start"]
 nb_write_ray = _CPU["write_ray"]

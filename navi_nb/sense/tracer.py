@@ -17,7 +17,6 @@ Contract (docs/SENSING.md):
 """
 from __future__ import annotations
 
-import math
 import numbers
 
 import numba
@@ -25,10 +24,12 @@ import numpy as np
 from numba import njit, prange
 
 from navi_nb.sense.backend import resolve_backend
-from navi_nb.sense.sensor import SenseError, Sensor
-from navi_nb.sense.layout import world_layout
+from navi_nb.sense.checks import (NUDGE, check_out, check_pose_arrays, check_positive, check_sensor, check_steps,
+                                  check_world)
+from navi_nb.sense.sensor import SenseError
 from navi_nb.sense.trace_math import nb_ray_start, nb_trace_ray, nb_write_ray, nb_yaw_cos_sin
 from navi_nb.world import gmdag
+from navi_nb.world.layout import world_layout
 
 DEFAULT_EPSILON = 0.5
 """Hit epsilon in voxels: a near-surface leaf whose distance is below
@@ -47,8 +48,7 @@ or two actors, so the actor index advances without a division per ray)."""
 CHUNK = 4
 """Tasks (of TASK rays) per work chunk handed to a thread (dynamic scheduling:
 rays cost different amounts, and a shared machine can stall one thread)."""
-NUDGE = 1.0e-4
-"""Voxels pushed past a cell's exit so the next lookup lands in the next cell."""
+
 
 
 @njit(parallel=True, cache=True)
@@ -57,7 +57,7 @@ def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_v
     """Trace rays for all actors: parallel over actors x rays, flattened.
 
     child, leaf_dist, leaf_sem, top_code, top_level: the world's decoded
-    layout (``navi_nb/sense/layout.py``); res float (voxels per side); bmin
+    layout (``navi_nb/world/layout.py``); res float (voxels per side); bmin
     (3,) float32 metres; inv_voxel / voxel floats; dirs (R, 3) float32
     actor-frame unit directions; origins (A, 3) float32 metres; yaws (A,)
     float32 radians; t_max, eps, nudge in voxels; max_steps int; refine:
@@ -85,90 +85,6 @@ def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_v
             if r == n_dirs:
                 r = 0
                 a += 1
-
-
-# --------------------------------------------------------------------------
-# validation (all of it happens before anything is written)
-# --------------------------------------------------------------------------
-
-def check_world(world):
-    """A World with a sane node array; deep-validated once (sets ``deep_checked``)."""
-    if not isinstance(world, gmdag.World):
-        raise SenseError(f"world must be a navi_nb World (from load_world or a compiler), "
-                         f"got {type(world).__name__}")
-    nodes = world.nodes
-    if not isinstance(nodes, np.ndarray) or nodes.ndim != 1 or nodes.dtype != np.uint64:
-        raise SenseError(f"{world.source}: world.nodes must be a 1-D uint64 array")
-    if not world.deep_checked:
-        gmdag.validate_world(world)  # raises GmdagError (a NaviError) naming the rule
-    return world
-
-
-def check_sensor(sensor):
-    if not isinstance(sensor, Sensor):
-        raise SenseError(f"sensor must be a navi_nb Sensor, got {type(sensor).__name__}")
-    return sensor
-
-
-def check_positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise SenseError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value <= 0.0:
-        raise SenseError(f"{name} must be finite and > 0, got {value}")
-    return value
-
-
-def check_steps(value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 0:
-        raise SenseError(f"max_steps must be an integer >= 0, got {value!r}")
-    return int(value)
-
-
-def check_pose_arrays(origins, yaws, xp=np):
-    """(origins (A,3) float32 contiguous, yaws (A,) float32 contiguous), or SenseError.
-
-    float32 and float64 (rounded to float32) are accepted; integer, bool,
-    complex and object arrays are not. ``xp`` is numpy or cupy.
-    """
-    origins = xp.asarray(origins)
-    yaws = xp.asarray(yaws)
-    for name, arr in (("origins", origins), ("yaws", yaws)):
-        if arr.dtype.kind != "f":
-            raise SenseError(f"{name} must be a float32 or float64 array, got dtype {arr.dtype}")
-    if origins.ndim != 2 or origins.shape[1] != 3:
-        raise SenseError(f"origins must be shaped (actors, 3), got {tuple(origins.shape)}")
-    if yaws.ndim != 1 or yaws.shape[0] != origins.shape[0]:
-        raise SenseError(f"yaws must be shaped ({origins.shape[0]},) to match origins, "
-                         f"got {tuple(yaws.shape)}")
-    origins = xp.ascontiguousarray(origins, dtype=np.float32)
-    yaws = xp.ascontiguousarray(yaws, dtype=np.float32)
-    if not bool(xp.isfinite(origins).all()):
-        bad = int(xp.argwhere(~xp.isfinite(origins).all(axis=1))[0, 0])
-        raise SenseError(f"origins must be finite: actor {bad} has {origins[bad].tolist()} "
-                         "(after rounding to float32)")
-    if not bool(xp.isfinite(yaws).all()):
-        bad = int(xp.argwhere(~xp.isfinite(yaws))[0, 0])
-        raise SenseError(f"yaws must be finite: actor {bad} has {float(yaws[bad])}")
-    return origins, yaws
-
-
-def check_out(out, shape, xp=np):
-    """Caller-provided (depth, semantic, hit) buffers of the right shape and dtype."""
-    if not isinstance(out, (tuple, list)) or len(out) != 3:
-        raise SenseError("out must be a tuple (depth, semantic, hit)")
-    for name, arr, dtype in zip(("depth", "semantic", "hit"), out, (np.float32, np.uint16, np.bool_)):
-        if not isinstance(arr, xp.ndarray):
-            raise SenseError(f"out {name} must be a {xp.__name__} array, got {type(arr).__name__}")
-        if tuple(arr.shape) != tuple(shape):
-            raise SenseError(f"out {name} must be shaped {tuple(shape)}, got {tuple(arr.shape)}")
-        if arr.dtype != dtype:
-            raise SenseError(f"out {name} must have dtype {np.dtype(dtype)}, got {arr.dtype}")
-        if not arr.flags.c_contiguous:
-            raise SenseError(f"out {name} must be C-contiguous")
-        if xp is np and not arr.flags.writeable:
-            raise SenseError(f"out {name} is read-only")
-    return tuple(out)
 
 
 class _Settings:
@@ -227,7 +143,7 @@ def trace(world, origins, yaws, sensor, max_distance, backend="cpu", out=None, *
     on every call: use :class:`Tracer` for repeated calls). out: optional
     (depth float32, semantic uint16, hit bool) arrays shaped (A, Az, El),
     written in place and returned. epsilon: hit epsilon in voxels. max_steps:
-    cell visits per ray. refine: secant iterations sharpening each hit (0: off).
+    cell visits per ray. refine: Newton steps sharpening each hit (0: off).
     """
     kind = resolve_backend(backend)
     if kind == "cuda":

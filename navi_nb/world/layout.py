@@ -1,6 +1,8 @@
-"""The tracer's in-memory layout of a world: the DAG decoded once into flat arrays.
+"""A world's in-memory layout: the DAG decoded once into flat arrays.
 
-The `.gmdag` words are for storage and interchange (DESIGN.md); a descent
+Every kernel that reads the field (the tracer, point queries, collision)
+reads it through this layout and ``navi_nb/world/field.py``. The `.gmdag`
+words are for storage and interchange (docs/FORMAT.md); a descent
 through them costs two dependent loads per level (the node word, then its
 child slot) plus bit decoding, and each leaf a half-float table lookup and a
 scaling. :func:`decode_layout` turns a validated world into:
@@ -10,9 +12,11 @@ scaling. :func:`decode_layout` turns a validated world into:
   ``>= 0`` the inner child's number, ``-1`` a pruned (cleared) octant,
   ``<= -2`` leaf number ``-code - 2``;
 * ``leaf_dist`` (L,) float64: each leaf's distance in *voxel units*
-  (``float(half) * (1 / voxel_size)``, exactly what the tracer computed from
-  the words before; NaN read as 0, one writer's ``+inf`` for 0 in a
-  near-surface leaf read as 0); ``leaf_sem`` (L,) int32 its semantic id;
+  (``float(half) * (1 / voxel_size)``); ``leaf_sem`` (L,) int32 its
+  semantic id. Non-finite halves are read as finite values so that no
+  reader ever sees NaN or an infinity: NaN as 0, one writer's ``+inf`` for 0
+  in a near-surface leaf as 0, any other ``+inf`` as +65504 (the largest
+  finite half) and ``-inf`` as -65504, both times the scale;
 * ``top_code`` (n, n, n) int32 and ``top_level`` (n, n, n) int8: a dense
   table of the descent at depth ``log2(n)`` (the code reached there, or the
   leaf / pruned octant that ended the descent earlier and the level where
@@ -34,6 +38,7 @@ TOP_DEPTH = 6
 """Deepest dense top table: 64**3 int32 codes (1 MiB) + int8 levels (256 KiB).
 (A 128**3 table, 8 MiB, was slower at resolution 256: it does not stay in cache.)"""
 LEAF_CODE_BASE = 2  # leaf number k has code -(k + 2); -1 is a pruned octant
+HALF_MAX = 65504.0  # the largest finite half: infinite leaves are read as this magnitude
 
 
 class Layout:
@@ -113,9 +118,14 @@ def _fill(nodes, half_table, dscale, node_code, inner_order, child, leaf_dist, l
             continue
         w = nodes[i]
         sem = gmdag.nb_leaf_semantic(w)
-        d = np.float64(gmdag.nb_leaf_distance(w, half_table)) * dscale
-        if not (d == d):
-            d = 0.0
+        h = np.float64(gmdag.nb_leaf_distance(w, half_table))
+        if not (h == h):
+            h = 0.0
+        elif h > HALF_MAX:
+            h = HALF_MAX
+        elif h < -HALF_MAX:
+            h = -HALF_MAX
+        d = h * dscale
         k = -code - LEAF_CODE_BASE
         leaf_dist[k] = d
         leaf_sem[k] = sem
