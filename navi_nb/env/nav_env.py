@@ -56,12 +56,21 @@ class NavEnv:
     ``Sensor(64, 16)``), ``task`` (``"pointgoal"`` or ``"explore"``), ``seed``,
     ``backend`` for the tracer (``"cpu"``, ``"cuda"``, ``"auto"``), and any
     field of :class:`~navi_nb.env.config.EnvConfig` as a keyword.
+
+    ``actor_block`` > 0 cuts the actors into blocks of that many (all of them
+    when fewer), each with its own spawn and goal generators seeded from
+    ``(seed, block index)``, the index counted from ``first_block``: a block's
+    episodes then do not depend on the other actors, so an environment holding
+    blocks ``[a, b)`` of a bigger run steps them exactly as the whole one does
+    (the generators' states are then ``(blocks, 6)`` arrays). 0: one pair of
+    generators for all actors.
     """
 
     action_dim = 4
     metadata = {"autoreset_mode": "same_step"}
 
-    def __init__(self, world, n_actors, sensor=None, task="pointgoal", seed=0, backend="cpu", **config):
+    def __init__(self, world, n_actors, sensor=None, task="pointgoal", seed=0, backend="cpu", actor_block=0,
+                 first_block=0, **config):
         from navi_nb.sense.sensor import Sensor
         from navi_nb.sense.tracer import Tracer
 
@@ -75,6 +84,14 @@ class NavEnv:
             raise EnvConfigError(f"NavEnv: task must be one of {', '.join(TASKS)}, got {task!r}")
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise EnvConfigError(f"NavEnv: seed must be a non-negative integer, got {seed!r}")
+        for name, v in (("actor_block", actor_block), ("first_block", first_block)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+                raise EnvConfigError(f"NavEnv: {name} must be a non-negative integer, got {v!r}")
+        block = min(int(actor_block), int(n_actors)) if actor_block else 0
+        if block and n_actors % block:
+            raise EnvConfigError(f"NavEnv: n_actors ({n_actors}) must be a multiple of actor_block ({actor_block})")
+        self.actor_block, self.first_block = block, int(first_block)
+        self._n_blocks = int(n_actors) // block if block else 0
         if sensor is None:
             sensor = Sensor(64, 16)
         cfg = EnvConfig.from_kwargs(**config)
@@ -140,8 +157,9 @@ class NavEnv:
             "ep_return": ((A,), np.float64), "ep_len": ((A,), np.int32), "path_len": ((A,), np.float64),
             "collisions": ((A,), np.int32), "episodes": ((A,), np.int64),
             "obs": ((A, self.obs_dim), np.float32),
-            "rng_spawn": (STATE_SHAPE, STATE_DTYPE), "rng_goal": (STATE_SHAPE, STATE_DTYPE),
         }
+        rng_shape = (self._n_blocks,) + STATE_SHAPE if self._n_blocks else STATE_SHAPE
+        self._state_spec.update({"rng_spawn": (rng_shape, STATE_DTYPE), "rng_goal": (rng_shape, STATE_DTYPE)})
         for name, (shape, dtype) in self._state_spec.items():
             if not name.startswith("rng_"):
                 setattr(self, "_" + name, np.zeros(shape, dtype=dtype))
@@ -168,19 +186,35 @@ class NavEnv:
 
     # ------------------------------------------------------------------
     def _seed(self, seed):
-        ss = np.random.SeedSequence(int(seed))
-        spawn_ss, goal_ss = ss.spawn(2)
-        self._rng_spawn = np.random.Generator(np.random.PCG64(spawn_ss))
-        self._rng_goal = np.random.Generator(np.random.PCG64(goal_ss))
+        if not self._n_blocks:
+            spawn_ss, goal_ss = np.random.SeedSequence(int(seed)).spawn(2)
+            self._rng_spawn = np.random.Generator(np.random.PCG64(spawn_ss))
+            self._rng_goal = np.random.Generator(np.random.PCG64(goal_ss))
+            return
+        self._rng_spawn, self._rng_goal = [], []
+        for k in range(self.first_block, self.first_block + self._n_blocks):
+            spawn_ss, goal_ss = np.random.SeedSequence([int(seed), k]).spawn(2)
+            self._rng_spawn.append(np.random.Generator(np.random.PCG64(spawn_ss)))
+            self._rng_goal.append(np.random.Generator(np.random.PCG64(goal_ss)))
 
     def _start(self, rows):
         """Fresh episodes for actors ``rows`` (int64, ascending): spawn, goal, counters, observation."""
-        pos, yaw = self._spawner.sample_spawns(self._rng_spawn, rows.shape[0])
-        self._pos[rows] = pos
-        self._yaw[rows] = yaw
-        goals = self._spawner.sample_goals(self._rng_goal, pos, self.config.goal_min_distance,
-                                           self.config.goal_max_distance)
-        self._goal[rows] = goals
+        cfg = self.config
+        if not self._n_blocks:
+            pos, yaw = self._spawner.sample_spawns(self._rng_spawn, rows.shape[0])
+            self._pos[rows] = pos
+            self._yaw[rows] = yaw
+            self._goal[rows] = self._spawner.sample_goals(self._rng_goal, pos, cfg.goal_min_distance,
+                                                          cfg.goal_max_distance)
+        else:   # each block's actors from the block's own generators
+            block_of = rows // self.actor_block
+            for k in np.unique(block_of):
+                sub = rows[block_of == k]
+                pos, yaw = self._spawner.sample_spawns(self._rng_spawn[k], sub.shape[0])
+                self._pos[sub] = pos
+                self._yaw[sub] = yaw
+                self._goal[sub] = self._spawner.sample_goals(self._rng_goal[k], pos, cfg.goal_min_distance,
+                                                             cfg.goal_max_distance)
         g = self._grid
         start_episodes(rows, self._pos, self._goal, self._goal_dist, self._start_dist, self._visit,
                        self._cells, g.lo, self._inv_cell, g.dims, self._ep_return, self._ep_len,
@@ -290,10 +324,10 @@ class NavEnv:
         """Copies of every per-actor array and both generators' states."""
         out = {}
         for name in self._state_spec:
-            if name == "rng_spawn":
-                out[name] = generator_to_array(self._rng_spawn)
-            elif name == "rng_goal":
-                out[name] = generator_to_array(self._rng_goal)
+            if name in ("rng_spawn", "rng_goal"):
+                gens = getattr(self, "_" + name)
+                out[name] = (np.stack([generator_to_array(g) for g in gens]) if self._n_blocks
+                             else generator_to_array(gens))
             else:
                 out[name] = getattr(self, "_" + name).copy()
         out["has_reset"] = np.array(self._has_reset)
@@ -321,7 +355,9 @@ class NavEnv:
         generators = {}
         for name in ("rng_spawn", "rng_goal"):
             try:
-                generators[name] = generator_from_array(values[name])
+                a = values[name]
+                generators[name] = ([generator_from_array(r) for r in a] if self._n_blocks
+                                    else generator_from_array(a))
             except GeneratorStateError as exc:
                 raise StateError(f"NavEnv.set_state: {name}: {exc}") from None
         has_reset = state.get("has_reset", True)

@@ -50,7 +50,7 @@ ENV_VAR = "NAVI_NB_WARMUP"
 GROUPS = {
     "tracer": ("navi_nb.sense.tracer",),
     "learn": ("navi_nb.learn.mlp", "navi_nb.learn.fused", "navi_nb.learn.adam", "navi_nb.learn.gae",
-              "navi_nb.learn.blas"),
+              "navi_nb.learn.blas", "navi_nb.learn.blocks"),
 }
 """Group name -> the modules that define its kernels; a group is cold when Numba's cache holds no kernel of
 one of them (``navi_nb.jit_cache.cold_sources``)."""
