@@ -32,13 +32,13 @@ def measure(cfg, shard_counts, updates, console=None):
     import numba
 
     from navi_nb.train.loop import Trainer
-    from navi_nb.train.runs import load_scene_world
+    from navi_nb.train.runs import load_scene_set, resolve_scenes
 
-    world = load_scene_world(cfg.scene, cfg.resolution, console)
+    world_set = load_scene_set(resolve_scenes(cfg.scenes, cfg), cfg.resolution, console)
     out = []
     for shards in shard_counts:
         numba.set_num_threads(min(int(shards), numba.config.NUMBA_NUM_THREADS))
-        tr = Trainer(cfg, run_path="/nonexistent", world=world).start()
+        tr = Trainer(cfg, run_path="/nonexistent", world_set=world_set).start()
         tr.train_one_update()  # warm-up: compiles or loads every kernel
         before = tr.times.copy()
         trace0 = tr.env.trace_seconds
@@ -65,11 +65,11 @@ def run(args) -> dict:
 
     console = Console()
     az, el = (int(x) for x in args.sensor.lower().split("x"))
-    cfg = TrainConfig(scene=args.scene, actors=args.actors, sensor_az=az, sensor_el=el,
+    cfg = TrainConfig(scenes=args.scene, actors=args.actors, sensor_az=az, sensor_el=el,
                       resolution=args.resolution, eval_episodes=0).validate()
     shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
     rows = measure(cfg, shard_counts, args.updates, console)
-    t = Table(title=f"bench train: {cfg.scene}, {cfg.actors} actors, {az}x{el} rays, hidden {cfg.hidden}, "
+    t = Table(title=f"bench train: {cfg.scenes}, {cfg.actors} actors, {az}x{el} rays, hidden {cfg.hidden}, "
                     f"{cfg.rollout_steps} steps x {cfg.update_epochs} epochs x {cfg.num_minibatches} minibatches")
     for c in ("shards", "actor-steps/s", "vs 1 shard", "tracing", "environment", "policy", "PPO", "other"):
         t.add_column(c, justify="right")
@@ -81,7 +81,7 @@ def run(args) -> dict:
                   *(f"{100 * s[k] / tot:.0f}%" for k in ("tracing", "environment", "policy", "ppo", "other")))
     console.print(t)
     summary = [[f"actor-steps/s at {r['shards']} shard(s)", f"{r['actor_steps_per_s']:,.0f}"] for r in rows]
-    return {"setting": {"scene": cfg.scene, "actors": cfg.actors, "rays": [az, el], "hidden": cfg.hidden,
+    return {"setting": {"scene": cfg.scenes, "actors": cfg.actors, "rays": [az, el], "hidden": cfg.hidden,
                         "rollout_steps": cfg.rollout_steps, "update_epochs": cfg.update_epochs,
                         "num_minibatches": cfg.num_minibatches},
             "runs": rows, "summary": summary}

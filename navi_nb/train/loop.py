@@ -33,8 +33,9 @@ import navi_nb
 from navi_nb.train import checkpoint as ck
 from navi_nb.errors import NaviError
 from navi_nb.train.metrics import MetricsLog
-from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, WORLD_FILE, RunError, pick_run_path, write_json_atomic,
-                          check_scene, load_scene_world, make_env, make_policy, process_age, read_run_config)
+from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, RunError, pick_run_path, write_json_atomic, load_run_worlds,
+                                load_scene_set, make_env, make_policy, process_age, read_run_config, resolve_scenes,
+                                save_run_worlds)
 from navi_nb.train.config import RESUME_FIELDS, TrainConfig, field_docs
 
 CHECKPOINT_DIR = "checkpoints"
@@ -45,10 +46,10 @@ generators had one encoding) is refused."""
 
 
 class Trainer:
-    """Owns one run: its world, environment, policy, optimizer, generators and files."""
+    """Owns one run: its worlds, environment, policy, optimizer, generators and files."""
 
     # ------------------------------------------------------------------ setup
-    def __init__(self, cfg: TrainConfig, run_path: Path, world, console=None):
+    def __init__(self, cfg: TrainConfig, run_path: Path, world_set, console=None):
         from navi_nb.learn.collect import PhaseTimes, action_generator
         from navi_nb.learn.ppo import PPO, PPOConfig
         from navi_nb.learn.rollout import RolloutSlab
@@ -56,8 +57,8 @@ class Trainer:
         self.cfg = cfg
         self.run_path = Path(run_path)
         self.console = console
-        self.world = world
-        self.env = make_env(world, cfg)
+        self.world_set = world_set
+        self.env = make_env(world_set, cfg)
         self.policy = make_policy(cfg, self.env.obs_dim, self.env.action_dim)
         self.ppo = PPO(self.policy, PPOConfig.of(cfg), seed=cfg.seed)  # owns the minibatch-shuffle generator
         self.slab = RolloutSlab(cfg.rollout_steps, cfg.actors, self.env.obs_dim, self.env.action_dim)
@@ -80,13 +81,12 @@ class Trainer:
     def create(cls, cfg: TrainConfig, console=None, run_path=None) -> "Trainer":
         """A new run: checks everything, then makes the run folder."""
         cfg.validate()
-        check_scene(cfg.scene)
-        run_path = Path(run_path) if run_path is not None else pick_run_path(cfg)
-        world = load_scene_world(cfg.scene, cfg.resolution, console)
-        self = cls(cfg, run_path, world, console).start()
+        items = resolve_scenes(cfg.scenes, cfg)
+        run_path = Path(run_path) if run_path is not None else pick_run_path(cfg, items)
+        world_set = load_scene_set(items, cfg.resolution, console)
+        self = cls(cfg, run_path, world_set, console).start()
         run_path.mkdir(parents=True, exist_ok=True)
-        from navi_nb.world.gmdag import save_world
-        save_world(world, run_path / WORLD_FILE)
+        save_run_worlds(run_path, cfg, world_set)
         write_json_atomic(run_path / CONFIG_FILE, {
             "config": cfg.to_dict(), "config_hash": cfg.hash(), "navi_nb_version": navi_nb.__version__,
             "created": time.strftime("%Y-%m-%d %H:%M:%S"), "obs_dim": self.env.obs_dim,
@@ -117,9 +117,8 @@ class Trainer:
         latest = ck.latest_checkpoint(run_path / CHECKPOINT_DIR)
         if latest is None:
             raise RunError(f"run {run_path} has no checkpoint in {run_path / CHECKPOINT_DIR} to resume from")
-        from navi_nb.world.gmdag import load_world
-        world = load_world(run_path / WORLD_FILE)
-        self = cls(cfg, run_path, world, console)
+        world_set = load_run_worlds(run_path, cfg, console)
+        self = cls(cfg, run_path, world_set, console)
         self.env.reset(seed=cfg.seed)  # shapes only: set_state below replaces everything
         self.load_checkpoint(latest)
         self.metrics = MetricsLog(run_path, resume_update=self.update, console=console)
@@ -172,7 +171,7 @@ class Trainer:
         try:  # set_state checks fully before changing anything; probes keep this trainer untouched on failure
             PPO(make_policy(self.cfg, self.env.obs_dim, self.env.action_dim), PPOConfig.of(self.cfg)
                 ).set_state(ppo_state)
-            make_env(self.world, self.cfg).set_state(env_state)
+            make_env(self.world_set, self.cfg).set_state(env_state)
             check_generator_array(arrays["rng.action"])
         except NaviError as exc:
             raise ck.CheckpointError(path, str(exc)) from exc
