@@ -14,7 +14,7 @@ from navi_nb.train import checkpoint as ck
 from navi_nb.cli import main
 from navi_nb.train.metrics import read_metrics_csv, read_metrics_jsonl
 
-TINY = ["--scene", "box", "--resolution", "32", "--actors", "4", "--sensor-az", "8", "--sensor-el", "4",
+TINY = ["--scenes", "box", "--resolution", "32", "--actors", "4", "--sensor-az", "8", "--sensor-el", "4",
         "--rollout-steps", "16", "--hidden", "16", "--update-epochs", "1", "--num-minibatches", "2",
         "--total-steps", "128", "--checkpoint-every", "1", "--eval-episodes", "4", "--env", "max_steps=20",
         "--no-progress"]
@@ -60,7 +60,7 @@ def fails_cleanly(argv, capsys, match, folder=None):
 
 def test_run_folder_layout_and_metrics(trained):
     names = set(snapshot(trained))
-    for required in ("config.json", "world.gmdag", "metrics.csv", "metrics.jsonl", "policy.npz", "eval.json",
+    for required in ("config.json", "worlds.json", "metrics.csv", "metrics.jsonl", "policy.npz", "eval.json",
                      "eval_episodes.npz", "checkpoints/ckpt_00000002.npz"):
         assert required in names, names
     cfg = json.loads((trained / "config.json").read_text())
@@ -94,9 +94,9 @@ def test_unknown_flag(capsys):
 
 
 def test_unknown_scene_creates_nothing(tmp_path, capsys):
-    fails_cleanly(["train", "--scene", "castle", "--run-dir", str(tmp_path / "runs")], capsys, "unknown scene 'castle'")
+    fails_cleanly(["train", "--scenes", "castle", "--run-dir", str(tmp_path / "runs")], capsys, "'castle'")
     assert not (tmp_path / "runs").exists()
-    fails_cleanly(["train", "--scene", str(tmp_path / "nope.gmdag"), "--run-dir", str(tmp_path / "runs")], capsys,
+    fails_cleanly(["train", "--scenes", str(tmp_path / "nope.gmdag"), "--run-dir", str(tmp_path / "runs")], capsys,
                   "does not exist")
 
 
