@@ -32,7 +32,7 @@ class TrainConfig(PPOConfig):
     """Everything a training run reads: PPO's settings (inherited from ``PPOConfig``) and these."""
 
     # --- world, task, sensor -----------------------------------------------
-    scenes: str = "house"
+    scenes: str = field(default="house", metadata={"metavar": "SPEC"})
     """The worlds to train in: a scene spec such as ``house``, ``house:0-199``, ``maze:0-99,clutter:0-99`` or
     ``a.gmdag`` (docs/WORLDS.md). Each actor moves to a world of the set at every reset."""
     allow_heldout: bool = False
@@ -72,7 +72,7 @@ class TrainConfig(PPOConfig):
     run_dir: str = "runs"
     """Folder that holds runs."""
     name: str = ""
-    """Run name (folder ``run_dir/name``); empty: ``SCENE-TASK-sSEED`` plus a number if taken."""
+    """Run name (folder ``run_dir/name``); empty: ``SET-TASK-sSEED`` (``house``, ``house200``, ``house+maze200``) plus a number if taken."""
     checkpoint_every: int = 10
     """Write a checkpoint every this many updates (and always at the end)."""
     keep_checkpoints: int = 3
@@ -271,8 +271,8 @@ def add_config_arguments(parser) -> None:
             if f.metadata.get("choices"):
                 kw["choices"] = f.metadata["choices"]
             else:
-                kw["metavar"] = {"int": "N", "float": "X", "str": "TEXT", "optional_float": "X",
-                                 "list": "N,N"}[kind]
+                kw["metavar"] = f.metadata.get("metavar") or {"int": "N", "float": "X", "str": "TEXT",
+                                                              "optional_float": "X", "list": "N,N"}[kind]
         groups[f.name in own].add_argument(flag_name(f.name), **kw)
 
 
