@@ -72,7 +72,8 @@ class TrainConfig(PPOConfig):
     run_dir: str = "runs"
     """Folder that holds runs."""
     name: str = ""
-    """Run name (folder ``run_dir/name``); empty: ``SET-TASK-sSEED`` (``house``, ``house200``, ``house+maze200``) plus a number if taken."""
+    """Run name (folder ``run_dir/name``); empty: ``SET-TASK-sSEED`` (``house``, ``house200``,
+    ``house+maze200``) plus a number if taken."""
     checkpoint_every: int = 10
     """Write a checkpoint every this many updates (and always at the end)."""
     keep_checkpoints: int = 3
