@@ -82,10 +82,11 @@ class TrainConfig(PPOConfig):
     """Episodes for the evaluation run at the end of training (0: none)."""
 
     # ------------------------------------------------------------------------
-    def validate(self) -> "TrainConfig":
+    def validate(self, source: str = "config") -> "TrainConfig":
+        """Check every field; a ConfigError's message starts with ``source`` (what the settings came from)."""
         def check(cond, msg):
             if not cond:
-                raise ConfigError(f"config: {msg}")
+                raise ConfigError(f"{source}: {msg}")
 
         def is_int(v):
             return isinstance(v, int) and not isinstance(v, bool)
@@ -134,7 +135,7 @@ class TrainConfig(PPOConfig):
         try:
             PPOConfig.validate(self)
         except PPOConfigError as exc:
-            raise ConfigError(f"config: {exc}") from None
+            raise ConfigError(f"{source}: {exc}") from None
         return self
 
     @property
@@ -204,8 +205,27 @@ def _optional_float(text):
     return float(text)
 
 
+def _whole_number(text):
+    """An integer flag's value: ``1000000``, ``1_000_000`` or exact float notation such as ``1e6``."""
+    import argparse
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = Decimal(text.strip().replace("_", ""))
+    except InvalidOperation:
+        raise argparse.ArgumentTypeError(f"expected a whole number such as 1000000 or 1e6, got {text!r}") from None
+    if not value.is_finite() or value != value.to_integral_value():
+        raise argparse.ArgumentTypeError(f"expected a whole number such as 1000000 or 1e6, got {text!r} "
+                                         "(not an integer)")
+    return int(value)
+
+
 def _int_list(text):
-    sizes = [int(x) for x in text.split(",") if x.strip()]
+    sizes = [_whole_number(x) for x in text.split(",") if x.strip()]
     if not sizes:
         raise ValueError("no sizes")
     return sizes
@@ -222,6 +242,7 @@ def _env_setting(text):
     return key.strip(), parsed
 
 
+_whole_number.__name__ = "whole number"
 _optional_float.__name__ = "number or none"
 _int_list.__name__ = "comma-separated sizes like 128,128"
 _env_setting.__name__ = "KEY=VALUE"
@@ -267,7 +288,7 @@ def add_config_arguments(parser) -> None:
             help_ += " (repeatable)"
             kw["help"] = help_
         else:
-            kw["type"] = {"int": int, "float": float, "str": str, "optional_float": _optional_float,
+            kw["type"] = {"int": _whole_number, "float": float, "str": str, "optional_float": _optional_float,
                           "list": _int_list}[kind]
             if f.metadata.get("choices"):
                 kw["choices"] = f.metadata["choices"]
@@ -310,10 +331,7 @@ def from_dict(data: dict, source="config") -> TrainConfig:
         if kinds[k] in ("float", "optional_float") and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
         setattr(cfg, k, v)
-    try:
-        return cfg.validate()
-    except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
+    return cfg.validate(source)
 
 
 def read_config_file(path) -> dict:

@@ -22,7 +22,6 @@ One update, top to bottom (``Trainer.train``):
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -36,7 +35,8 @@ from navi_nb.train.metrics import MetricsLog
 from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, RunError, pick_run_path, write_json_atomic, load_run_worlds,
                                 load_scene_set, make_env, make_policy, process_age, read_run_config, resolve_scenes,
                                 save_run_worlds)
-from navi_nb.train.config import RESUME_FIELDS, TrainConfig, field_docs
+from navi_nb.train.config import RESUME_FIELDS, TrainConfig
+from navi_nb.train.report import print_config
 
 CHECKPOINT_DIR = "checkpoints"
 CHECKPOINT_LAYOUT = 2
@@ -292,28 +292,3 @@ class Trainer:
             "t_collect_s": self.timing["collect"], "t_learn_s": self.timing["learn"],
             "shards": getattr(self.shard_report, "choice", None),
         }
-
-
-# ---------------------------------------------------------------------- console
-def print_config(console, cfg: TrainConfig, run_path=None):
-    from rich.table import Table
-
-    docs = field_docs()
-    t = Table(title=f"training config{f' ({run_path})' if run_path else ''}  hash {cfg.hash()}")
-    t.add_column("setting")
-    t.add_column("value")
-    t.add_column("meaning", style="dim")
-    for k, v in cfg.to_dict().items():
-        t.add_row(k, json.dumps(v) if isinstance(v, (dict, list)) else str(v), docs.get(k, ""))
-    console.print(t)
-
-
-def print_summary(console, trainer: "Trainer", summary: dict):
-    from rich.table import Table
-
-    t = Table(title="training summary")
-    t.add_column("")
-    t.add_column("value")
-    for k, v in summary.items():
-        t.add_row(k, f"{v:,.4g}" if isinstance(v, float) else str(v))
-    console.print(t)
