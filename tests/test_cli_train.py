@@ -230,19 +230,19 @@ def test_run_header_shows_defining_and_changed_settings_only():
     from navi_nb.train.config import TrainConfig, field_docs
     from navi_nb.train.report import print_config
 
-    cfg = TrainConfig(scene="box", actors=8, total_steps=4096, hidden=[64, 64], name="t1")
+    cfg = TrainConfig(scenes="box", actors=8, total_steps=4096, hidden=[64, 64], name="t1")
     out = io.StringIO()
     print_config(Console(width=80, file=out, color_system=None), cfg, "runs/t1")
     text = out.getvalue()
     rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in text.splitlines()
             if line.startswith("│") and line.split("│")[1].strip()}
-    assert rows == {"scene": "box", "task": "pointgoal", "actors": "8", "total_steps": "4096 (8 updates of 512 steps)",
+    assert rows == {"scenes": "box", "task": "pointgoal", "actors": "8", "total_steps": "4096 (8 updates of 512 steps)",
                     "seed": "0", "hidden": "[64, 64]", "name": "t1"}
     assert "navi-nb train --print-config" in text and "runs/t1" in text and cfg.hash() in text
     full = io.StringIO()
     print_config(Console(width=200, file=full, color_system=None), cfg, full=True)
     text = full.getvalue()
-    assert "``" not in text and "Built-in scene name (navi-nb scenes) or a path to a .gmdag file." in text
+    assert "``" not in text and "The worlds to train in: a scene spec such as house, house:0-199" in text
     assert all(f"│ {name} " in text for name in field_docs())
 
 

@@ -126,7 +126,7 @@ def test_resume_and_eval_refuse_a_changed_world(trained, tmp_path, capsys, world
     from navi_nb.world.compiler import compile_scene
     save_world(compile_scene("box", 64), other)
     shutil.copy(other, run / rec["worlds"][3]["file"])
-    fails_cleanly(["train", "--resume", str(run), "--total-steps", "192"], capsys,
+    fails_cleanly(["train", "--resume", str(run)], capsys,
                   "is not the one the run trained in", run)
     fails_cleanly(["eval", str(run), "--episodes", "2"], capsys, "is not the one the run trained in", run)
     # a built-in world whose recorded hash no longer matches (as after a generator change)

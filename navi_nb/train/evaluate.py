@@ -283,33 +283,31 @@ def episode_world(meta, world_index, resolution):
     return load_worlds([item], resolution)[0]
 
 
-def _interval(x, ci, fmt):
-    return f"{format(x, fmt)} ({format(ci[0], fmt)}-{format(ci[1], fmt)})"
-
-
 def print_results(console, res):
+    from rich import box
     from rich.table import Table
 
-    overlap = f", {res['overlap_worlds']} overlapping the training set" if res.get("overlap_worlds") else ""
+    overlap = f", {res['overlap_worlds']} overlapping training" if res.get("overlap_worlds") else ""
     t = Table(title=f"evaluation: {res['episodes']} episodes, {res['task']} in {res['scenes']} "
                     f"({res['worlds']} worlds, {res['worlds_visited']} visited{overlap}; mean action, "
-                    f"seed {res['seed']}; 95% intervals)")
-    for col in ("group", "episodes", "success rate", "SPL", "final distance (m)", "return", "length",
-                "collisions"):
-        t.add_column(col)
-    groups = [("all", res)] + [(f"split {k}", v) for k, v in res["splits"].items()]
+                    f"seed {res['seed']})", caption="(95% intervals; distance: final distance to the goal, m)",
+              caption_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    t.add_column("worlds", no_wrap=True)
+    for col in ("episodes", "success", "SPL", "distance"):
+        t.add_column(col, justify="right", no_wrap=True)
+    groups = [("all", res)] + list(res["splits"].items())
     if len(res["families"]) > 1:
-        groups += [(f"family {k}", v) for k, v in res["families"].items()]
+        groups += [(f"{k} (family)", v) for k, v in res["families"].items()]
     for name, g in groups:
-        t.add_row(name, str(g["episodes"]), _interval(g["success_rate"], g["success_rate_ci95"], ".1%"),
-                  _interval(g["spl"], g["spl_ci95"], ".3f"),
-                  _interval(g["final_distance"], g["final_distance_ci95"], ".2f"),
-                  f"{g['return_mean']:.3f}", f"{g['length_mean']:.1f}", f"{g['collisions_mean']:.2f}")
+        (slo, shi), (plo, phi), (dlo, dhi) = g["success_rate_ci95"], g["spl_ci95"], g["final_distance_ci95"]
+        t.add_row(name, str(g["episodes"]), f"{g['success_rate']:.1%} ({slo:.0%}-{shi:.0%})",
+                  f"{g['spl']:.2f} ({plo:.2f}-{phi:.2f})", f"{g['final_distance']:.2f} ({dlo:.2f}-{dhi:.2f})")
     console.print(t)
     if "generalization_gap" in res:
         console.print(f"generalization gap (train minus held-out success): {res['generalization_gap']:+.1%}")
-    console.print(f"policy {res['policy']['source']} (update {res['policy']['update']}); "
-                  f"wall time {res['wall_s']:.1f} s")
+    console.print(f"return {res['return_mean']:.3f} +- {res['return_std']:.3f}, length {res['length_mean']:.1f} "
+                  f"steps, {res['collisions_mean']:.2f} collisions per episode; policy {res['policy']['source']} "
+                  f"(update {res['policy']['update']}); {res['wall_s']:.1f} s")
 
 
 def results_json(res) -> str:
