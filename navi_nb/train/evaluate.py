@@ -231,18 +231,23 @@ def evaluate(run_path, episodes=100, seed=None, source="auto", save=True, consol
             "collisions": ep["collisions"].astype(np.int32), "world": world.astype(np.int32)},
             {"kind": "eval_episodes", "episodes": episodes, "steps": int(traj["positions"].shape[0]),
              "config_hash": cfg.hash(), "seed": eval_seed, "resolution": cfg.resolution,
-             "worlds": world_records(world_set)})
+             "worlds": world_records(world_set, run_path if scenes is None else None)})
     return res
 
 
-def world_records(world_set):
-    """What finds each world of an evaluation again: a built-in's family and seed, a file's path."""
+def world_records(world_set, run_path=None):
+    """What finds each world of an evaluation again: a built-in's family and seed, a file's path (for a run's
+    own set, ``run_path``, its copy in the run folder)."""
+    copies = None
+    if run_path is not None:
+        copies = read_run_worlds(run_path, read_run_config(run_path))[1]
     out = []
     for i, it in enumerate(world_set.items):
         if it.builtin:
             out.append({"name": world_set.names[i], "family": it.family, "seed": it.seed})
         else:
-            out.append({"name": world_set.names[i], "path": str(it.path)})
+            path = copies[i].path if copies is not None else it.path
+            out.append({"name": world_set.names[i], "path": str(Path(path).resolve())})
     return out
 
 
