@@ -4,7 +4,10 @@
 episode each, with the policy's mean action (no sampling noise), on seeds the
 training never used (``eval_seed``, by default the training seed + 1,000,003),
 in the worlds of SPEC (default: the run's own set). Each actor's first finished
-episode is its episode; the autoreset episodes that follow are ignored.
+episode is its episode; the autoreset episodes that follow are ignored. The
+worlds take turns (the environment's ``round_robin`` schedule: actor ``a``
+starts in world ``a % W``), so N episodes in W worlds give each world N / W
+of them (one more for the first N % W).
 
 Every episode is labelled with its world, the world's family and its split:
 ``train`` (a world the run trained in) or ``held-out`` (any other). Worlds of
@@ -196,7 +199,8 @@ def evaluate(run_path, episodes=100, seed=None, source="auto", save=True, consol
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
     eval_seed = cfg.seed + SEED_OFFSET if seed is None else int(seed)
     world_set, split_of, run_worlds = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
-    env = make_env(world_set, cfg, n_actors=episodes, seed=eval_seed)
+    # round robin: actor a's episode is in world a % W, so the worlds share the episodes evenly
+    env = make_env(world_set, cfg, n_actors=episodes, seed=eval_seed, world_schedule="round_robin")
     policy, origin = load_run_policy(run_path, cfg, env.obs_dim, env.action_dim, source, run_worlds)
     t0 = time.perf_counter()
     ep, traj = run_episodes(env, policy, env.config.max_steps + 1)
