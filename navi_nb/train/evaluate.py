@@ -205,8 +205,7 @@ def evaluate(run_path, episodes=100, seed=None, source="auto", save=True, consol
     t0 = time.perf_counter()
     ep, traj = run_episodes(env, policy, env.config.max_steps + 1)
     wall = time.perf_counter() - t0
-    items = world_set.items
-    family_of = [it.family if it.builtin else "file" for it in items]
+    family_of = world_set.families
     world = ep["world"]
     ep_split = np.array([split_of[w] for w in world])
     ep_family = np.array([family_of[w] for w in world])

@@ -90,7 +90,7 @@ def load_scene_set(items, resolution: int, console=None, load_items=None):
 
     worlds = load_worlds(load_items or items, resolution, jobs=allowed_cores().allowed,
                          progress=console is not None)
-    return WorldSet(worlds, names=[it.label for it in items], items=list(items))
+    return WorldSet(worlds, items=list(items))  # named "house:7" or by the file's name
 
 
 def world_digest(world) -> str:
