@@ -27,7 +27,8 @@ import os
 
 TRAIN_KERNELS = ("navi_nb.env.motion", "navi_nb.env.observation", "navi_nb.env.spawn", "navi_nb.env.tasks",
                  "navi_nb.learn.adam", "navi_nb.learn.blas", "navi_nb.learn.fused", "navi_nb.learn.gae",
-                 "navi_nb.learn.mlp", "navi_nb.sense.layout", "navi_nb.sense.trace_math", "navi_nb.sense.tracer")
+                 "navi_nb.learn.loss_reference", "navi_nb.learn.mlp", "navi_nb.sense.tracer", "navi_nb.world.field",
+                 "navi_nb.world.gmdag", "navi_nb.world.layout")
 """The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache)."""
 COLD_COMPILE_S = 75
 """Roughly how many CPU-seconds compiling all of them takes (one core of a 2-core x86 machine; Numba compiles
@@ -77,6 +78,17 @@ def announce_cold_kernels(console) -> bool:
 
 
 def run(args) -> int:
+    from navi_nb.train.runs import RunError, os_error
+
+    try:
+        return _run(args)
+    except OSError as exc:  # a full disk, a read-only folder, a name too long: one line, not a traceback
+        raise os_error(exc, "train") from None
+    except MemoryError:  # the size checks are lower bounds; what they let through may still not fit
+        raise RunError("train: ran out of memory; use fewer actors or rollout steps") from None
+
+
+def _run(args) -> int:
     from rich.console import Console
 
     from navi_nb.train.loop import Trainer

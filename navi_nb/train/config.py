@@ -18,6 +18,8 @@ from navi_nb.errors import NaviError
 from navi_nb.learn.ppo import PPOConfig, PPOConfigError
 from navi_nb.train.checkpoint import config_hash
 
+MAX_CONFIG_BYTES = 1 << 20  # a config file or a run's config.json larger than this is refused unread
+
 
 class ConfigError(NaviError, ValueError):
     """A bad training setting or config file."""
@@ -137,6 +139,21 @@ class TrainConfig(PPOConfig):
         except PPOConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
         return self
+
+    def memory_estimate(self) -> int:
+        """A lower bound on the bytes a run of this config holds: per actor, the environment's state and
+        step buffers, the sensor's ray buffers and the rollout slab (the world and the network are extra)."""
+        obs_dim = self.obs_dim()
+        per_actor = actor_bytes(obs_dim, self.sensor_az * self.sensor_el) + self.rollout_steps * (4 * obs_dim + 48)
+        return self.actors * per_actor
+
+    def obs_dim(self) -> int:
+        """The observation width this config's environment has (rays, optional classes, motion, goal)."""
+        from navi_nb.env.observation import obs_layout, obs_size
+
+        env = self.env if isinstance(self.env, dict) else {}
+        n_rays = self.sensor_az * self.sensor_el
+        return obs_size(obs_layout(n_rays, bool(env.get("semantic_obs", False)), self.task == "pointgoal"))
 
     @property
     def batch_size(self) -> int:
@@ -334,13 +351,22 @@ def from_dict(data: dict, source="config") -> TrainConfig:
     return cfg.validate(source)
 
 
+def actor_bytes(obs_dim: int, n_rays: int) -> int:
+    """Bytes one actor of NavEnv holds at least: its state and step buffers (two observations and about
+    200 bytes of poses and counters) and its rays' depth, class and hit buffers."""
+    return 8 * int(obs_dim) + 200 + 7 * int(n_rays)
+
+
 def read_config_file(path) -> dict:
     """Read a TOML (``.toml``) or JSON file of settings into a dict."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"config file {path}: cannot read ({exc.strerror or exc})") from exc
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {path}: larger than {MAX_CONFIG_BYTES} bytes (a config is a few settings)")
     if path.suffix.lower() == ".toml":
         try:
             import tomllib  # Python 3.11+
@@ -352,13 +378,15 @@ def read_config_file(path) -> dict:
                                   "package; use a .json config instead") from None
         try:
             data = tomllib.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"config file {path}: not valid TOML ({exc})") from exc
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+            raise ConfigError(f"config file {path}: not valid TOML ({type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:200]})") from exc
     elif path.suffix.lower() == ".json":
         try:
             data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise ConfigError(f"config file {path}: not valid JSON ({exc})") from exc
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise ConfigError(f"config file {path}: not valid JSON ({type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:200]})") from exc
     else:
         raise ConfigError(f"config file {path}: expected a .toml or .json file")
     if not isinstance(data, dict):

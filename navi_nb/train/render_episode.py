@@ -94,7 +94,7 @@ class EpisodeData:
     def __init__(self, run_path, episode):
         from navi_nb.env.config import EnvConfig
         from navi_nb.sense.sensor import Sensor
-        from navi_nb.train.evaluate import EPISODES_FILE, episode_world, load_episodes
+        from navi_nb.train.evaluate import EPISODES_FILE, check_in_world, episode_world, load_episodes
         from navi_nb.train.runs import read_run_config
 
         run_path = Path(run_path)
@@ -108,6 +108,8 @@ class EpisodeData:
         self.run_path = run_path
         self.episode = episode
         self.world = episode_world(meta, int(eps["world"][episode]), cfg.resolution)
+        check_in_world(run_path / EPISODES_FILE, {"positions": eps["positions"][:, episode],
+                                                  "goals": eps["goals"][episode]}, self.world)
         self.length = int(eps["length"][episode])
         self.pos = eps["positions"][: self.length + 1, episode].astype(np.float64)
         self.yaw = eps["yaws"][: self.length + 1, episode].astype(np.float64)
