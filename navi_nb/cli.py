@@ -25,6 +25,7 @@ COMMANDS = {
     "eval": ("navi_nb.commands.eval", "evaluate a trained run deterministically"),
     "bench": ("navi_nb.commands.bench", "run benchmarks (compile, meshfield, trace, env, ppo, train)"),
     "info": ("navi_nb.commands.info", "versions, backends, cores and caches of this machine"),
+    "fuzz": ("navi_nb.commands.fuzz", "fuzz the .gmdag and mesh readers with mutated files (a table of outcomes)"),
 }
 
 
@@ -41,6 +42,20 @@ def build_parser(only=None):
     return parser
 
 
+def print_error(exc) -> None:
+    """One line on stderr: ``error: MESSAGE``, never wrapped, the message as plain text.
+
+    The message carries user text (file names, run names, flag values):
+    escaped, rich markup in it such as ``x[/]y`` prints as typed instead of
+    raising; soft wrapping keeps a long message on one line at any width.
+    """
+    from rich.console import Console
+    from rich.markup import escape
+
+    message = " ".join(str(exc).splitlines())
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Import only the chosen command's module to build its arguments.
@@ -51,8 +66,7 @@ def main(argv=None) -> int:
     try:
         return int(module.run(args) or 0)
     except NaviError as exc:
-        from rich.console import Console
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}")
+        print_error(exc)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -115,3 +115,23 @@ def refresh(root: Path = PACKAGE_DIR) -> bool:
         return True
     except Exception:  # never fail an import over the cache
         return False
+
+
+def cold_sources(modules) -> list[str]:
+    """The modules (dotted names under ``navi_nb``) whose kernels Numba has no cached copy of: their first
+    use compiles them. A module counts as cached when its cache folder holds an index (``.nbi``) for it;
+    with caching disabled, every module is cold. Reads folders only: nothing is imported or compiled."""
+    if os.environ.get("NUMBA_DISABLE_CACHE", "0") not in ("", "0"):
+        return list(modules)
+    cold = []
+    for name in modules:
+        path = PACKAGE_DIR.joinpath(*name.split(".")[1:]).with_suffix(".py")
+        try:
+            folder = cache_dir_for(path)
+            cached = folder is not None and folder.is_dir() and any(
+                entry.name.startswith(path.stem + ".") and entry.suffix == ".nbi" for entry in folder.iterdir())
+        except Exception:  # an unexpected cache layout: say nothing rather than fail
+            cached = True
+        if not cached:
+            cold.append(name)
+    return cold

@@ -198,3 +198,85 @@ def test_render_episode_draws_trajectory(trained, tmp_path):
     assert Image.open(gif).n_frames >= 2
     with pytest.raises(RenderError, match="does not exist"):
         render_episode(trained, 4, tmp_path / "x.png")
+
+
+# ---------------------------------------------------------------------- console output
+def test_integer_flags_take_exact_float_notation(capsys):
+    from navi_nb.cli import build_parser
+
+    args = build_parser().parse_args(["train", "--total-steps", "1e6", "--actors", "1_024", "--hidden", "1.28e2,64"])
+    assert (args.total_steps, args.actors, args.hidden) == (1_000_000, 1024, [128, 64])
+    assert type(args.total_steps) is int
+    for bad in ("1.5e0", "1e-3", "inf", "nan", "lots"):
+        with pytest.raises(SystemExit) as exc:
+            build_parser().parse_args(["train", "--total-steps", bad])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert f"argument --total-steps: expected a whole number such as 1000000 or 1e6, got '{bad}'" in err
+
+
+def test_bad_setting_message_has_one_prefix(capsys):
+    assert main(["train", "--actors", "0", "--print-config"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines()[-1].endswith("settings: actors must be an integer >= 1, got 0")
+    assert "config: actors" not in err
+
+
+def test_run_header_shows_defining_and_changed_settings_only():
+    import io
+
+    from rich.console import Console
+
+    from navi_nb.train.config import TrainConfig, field_docs
+    from navi_nb.train.report import print_config
+
+    cfg = TrainConfig(scene="box", actors=8, total_steps=4096, hidden=[64, 64], name="t1")
+    out = io.StringIO()
+    print_config(Console(width=80, file=out, color_system=None), cfg, "runs/t1")
+    text = out.getvalue()
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in text.splitlines()
+            if line.startswith("│") and line.split("│")[1].strip()}
+    assert rows == {"scene": "box", "task": "pointgoal", "actors": "8", "total_steps": "4096 (8 updates of 512 steps)",
+                    "seed": "0", "hidden": "[64, 64]", "name": "t1"}
+    assert "navi-nb train --print-config" in text and "runs/t1" in text and cfg.hash() in text
+    full = io.StringIO()
+    print_config(Console(width=200, file=full, color_system=None), cfg, full=True)
+    text = full.getvalue()
+    assert "``" not in text and "Built-in scene name (navi-nb scenes) or a path to a .gmdag file." in text
+    assert all(f"│ {name} " in text for name in field_docs())
+
+
+def test_cold_kernel_notice(tmp_path, monkeypatch):
+    import io
+    import os
+
+    from rich.console import Console
+
+    from navi_nb import jit_cache
+    from navi_nb.commands.train import COLD_COMPILE_S, TRAIN_KERNELS, announce_cold_kernels
+
+    monkeypatch.setattr(jit_cache, "cache_dir_for", lambda path: tmp_path)  # an empty cache
+    monkeypatch.setattr("os.getloadavg", lambda: (0.5, 0.5, 0.5))  # an idle machine
+    assert jit_cache.cold_sources(TRAIN_KERNELS) == list(TRAIN_KERNELS)
+    out = io.StringIO()
+    assert announce_cold_kernels(Console(file=out, width=80))
+    expect = round(COLD_COMPILE_S, -1)
+    assert out.getvalue() == f"compiling kernels, first run only: ~{expect:.0f} s (an estimate; cached afterwards)\n"
+    monkeypatch.setattr("os.getloadavg", lambda: (4.0 * os.cpu_count(),) * 3)  # four jobs per core
+    out = io.StringIO()
+    announce_cold_kernels(Console(file=out, width=80))
+    assert f"~{round(4 * COLD_COMPILE_S, -1):.0f} s" in out.getvalue()
+    for name in TRAIN_KERNELS:  # every kernel's index in the cache: nothing to say
+        (tmp_path / f"{name.rsplit('.', 1)[1]}.kernel-42.py311.nbi").write_bytes(b"")
+    (tmp_path / "tracer.kernel-42.py311.nbi").unlink()
+    assert jit_cache.cold_sources(TRAIN_KERNELS) == ["navi_nb.sense.tracer"]
+    (tmp_path / "tracer.kernel-42.py311.nbi").write_bytes(b"")
+    out = io.StringIO()
+    assert not announce_cold_kernels(Console(file=out, width=80)) and out.getvalue() == ""
+
+
+def test_a_trained_run_leaves_every_training_kernel_cached(trained):
+    from navi_nb.commands.train import TRAIN_KERNELS
+    from navi_nb.jit_cache import cold_sources
+
+    assert cold_sources(TRAIN_KERNELS) == []

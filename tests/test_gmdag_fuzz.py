@@ -81,3 +81,128 @@ def test_fuzz_mutated_files():
     print(f"fuzz: {N_CASES} cases, {counts} in {elapsed:.2f} s")
     assert counts["error"] > 1000 and counts["valid"] > 100  # both outcomes well exercised
     assert elapsed < 60
+
+
+# --------------------------------------------------------------------------
+# navi_nb.bench.fuzz: the fast deterministic subset of `navi-nb fuzz`
+# --------------------------------------------------------------------------
+
+def _in_process(target, seed, n, tmp_path):
+    from collections import Counter
+
+    from navi_nb.bench import fuzz
+
+    bases = fuzz.TARGETS[target].bases()
+    counts, by_mutator, failures = Counter(), Counter(), []
+    for i in range(n):
+        outcome, mutator, mode, detail = fuzz.run_case(target, bases, seed, i, tmp_path)
+        counts[outcome] += 1
+        by_mutator[mutator, outcome] += 1
+        if outcome in fuzz.FAILURES:
+            failures.append((i, outcome, mutator, mode, detail))
+    assert list(tmp_path.iterdir()) == []  # each case cleans up its files
+    return counts, by_mutator, failures
+
+
+def test_fuzz_gmdag_subset_every_mode_and_mutator(tmp_path):
+    from navi_nb.bench import fuzz
+
+    counts, by_mutator, failures = _in_process("gmdag", 2026, 600, tmp_path)
+    assert failures == []
+    assert counts["ok"] > 100 and counts["rejected"] > 100
+    for name in fuzz.GMDAG_MUTATORS:  # each mutator ran and none only ever broke its base beyond reading
+        assert by_mutator[name, "ok"] + by_mutator[name, "rejected"] > 0, name
+    assert by_mutator["truncate", "ok"] == 0 and by_mutator["trailing", "ok"] == 0
+
+
+def test_fuzz_cases_are_deterministic_by_seed():
+    from navi_nb.bench import fuzz
+
+    bases = fuzz.gmdag_bases()
+    a = [fuzz.make_gmdag_case(bases, 5, i) for i in range(40)]
+    b = [fuzz.make_gmdag_case(bases, 5, i) for i in range(40)]
+    c = [fuzz.make_gmdag_case(bases, 6, i) for i in range(40)]
+    assert [(x.data, x.sidecar, x.mutator, x.mode) for x in a] == [(x.data, x.sidecar, x.mutator, x.mode) for x in b]
+    assert [x.data for x in a] != [x.data for x in c]
+    assert {x.mode for x in a} == set(fuzz.LOAD_MODES)
+    for i, x in enumerate(a):  # the label the parent gives a dead worker's case is the case's own
+        assert fuzz.gmdag_label(5, i)[2:] == (x.mutator, x.mode)
+
+
+def test_fuzz_mesh_subset(tmp_path):
+    from navi_nb.bench import fuzz
+
+    counts, by_mutator, failures = _in_process("mesh", 2026, 150, tmp_path)
+    assert counts["ok"] > 20 and counts["rejected"] > 20
+    assert failures == []
+    for name in fuzz.MESH_MUTATORS:
+        assert by_mutator[name, "ok"] + by_mutator[name, "rejected"] > 0, name
+
+
+def _selftest_bases():
+    return None
+
+
+def _selftest_make(bases, seed, index):
+    from navi_nb.bench.fuzz import Case
+
+    return Case(index, ["fine", "bad", "crash", "hang", "bug", "nan", "warn"][index % 7], "-", b"")
+
+
+def _selftest_run(case, folder, rng):
+    import os
+    import signal
+
+    from navi_nb.errors import NaviError
+    from navi_nb.bench.fuzz import NonFinite
+
+    if case.mutator == "bad":
+        raise NaviError("case: refused")
+    if case.mutator == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if case.mutator == "hang":
+        time.sleep(60)
+    if case.mutator == "bug":
+        raise IndexError("oops")
+    if case.mutator == "nan":
+        raise NonFinite("distance nan")
+    if case.mutator == "warn":
+        import numpy as np
+
+        np.float32(3e38) * np.float32(10)  # NumPy's overflow RuntimeWarning
+
+
+def _selftest_label(seed, index):
+    return None, 0, ["fine", "bad", "crash", "hang", "bug", "nan", "warn"][index % 7], "-"
+
+
+def test_fuzz_runner_counts_crashes_and_hangs_in_child_processes():
+    from navi_nb.bench import fuzz
+
+    target = fuzz.Target(_selftest_bases, _selftest_make, _selftest_run, _selftest_label)
+    report = fuzz.run_fuzz(target, 16, seed=0, jobs=2, timeout=1.5, batch=4)
+    # cases 0..15: fine x3 (0, 7, 14), bad x3 (1, 8, 15), crash x2, hang x2, bug x2, nan x2, warn x2
+    assert dict(report.counts) == {"ok": 3, "rejected": 3, "crash": 2, "hang": 2, "traceback": 2, "non-finite": 2,
+                                   "warning": 2}
+    assert report.restarts == 4
+    assert sorted(f[0] for f in report.failures if f[1] == "crash") == [2, 9]
+    assert sorted(f[0] for f in report.failures if f[1] == "hang") == [3, 10]
+    assert all("RuntimeWarning" in f[4] for f in report.failures if f[1] == "warning")
+    assert all("signal 11" in f[4] for f in report.failures if f[1] == "crash")
+    assert report.by_mutator["crash"]["crash"] == 2 and report.by_mutator["bug"]["traceback"] == 2
+
+
+def test_fuzz_command_prints_the_outcome_table(tmp_path, capsys):
+    import json
+
+    from navi_nb.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["fuzz", "--target", "gmdag", "--cases", "80", "--seed", "3", "--jobs", "1", "--no-progress",
+                 "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    for word in ("ok", "rejected", "crash", "hang", "non-finite", "traceback", "warning", "leaf-half", "mmap", "all"):
+        assert word in text
+    r = json.loads(out.read_text())
+    assert r["cases"] == 80 and sum(r["counts"].values()) == 80 and r["counts"]["crash"] == 0
+    assert main(["fuzz", "--cases", "0"]) == 2

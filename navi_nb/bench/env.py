@@ -109,17 +109,60 @@ def _env(world, n, az, el, max_distance, seed=0):
     return env, actions
 
 
+def _table(title, *columns):
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col, justify="right", no_wrap=True)
+    return table
+
+
+def main_tables(result, args) -> list:
+    """The main figure at 80 columns: the rates, then where a step's time goes."""
+    rows = {t: r for t, r in result["main"].items() if isinstance(r, dict)}
+    rates = _table(f"NavEnv: {args.scene}, {args.actors} actors, {args.az}x{args.el} rays, "
+                   f"{args.max_distance:g} m", "threads", "actor-steps/s", "ms/step", "spread",
+                   "vs 3,000/s")
+    split = _table("NavEnv: a step's time (no-trace: tracer output replayed)", "threads", "trace ms",
+                   "rest ms", "CPU ms/step", "no-trace steps/s")
+    for t, r in rows.items():
+        rates.add_row(str(t), f"{r['actor_steps_per_s']:,.0f}", f"{r['ms_per_step']:.2f}", f"{r['spread']:.0%}",
+                      f"{r['actor_steps_per_s'] / 3000:.2f}x")
+        split.add_row(str(t), f"{r['trace_ms']:.2f}", f"{r['rest_ms']:.2f}", f"{r['cpu_ms_per_step']:.2f}",
+                      f"{r['no_trace_actor_steps_per_s']:,.0f}")
+    return [rates, split]
+
+
+def canonical_table(result):
+    table = _table("Navi canonical: 4 actors, 256x48 rays, 30 m", "threads", "ms/step", "spread", "trace ms",
+                   f"vs Navi GPU {NAVI_CANONICAL_MS} ms")
+    for t, r in result["canonical"].items():
+        ms = r["ms_per_step"]
+        table.add_row(str(t), f"{ms:.1f}", f"{r['spread']:.0%}", f"{r['trace_ms']:.1f}",
+                      f"{NAVI_CANONICAL_MS / ms:.2f}x faster" if ms < NAVI_CANONICAL_MS
+                      else f"{ms / NAVI_CANONICAL_MS:.2f}x slower")
+    return table
+
+
+def scaling_table(result, args, threads):
+    table = _table(f"us per actor-step vs actors ({args.az}x{args.el} rays, {threads} threads)",
+                   "actors", "us/step", "trace us", "rest us", "bytes/actor")
+    for n, r in result["scaling"].items():
+        table.add_row(f"{n:,}", f"{r['us_per_actor_step']:.1f}", f"{r['trace_us_per_actor_step']:.1f}",
+                      f"{r['rest_us_per_actor_step']:.2f}", f"{r['bytes_per_actor']:,.0f}")
+    return table
+
+
 def run(args) -> dict:
     import numba
     from rich.console import Console
-    from rich.table import Table
 
-    from navi_nb.bench.machine import machine_info, print_machine
+    from navi_nb.bench.machine import machine_info
     from navi_nb.world.compiler import compile_scene
 
     console = Console()
     machine = machine_info()
-    print_machine(console, machine)
     threads = [int(t) for t in str(args.threads).split(",") if t.strip()]
     cap = numba.config.NUMBA_NUM_THREADS
     threads = [t for t in threads if 1 <= t <= cap] or [1]
@@ -137,11 +180,6 @@ def run(args) -> dict:
         env, actions = _env(world, args.actors, args.az, args.el, args.max_distance)
         env.step(actions[0])
         console.print(f"first NavEnv + reset + step (JIT or cache load): {time.perf_counter() - t0:.1f} s")
-        table = Table(title=f"NavEnv, {args.scene}, {args.actors} actors, {args.az} x {args.el} rays, "
-                            f"max_distance {args.max_distance:g} m")
-        for col in ("threads", "actor-steps/s", "ms/step", "spread", "trace ms", "rest ms", "CPU ms/step",
-                    "vs target 3,000", "no-trace actor-steps/s"):
-            table.add_column(col, justify="right")
         for t in threads:
             numba.set_num_threads(t)
             s, spread, cpu = _time_steps(env, actions, args.seconds, args.repeats)
@@ -152,14 +190,12 @@ def run(args) -> dict:
                                  "trace_ms": tr * 1e3, "rest_ms": max(0.0, s - tr) * 1e3,
                                  "cpu_ms_per_step": cpu * 1e3, "cpu_actor_steps_per_s": args.actors / cpu,
                                  "no_trace_actor_steps_per_s": args.actors / s_nt}
-            table.add_row(str(t), f"{rate:,.0f}", f"{s * 1e3:.2f}", f"{spread:.0%}", f"{tr * 1e3:.2f}",
-                          f"{max(0.0, s - tr) * 1e3:.2f}", f"{cpu * 1e3:.2f}", f"{rate / 3000:.2f}x",
-                          f"{args.actors / s_nt:,.0f}")
             summary.append([f"actor-steps/s ({args.actors} actors, {args.az}x{args.el}, {t} thr)", f"{rate:,.0f}"])
         if len(threads) > 1:
             a, b = result["main"][threads[0]], result["main"][threads[-1]]
             result["main"]["speedup"] = b["actor_steps_per_s"] / a["actor_steps_per_s"]
-        console.print(table)
+        for table in main_tables(result, args):
+            console.print(table)
         mem = env.memory_report()
         result["memory"] = mem
         summary.append(["bytes per actor", f"{mem['bytes_per_actor']:,.0f}"])
@@ -172,21 +208,14 @@ def run(args) -> dict:
         # 2. Navi's canonical setting ----------------------------------------
         if not args.no_canonical:
             env, actions = _env(world, 4, 256, 48, 30.0)
-            table = Table(title="Navi canonical: 4 actors, 256 x 48 rays, max_distance 30 m "
-                                f"(original: {NAVI_CANONICAL_MS} ms/step on a laptop GPU)")
-            for col in ("threads", "ms/step", "spread", "trace ms", "vs 36.5 ms"):
-                table.add_column(col, justify="right")
             for t in threads:
                 numba.set_num_threads(t)
                 s, spread, _cpu = _time_steps(env, actions, args.seconds, args.repeats)
                 tr = _time_trace(env, args.seconds, args.repeats)
                 result["canonical"][t] = {"ms_per_step": s * 1e3, "spread": spread, "trace_ms": tr * 1e3,
                                           "ratio_to_navi": NAVI_CANONICAL_MS / (s * 1e3)}
-                table.add_row(str(t), f"{s * 1e3:.1f}", f"{spread:.0%}", f"{tr * 1e3:.1f}",
-                              f"{NAVI_CANONICAL_MS / (s * 1e3):.2f}x faster" if s * 1e3 < NAVI_CANONICAL_MS
-                              else f"{s * 1e3 / NAVI_CANONICAL_MS:.2f}x slower")
                 summary.append([f"canonical ms/step ({t} thr)", f"{s * 1e3:.1f} (Navi GPU {NAVI_CANONICAL_MS})"])
-            console.print(table)
+            console.print(canonical_table(result))
             del env
 
         # 3. scaling in the number of actors ----------------------------------
@@ -194,9 +223,6 @@ def run(args) -> dict:
         if counts:
             t = max(threads)
             numba.set_num_threads(t)
-            table = Table(title=f"time per actor-step vs actors ({args.az} x {args.el} rays, {t} threads)")
-            for col in ("actors", "us/actor-step", "trace us/actor-step", "rest us/actor-step", "bytes/actor"):
-                table.add_column(col, justify="right")
             for n in counts:
                 env, actions = _env(world, n, args.az, args.el, args.max_distance)
                 budget = max(args.seconds, 0.0)
@@ -206,11 +232,8 @@ def run(args) -> dict:
                 result["scaling"][n] = {"us_per_actor_step": per, "trace_us_per_actor_step": tr / n * 1e6,
                                         "rest_us_per_actor_step": max(0.0, s - tr) / n * 1e6,
                                         "bytes_per_actor": env.memory_report()["bytes_per_actor"]}
-                r = result["scaling"][n]
-                table.add_row(str(n), f"{per:.1f}", f"{r['trace_us_per_actor_step']:.1f}",
-                              f"{r['rest_us_per_actor_step']:.2f}", f"{r['bytes_per_actor']:,.0f}")
                 del env
-            console.print(table)
+            console.print(scaling_table(result, args, t))
             per = [v["us_per_actor_step"] for v in result["scaling"].values()]
             summary.append(["us/actor-step over actors", f"{min(per):.1f} .. {max(per):.1f}"])
     finally:

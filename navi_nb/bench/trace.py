@@ -18,7 +18,7 @@ environment step on a laptop GPU). All contenders are timed round-robin, one
 call each per round, so a busy moment on a shared machine hits them alike;
 the load average before and after is reported.
 
-Targets (issue 3): >= 0.25 x Embree's single-thread rate per thread, >= 1.7x
+Targets: >= 0.25 x Embree's single-thread rate per thread, >= 1.7x
 from 1 to 2 threads, p99 |depth difference| within one voxel.
 """
 from __future__ import annotations
@@ -63,14 +63,47 @@ def free_positions(world, lo, hi, n, seed, clearance=0.3):
     raise RuntimeError("could not find free-space positions in the benchmark scene")
 
 
+def _spread(r):
+    return f"{r['max_s'] / r['min_s'] - 1:.0%}" if r["min_s"] > 0 else "-"
+
+
+def rate_tables(result) -> list:
+    """The rates at 80 columns: one table of rays per second, and (with Embree) one of the ratios to it."""
+    from rich.table import Table
+
+    scene, embree = result["scene"], result.get("embree")
+    az, el = result["sensor"]
+    rates = Table(title=f"trace: {result['rays']:,} rays ({result['actors']} x {az}x{el}), "
+                        f"{scene['triangles']:,} triangles at {scene['resolution']}, "
+                        f"voxel {scene['voxel_m'] * 100:.1f} cm")
+    rates.add_column("tracer", no_wrap=True)
+    for col in ("rays/s", "best rays/s", "spread", "rays/CPU-s"):
+        rates.add_column(col, justify="right", no_wrap=True)
+    vs = Table(title="trace: navi_nb vs Embree's one thread (rays/s ratios)")
+    vs.add_column("tracer", no_wrap=True)
+    for col in ("wall", "per thread", "per CPU-s"):
+        vs.add_column(col, justify="right", no_wrap=True)
+    for t, r in result["threads"].items():
+        name = f"navi_nb, {t} thread{'s' if t > 1 else ''}"
+        rates.add_row(name, f"{r['rays_per_s']:,.0f}", f"{r['rays_per_s_best']:,.0f}", _spread(r),
+                      f"{r['rays_per_cpu_s']:,.0f}")
+        if embree:
+            ratio = r["rays_per_s"] / embree["rays_per_s"]
+            vs.add_row(name, f"{ratio:.2f}x", f"{ratio / t:.2f}x",
+                       f"{r['rays_per_cpu_s'] / embree['rays_per_cpu_s']:.2f}x")
+    if embree:
+        rates.add_row("Embree, 1 thread", f"{embree['rays_per_s']:,.0f}", f"{embree['rays_per_s_best']:,.0f}",
+                      _spread(embree), f"{embree['rays_per_cpu_s']:,.0f}")
+    return [rates, vs] if embree else [rates]
+
+
 def run(args) -> dict:
     if getattr(args, "worlds", 0):
         return run_world_set(args)
     import numba
     from rich.console import Console
-    from rich.table import Table
 
-    from navi_nb.bench.machine import machine_info, print_machine
+    from navi_nb.bench.machine import machine_info, summary_table
     from navi_nb.sense.sensor import Sensor
     from navi_nb.sense.tracer import Tracer
     from navi_nb.world.compiler import compile_mesh
@@ -101,7 +134,6 @@ def run(args) -> dict:
               "rays": n_rays, "actors": args.actors, "sensor": [args.az, args.el],
               "max_distance": args.max_distance, "threads": {}, "canonical": {},
               "load_average_before": list(os.getloadavg())}
-    print_machine(console, result["machine"])
 
     # the contenders, timed round-robin (one call of each per round) so that a
     # busy moment on this shared machine hits them all alike
@@ -178,26 +210,9 @@ def run(args) -> dict:
         embree["depth_diff_p99_voxels"] = embree["depth_diff_p99_m"] / vs
         result["embree"] = embree
 
-    # the table
-    table = Table(title=f"trace: {n_rays:,} rays ({args.actors} actors x {args.az} x {args.el}), "
-                        f"{result['scene']['triangles']:,} triangles at {args.resolution} "
-                        f"(voxel {vs * 100:.1f} cm)")
-    for col in ("setting", "rays/s (median)", "best", "spread (min..max s)", "rays/CPU-s", "vs Embree 1 thread",
-                "per thread vs Embree", "per CPU-s vs Embree"):
-        table.add_column(col)
+    for table in rate_tables(result):
+        console.print(table)
     one = result["threads"].get(1, {}).get("rays_per_s")
-    for t, r in result["threads"].items():
-        ratio = r["rays_per_s"] / embree["rays_per_s"] if embree else None
-        cratio = r["rays_per_cpu_s"] / embree["rays_per_cpu_s"] if embree else None
-        table.add_row(f"navi_nb CPU, {t} thread{'s' if t > 1 else ''}", f"{r['rays_per_s']:,.0f}",
-                      f"{r['rays_per_s_best']:,.0f}", f"{r['min_s']:.4f}..{r['max_s']:.4f}",
-                      f"{r['rays_per_cpu_s']:,.0f}", f"{ratio:.2f}x" if ratio else "-",
-                      f"{ratio / t:.2f}x" if ratio else "-", f"{cratio:.2f}x" if cratio else "-")
-    if embree:
-        table.add_row("Embree (embreex, 1 thread)", f"{embree['rays_per_s']:,.0f}", f"{embree['rays_per_s_best']:,.0f}",
-                      f"{embree['min_s']:.4f}..{embree['max_s']:.4f}", f"{embree['rays_per_cpu_s']:,.0f}",
-                      "1.00x", "1.00x", "1.00x")
-    console.print(table)
     summary = []
     if one and 2 in result["threads"]:
         result["scaling_1_to_2"] = result["threads"][2]["rays_per_s"] / one
@@ -226,12 +241,7 @@ def run(args) -> dict:
     summary.append(["rays that hit", f"{100 * result['hit_fraction']:.1f}%"])
     summary.append(["load average before / after", " / ".join(
         f"{a[0]:.1f}" for a in (result["load_average_before"], result["load_average_after"]))])
-    st = Table(title="trace: summary")
-    st.add_column("metric")
-    st.add_column("value")
-    for m, v in summary:
-        st.add_row(m, v)
-    console.print(st)
+    console.print(summary_table("trace: summary", summary))
     result["summary"] = summary
     return result
 

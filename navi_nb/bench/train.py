@@ -57,9 +57,25 @@ def measure(cfg, shard_counts, updates, console=None):
     return out
 
 
+def split_table(cfg, rows):
+    """The rates and the time split at 80 columns (the split in percent of the wall time)."""
+    from rich.table import Table
+
+    t = Table(title=f"bench train: {cfg.scene}, {cfg.actors} actors, {cfg.sensor_az}x{cfg.sensor_el} rays, "
+                    f"hidden {cfg.hidden}, {cfg.rollout_steps} steps x {cfg.update_epochs} epochs x "
+                    f"{cfg.num_minibatches} minibatches; time split in % of wall")
+    for c in ("shards", "actor-steps/s", "speed-up", "trace", "env", "policy", "PPO", "other"):
+        t.add_column(c, justify="right", no_wrap=True)
+    base = rows[0]["actor_steps_per_s"] if rows else 1.0
+    for r in rows:
+        s, tot = r["split_s"], r["wall_s"]
+        t.add_row(str(r["shards"]), f"{r['actor_steps_per_s']:,.0f}", f"{r['actor_steps_per_s'] / base:.2f}x",
+                  *(f"{100 * s[k] / tot:.0f}%" for k in ("tracing", "environment", "policy", "ppo", "other")))
+    return t
+
+
 def run(args) -> dict:
     from rich.console import Console
-    from rich.table import Table
 
     from navi_nb.train.config import TrainConfig
 
@@ -69,17 +85,7 @@ def run(args) -> dict:
                       resolution=args.resolution, eval_episodes=0).validate()
     shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
     rows = measure(cfg, shard_counts, args.updates, console)
-    t = Table(title=f"bench train: {cfg.scene}, {cfg.actors} actors, {az}x{el} rays, hidden {cfg.hidden}, "
-                    f"{cfg.rollout_steps} steps x {cfg.update_epochs} epochs x {cfg.num_minibatches} minibatches")
-    for c in ("shards", "actor-steps/s", "vs 1 shard", "tracing", "environment", "policy", "PPO", "other"):
-        t.add_column(c, justify="right")
-    base = rows[0]["actor_steps_per_s"] if rows else 1.0
-    for r in rows:
-        s = r["split_s"]
-        tot = r["wall_s"]
-        t.add_row(str(r["shards"]), f"{r['actor_steps_per_s']:,.0f}", f"{r['actor_steps_per_s'] / base:.2f}x",
-                  *(f"{100 * s[k] / tot:.0f}%" for k in ("tracing", "environment", "policy", "ppo", "other")))
-    console.print(t)
+    console.print(split_table(cfg, rows))
     summary = [[f"actor-steps/s at {r['shards']} shard(s)", f"{r['actor_steps_per_s']:,.0f}"] for r in rows]
     return {"setting": {"scene": cfg.scene, "actors": cfg.actors, "rays": [az, el], "hidden": cfg.hidden,
                         "rollout_steps": cfg.rollout_steps, "update_epochs": cfg.update_epochs,

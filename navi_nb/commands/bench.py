@@ -3,7 +3,8 @@
 Each benchmark is a module ``navi_nb/bench/NAME.py`` with
 ``add_arguments(parser)`` and ``run(args) -> dict``. A result dict may carry a
 ``"summary"`` list of ``[metric, value]`` rows for the combined table; other
-top-level scalars are shown otherwise.
+top-level scalars are shown otherwise. The tables are laid out for 80 columns;
+``--json`` keeps every figure.
 """
 from __future__ import annotations
 
@@ -36,19 +37,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub.add_parser("all", help="every benchmark with its defaults, one table")
 
 
-def _summary_rows(name, result):
+def _summary_rows(result):
     rows = result.get("summary")
     if rows:
-        return [(name, str(m), str(v)) for m, v in rows]
-    return [(name, k, f"{v:.4g}" if isinstance(v, float) else str(v))
+        return [(str(m), str(v)) for m, v in rows]
+    return [(k, f"{v:.4g}" if isinstance(v, float) else str(v))
             for k, v in result.items() if isinstance(v, (int, float, str)) and k != "machine"]
 
 
 def run(args) -> int:
     from rich.console import Console
-    from rich.table import Table
 
-    from navi_nb.bench.machine import print_machine
+    from navi_nb.bench.machine import print_machine, summary_table
 
     console = Console()
     names = [args.bench_name] if args.bench_name not in (None, "all") else list(BENCHES)
@@ -64,13 +64,8 @@ def run(args) -> int:
         console.rule(f"bench {name}")
         results[name] = mod.run(bench_args) or {}
     if len(names) > 1:
-        table = Table(title="navi-nb bench: summary")
-        for col in ("benchmark", "metric", "value"):
-            table.add_column(col)
-        for name in names:
-            for row in _summary_rows(name, results.get(name, {})):
-                table.add_row(*row)
-        console.print(table)
+        console.print(summary_table("navi-nb bench: summary", None,
+                                    sections=[(name, _summary_rows(results.get(name, {}))) for name in names]))
     if args.json is not None:
         text = json.dumps(results, indent=1, default=str)
         if args.json == "-":

@@ -48,6 +48,7 @@ def _validate(args):
 
 def run(args) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -61,11 +62,11 @@ def run(args) -> int:
                         TextColumn("depth {task.completed:.0f}/{task.total:.0f}"), TimeElapsedColumn(),
                         console=console, disable=args.no_progress, transient=True)
     with progress:
-        task = progress.add_task(args.scene or Path(args.mesh).name, total=res.bit_length() - 1)
+        task = progress.add_task(escape(args.scene or Path(args.mesh).name), total=res.bit_length() - 1)
 
         def tick(depth, depths, cells):
             progress.update(task, completed=depth + 1, total=depths + 1,
-                            description=f"{args.scene or Path(args.mesh).name}: {cells:,} cells")
+                            description=escape(f"{args.scene or Path(args.mesh).name}: {cells:,} cells"))
 
         t0 = time.perf_counter()
         if args.scene:
@@ -77,7 +78,7 @@ def run(args) -> int:
         seconds = time.perf_counter() - t0
     save_world(world, out)
     dense = 4 * res ** 3
-    table = Table(title=f"compiled {out}")
+    table = Table(title=escape(f"compiled {out}"))
     table.add_column("quantity")
     table.add_column("value", justify="right")
     for k, v in (("source", args.scene and f"scene {args.scene} (seed {args.seed})" or str(args.mesh)),
@@ -87,6 +88,6 @@ def run(args) -> int:
                  ("nodes (64-bit words)", f"{world.node_count:,}"), ("bytes", f"{world.nbytes:,}"),
                  ("dense float32 grid bytes", f"{dense:,}"), ("ratio to dense", f"{dense / world.nbytes:,.1f}x"),
                  ("time (s)", f"{seconds:.2f}")):
-        table.add_row(k, v)
+        table.add_row(k, escape(v))
     console.print(table)
     return 0

@@ -15,6 +15,17 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from navi_nb.train.runs import RunError, os_error
+
+    try:
+        return _run(args)
+    except OSError as exc:  # a full disk, a read-only folder: one line, not a traceback
+        raise os_error(exc, "eval") from None
+    except MemoryError:  # the size checks are lower bounds; what they let through may still not fit
+        raise RunError("eval: ran out of memory; use fewer episodes") from None
+
+
+def _run(args) -> int:
     from rich.console import Console
 
     from navi_nb.train.evaluate import evaluate, print_results, results_json

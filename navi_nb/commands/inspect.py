@@ -12,6 +12,7 @@ def run(args) -> int:
 
     import numpy as np
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from navi_nb.errors import CliError
@@ -25,9 +26,9 @@ def run(args) -> int:
         validate_world(world)
         verdict, ok = "[green]valid[/] (deep walk: indices, masks, slot runs, reserved bits, cycles)", True
     except GmdagError as exc:
-        verdict, ok = f"[red]INVALID[/]: {exc.rule}", False
+        verdict, ok = f"[red]INVALID[/]: {escape(exc.rule)}", False
 
-    head = Table(title=f"{args.file}")
+    head = Table(title=escape(str(args.file)))
     head.add_column("field")
     head.add_column("value", justify="right")
     res = world.resolution
@@ -40,8 +41,8 @@ def run(args) -> int:
             ("deep validation", verdict)]
     sc = world.sidecar
     if sc:
-        rows.append(("sidecar scene", str(sc.get("scene", "-"))))
-        rows.append(("sidecar classes", ", ".join(map(str, sc.get("class_names", [])))))
+        rows.append(("sidecar scene", escape(str(sc.get("scene", "-")))))
+        rows.append(("sidecar classes", escape(", ".join(map(str, sc.get("class_names", []))))))
         rows.append(("sidecar spawn points", str(len(sc.get("spawn_points", [])))))
     for r in rows:
         head.add_row(*r)

@@ -61,6 +61,7 @@ def _world(args):
 
 def run(args) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from navi_nb.errors import CliError
     from navi_nb.sense.render import parse_pose, pillow, render_view
@@ -77,7 +78,7 @@ def run(args) -> int:
         if args.gif and out.suffix.lower() != ".gif":
             out = out.with_suffix(".gif")
         result = render_episode(args.source, args.episode, out)
-        console.print(f"wrote {result}")
+        console.print(f"wrote {escape(str(result))}")
         return 0
     if args.episode is not None:
         raise CliError("--episode needs a run directory as SOURCE")
@@ -97,7 +98,7 @@ def run(args) -> int:
              f"yaw {math.degrees(pose[3]):.0f} deg")
     stats = render_view(world, pose, args.output, sensor=sensor, max_distance=args.max_distance,
                         title=title, slice_size=args.size, backend=args.backend)
-    console.print(f"wrote {stats['path']} ({stats['width']}x{stats['height']}): "
+    console.print(f"wrote {escape(str(stats['path']))} ({stats['width']}x{stats['height']}): "
                   f"{100 * stats['hit_fraction']:.1f}% of {stats['rays']} rays hit, depth "
                   f"{stats['depth_min']:.2f} .. {stats['depth_max']:.2f} m (median {stats['depth_median']:.2f})")
     return 0

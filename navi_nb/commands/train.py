@@ -16,6 +16,16 @@ the field, with its docstring's first sentence as help.
 from __future__ import annotations
 
 import argparse
+import os
+
+TRAIN_KERNELS = ("navi_nb.env.motion", "navi_nb.env.observation", "navi_nb.env.spawn", "navi_nb.env.tasks",
+                 "navi_nb.learn.adam", "navi_nb.learn.blas", "navi_nb.learn.fused", "navi_nb.learn.gae",
+                 "navi_nb.learn.loss_reference", "navi_nb.learn.mlp", "navi_nb.sense.tracer", "navi_nb.world.field",
+                 "navi_nb.world.gmdag", "navi_nb.world.layout")
+"""The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache)."""
+COLD_COMPILE_S = 75
+"""Roughly how many CPU-seconds compiling all of them takes (one core of a 2-core x86 machine; Numba compiles
+on one thread), so the wall time on an idle machine."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--config", metavar="FILE", help="TOML or JSON file of settings (flags override it)")
     g.add_argument("--resume", metavar="RUN", help="continue the run in folder RUN from its newest checkpoint")
     g.add_argument("--no-progress", action="store_true", help="plain log lines instead of the live display")
-    g.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    g.add_argument("--print-config", action="store_true",
+                   help="print every setting with its meaning and exit (a run prints only the changed ones)")
     add_config_arguments(p)
 
 
@@ -45,10 +56,36 @@ def resolve_config(args):
     return from_dict(data, source=f"config file {args.config}" if args.config else "settings")
 
 
+def announce_cold_kernels(console) -> bool:
+    """Say once, before the first compile, that kernels are compiling and about how long it takes."""
+    from navi_nb.jit_cache import cold_sources
+
+    cold = cold_sources(TRAIN_KERNELS)
+    if cold:
+        seconds = COLD_COMPILE_S * len(cold) / len(TRAIN_KERNELS)
+        busy = os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else 0.0
+        seconds *= max(1.0, busy)  # a busy machine shares its cores with the compile
+        console.print(f"compiling kernels, first run only: ~{max(5, round(seconds, -1)):.0f} s "
+                      "(an estimate; cached afterwards)")
+    return bool(cold)
+
+
 def run(args) -> int:
+    from navi_nb.train.runs import RunError, os_error
+
+    try:
+        return _run(args)
+    except OSError as exc:  # a full disk, a read-only folder, a name too long: one line, not a traceback
+        raise os_error(exc, "train") from None
+    except MemoryError:  # the size checks are lower bounds; what they let through may still not fit
+        raise RunError("train: ran out of memory; use fewer actors or rollout steps") from None
+
+
+def _run(args) -> int:
     from rich.console import Console
 
-    from navi_nb.train.loop import Trainer, print_config, print_summary
+    from navi_nb.train.loop import Trainer
+    from navi_nb.train.report import print_config, print_summary
 
     console = Console()
     if args.resume:
@@ -60,14 +97,16 @@ def run(args) -> int:
         if args.print_config:
             from navi_nb.train.runs import read_run_config
 
-            print_config(console, read_run_config(args.resume), args.resume)
+            print_config(console, read_run_config(args.resume), args.resume, full=True)
             return 0
+        announce_cold_kernels(console)
         trainer = Trainer.resume(args.resume, overrides_from_args(args), console=console)
     else:
         cfg = resolve_config(args)
         if args.print_config:
-            print_config(console, cfg)
+            print_config(console, cfg, full=True)
             return 0
+        announce_cold_kernels(console)
         trainer = Trainer.create(cfg, console=console)
     summary = trainer.train(progress=not args.no_progress)
     print_summary(console, trainer, summary)

@@ -37,7 +37,7 @@ from navi_nb.env.motion import clearance_distances, field_cube, move_actors, wor
 from navi_nb.env.observation import build_obs, obs_layout, obs_size
 from navi_nb.env.spawn import SpawnSampler
 from navi_nb.env.tasks import TASK_CODES, TERMS, VisitGrid, reward_coefficients, score_step, start_episodes
-from navi_nb.rng_state import (STATE_DTYPE, STATE_SHAPE, GeneratorStateError, check_generator_array,
+from navi_nb.rng_state import (STATE_DTYPE, STATE_SHAPE, GeneratorStateError,
                                generator_from_array, generator_to_array)
 from navi_nb.world import gmdag
 from navi_nb.world.world_set import WorldSet
@@ -287,11 +287,15 @@ class NavEnv:
     def check_actions(self, actions) -> np.ndarray:
         """The actions as an array, or an :class:`ActionError`; changes nothing."""
         A = self.n_actors
-        if isinstance(actions, np.ndarray):
+        if isinstance(actions, np.ma.MaskedArray):
+            # a mask would hide NaN from the check below while the kernels read the data under it
+            raise ActionError("NavEnv.step: actions must be a plain array, not a masked array "
+                              "(fill the masked values first)")
+        if type(actions) is np.ndarray:
             a = actions
         else:
             try:
-                a = np.asarray(actions)
+                a = np.asarray(actions)  # a subclass becomes the plain array its data is
             except (ValueError, TypeError) as exc:
                 raise ActionError(f"NavEnv.step: actions are not an array of numbers ({exc})") from None
         if a.dtype.kind != "f":
@@ -378,25 +382,68 @@ class NavEnv:
             if v.shape != shape or v.dtype != np.dtype(dtype):
                 raise StateError(f"NavEnv.set_state: {name} must be {np.dtype(dtype)} {shape}, "
                                  f"got {v.dtype} {v.shape}")
-        for name in ("pos", "yaw", "vel", "goal", "goal_dist", "obs"):
-            if not np.isfinite(np.asarray(state[name])).all():
+        # plain arrays from here on (a masked array's mask would hide values from the checks)
+        values = {name: np.array(state[name], copy=True, subok=False) for name in self._state_spec}
+        for name in ("pos", "yaw", "vel", "prev_action", "goal", "goal_dist", "start_dist", "ep_return",
+                     "path_len", "obs"):
+            if not np.isfinite(values[name]).all():
                 raise StateError(f"NavEnv.set_state: {name} holds non-finite values")
-        wi = np.asarray(state["world_index"])
+        wi = values["world_index"]
         if wi.size and (int(wi.min()) < 0 or int(wi.max()) >= len(self.world_set)):
             raise StateError(f"NavEnv.set_state: world_index values must lie in [0, {len(self.world_set)})")
+        self._check_ranges(values)
+        generators = {}
         for name in ("rng_spawn", "rng_goal"):
             try:
-                check_generator_array(state[name])
+                generators[name] = generator_from_array(values[name])
             except GeneratorStateError as exc:
                 raise StateError(f"NavEnv.set_state: {name}: {exc}") from None
+        has_reset = state.get("has_reset", True)
+        if np.ndim(has_reset) != 0 or np.asarray(has_reset).dtype.kind not in "bi" or has_reset not in (0, 1):
+            raise StateError(f"NavEnv.set_state: has_reset must be a boolean, got {has_reset!r}")
+        # apply: everything is checked and converted; nothing below can fail
+        self._rng_spawn, self._rng_goal = generators["rng_spawn"], generators["rng_goal"]
         for name in self._state_spec:
-            if name == "rng_spawn":
-                self._rng_spawn = generator_from_array(state[name])
-            elif name == "rng_goal":
-                self._rng_goal = generator_from_array(state[name])
-            else:
-                getattr(self, "_" + name)[...] = state[name]
-        self._has_reset = bool(state.get("has_reset", True))
+            if not name.startswith("rng_"):
+                getattr(self, "_" + name)[...] = values[name]
+        self._has_reset = bool(has_reset)
+
+    def _check_ranges(self, v) -> None:
+        """Raise StateError for finite values no step can produce (outside the world, negative counts, ...)."""
+        cfg = self.config
+
+        def refuse(name, what):
+            raise StateError(f"NavEnv.set_state: {name} {what}")
+
+        # each actor's bounds are its world's (world_index was checked first)
+        wi = v["world_index"].astype(np.int64)
+        lo, hi = self._wparams[wi, 2:5], self._wparams[wi, 5:8]
+        # float32 rounding of positions clamped in float64: a small tolerance around the exact bounds
+        tol = 1e-4 * max(1.0, float(np.max(self._wparams[:, 5:8] - self._wparams[:, 2:5])))
+        if np.any(v["pos"] < lo - tol) or np.any(v["pos"] > hi + tol):
+            where = (f"{self._wparams[0, 2:5].tolist()}..{self._wparams[0, 5:8].tolist()}"
+                     if len(self.world_set) == 1 else "of the actor's world")
+            refuse("pos", f"holds positions outside the reachable cube {where}")
+        cube_lo, cube_hi = lo - cfg.radius, hi + cfg.radius
+        if np.any(v["goal"] < cube_lo - tol) or np.any(v["goal"] > cube_hi + tol):
+            refuse("goal", "holds goals outside the world's cube")
+        if np.any(np.abs(v["yaw"]) > np.float32(np.pi)):
+            refuse("yaw", "holds angles outside [-pi, pi]")
+        if np.any(np.abs(v["prev_action"]) > 1.0):
+            refuse("prev_action", "holds actions outside [-1, 1] (actions are clipped)")
+        extent = float(np.max(cube_hi - cube_lo))
+        if np.any(np.abs(v["vel"]) > extent / cfg.dt):
+            refuse("vel", "holds velocities no step can reach")
+        for name in ("goal_dist", "start_dist", "path_len", "collisions", "episodes", "cells", "ep_len"):
+            if v[name].size and v[name].min() < 0:
+                refuse(name, "holds negative values")
+        if v["ep_len"].size and v["ep_len"].max() > cfg.max_steps:
+            refuse("ep_len", f"holds episode lengths over max_steps ({cfg.max_steps})")
+        if v["collisions"].size and np.any(v["collisions"] > v["ep_len"]):
+            refuse("collisions", "holds more collisions than steps in the episode")
+        n_cells = np.array([g.n_cells for g in self._grids], np.int64)[wi]
+        if v["cells"].size and np.any(v["cells"] > n_cells):
+            refuse("cells", f"holds more visited cells than the grid has ({int(n_cells.max())})")
 
     # ------------------------------------------------------------------
     @property

@@ -11,6 +11,12 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from navi_nb.errors import NaviError
+
+
+class OptimizerStateError(NaviError, ValueError):
+    """A saved optimizer state that this optimizer cannot hold or could not have reached."""
+
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def adam_kernel(params, grad, m, v, lr, beta1, beta2, eps, grad_scale, step):
@@ -47,7 +53,28 @@ class Adam:
     def state(self):
         return {"m": self.m.copy(), "v": self.v.copy(), "t": np.array(self.t, np.int64)}
 
+    def check_state(self, state) -> None:
+        """Raise OptimizerStateError unless ``state`` (as :meth:`state` returns) can be loaded; changes nothing."""
+        if not isinstance(state, dict):
+            raise OptimizerStateError(f"Adam state: expected a dict, got {type(state).__name__}")
+        moments = {}
+        for key in ("m", "v"):
+            arr = np.asarray(state.get(key))  # a plain array: a mask would hide NaN from the check
+            if arr.shape != self.m.shape or arr.dtype != self.m.dtype:
+                raise OptimizerStateError(f"Adam state {key!r}: expected {self.m.dtype} {self.m.shape}, "
+                                          f"got {arr.dtype} {arr.shape}")
+            if not np.isfinite(arr).all():
+                raise OptimizerStateError(f"Adam state {key!r} holds non-finite values")
+            moments[key] = arr
+        if np.min(moments["v"], initial=0.0) < 0:  # a mean of squares: negative makes the step's sqrt NaN
+            raise OptimizerStateError("Adam state 'v' (the second moment) holds negative values")
+        t = np.asarray(state.get("t"))
+        if t.ndim != 0 or t.dtype.kind not in "iu" or int(t) < 0:
+            raise OptimizerStateError(f"Adam state 't' must be a non-negative integer, got {state.get('t')!r}")
+
     def load_state(self, state):
-        self.m[...] = state["m"]
-        self.v[...] = state["v"]
+        """Restore :meth:`state`'s dict (checked first; nothing changes on a bad state)."""
+        self.check_state(state)
+        self.m[...] = np.asarray(state["m"])
+        self.v[...] = np.asarray(state["v"])
         self.t = int(state["t"])

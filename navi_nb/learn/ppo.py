@@ -18,7 +18,7 @@ import numpy as np
 
 from navi_nb.errors import NaviError
 from navi_nb.learn import fused
-from navi_nb.learn.adam import Adam
+from navi_nb.learn.adam import Adam, OptimizerStateError
 from navi_nb.learn.fused import ENTROPY, GRAD_NORM, STAT_NAMES
 from navi_nb.learn.gae import compute_gae
 from navi_nb.rng_state import GeneratorStateError, check_generator_array, generator_to_array, restore_generator
@@ -278,6 +278,9 @@ class PPO:
 
     def set_state(self, state):
         """Restore :meth:`get_state`'s dict; everything is checked before anything changes."""
+        if not isinstance(state, dict):
+            raise PPOConfigError(f"PPO state: expected a dict, got {type(state).__name__}")
+        state = {k: np.asarray(v) for k, v in state.items()}  # plain arrays: a mask would hide NaN from the checks
         for key, (shape, dtype) in self.state_spec().items():
             arr = np.asarray(state.get(key))
             if arr.shape != shape or arr.dtype != dtype:
@@ -292,7 +295,12 @@ class PPO:
             check_generator_array(state["rng"])
         except GeneratorStateError as exc:
             raise PPOConfigError(f"PPO state 'rng': {exc}") from None
+        adam_state = {"m": state["adam_m"], "v": state["adam_v"], "t": np.asarray(state["adam_t"])}
+        try:
+            self.adam.check_state(adam_state)
+        except OptimizerStateError as exc:
+            raise PPOConfigError(f"PPO state: {exc}") from None
         self.policy.set_params(state["params"])
-        self.adam.load_state({"m": state["adam_m"], "v": state["adam_v"], "t": adam_t})
+        self.adam.load_state(adam_state)
         self.updates_done = updates
         restore_generator(self.rng, state["rng"])

@@ -15,7 +15,10 @@ plus the complete new one; a stray ``.tmp`` file is ignored by the reader and
 removed by the next save.
 
 Reading treats the file as untrusted input. ``open_checkpoint`` reads the
-zip's directory and ``meta.json`` (bounded in size); ``read_arrays(spec)``
+zip's directory (all members together may not declare more than
+``MAX_INFLATION`` times the file's size, so a small file of deflated zeros
+cannot make a reader allocate gigabytes) and ``meta.json`` (bounded in size;
+any parser error, deep nesting included, is a ``CheckpointError``); ``read_arrays(spec)``
 then checks the member list against ``spec`` (name -> (shape, dtype), what the
 config implies), reads every member's ``.npy`` header and checks its declared
 shape, dtype, order and size BEFORE reading any data, and only then reads the
@@ -30,7 +33,9 @@ import hashlib
 import json
 import os
 import re
+import tokenize
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +46,15 @@ FORMAT_VERSION = 1
 META_MEMBER = "meta.json"
 MAX_META_BYTES = 8 << 20  # a larger meta.json is refused unread
 MAX_ARRAY_BYTES = 4 << 30  # a larger declared array is refused unread, even if spec says so
+# All members together may inflate to at most MAX_INFLATION times the file's size on disk plus
+# INFLATION_SLACK: the writer stores members uncompressed (ratio 1), so only a crafted file of
+# deflated zeros comes near it, and its declared sizes cannot make a reader allocate more than this.
+MAX_INFLATION = 16
+INFLATION_SLACK = 1 << 20
+# What parsing an untrusted .npy header or meta.json can raise besides the usual ValueError family:
+# an unbalanced bracket (tokenize.TokenError), deep nesting (RecursionError), a huge literal (MemoryError).
+_PARSE_ERRORS = (ValueError, OSError, EOFError, SyntaxError, TypeError, zipfile.BadZipFile, tokenize.TokenError,
+                 RecursionError, MemoryError, zlib.error, zipfile.LargeZipFile, NotImplementedError, RuntimeError)
 CKPT_RE = re.compile(r"^ckpt_(\d{8})\.npz$")
 
 
@@ -208,8 +222,8 @@ class Checkpoint:
                                 break
                             got += n
                         tail = f.read(1)
-                    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
-                        raise CheckpointError(src, f"member {name!r} is corrupt ({exc})") from exc
+                    except _PARSE_ERRORS as exc:
+                        raise CheckpointError(src, f"member {name!r} is corrupt ({_one_line(exc)})") from exc
                 if got != nbytes or tail:
                     raise CheckpointError(src, f"member {name!r} is truncated or has trailing data")
                 out[name] = arr
@@ -220,21 +234,21 @@ def _open_file(src):
     try:
         return open(src, "rb")
     except OSError as exc:
-        raise CheckpointError(src, f"cannot read ({exc.strerror or exc})") from exc
+        raise CheckpointError(src, f"cannot read ({exc.strerror or _one_line(exc)})") from exc
 
 
 def _open_zip(fh, src):
     try:
         return zipfile.ZipFile(fh, "r")
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
-        raise CheckpointError(src, f"not a readable .npz (truncated or corrupt: {exc})") from exc
+    except _PARSE_ERRORS as exc:
+        raise CheckpointError(src, f"not a readable .npz (truncated or corrupt: {_one_line(exc)})") from exc
 
 
 def _open_member(zf, info, src):
     try:
         return zf.open(info, "r")
-    except (zipfile.BadZipFile, NotImplementedError, OSError, EOFError, ValueError, RuntimeError) as exc:
-        raise CheckpointError(src, f"member {info.filename!r} cannot be opened ({exc})") from exc
+    except _PARSE_ERRORS as exc:
+        raise CheckpointError(src, f"member {info.filename!r} cannot be opened ({_one_line(exc)})") from exc
 
 
 def _read_header(f, src, name):
@@ -244,17 +258,24 @@ def _read_header(f, src, name):
             return np.lib.format.read_array_header_1_0(f)
         if version == (2, 0):
             return np.lib.format.read_array_header_2_0(f)
-    except (ValueError, OSError, EOFError, SyntaxError, TypeError, zipfile.BadZipFile) as exc:
-        raise CheckpointError(src, f"member {name!r} has a corrupt .npy header ({exc})") from exc
+    except _PARSE_ERRORS as exc:
+        raise CheckpointError(src, f"member {name!r} has a corrupt .npy header ({_one_line(exc)})") from exc
     raise CheckpointError(src, f"member {name!r} has .npy format version {version}, expected 1.0 or 2.0")
+
+
+def _one_line(exc) -> str:
+    """An exception's text on one line, bounded (parsers quote the bad input back)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def open_checkpoint(path) -> Checkpoint:
     """Open ``path``, check the zip directory and read ``meta.json`` (nothing else yet)."""
     src = Path(path)
     if not src.is_file():
-        raise CheckpointError(src, "no such file")
+        raise CheckpointError(src, "no such file" if not src.exists() else "not a regular file")
     with _open_file(src) as fh, _open_zip(fh, src) as zf:
+        disk_size = os.fstat(fh.fileno()).st_size
         infos = {}
         for info in zf.infolist():
             name = info.filename
@@ -264,7 +285,15 @@ def open_checkpoint(path) -> Checkpoint:
                 raise CheckpointError(src, f"unexpected member {name!r}")
             if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
                 raise CheckpointError(src, f"member {name!r} uses unsupported compression {info.compress_type}")
+            if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+                raise CheckpointError(src, f"member {name!r} is stored uncompressed but declares "
+                                           f"{info.file_size} bytes in {info.compress_size}")
             infos[name] = info
+        inflated = sum(info.file_size for info in infos.values())
+        limit = MAX_INFLATION * disk_size + INFLATION_SLACK
+        if inflated > limit:
+            raise CheckpointError(src, f"members declare {inflated} bytes in all, more than {MAX_INFLATION} times "
+                                       f"the file's {disk_size} bytes (limit {limit}): refused unread")
         if META_MEMBER not in infos:
             raise CheckpointError(src, "no meta.json member")
         if infos[META_MEMBER].file_size > MAX_META_BYTES:
@@ -274,8 +303,8 @@ def open_checkpoint(path) -> Checkpoint:
             with zf.open(infos[META_MEMBER]) as f:
                 raw = f.read(MAX_META_BYTES + 1)
             meta = json.loads(raw.decode("utf-8"))
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError, UnicodeDecodeError) as exc:
-            raise CheckpointError(src, f"meta.json is corrupt ({exc})") from exc
+        except _PARSE_ERRORS as exc:
+            raise CheckpointError(src, f"meta.json is corrupt ({_one_line(exc)})") from exc
     if not isinstance(meta, dict):
         raise CheckpointError(src, "meta.json is not a JSON object")
     version = meta.get("format_version")

@@ -18,6 +18,8 @@ from navi_nb.errors import NaviError
 from navi_nb.learn.ppo import PPOConfig, PPOConfigError
 from navi_nb.train.checkpoint import config_hash
 
+MAX_CONFIG_BYTES = 1 << 20  # a config file or a run's config.json larger than this is refused unread
+
 
 class ConfigError(NaviError, ValueError):
     """A bad training setting or config file."""
@@ -78,10 +80,11 @@ class TrainConfig(PPOConfig):
     """Episodes for the evaluation run at the end of training (0: none)."""
 
     # ------------------------------------------------------------------------
-    def validate(self) -> "TrainConfig":
+    def validate(self, source: str = "config") -> "TrainConfig":
+        """Check every field; a ConfigError's message starts with ``source`` (what the settings came from)."""
         def check(cond, msg):
             if not cond:
-                raise ConfigError(f"config: {msg}")
+                raise ConfigError(f"{source}: {msg}")
 
         def is_int(v):
             return isinstance(v, int) and not isinstance(v, bool)
@@ -128,8 +131,23 @@ class TrainConfig(PPOConfig):
         try:
             PPOConfig.validate(self)
         except PPOConfigError as exc:
-            raise ConfigError(f"config: {exc}") from None
+            raise ConfigError(f"{source}: {exc}") from None
         return self
+
+    def memory_estimate(self) -> int:
+        """A lower bound on the bytes a run of this config holds: per actor, the environment's state and
+        step buffers, the sensor's ray buffers and the rollout slab (the world and the network are extra)."""
+        obs_dim = self.obs_dim()
+        per_actor = actor_bytes(obs_dim, self.sensor_az * self.sensor_el) + self.rollout_steps * (4 * obs_dim + 48)
+        return self.actors * per_actor
+
+    def obs_dim(self) -> int:
+        """The observation width this config's environment has (rays, optional classes, motion, goal)."""
+        from navi_nb.env.observation import obs_layout, obs_size
+
+        env = self.env if isinstance(self.env, dict) else {}
+        n_rays = self.sensor_az * self.sensor_el
+        return obs_size(obs_layout(n_rays, bool(env.get("semantic_obs", False)), self.task == "pointgoal"))
 
     @property
     def batch_size(self) -> int:
@@ -198,8 +216,27 @@ def _optional_float(text):
     return float(text)
 
 
+def _whole_number(text):
+    """An integer flag's value: ``1000000``, ``1_000_000`` or exact float notation such as ``1e6``."""
+    import argparse
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = Decimal(text.strip().replace("_", ""))
+    except InvalidOperation:
+        raise argparse.ArgumentTypeError(f"expected a whole number such as 1000000 or 1e6, got {text!r}") from None
+    if not value.is_finite() or value != value.to_integral_value():
+        raise argparse.ArgumentTypeError(f"expected a whole number such as 1000000 or 1e6, got {text!r} "
+                                         "(not an integer)")
+    return int(value)
+
+
 def _int_list(text):
-    sizes = [int(x) for x in text.split(",") if x.strip()]
+    sizes = [_whole_number(x) for x in text.split(",") if x.strip()]
     if not sizes:
         raise ValueError("no sizes")
     return sizes
@@ -216,6 +253,7 @@ def _env_setting(text):
     return key.strip(), parsed
 
 
+_whole_number.__name__ = "whole number"
 _optional_float.__name__ = "number or none"
 _int_list.__name__ = "comma-separated sizes like 128,128"
 _env_setting.__name__ = "KEY=VALUE"
@@ -261,7 +299,7 @@ def add_config_arguments(parser) -> None:
             help_ += " (repeatable)"
             kw["help"] = help_
         else:
-            kw["type"] = {"int": int, "float": float, "str": str, "optional_float": _optional_float,
+            kw["type"] = {"int": _whole_number, "float": float, "str": str, "optional_float": _optional_float,
                           "list": _int_list}[kind]
             if f.metadata.get("choices"):
                 kw["choices"] = f.metadata["choices"]
@@ -304,19 +342,25 @@ def from_dict(data: dict, source="config") -> TrainConfig:
         if kinds[k] in ("float", "optional_float") and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
         setattr(cfg, k, v)
-    try:
-        return cfg.validate()
-    except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
+    return cfg.validate(source)
+
+
+def actor_bytes(obs_dim: int, n_rays: int) -> int:
+    """Bytes one actor of NavEnv holds at least: its state and step buffers (two observations and about
+    200 bytes of poses and counters) and its rays' depth, class and hit buffers."""
+    return 8 * int(obs_dim) + 200 + 7 * int(n_rays)
 
 
 def read_config_file(path) -> dict:
     """Read a TOML (``.toml``) or JSON file of settings into a dict."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"config file {path}: cannot read ({exc.strerror or exc})") from exc
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {path}: larger than {MAX_CONFIG_BYTES} bytes (a config is a few settings)")
     if path.suffix.lower() == ".toml":
         try:
             import tomllib  # Python 3.11+
@@ -328,13 +372,15 @@ def read_config_file(path) -> dict:
                                   "package; use a .json config instead") from None
         try:
             data = tomllib.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"config file {path}: not valid TOML ({exc})") from exc
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+            raise ConfigError(f"config file {path}: not valid TOML ({type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:200]})") from exc
     elif path.suffix.lower() == ".json":
         try:
             data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise ConfigError(f"config file {path}: not valid JSON ({exc})") from exc
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise ConfigError(f"config file {path}: not valid JSON ({type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:200]})") from exc
     else:
         raise ConfigError(f"config file {path}: expected a .toml or .json file")
     if not isinstance(data, dict):

@@ -19,8 +19,8 @@ import numpy as np
 
 import navi_nb
 from navi_nb.train import checkpoint as ck
-from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, WORLD_FILE, RunError, write_json_atomic, make_env,  # noqa: F401
-                          make_policy, read_run_config)
+from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, WORLD_FILE, RunError, check_memory,  # noqa: F401
+                                make_env, make_policy, os_error, read_run_config, write_json_atomic)
 
 EVAL_FILE = "eval.json"
 EPISODES_FILE = "eval_episodes.npz"
@@ -35,6 +35,10 @@ def load_run_policy(run_path, cfg, obs_dim, act_dim=4, source="auto"):
     spec = {"policy.params": (policy.params.shape, policy.params.dtype)}
     if source in ("auto", "final") and final.is_file():
         arrays, meta = ck.load_checkpoint(final, spec, expect_hash=cfg.hash())
+        bad = ~np.isfinite(arrays["policy.params"])
+        if bad.any():
+            raise ck.CheckpointError(final, f"member 'policy.params' holds {int(bad.sum())} non-finite weight(s) "
+                                            f"(first at index {int(np.flatnonzero(bad)[0])})")
         policy.set_params(arrays["policy.params"])
         return policy, {"source": str(final), "update": meta.get("update")}
     if source == "final":
@@ -96,9 +100,10 @@ def evaluate(run_path, episodes=100, seed=None, source="auto", save=True, consol
 
     run_path = Path(run_path)
     cfg = read_run_config(run_path)
-    if not isinstance(episodes, int) or episodes < 1:
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
     eval_seed = cfg.seed + SEED_OFFSET if seed is None else int(seed)
+    check_memory(f"evaluating {episodes} episodes", episodes_memory_estimate(cfg, episodes))
     world = load_world(run_path / WORLD_FILE)
     env = make_env(world, cfg, n_actors=episodes, seed=eval_seed)
     policy, origin = load_run_policy(run_path, cfg, env.obs_dim, env.action_dim, source)
@@ -121,15 +126,36 @@ def evaluate(run_path, episodes=100, seed=None, source="auto", save=True, consol
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
     res["success_rate_ci95"] = [float(mid - half), float(mid + half)]
     if save:
-        write_json_atomic(run_path / EVAL_FILE, res)
-        ck.save_checkpoint(run_path / EPISODES_FILE, {
-            "positions": traj["positions"], "yaws": traj["yaws"], "goals": traj["goals"],
-            "length": ep["length"].astype(np.int32), "success": ep["success"].astype(np.bool_),
-            "return": ep["return"].astype(np.float32), "spl": ep["spl"].astype(np.float32),
-            "collisions": ep["collisions"].astype(np.int32)},
-            {"kind": "eval_episodes", "episodes": n, "steps": int(traj["positions"].shape[0]),
-             "config_hash": cfg.hash(), "seed": eval_seed})
+        try:
+            save_results(run_path, res, ep, traj, cfg, eval_seed)
+        except OSError as exc:
+            raise os_error(exc, f"cannot write the evaluation into {run_path}") from None
     return res
+
+
+def save_results(run_path, res, ep, traj, cfg, eval_seed):
+    """``eval.json`` and ``eval_episodes.npz`` (the trajectories ``navi-nb render RUN --episode K`` draws)."""
+    write_json_atomic(run_path / EVAL_FILE, res)
+    ck.save_checkpoint(run_path / EPISODES_FILE, {
+        "positions": traj["positions"], "yaws": traj["yaws"], "goals": traj["goals"],
+        "length": ep["length"].astype(np.int32), "success": ep["success"].astype(np.bool_),
+        "return": ep["return"].astype(np.float32), "spl": ep["spl"].astype(np.float32),
+        "collisions": ep["collisions"].astype(np.int32)},
+        {"kind": "eval_episodes", "episodes": res["episodes"], "steps": int(traj["positions"].shape[0]),
+         "config_hash": cfg.hash(), "seed": eval_seed})
+
+
+def episodes_memory_estimate(cfg, episodes: int) -> int:
+    """A lower bound on the bytes evaluating ``episodes`` side by side holds: one environment actor per
+    episode, the policy's hidden activations (actor and critic trunks), and its logged poses (position
+    and yaw, 16 bytes a step: the list of steps, the stacked array and its float32 copy)."""
+    from navi_nb.env.config import EnvConfig
+    from navi_nb.train.config import actor_bytes
+
+    max_steps = EnvConfig.from_kwargs(**cfg.env).max_steps
+    per_episode = (actor_bytes(cfg.obs_dim(), cfg.sensor_az * cfg.sensor_el) + 8 * sum(cfg.hidden)
+                   + 3 * 16 * (max_steps + 2))
+    return episodes * per_episode
 
 
 def episodes_spec(n_episodes, n_steps):
@@ -140,14 +166,52 @@ def episodes_spec(n_episodes, n_steps):
             "spl": ((n_episodes,), np.float32), "collisions": ((n_episodes,), np.int32)}
 
 
-def load_episodes(run_path):
-    """The saved trajectories of the last evaluation (checked like any checkpoint)."""
+def load_episodes(run_path, world=None):
+    """The saved trajectories of the last evaluation (checked like any checkpoint).
+
+    Beyond the checkpoint reader's checks (members, shapes, sizes, CRCs), the
+    values are checked: finite, lengths within the logged steps, counters not
+    negative, SPL in [0, 1], and, when ``world`` is given, every position and
+    goal inside the world's cube.
+    """
     path = Path(run_path) / EPISODES_FILE
     c = ck.open_checkpoint(path)
     n, steps = c.meta.get("episodes"), c.meta.get("steps")
-    if not (isinstance(n, int) and isinstance(steps, int) and 0 < n <= 1_000_000 and 0 < steps <= 1_000_000):
+    if not (isinstance(n, int) and isinstance(steps, int) and not isinstance(n, bool)
+            and not isinstance(steps, bool) and 0 < n <= 1_000_000 and 0 < steps <= 1_000_000):
         raise ck.CheckpointError(path, "meta.json has no valid episode/step counts")
-    return c.read_arrays(episodes_spec(n, steps)), c.meta
+    eps = c.read_arrays(episodes_spec(n, steps))
+    check_episodes(path, eps, world)
+    return eps, c.meta
+
+
+def check_episodes(path, eps, world=None):
+    """Raise CheckpointError unless the loaded episode arrays hold possible values."""
+    steps = eps["positions"].shape[0]
+    for name in ("positions", "yaws", "goals", "return", "spl"):
+        bad = ~np.isfinite(eps[name])
+        if bad.any():
+            raise ck.CheckpointError(path, f"member {name!r} holds {int(bad.sum())} non-finite value(s)")
+    if eps["success"].view(np.uint8).max(initial=0) > 1:
+        raise ck.CheckpointError(path, "member 'success' holds bytes other than 0 and 1")
+    length = eps["length"]
+    if length.size and (length.min() < 0 or length.max() > steps - 1):
+        raise ck.CheckpointError(path, f"member 'length' holds {int(length.min())}..{int(length.max())}, "
+                                       f"outside 0..{steps - 1} (the logged steps)")
+    if eps["collisions"].size and eps["collisions"].min() < 0:
+        raise ck.CheckpointError(path, "member 'collisions' holds negative counts")
+    if eps["spl"].size and (eps["spl"].min() < 0 or eps["spl"].max() > 1):
+        raise ck.CheckpointError(path, "member 'spl' holds values outside [0, 1]")
+    if np.abs(eps["yaws"]).max(initial=0) > 4.0:  # yaws are kept in [-pi, pi)
+        raise ck.CheckpointError(path, "member 'yaws' holds angles outside [-pi, pi]")
+    if world is not None:
+        lo = np.asarray(world.bmin, np.float64) - 1e-3 * float(world.voxel_size)
+        hi = np.asarray(world.bmax, np.float64) + 1e-3 * float(world.voxel_size)
+        for name in ("positions", "goals"):
+            xyz = eps[name].reshape(-1, 3)
+            if xyz.size and (np.any(xyz.min(axis=0) < lo) or np.any(xyz.max(axis=0) > hi)):
+                raise ck.CheckpointError(path, f"member {name!r} holds points outside the world's cube "
+                                               f"{lo.round(3).tolist()}..{hi.round(3).tolist()}")
 
 
 def print_results(console, res):

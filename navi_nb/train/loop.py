@@ -22,7 +22,6 @@ One update, top to bottom (``Trainer.train``):
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -33,9 +32,11 @@ import navi_nb
 from navi_nb.train import checkpoint as ck
 from navi_nb.errors import NaviError
 from navi_nb.train.metrics import MetricsLog
-from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, WORLD_FILE, RunError, pick_run_path, write_json_atomic,
-                          check_scene, load_scene_world, make_env, make_policy, process_age, read_run_config)
-from navi_nb.train.config import RESUME_FIELDS, TrainConfig, field_docs
+from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, WORLD_FILE, RunError, check_memory, check_scene,
+                                load_scene_world, make_env, make_policy, never_checkpointed, os_error, pick_run_path,
+                                process_age, read_run_config, write_json_atomic)
+from navi_nb.train.config import RESUME_FIELDS, TrainConfig
+from navi_nb.train.report import print_config
 
 CHECKPOINT_DIR = "checkpoints"
 CHECKPOINT_LAYOUT = 2
@@ -81,17 +82,24 @@ class Trainer:
         """A new run: checks everything, then makes the run folder."""
         cfg.validate()
         check_scene(cfg.scene)
+        check_memory(f"actors={cfg.actors} with rollout_steps={cfg.rollout_steps}", cfg.memory_estimate())
         run_path = Path(run_path) if run_path is not None else pick_run_path(cfg)
         world = load_scene_world(cfg.scene, cfg.resolution, console)
         self = cls(cfg, run_path, world, console).start()
-        run_path.mkdir(parents=True, exist_ok=True)
         from navi_nb.world.gmdag import save_world
-        save_world(world, run_path / WORLD_FILE)
-        write_json_atomic(run_path / CONFIG_FILE, {
-            "config": cfg.to_dict(), "config_hash": cfg.hash(), "navi_nb_version": navi_nb.__version__,
-            "created": time.strftime("%Y-%m-%d %H:%M:%S"), "obs_dim": self.env.obs_dim,
-            "n_params": int(self.policy.params.size)})
-        self.metrics = MetricsLog(run_path, console=console)
+        try:
+            run_path.mkdir(parents=True, exist_ok=True)
+            if never_checkpointed(run_path):  # a run killed before its first checkpoint: start it over
+                for name in ("metrics.csv", "metrics.jsonl"):
+                    (run_path / name).unlink(missing_ok=True)
+            save_world(world, run_path / WORLD_FILE)
+            write_json_atomic(run_path / CONFIG_FILE, {
+                "config": cfg.to_dict(), "config_hash": cfg.hash(), "navi_nb_version": navi_nb.__version__,
+                "created": time.strftime("%Y-%m-%d %H:%M:%S"), "obs_dim": self.env.obs_dim,
+                "n_params": int(self.policy.params.size)})
+            self.metrics = MetricsLog(run_path, console=console)
+        except OSError as exc:
+            raise os_error(exc, f"cannot write the run folder {run_path}") from None
         self.save_checkpoint()  # update 0: a run killed during its first update can still be resumed
         return self
 
@@ -114,15 +122,29 @@ class Trainer:
         for k, v in changed.items():
             setattr(cfg, k, v)
         cfg.validate()
-        latest = ck.latest_checkpoint(run_path / CHECKPOINT_DIR)
+        check_memory(f"actors={cfg.actors} with rollout_steps={cfg.rollout_steps}", cfg.memory_estimate())
+        folder = run_path / CHECKPOINT_DIR
+        try:
+            strangers = sorted(p.name for p in folder.iterdir() if ck.CKPT_RE.match(p.name) and not p.is_file())
+        except OSError:
+            strangers = []
+        if strangers:
+            raise RunError(f"run {run_path}: {folder / strangers[-1]} is not a regular file; move it away "
+                           "before resuming")
+        latest = ck.latest_checkpoint(folder)
         if latest is None:
-            raise RunError(f"run {run_path} has no checkpoint in {run_path / CHECKPOINT_DIR} to resume from")
+            hint = (f"; it was stopped before its first checkpoint: start it again with --name {run_path.name}"
+                    if never_checkpointed(run_path) else "")
+            raise RunError(f"run {run_path} has no checkpoint in {folder} to resume from{hint}")
         from navi_nb.world.gmdag import load_world
         world = load_world(run_path / WORLD_FILE)
         self = cls(cfg, run_path, world, console)
         self.env.reset(seed=cfg.seed)  # shapes only: set_state below replaces everything
         self.load_checkpoint(latest)
-        self.metrics = MetricsLog(run_path, resume_update=self.update, console=console)
+        try:
+            self.metrics = MetricsLog(run_path, resume_update=self.update, console=console)
+        except OSError as exc:
+            raise os_error(exc, f"cannot write the run folder {run_path}") from None
         if console is not None:
             console.print(f"resumed [bold]{run_path}[/] from {latest.name} (update {self.update}, "
                           f"{self.global_step:,} actor-steps)")
@@ -145,7 +167,11 @@ class Trainer:
         meta = {"config": self.cfg.to_dict(), "config_hash": self.cfg.hash(), "layout": CHECKPOINT_LAYOUT,
                 "navi_nb_version": navi_nb.__version__, "update": self.update, "global_step": self.global_step}
         folder = self.run_path / CHECKPOINT_DIR
-        path = ck.save_checkpoint(folder / ck.checkpoint_name(self.update), self.state_arrays(), meta)
+        try:
+            path = ck.save_checkpoint(folder / ck.checkpoint_name(self.update), self.state_arrays(), meta)
+        except OSError as exc:  # the writer removed its temporary file; older checkpoints are untouched
+            raise os_error(exc, f"cannot write checkpoint {folder / ck.checkpoint_name(self.update)} "
+                                "(older checkpoints are kept)") from None
         ck.prune_checkpoints(folder, self.cfg.keep_checkpoints)
         return path
 
@@ -187,7 +213,10 @@ class Trainer:
         meta = {"config": self.cfg.to_dict(), "config_hash": self.cfg.hash(), "kind": "policy",
                 "navi_nb_version": navi_nb.__version__, "update": self.update, "global_step": self.global_step,
                 "obs_dim": self.env.obs_dim}
-        return ck.save_checkpoint(self.run_path / POLICY_FILE, {"policy.params": self.policy.params}, meta)
+        try:
+            return ck.save_checkpoint(self.run_path / POLICY_FILE, {"policy.params": self.policy.params}, meta)
+        except OSError as exc:
+            raise os_error(exc, f"cannot write {self.run_path / POLICY_FILE} (the checkpoints are kept)") from None
 
     # ------------------------------------------------------------------ loop
     def calibrate_shards(self):
@@ -264,15 +293,27 @@ class Trainer:
             try:
                 while self.update < last:
                     row = self.train_one_update()
-                    self.metrics.write(row)
+                    try:
+                        self.metrics.write(row)
+                    except OSError as exc:
+                        raise os_error(exc, f"cannot write the metrics of {self.run_path}") from None
                     rows.append(row)
                     if self.update == start_update + 1 and console is not None and self.first_tick_s:
                         prog.note(f"first tick {self.first_tick_s:.2f} s after process start")
                     if self.update % cfg.checkpoint_every == 0 or self.update == last:
                         self.save_checkpoint()
                     prog.advance(row)
-            finally:
-                self.metrics.close()
+            except BaseException:
+                try:  # the error in flight is the one to report, not a second one from closing the logs
+                    self.metrics.close()
+                except OSError:
+                    pass
+                raise
+            else:
+                try:
+                    self.metrics.close()
+                except OSError as exc:
+                    raise os_error(exc, f"cannot write the metrics of {self.run_path}") from None
         if self.update >= cfg.num_updates:
             self.save_policy()
         return self.summary(rows)
@@ -293,28 +334,3 @@ class Trainer:
             "t_collect_s": self.timing["collect"], "t_learn_s": self.timing["learn"],
             "shards": getattr(self.shard_report, "choice", None),
         }
-
-
-# ---------------------------------------------------------------------- console
-def print_config(console, cfg: TrainConfig, run_path=None):
-    from rich.table import Table
-
-    docs = field_docs()
-    t = Table(title=f"training config{f' ({run_path})' if run_path else ''}  hash {cfg.hash()}")
-    t.add_column("setting")
-    t.add_column("value")
-    t.add_column("meaning", style="dim")
-    for k, v in cfg.to_dict().items():
-        t.add_row(k, json.dumps(v) if isinstance(v, (dict, list)) else str(v), docs.get(k, ""))
-    console.print(t)
-
-
-def print_summary(console, trainer: "Trainer", summary: dict):
-    from rich.table import Table
-
-    t = Table(title="training summary")
-    t.add_column("")
-    t.add_column("value")
-    for k, v in summary.items():
-        t.add_row(k, f"{v:,.4g}" if isinstance(v, float) else str(v))
-    console.print(t)

@@ -102,13 +102,14 @@ class EpisodeData:
         cfg = read_run_config(run_path)
         if not (run_path / EPISODES_FILE).is_file():
             raise RenderError(f"run {run_path} has no evaluation episodes yet: run `navi-nb eval {run_path}` first")
-        eps, _meta = load_episodes(run_path)
+        world = load_world(run_path / WORLD_FILE)
+        eps, _meta = load_episodes(run_path, world)
         n = eps["length"].shape[0]
         if isinstance(episode, bool) or not isinstance(episode, int) or not 0 <= episode < n:
             raise RenderError(f"episode {episode!r} does not exist: the evaluation has episodes 0..{n - 1}")
         self.run_path = run_path
         self.episode = episode
-        self.world = load_world(run_path / WORLD_FILE)
+        self.world = world
         self.length = int(eps["length"][episode])
         self.pos = eps["positions"][: self.length + 1, episode].astype(np.float64)
         self.yaw = eps["yaws"][: self.length + 1, episode].astype(np.float64)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import navi_nb
 from navi_nb.errors import NaviError
-from navi_nb.train.config import ConfigError, TrainConfig, from_dict
+from navi_nb.train.config import MAX_CONFIG_BYTES, ConfigError, TrainConfig, from_dict
 
 CONFIG_FILE = "config.json"
 POLICY_FILE = "policy.npz"
@@ -125,12 +125,18 @@ def read_run_config(run_path) -> TrainConfig:
         raise RunError(f"run folder {run_path} does not exist")
     p = run_path / CONFIG_FILE
     try:
-        data = json.loads(p.read_text())
+        with open(p, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise RunError(f"run folder {run_path}: cannot read {CONFIG_FILE} ({exc.strerror or exc}); "
                        "is this a navi-nb run folder?") from exc
-    except ValueError as exc:
-        raise RunError(f"run folder {run_path}: {CONFIG_FILE} is not valid JSON ({exc})") from exc
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise RunError(f"run folder {run_path}: {CONFIG_FILE} is larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # (UnicodeDecodeError is a ValueError)
+        raise RunError(f"run folder {run_path}: {CONFIG_FILE} is not valid JSON ({type(exc).__name__}: "
+                       f"{' '.join(str(exc).split())[:200]})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
         raise RunError(f"run folder {run_path}: {CONFIG_FILE} has no 'config' object")
     cfg = from_dict(data["config"], source=str(p))
@@ -140,20 +146,110 @@ def read_run_config(run_path) -> TrainConfig:
     return cfg
 
 
+# What a run folder holds before its first checkpoint exists (Trainer.create writes these first).
+_BEFORE_FIRST_CHECKPOINT = {CONFIG_FILE, WORLD_FILE, WORLD_FILE + ".json", "metrics.csv", "metrics.jsonl", "tb",
+                            "checkpoints"}
+
+
+def never_checkpointed(path: Path) -> bool:
+    """True for a run folder that a kill left before its first checkpoint was complete: only the files
+    ``Trainer.create`` writes first, and nothing in ``checkpoints/`` but temporary files. Such a
+    folder holds nothing to resume; a new run may take it over."""
+    try:
+        names = {p.name for p in path.iterdir()}
+        if not names or not names <= _BEFORE_FIRST_CHECKPOINT:
+            return False
+        ckpt = path / "checkpoints"
+        return not ckpt.exists() or (ckpt.is_dir() and all(p.name.endswith(".tmp") for p in ckpt.iterdir()))
+    except OSError:
+        return False
+
+
 def pick_run_path(cfg: TrainConfig) -> Path:
+    """The new run's folder (not created yet): ``run_dir/name``, or a free ``SCENE-TASK-sSEED[-N]``."""
     root = Path(cfg.run_dir)
-    if cfg.name:
-        path = root / cfg.name
-        if path.exists() and any(path.iterdir()):
-            raise RunError(f"run folder {path} already exists and is not empty; use --resume {path} "
-                           "to continue it, or choose another --name")
+    try:
+        if root.exists() and not root.is_dir():
+            raise RunError(f"--run-dir {root} is not a folder")
+        if cfg.name:
+            limit = _name_max(root)
+            if len(os.fsencode(cfg.name)) > limit:
+                raise RunError(f"--name is {len(os.fsencode(cfg.name))} bytes long; a folder name here may "
+                               f"have at most {limit}")
+            path = root / cfg.name
+            if path.exists() and not path.is_dir():
+                raise RunError(f"run folder {path} exists and is not a folder; choose another --name")
+            if path.exists() and any(path.iterdir()) and not never_checkpointed(path):
+                raise RunError(f"run folder {path} already exists and is not empty; use --resume {path} "
+                               "to continue it, or choose another --name")
+            return path
+        base = f"{Path(cfg.scene).stem}-{cfg.task}-s{cfg.seed}"
+        path, n = root / base, 1
+        while path.exists():
+            n += 1
+            path = root / f"{base}-{n}"
         return path
-    base = f"{Path(cfg.scene).stem}-{cfg.task}-s{cfg.seed}"
-    path, n = root / base, 1
-    while path.exists():
-        n += 1
-        path = root / f"{base}-{n}"
-    return path
+    except OSError as exc:
+        raise os_error(exc, "cannot use the run folder") from None
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name (bytes) the file system under ``folder`` (or its nearest existing parent) allows."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        return int(os.pathconf(probe if probe.exists() else ".", "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
+def os_error(exc: OSError, doing: str) -> RunError:
+    """A file-system error as a one-line RunError naming the path (disk full, read-only, name too long...)."""
+    where = exc.filename if exc.filename is not None else ""
+    if exc.filename2 is not None:
+        where = f"{where} -> {exc.filename2}"
+    reason = exc.strerror or type(exc).__name__
+    return RunError(f"{doing}: {where}: {reason}" if where else f"{doing}: {reason}")
+
+
+# --------------------------------------------------------------------------
+# memory: refuse what cannot fit before allocating it
+# --------------------------------------------------------------------------
+
+def available_memory() -> int | None:
+    """Bytes this process may still allocate: the smaller of the system's available memory and the cgroup's
+    limit minus its use; None where neither can be read."""
+    found = []
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit_file) as fh:
+                text = fh.read().strip()
+            if text == "max":
+                continue
+            with open(usage_file) as fh:
+                found.append(max(0, int(text) - int(fh.read().strip())))
+            break
+        except (OSError, ValueError):
+            continue
+    return min(found) if found else None
+
+
+def check_memory(what: str, need: int) -> None:
+    """Raise RunError when ``need`` bytes (a lower bound of what ``what`` allocates) exceed the memory available."""
+    have = available_memory()
+    if have is not None and need > have:
+        raise RunError(f"{what} needs at least {need / 2**30:.1f} GiB of memory; "
+                       f"{have / 2**30:.1f} GiB is available")
 
 
 def write_json_atomic(path: Path, data):

@@ -46,6 +46,9 @@ EVAL_CHUNK = 1 << 17  # points per field.evaluate call (bounds peak memory)
 # its centre value is below (COLLAPSE_FACTOR + 1) * 2 hd + band < 16 hd for
 # band < 6 hd: the cap never changes the output, it only skips far work.
 CAP_FACTOR = 16.0
+# Largest coordinate a region of interest may have: the fitted cube (up to twice
+# the extent, plus margins) must still fit the header's float32 fields.
+MAX_COORDINATE = 1e37
 
 
 
@@ -188,12 +191,27 @@ def fit_cube(bounds_min, bounds_max, resolution, margin=None):
         side = ext * resolution / (resolution - 2 * MARGIN_VOXELS)
     else:
         side = ext + 2.0 * float(margin)
-    voxel = np.float32(side / resolution)
-    while float(voxel) * resolution < side:
-        voxel = np.nextafter(voxel, np.float32(np.inf))
-    centre = (lo + hi) / 2
-    bmin = (centre - float(voxel) * resolution / 2).astype(np.float32)
+    with np.errstate(over="ignore"):  # a cube too large for float32 is refused by check_cube
+        voxel = np.float32(side / resolution)
+        while float(voxel) * resolution < side:
+            voxel = np.nextafter(voxel, np.float32(np.inf))
+        centre = lo / 2 + hi / 2
+        bmin = (centre - float(voxel) * resolution / 2).astype(np.float32)
     return bmin, voxel
+
+
+def check_cube(bmin, voxel, resolution, what="world cube"):
+    """Refuse a cube whose corners or voxel size do not fit the header's float32 fields.
+
+    Uses the header rules of the `.gmdag` reader, so the compiler never writes
+    a file its own loader rejects.
+    """
+    b = np.asarray(bmin, dtype=np.float32)
+    try:
+        gmdag.check_header_fields((gmdag.MAGIC, gmdag.VERSION, int(resolution), float(b[0]), float(b[1]),
+                                   float(b[2]), float(np.float32(voxel)), 1), what)
+    except gmdag.GmdagError as exc:
+        raise CompileError(f"{what} does not fit the .gmdag header: {exc.rule}") from None
 
 
 def _explicit_cube(cube, resolution):
@@ -218,6 +236,10 @@ def _check_args(bounds_min, bounds_max, resolution, margin):
     hi = np.asarray(bounds_max, dtype=np.float64).reshape(-1)
     if lo.shape != (3,) or hi.shape != (3,) or not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
         raise CompileError(f"bounds must be two finite 3-vectors, got {bounds_min!r}, {bounds_max!r}")
+    # the cube around them is stored as float32: refuse before any arithmetic overflows
+    if max(np.max(np.abs(lo)), np.max(np.abs(hi))) > MAX_COORDINATE:
+        raise CompileError(f"bounds {lo.tolist()} .. {hi.tolist()} exceed {MAX_COORDINATE:g} m: "
+                           f"the world cube would not fit float32")
     if np.any(hi < lo) or not np.any(hi > lo):  # flat along some axis is fine (a wall, a sheet)
         raise CompileError(f"bounds are empty: min {lo.tolist()} max {hi.tolist()}")
     if margin is not None and not (np.isfinite(margin) and margin >= 0):
@@ -265,6 +287,7 @@ def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None,
         bmin, voxel = fit_cube(lo, hi, resolution, margin)
     else:
         bmin, voxel = _explicit_cube(cube, resolution)
+    check_cube(bmin, voxel, resolution)
     h = float(voxel)
     bmin64 = bmin.astype(np.float64)
     depths = int(round(math.log2(resolution)))
@@ -401,7 +424,9 @@ def compile_mesh(mesh_or_path, resolution=256, margin=None, *, progress=None, na
     Distances are signed (MeshField decides inside from outside: pseudonormals
     on closed meshes, the generalised winding number otherwise); space outside
     the triangles' bounding box counts as free. Semantic ids: `classes` per
-    face (default 1) on near-surface voxels.
+    face (default 1) on near-surface voxels. A mesh whose coordinates exceed
+    MAX_COORDINATE, or whose world cube does not fit float32, is refused
+    (CompileError) before any field is built.
     """
     from navi_nb.world.mesh_field import MeshField
 
@@ -415,6 +440,7 @@ def compile_mesh(mesh_or_path, resolution=256, margin=None, *, progress=None, na
         vertices, faces = mesh_or_path
     else:
         vertices, faces = mesh_or_path.vertices, mesh_or_path.faces
+    _check_mesh_bounds(vertices, resolution, margin, name or "mesh")
     field = MeshField(vertices, faces, classes=classes)
     # cells whose parent's value proves their sign only need |distance|: no sign
     # test. The same BVH serves both: a shallow copy with `sign` switched.
@@ -426,3 +452,19 @@ def compile_mesh(mesh_or_path, resolution=256, margin=None, *, progress=None, na
                           sidecar=sidecar, progress=progress, unsigned_field=unsigned, free_outside=True)
     world.source = f"<mesh {name or 'mesh'} @ {resolution}>"
     return world
+
+
+def _check_mesh_bounds(vertices, resolution, margin, name):
+    """Refuse a mesh whose world cube would not fit float32, before any field is built."""
+    v = np.asarray(vertices, dtype=np.float64).reshape(-1, 3)
+    if v.shape[0] == 0 or not np.all(np.isfinite(v)):
+        return  # MeshField names these faults
+    lo, hi = v.min(axis=0), v.max(axis=0)
+    if max(np.max(np.abs(lo)), np.max(np.abs(hi))) > MAX_COORDINATE:
+        raise CompileError(f"{name}: vertex coordinates reach {max(np.max(np.abs(lo)), np.max(np.abs(hi))):g} m, "
+                           f"beyond {MAX_COORDINATE:g} m: the world cube would not fit float32")
+    if margin is not None and not (np.isfinite(margin) and 0 <= margin <= MAX_COORDINATE):
+        return  # _check_args names it
+    if isinstance(resolution, (int, np.integer)) and not isinstance(resolution, bool) and resolution >= 16:
+        bmin, voxel = fit_cube(lo, hi, int(resolution), margin)
+        check_cube(bmin, voxel, int(resolution), f"{name}: world cube")

@@ -38,6 +38,7 @@ HEADER_SIZE = HEADER.size  # 32
 LEAF_BIT = np.uint64(1 << 63)
 MAX_DEPTH = 24  # deeper trees are rejected: float32 cannot place such cubes
 INDEX_MASK = 0xFFFFFFFF
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 # float16 bit pattern -> float32 value, for every one of the 65,536 patterns.
 # Kernels index this table instead of decoding half floats by hand.
@@ -308,7 +309,8 @@ class World:
                 f"bmin={tuple(float(x) for x in self.bmin)}, nodes={self.node_count})")
 
 
-def _check_header(fields, source):
+def check_header_fields(fields, source):
+    """Header rules on unpacked ``HEADER`` fields; raise GmdagError naming `source`."""
     magic, version, resolution, bx, by, bz, voxel, count = fields
     if magic != MAGIC:
         raise GmdagError(source, f"wrong magic {magic!r} (expected {MAGIC!r})")
@@ -322,8 +324,15 @@ def _check_header(fields, source):
         raise GmdagError(source, f"voxel_size {voxel} is not finite and positive")
     if count == 0:
         raise GmdagError(source, "node_count is 0")
-    if not np.isfinite(np.float32(resolution) * np.float32(voxel)):
+    # float64 products of float32 values are exact enough to tell an overflow
+    # without NumPy printing a RuntimeWarning before the error
+    extent = float(np.float32(resolution)) * float(np.float32(voxel))
+    if extent > FLOAT32_MAX:
         raise GmdagError(source, "resolution * voxel_size overflows float32")
+    with np.errstate(over="ignore"):  # the same float32 sum as World.bmax
+        bmax = np.array([bx, by, bz], dtype=np.float32) + np.float32(extent)
+    if not np.all(np.isfinite(bmax)):
+        raise GmdagError(source, f"bounds maximum overflows float32 (bmin ({bx}, {by}, {bz}) + extent {extent:g})")
 
 
 def from_bytes(data, source="<bytes>", validate=True) -> World:
@@ -332,7 +341,7 @@ def from_bytes(data, source="<bytes>", validate=True) -> World:
     if buf.nbytes < HEADER_SIZE:
         raise GmdagError(source, f"file is {buf.nbytes} bytes, shorter than the 32-byte header")
     fields = HEADER.unpack_from(buf, 0)
-    _check_header(fields, source)
+    check_header_fields(fields, source)
     count = fields[7]
     need = HEADER_SIZE + 8 * count
     if buf.nbytes < need:
@@ -406,10 +415,66 @@ def read_sidecar(path) -> dict:
         return {}
     try:
         data = json.loads(sp.read_text())
-    except (OSError, ValueError) as exc:
-        raise GmdagError(sp, f"sidecar is not valid JSON ({exc})") from exc
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
+        raise GmdagError(sp, f"sidecar is not valid JSON ({type(exc).__name__}: {exc})".replace("\n", " ")) from None
+    return check_sidecar(data, sp)
+
+
+def _finite_number(x) -> bool:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(x))
+    except OverflowError:  # a JSON integer beyond float range
+        return False
+
+
+def _is_point(p) -> bool:
+    """A JSON [x, y, z] of numbers that are finite as float32 (how points are used)."""
+    return (isinstance(p, list) and len(p) == 3
+            and all(_finite_number(x) and abs(float(x)) <= FLOAT32_MAX for x in p))
+
+
+def check_sidecar(data, source="<sidecar>") -> dict:
+    """Check the types and shapes of the sidecar keys the package reads; return `data`.
+
+    scene: str; seed: an integer; triangles: an integer >= 0; closed: bool; class_names: 1..65536
+    strings; spawn_points: a list of finite [x, y, z]; bounds_of_interest:
+    [[x, y, z], [x, y, z]] finite with min <= max; compiler: an object. Other
+    keys are kept unread. Raises GmdagError naming the key.
+    """
     if not isinstance(data, dict):
-        raise GmdagError(sp, "sidecar must hold a JSON object")
+        raise GmdagError(source, f"sidecar must hold a JSON object, not {type(data).__name__}")
+
+    def bad(key, want):
+        got = json.dumps(data[key])
+        got = got if len(got) <= 60 else got[:57] + "..."
+        raise GmdagError(source, f"sidecar key {key!r} must be {want}, got {got}")
+
+    if "scene" in data and not isinstance(data["scene"], str):
+        bad("scene", "a string")
+    if "seed" in data and (isinstance(data["seed"], bool) or not isinstance(data["seed"], int)):
+        bad("seed", "an integer")
+    if "triangles" in data and (isinstance(data["triangles"], bool) or not isinstance(data["triangles"], int)
+                                or data["triangles"] < 0):
+        bad("triangles", "an integer >= 0")
+    if "closed" in data and not isinstance(data["closed"], bool):
+        bad("closed", "true or false")
+    if "compiler" in data and not isinstance(data["compiler"], dict):
+        bad("compiler", "an object")
+    if "class_names" in data:
+        names = data["class_names"]
+        if not (isinstance(names, list) and 1 <= len(names) <= 65536 and all(isinstance(n, str) for n in names)):
+            bad("class_names", "a list of 1 to 65536 strings")
+    if "spawn_points" in data:
+        pts = data["spawn_points"]
+        if not (isinstance(pts, list) and all(_is_point(p) for p in pts)):
+            bad("spawn_points", "a list of finite [x, y, z] points")
+    if "bounds_of_interest" in data:
+        roi = data["bounds_of_interest"]
+        if not (isinstance(roi, list) and len(roi) == 2 and _is_point(roi[0]) and _is_point(roi[1])
+                and all(a <= b for a, b in zip(roi[0], roi[1]))):
+            bad("bounds_of_interest", "[[x, y, z], [x, y, z]], finite, minimum <= maximum")
     return data
 
 
@@ -442,6 +507,7 @@ _DEEP_RULES = {
     5: "inner node {node}: child index {extra} out of range",
     6: "leaf {node} has reserved bits 62..32 set",
     7: "leaf {node} holds a NaN distance",
+    10: "leaf {node} holds a -inf distance (only +inf, read as far or as 0 when flagged, is allowed)",
     8: "cycle: node {node} is its own ancestor",
     9: "tree deeper than " + str(MAX_DEPTH) + " levels below node {node}",
 }
@@ -473,6 +539,8 @@ def _deep_walk(nodes, max_depth):
             h = nb_leaf_half_bits(w)
             if (h & 0x7C00) == 0x7C00 and (h & 0x03FF) != 0:
                 return 7, node, 0
+            if h == 0xFC00:  # -inf: no reader can use it (traces would answer NaN)
+                return 10, node, 0
             state[node] = 2
             top -= 1
             continue

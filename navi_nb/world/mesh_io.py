@@ -3,8 +3,9 @@
 ``read_mesh(path) -> Mesh`` returns float64 vertices ``(V, 3)`` and int64 faces
 ``(F, 3)`` (counter-clockwise seen from outside, as the file gives them).
 
-- OBJ: ``v`` lines (``\\`` continues a line) (extra components such as w or colours ignored), ``f`` lines
-  with ``i``, ``i/t``, ``i//n``, ``i/t/n`` forms, 1-based or negative (relative)
+- OBJ: ``v`` lines (extra components such as w or colours ignored; ``\\``
+  continues a line, and a file may not end inside one), ``f`` lines with
+  ``i``, ``i/t``, ``i//n``, ``i/t/n`` forms, 1-based or negative (relative)
   indices; n-gons are fan-triangulated from their first corner. Comments and
   all other statements (``vt``, ``vn``, ``o``, ``g``, ``usemtl`` ...) are skipped.
 - STL: binary when the size is exactly ``84 + 50 * count`` (even if the header
@@ -14,8 +15,9 @@
   STL reads as a closed mesh.
 - PLY: ``ascii``, ``binary_little_endian`` and ``binary_big_endian``; the
   ``vertex`` element needs ``x, y, z``; the ``face`` element needs a list
-  property ``vertex_indices`` (or ``vertex_index``); other properties and other
-  elements are skipped by their declared types. Polygons are fan-triangulated.
+  property ``vertex_indices`` (or ``vertex_index``) of integral values (a float
+  index such as 1.5 is refused); other properties and other elements are
+  skipped by their declared types. Polygons are fan-triangulated.
 - Any other extension goes through ``trimesh`` (the optional ``mesh`` extra).
 
 Degenerate triangles are kept here (the reader is faithful to the file);
@@ -118,11 +120,14 @@ def _parse_obj(data: bytes, src):
     verts = []
     tris = []
     pending = ""
+    pending_from = 0  # line number where an open continuation began
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if line.endswith("\\"):  # continuation: join with the next line
+            pending_from = pending_from or lineno
             pending += line[:-1] + " "
             continue
+        pending_from = 0
         line, pending = pending + line, ""
         if not line:
             continue
@@ -157,6 +162,9 @@ def _parse_obj(data: bytes, src):
             a = idx[0]
             for k in range(1, len(idx) - 1):
                 tris.append((a, idx[k], idx[k + 1]))
+    if pending_from:
+        raise MeshError(f"{src}: line {pending_from}: the file ends inside a '\\' continuation "
+                        f"(the statement is incomplete)")
     if not tris:
         raise MeshError(f"{src}: no faces found in OBJ ({len(verts)} vertices)")
     return np.array(verts, dtype=np.float64).reshape(-1, 3), np.array(tris, dtype=np.int64)
@@ -232,7 +240,13 @@ def _merge_corners(corners):
     c = np.ascontiguousarray(corners, dtype=np.float64)
     if not np.isfinite(c).all():
         return c, np.arange(c.shape[0], dtype=np.int64).reshape(-1, 3)  # check_mesh reports it
-    step = MERGE_TOLERANCE * max(float(np.linalg.norm(c.max(axis=0) - c.min(axis=0))), 1e-300)
+    span = c.max(axis=0) - c.min(axis=0)
+    with np.errstate(over="ignore"):
+        diagonal = float(np.linalg.norm(span))
+    if not np.isfinite(diagonal):  # coordinates near 1e308: scale first (np.linalg.norm squares)
+        big = float(np.max(np.abs(span)))
+        diagonal = big * float(np.linalg.norm(span / big)) if np.isfinite(big) else np.inf
+    step = MERGE_TOLERANCE * max(diagonal, 1e-300)
     key = np.round((c - c.min(axis=0)) / step).astype(np.int64)  # at most ~1e9: fits int64
     _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
     return c[first], inverse.reshape(-1, 3).astype(np.int64)
@@ -305,9 +319,22 @@ def _parse_ply(data: bytes, src):
     return verts, _fan(lists, src)
 
 
+def _integer_indices(values, src, where):
+    """Face indices as int64; refuse non-integral or non-finite values (never truncate 1.5 to 1)."""
+    a = np.asarray(values)
+    if a.dtype.kind in "iu":
+        return a.astype(np.int64)
+    a = a.astype(np.float64)
+    bad = ~np.isfinite(a) | (a != np.round(a)) | (np.abs(a) > 2.0 ** 62)
+    if bad.any():
+        raise MeshError(f"{src}: PLY {where} has a non-integer vertex index {float(a[bad].flat[0])!r}")
+    return a.astype(np.int64)
+
+
 def _fan(lists, src):
     """Face index lists -> (F, 3) int64 triangles by fanning polygons."""
     if isinstance(lists, np.ndarray):  # uniform polygon size (k columns)
+        lists = _integer_indices(lists, src, "face list")
         k = lists.shape[1]
         if k < 3:
             raise MeshError(f"{src}: PLY faces with {k} corners (need 3 or more)")
@@ -318,6 +345,7 @@ def _fan(lists, src):
     for i, poly in enumerate(lists):
         if len(poly) < 3:
             raise MeshError(f"{src}: PLY face {i} has {len(poly)} corners (need 3 or more)")
+        poly = _integer_indices(poly, src, f"face {i}")
         for k in range(1, len(poly) - 1):
             tris.append((int(poly[0]), int(poly[k]), int(poly[k + 1])))
     return np.array(tris, dtype=np.int64).reshape(-1, 3)
@@ -351,7 +379,7 @@ def _ply_ascii(body: bytes, elements, src):
                         vals = toks[pos + 1:pos + 1 + k]
                         if len(vals) < k:
                             raise IndexError
-                        cols[pname].append([int(x) for x in vals])
+                        cols[pname].append([float(x) for x in vals])  # _fan refuses non-integers
                         pos += 1 + k
                     else:
                         cols[pname].append(float(toks[pos]))
@@ -368,6 +396,9 @@ def _ply_binary(data, offset, elements, endian, src):
     out = {}
     for name, count, props in elements:
         has_list = any(isinstance(t, tuple) for _, t in props)
+        if not props:  # an element with no properties takes no bytes
+            out[name] = {}
+            continue
         if not has_list:
             dt = np.dtype([(f"p{j}", endian + t) for j, (_, t) in enumerate(props)])
             need = dt.itemsize * count
@@ -399,8 +430,11 @@ def _ply_binary_lists(data, offset, name, count, props, endian, src):
             else:
                 layout.append((pname, t, None))
                 pos += np.dtype(t).itemsize
+            if pos > len(data):  # e.g. a list count of 4e9: the first record cannot fit
+                raise ValueError
     except ValueError:
-        raise MeshError(f"{src}: truncated binary PLY in element {name!r} at byte {pos}") from None
+        raise MeshError(f"{src}: truncated binary PLY in element {name!r} at byte {pos} "
+                        f"(the first record needs more bytes than the file has)") from None
     fields = []
     for j, (pname, t, k) in enumerate(layout):
         if k is None:

@@ -49,7 +49,8 @@ def closest_on_triangle(px, py, pz, t, k):
         return ax + abx, ay + aby, az + abz, FEATURE_VB
     vc = d1 * d4 - d3 * d2
     if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
-        v = d1 / (d1 - d3)
+        den = d1 - d3
+        v = d1 / den if den > 0.0 else 0.0  # den is |ab|^2; 0 only when it cancels (p far from a tiny edge)
         return ax + v * abx, ay + v * aby, az + v * abz, FEATURE_EAB
     cpx = apx - acx
     cpy = apy - acy
@@ -60,14 +61,19 @@ def closest_on_triangle(px, py, pz, t, k):
         return ax + acx, ay + acy, az + acz, FEATURE_VC
     vb = d5 * d2 - d1 * d6
     if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
-        w = d2 / (d2 - d6)
+        den = d2 - d6
+        w = d2 / den if den > 0.0 else 0.0
         return ax + w * acx, ay + w * acy, az + w * acz, FEATURE_ECA
     va = d3 * d6 - d5 * d4
     if va <= 0.0 and (d4 - d3) >= 0.0 and (d5 - d6) >= 0.0:
-        w = (d4 - d3) / ((d4 - d3) + (d5 - d6))
+        den = (d4 - d3) + (d5 - d6)
+        w = (d4 - d3) / den if den > 0.0 else 0.0
         return (ax + abx + w * (acx - abx), ay + aby + w * (acy - aby),
                 az + abz + w * (acz - abz), FEATURE_EBC)
-    denom = 1.0 / (va + vb + vc)
+    area2 = va + vb + vc
+    if not area2 > 0.0:  # cancelled to 0 (or NaN): p is so far that any corner is as near within rounding
+        return ax, ay, az, FEATURE_VA
+    denom = 1.0 / area2
     v = vb * denom
     w = vc * denom
     return ax + abx * v + acx * w, ay + aby * v + acy * w, az + abz * v + acz * w, FEATURE_FACE

@@ -1,0 +1,147 @@
+"""`navi-nb fuzz`: mutate real files, read them back, query what loads; print a table of outcomes.
+
+    navi-nb fuzz --target gmdag --cases 100000 --seed 0 --jobs 2
+    navi-nb fuzz --target mesh --cases 5000
+    navi-nb fuzz --target checkpoint --cases 3000       # a tiny run's checkpoint, policy.npz, eval_episodes.npz
+    navi-nb fuzz --target gmdag --seed 0 --case 1234     # replay one case here, with its traceback
+
+Exit status 0 when no case failed (crash, hang, non-finite, traceback), else 1.
+See docs/FUZZING.md and navi_nb/bench/fuzz.py.
+"""
+from __future__ import annotations
+
+HELP = "fuzz the .gmdag and mesh readers with mutated files (a table of outcomes)"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--target", choices=("gmdag", "mesh", "checkpoint"), default="gmdag",
+                        help="what to fuzz: worlds, meshes, or a run's checkpoint, policy.npz and "
+                             "eval_episodes.npz (default gmdag)")
+    parser.add_argument("--cases", type=int, default=10000, help="number of cases (default 10000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed: the same seed gives the same cases (default 0)")
+    parser.add_argument("--jobs", type=int, default=0, help="worker processes (default: the usable cores)")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds one case may take (default 10)")
+    parser.add_argument("--case", type=int, default=None, metavar="I",
+                        help="run only case I, in this process, and print its outcome and traceback")
+    parser.add_argument("--keep", metavar="DIR", default=None, help="write the failing cases' input files to DIR")
+    parser.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="no progress display")
+
+
+def _check(args):
+    import math
+    from pathlib import Path
+
+    from navi_nb.errors import CliError
+
+    if args.cases < 1 or args.cases > 100_000_000:
+        raise CliError(f"--cases must be in 1..100000000, got {args.cases}")
+    if args.jobs < 0 or args.jobs > 1024:
+        raise CliError(f"--jobs must be in 0..1024 (0: the usable cores), got {args.jobs}")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise CliError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.seed < 0:
+        raise CliError(f"--seed must be >= 0, got {args.seed}")
+    if args.case is not None and args.case < 0:
+        raise CliError(f"--case must be >= 0, got {args.case}")
+    for flag, value in (("--keep", args.keep), ("--json", args.json)):
+        if value is not None and not Path(value).parent.exists():
+            raise CliError(f"{flag}: folder {Path(value).parent} does not exist")
+
+
+def _replay(args, console) -> int:
+    import shutil
+    import tempfile
+    import traceback
+
+    from rich.markup import escape
+
+    from navi_nb.bench import fuzz
+
+    t = fuzz.TARGETS[args.target]
+    bases = t.bases()
+    case = t.make(bases, args.seed, args.case)
+    folder = tempfile.mkdtemp(prefix="navi_nb_fuzz_")
+    try:
+        if args.keep:
+            import os
+
+            os.makedirs(args.keep, exist_ok=True)
+            console.print(f"input: {escape(fuzz.write_case(case, args.target, args.keep))}")
+        outcome, mutator, mode, detail = fuzz.run_case(args.target, bases, args.seed, args.case, folder)
+        console.print(escape(f"case {args.case}: mutator {mutator}, mode {mode}: {outcome} {detail}"),
+                      soft_wrap=True)
+        if outcome == "traceback":  # run it again unguarded for the full traceback
+            try:
+                t.run(case, folder, __import__("numpy").random.default_rng([args.seed, args.case, 1]))
+            except Exception:  # noqa: BLE001  (printing it is the point)
+                console.print(escape(traceback.format_exc()), soft_wrap=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return 1 if outcome in fuzz.FAILURES else 0
+
+
+def outcome_table(report, title=None):
+    """A rich Table: one row per mutator (and per mode), one column per outcome."""
+    from rich.table import Table
+
+    from navi_nb.bench.fuzz import OUTCOMES
+
+    table = Table(title=title)
+    table.add_column("mutator / mode")
+    for o in OUTCOMES:
+        table.add_column(o, justify="right")
+    for group in (report.by_mutator, report.by_mode):
+        for name, counts in sorted(group.items()):
+            table.add_row(name, *(f"{counts[o]:,}" if counts[o] else "." for o in OUTCOMES))
+        table.add_section()
+    table.add_row("[bold]all[/]", *(f"[bold]{report.counts[o]:,}[/]" for o in OUTCOMES))
+    return table
+
+
+def run(args) -> int:
+    import json
+    import os
+
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from navi_nb.bench import fuzz
+
+    _check(args)
+    console = Console()
+    if args.case is not None:
+        return _replay(args, console)
+    progress = Progress(TextColumn(f"fuzz {args.target}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console, disable=args.no_progress, transient=True)
+    with progress:
+        task = progress.add_task("cases", total=args.cases)
+        last = [0.0]
+
+        def tick(done, total):
+            import time
+
+            now = time.monotonic()
+            if now - last[0] > 0.2 or done == total:
+                last[0] = now
+                progress.update(task, completed=done)
+
+        report = fuzz.run_fuzz(args.target, args.cases, args.seed, args.jobs or None, args.timeout, progress=tick)
+    console.print(outcome_table(report, f"navi-nb fuzz --target {args.target} --cases {args.cases} "
+                                        f"--seed {args.seed}: {report.jobs} jobs, {report.seconds:.1f} s"))
+    console.print(f"{report.cases:,} cases in {report.seconds:.1f} s "
+                  f"({report.cases / max(report.seconds, 1e-9):,.0f} cases/s), {report.jobs} worker processes, "
+                  f"{report.restarts} worker restarts; failures: {report.failed:,}", soft_wrap=True)
+    for index, outcome, mutator, mode, detail in report.failures[:20]:
+        console.print(escape(f"  case {index} ({mutator}, {mode}): {outcome}: {detail}"), soft_wrap=True)
+    if report.failed:
+        console.print(f"replay one with: navi-nb fuzz --target {args.target} --seed {args.seed} --case I")
+    if args.keep and report.failures:
+        os.makedirs(args.keep, exist_ok=True)
+        paths = fuzz.failure_inputs(report, args.keep)
+        console.print(f"wrote {len(paths)} failing inputs to {escape(args.keep)}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(report.to_dict(), fh, indent=1)
+    return 1 if report.failed else 0

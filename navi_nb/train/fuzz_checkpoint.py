@@ -1,0 +1,479 @@
+"""Structure-aware fuzzing of a run's `.npz` files: checkpoints, ``policy.npz``, ``eval_episodes.npz``.
+
+A case is a pure function of ``(target, seed, index)``: a real file of a real
+(tiny) run, changed by one named mutator that knows the format (zip members,
+``.npy`` headers and data, ``meta.json``, the zip's own size fields), put
+back into a scratch copy of the run folder and read by the code that reads it
+in use:
+
+- ``checkpoint``: ``Trainer.load_checkpoint`` (what ``train --resume`` and
+  ``eval --policy latest`` run);
+- ``policy``: ``load_run_policy(source="final")`` (what ``eval`` runs);
+- ``episodes``: ``load_episodes`` with the run's world (what ``render RUN
+  --episode K`` runs).
+
+Outcomes:
+
+- ``ok``: loaded, and every loaded value is finite;
+- ``rejected``: a ``NaviError`` with a one-line message (the wanted end for bad input);
+- ``non-finite``: loaded, but some loaded value is NaN or infinite (a failure);
+- ``traceback``: any other exception, or a NaviError spread over lines (a failure).
+
+Run at scale with ``python -m navi_nb.train.fuzz_checkpoint --cases N``
+(``--run RUN`` fuzzes that run's files; by default a tiny run is trained
+first in a temporary folder). A failing case is replayed by its index
+(``run_case``).
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+import struct
+import tempfile
+import traceback
+import warnings
+import zipfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from navi_nb.errors import NaviError
+
+TARGETS = ("checkpoint", "policy", "episodes")
+OUTCOMES = ("ok", "rejected", "non-finite", "traceback")
+FAILURES = ("non-finite", "traceback")
+
+
+# --------------------------------------------------------------------------
+# a file as a list of members, and back
+# --------------------------------------------------------------------------
+
+def read_members(data: bytes) -> list:
+    """``[(name, bytes), ...]`` of a well-formed `.npz`, in stored order."""
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        return [(i.filename, zf.read(i)) for i in zf.infolist()]
+
+
+def write_members(members, deflate=()) -> bytes:
+    """A `.npz` of ``members`` (stored, or deflated for the names in ``deflate``)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a duplicated member name is what some cases want
+        for name, body in members:
+            zf.writestr(zipfile.ZipInfo(name), body,
+                        compress_type=zipfile.ZIP_DEFLATED if name in deflate else zipfile.ZIP_STORED)
+    return buf.getvalue()
+
+
+def split_npy(body: bytes):
+    """``(header dict, data bytes)`` of a `.npy` member written by NumPy."""
+    f = io.BytesIO(body)
+    version = np.lib.format.read_magic(f)
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran, dtype = read(f)
+    return {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": fortran, "shape": shape}, body[f.tell():]
+
+
+def npy_with_header(header_text: str, data: bytes) -> bytes:
+    """A version 1.0 `.npy` member with ``header_text`` taken as given (padded to 64 bytes)."""
+    text = header_text.encode("latin1")
+    pad = (-(10 + len(text) + 1)) % 64
+    text = text + b" " * pad + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + data
+
+
+def header_text(hdr: dict) -> str:
+    descr, fortran, shape = hdr["descr"], hdr["fortran_order"], tuple(hdr["shape"])
+    return f"{{'descr': {descr!r}, 'fortran_order': {fortran!r}, 'shape': {shape!r}, }}"
+
+
+# --------------------------------------------------------------------------
+# mutators: (rng, members, raw bytes) -> bytes of the new file
+# --------------------------------------------------------------------------
+
+def _pick_array(rng, members):
+    names = [i for i, (n, _) in enumerate(members) if n.endswith(".npy")]
+    return names[int(rng.integers(len(names)))]
+
+
+def _meta_index(members):
+    return next(i for i, (n, _) in enumerate(members) if n == "meta.json")
+
+
+def m_flip_bytes(rng, members, raw):
+    out = bytearray(raw)
+    for _ in range(int(rng.integers(1, 9))):
+        out[int(rng.integers(len(out)))] ^= 1 << int(rng.integers(8))
+    return bytes(out)
+
+
+def m_truncate_file(rng, members, raw):
+    return raw[:int(rng.integers(len(raw)))]
+
+
+def m_drop_member(rng, members, raw):
+    members = list(members)
+    del members[int(rng.integers(len(members)))]
+    return write_members(members)
+
+
+def m_duplicate_member(rng, members, raw):
+    members = list(members)
+    members.append(members[int(rng.integers(len(members)))])
+    return write_members(members)
+
+
+def m_rename_member(rng, members, raw):
+    members = list(members)
+    i = int(rng.integers(len(members)))
+    name = ["x.npy", "../evil.npy", ".hidden.npy", "meta.json", "a/b.npy", "policy.params.npz", ""][
+        int(rng.integers(7))]
+    members[i] = (name, members[i][1])
+    return write_members(members)
+
+
+def m_truncate_member(rng, members, raw):
+    members = list(members)
+    i = _pick_array(rng, members)
+    body = members[i][1]
+    members[i] = (members[i][0], body[:int(rng.integers(len(body)))])
+    return write_members(members)
+
+
+def m_extend_member(rng, members, raw):
+    members = list(members)
+    i = _pick_array(rng, members)
+    members[i] = (members[i][0], members[i][1] + bytes(int(rng.integers(1, 64))))
+    return write_members(members)
+
+
+_BAD_HEADERS = [
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (1,\n",   # unbalanced bracket
+    "{'descr': '<f4', 'fortran_order': False, 'shape': " + "(" * 500 + ")" * 500 + ", }",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (2**62, 2**62), }",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }",
+    "{'descr': 'O', 'fortran_order': False, 'shape': (1,), }",
+    "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }",
+    "{'descr': '<f4', 'fortran_order': 'yes', 'shape': (1,), }",
+    "{'descr': '<f4', 'shape': (1,), }",
+    "[1, 2, 3]",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (1.5,), }",
+    "__import__('os').system('true')",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'extra': 1}",
+    "{" * 3000,
+    "",
+]
+
+
+def m_bad_header(rng, members, raw):
+    members = list(members)
+    i = _pick_array(rng, members)
+    _hdr, data = split_npy(members[i][1])
+    members[i] = (members[i][0], npy_with_header(_BAD_HEADERS[int(rng.integers(len(_BAD_HEADERS)))], data))
+    return write_members(members)
+
+
+def m_header_field(rng, members, raw):
+    """One header field changed to another plausible value (dtype, order, shape)."""
+    members = list(members)
+    i = _pick_array(rng, members)
+    hdr, data = split_npy(members[i][1])
+    k = int(rng.integers(4))
+    if k == 0:
+        hdr["descr"] = ["<f8", ">f4", "<i4", "|b1", "<u8", "<f2", "|u1"][int(rng.integers(7))]
+    elif k == 1:
+        hdr["fortran_order"] = not hdr["fortran_order"]
+    elif k == 2:
+        shape = list(hdr["shape"]) or [1]
+        shape[int(rng.integers(len(shape)))] += int(rng.integers(-2, 3))
+        hdr["shape"] = tuple(shape)
+    else:
+        hdr["shape"] = tuple(hdr["shape"]) + (1,)
+    members[i] = (members[i][0], npy_with_header(header_text(hdr), data))
+    return write_members(members)
+
+
+def m_header_version(rng, members, raw):
+    members = list(members)
+    i = _pick_array(rng, members)
+    body = bytearray(members[i][1])
+    body[6], body[7] = int(rng.integers(0, 5)), int(rng.integers(0, 3))
+    if rng.random() < 0.5:  # and a header length that lies
+        body[8:10] = struct.pack("<H", int(rng.integers(0, 65536)))
+    members[i] = (members[i][0], bytes(body))
+    return write_members(members)
+
+
+def m_values(rng, members, raw):
+    """Data values replaced by NaN, infinities, huge, negative or out-of-range numbers."""
+    members = list(members)
+    i = _pick_array(rng, members)
+    hdr, data = split_npy(members[i][1])
+    dtype = np.dtype(hdr["descr"])
+    arr = np.frombuffer(data, dtype=dtype).copy()
+    if arr.size == 0:
+        return write_members(members)
+    n = int(rng.integers(1, min(arr.size, 4) + 1))
+    where = rng.choice(arr.size, size=n, replace=False)
+    if dtype.kind == "f":
+        choices = [np.nan, np.inf, -np.inf, 1e30, -1e30, 1e6, -1.0, 7.0]
+    elif dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        choices = [info.max, info.min, -1, 0, 2**31 - 1, 1_000_000]
+        choices = [c for c in choices if info.min <= c <= info.max]
+    else:
+        arr.view(np.uint8)[where] = int(rng.integers(2, 256))
+        members[i] = (members[i][0], npy_with_header(header_text(hdr), arr.tobytes()))
+        return write_members(members)
+    for w in where:
+        arr[w] = choices[int(rng.integers(len(choices)))]
+    members[i] = (members[i][0], npy_with_header(header_text(hdr), arr.tobytes()))
+    return write_members(members)
+
+
+def m_meta_value(rng, members, raw):
+    members = list(members)
+    i = _meta_index(members)
+    meta = json.loads(members[i][1])
+    key = sorted(meta)[int(rng.integers(len(meta)))]
+    choices = [None, -1, 0, 2**70, "x", [], {}, True, 1.5, 10**6, 89478, float("nan"), float("inf")]
+    if rng.random() < 0.2:
+        del meta[key]
+    else:
+        meta[key] = choices[int(rng.integers(len(choices)))]
+    members[i] = ("meta.json", json.dumps(meta).encode())
+    return write_members(members)
+
+
+def m_meta_text(rng, members, raw):
+    """meta.json replaced by text that is not a meta object."""
+    members = list(members)
+    i = _meta_index(members)
+    k = int(rng.integers(6))
+    text = [b"[" * 100_000 + b"]" * 100_000, b'{"a": ' * 50_000 + b"1" + b"}" * 50_000, b"\xff\xfe{}",
+            members[i][1][: len(members[i][1]) // 2], b"[1, 2]", b'{"format_version": 1e999}'][k]
+    members[i] = ("meta.json", text)
+    return write_members(members)
+
+
+def m_deflate(rng, members, raw):
+    """The same members, deflated: a well-formed file the writer never makes (should still read)."""
+    return write_members(members, deflate={n for n, _ in members})
+
+
+def m_inflate_bomb(rng, members, raw):
+    """One array member replaced by deflated zeros whose header declares many more elements,
+    with a matching ``meta.json`` where the counts come from it (eval_episodes.npz)."""
+    members = list(members)
+    i = _pick_array(rng, members)
+    hdr, data = split_npy(members[i][1])
+    factor = int(rng.integers(2, 2000))
+    shape = list(hdr["shape"]) or [1]
+    shape[0] *= factor
+    itemsize = np.dtype(hdr["descr"]).itemsize
+    nbytes = int(np.prod(shape)) * itemsize
+    nbytes = min(nbytes, 16 << 20)  # a small-scale bomb: the reader must refuse it by ratio, not by memory
+    shape = [nbytes // (itemsize * max(1, int(np.prod(shape[1:]))))] + shape[1:]
+    body = npy_with_header(header_text({**hdr, "shape": tuple(shape)}),
+                           bytes(int(np.prod(shape)) * itemsize))
+    members[i] = (members[i][0], body)
+    m = _meta_index(members)
+    meta = json.loads(members[m][1])
+    if "episodes" in meta and "steps" in meta:
+        meta["steps" if members[i][0] in ("positions.npy", "yaws.npy") else "episodes"] = shape[0]
+        members[m] = ("meta.json", json.dumps(meta).encode())
+    return write_members(members, deflate={members[i][0]})
+
+
+def m_zip_sizes(rng, members, raw):
+    """A central-directory size field changed (what the reader trusts to size its reads)."""
+    data = bytearray(write_members(members))
+    starts = [k for k in range(len(data) - 46) if data[k:k + 4] == b"PK\x01\x02"]
+    if not starts:
+        return bytes(data)
+    k = starts[int(rng.integers(len(starts)))]
+    off = [20, 24][int(rng.integers(2))]  # compressed or uncompressed size
+    value = [0, 1, 0xFFFFFFFE, int(rng.integers(0, 1 << 32))][int(rng.integers(4))]
+    data[k + off:k + off + 4] = struct.pack("<I", value)
+    return bytes(data)
+
+
+def m_crc(rng, members, raw):
+    data = bytearray(write_members(members))
+    starts = [k for k in range(len(data) - 46) if data[k:k + 4] == b"PK\x01\x02"]
+    k = starts[int(rng.integers(len(starts)))]
+    data[k + 16:k + 20] = struct.pack("<I", int(rng.integers(0, 1 << 32)))
+    return bytes(data)
+
+
+MUTATORS = {f.__name__[2:]: f for f in (
+    m_flip_bytes, m_truncate_file, m_drop_member, m_duplicate_member, m_rename_member, m_truncate_member,
+    m_extend_member, m_bad_header, m_header_field, m_header_version, m_values, m_meta_value, m_meta_text,
+    m_deflate, m_inflate_bomb, m_zip_sizes, m_crc)}
+
+
+# --------------------------------------------------------------------------
+# the run whose files are mutated, and the readers
+# --------------------------------------------------------------------------
+
+def make_tiny_run(root) -> Path:
+    """Train and evaluate a tiny run (box scene, 4 actors, 2 updates) in ``root/run``."""
+    from navi_nb.train.config import TrainConfig
+    from navi_nb.train.evaluate import evaluate
+    from navi_nb.train.loop import Trainer
+
+    cfg = TrainConfig(scene="box", resolution=32, actors=4, sensor_az=8, sensor_el=4, rollout_steps=16,
+                      hidden=[16], update_epochs=1, num_minibatches=2, total_steps=128, checkpoint_every=1,
+                      keep_checkpoints=0, eval_episodes=0, run_dir=str(root), name="run", env={"max_steps": 20})
+    trainer = Trainer.create(cfg.validate())
+    trainer.train(progress=False)
+    evaluate(trainer.run_path, episodes=4)
+    return trainer.run_path
+
+
+@dataclass
+class Fuzzer:
+    """Cases over one run's files; the scratch copy of the run lives in ``work``."""
+
+    run: Path
+    work: Path
+    seed: int = 0
+    _ctx: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        from navi_nb.train import checkpoint as ck
+        from navi_nb.train.evaluate import EPISODES_FILE
+        from navi_nb.train.loop import CHECKPOINT_DIR, Trainer
+        from navi_nb.train.runs import POLICY_FILE, WORLD_FILE, read_run_config
+        from navi_nb.world.gmdag import load_world
+
+        self.run, self.work = Path(self.run), Path(self.work)
+        scratch = self.work / "run"
+        if scratch.exists():
+            shutil.rmtree(scratch)
+        shutil.copytree(self.run, scratch, ignore=shutil.ignore_patterns("tb"))
+        cfg = read_run_config(scratch)
+        world = load_world(scratch / WORLD_FILE)
+        trainer = Trainer(cfg, scratch, world)
+        trainer.env.reset(seed=cfg.seed)
+        latest = ck.latest_checkpoint(scratch / CHECKPOINT_DIR)
+        self._ctx = {"cfg": cfg, "world": world, "trainer": trainer, "scratch": scratch,
+                     "paths": {"checkpoint": latest, "policy": scratch / POLICY_FILE,
+                               "episodes": scratch / EPISODES_FILE}}
+        self.originals = {t: p.read_bytes() for t, p in self._ctx["paths"].items()}
+
+    def mutate(self, target: str, index: int, seed=None):
+        """``(mutator name, bytes)`` of case ``index`` for ``target`` (pure in seed, target, index)."""
+        rng, name = case_mutator(self.seed if seed is None else seed, target, index)
+        raw = self.originals[target]
+        return name, MUTATORS[name](rng, read_members(raw), raw)
+
+    def load_bytes(self, target: str, data: bytes):
+        """Put ``data`` at the target's path, read it as the package does, put the real file back;
+        the loaded arrays (whatever the reader raises propagates)."""
+        path = self._ctx["paths"][target]
+        path.write_bytes(data)
+        try:
+            return self.load(target)
+        finally:
+            path.write_bytes(self.originals[target])
+
+    def load(self, target: str):
+        """Read the file now at the target's path the way the package reads it; the loaded arrays."""
+        from navi_nb.train.evaluate import load_episodes, load_run_policy
+
+        ctx = self._ctx
+        if target == "checkpoint":
+            trainer = ctx["trainer"]
+            trainer.load_checkpoint(ctx["paths"]["checkpoint"])
+            return trainer.state_arrays()
+        if target == "policy":
+            cfg, trainer = ctx["cfg"], ctx["trainer"]
+            policy, _origin = load_run_policy(ctx["scratch"], cfg, trainer.env.obs_dim, trainer.env.action_dim,
+                                              source="final")
+            return {"params": policy.params}
+        eps, _meta = load_episodes(ctx["scratch"], ctx["world"])
+        return eps
+
+    def run_case(self, target: str, index: int):
+        """``(outcome, mutator, detail)`` of one case."""
+        name, data = self.mutate(target, index)
+        try:
+            arrays = self.load_bytes(target, data)
+        except NaviError as exc:
+            text = str(exc)
+            if "\n" in text:
+                return "traceback", name, f"multi-line NaviError: {text!r}"
+            return "rejected", name, text
+        except Exception:  # anything else is a bug in a reader: record it, keep going
+            return "traceback", name, traceback.format_exc(limit=-3)
+        bad = non_finite_members(arrays)
+        if bad:
+            return "non-finite", name, f"loaded non-finite values in {bad}"
+        return "ok", name, ""
+
+
+def case_mutator(seed: int, target: str, index: int):
+    """``(generator, mutator name)`` of case ``index`` for ``target``: the generator the mutator then draws from."""
+    rng = np.random.default_rng([int(seed), TARGETS.index(target), int(index)])
+    names = sorted(MUTATORS)
+    return rng, names[int(rng.integers(len(names)))]
+
+
+def non_finite_members(arrays: dict) -> list:
+    """Names of the loaded floating-point arrays holding NaN or infinities."""
+    return [k for k, v in arrays.items() if np.asarray(v).dtype.kind == "f" and not np.isfinite(np.asarray(v)).all()]
+
+
+def fuzz(run, cases: int, targets=TARGETS, seed: int = 0, work=None, on_failure=None) -> dict:
+    """Run ``cases`` cases per target; ``{target: Counter(outcome)}``, failures passed to ``on_failure``."""
+    with tempfile.TemporaryDirectory(prefix="navi_nb_fuzz_ckpt_") as tmp:
+        fz = Fuzzer(Path(run), Path(work or tmp), seed)
+        counts = {}
+        for target in targets:
+            c = Counter({k: 0 for k in OUTCOMES})
+            for index in range(cases):
+                outcome, name, detail = fz.run_case(target, index)
+                c[outcome] += 1
+                if outcome in FAILURES and on_failure is not None:
+                    on_failure(target, index, name, outcome, detail)
+            counts[target] = c
+        return counts
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m navi_nb.train.fuzz_checkpoint",
+                                     description="Fuzz the readers of checkpoints, policy.npz and eval_episodes.npz.")
+    parser.add_argument("--run", metavar="RUN", help="a run folder (trained and evaluated) whose files are mutated; "
+                                                      "default: a tiny run trained in a temporary folder")
+    parser.add_argument("--cases", type=int, default=1000, help="cases per target (default 1000)")
+    parser.add_argument("--target", choices=(*TARGETS, "all"), default="all")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--show", type=int, default=5, help="print this many failures per target (default 5)")
+    args = parser.parse_args(argv)
+    if args.cases < 1 or args.seed < 0:
+        parser.error("--cases must be >= 1 and --seed >= 0")
+    targets = TARGETS if args.target == "all" else (args.target,)
+    shown = Counter()
+
+    def report(target, index, name, outcome, detail):
+        if shown[target] < args.show:
+            shown[target] += 1
+            print(f"{target} case {index} ({name}): {outcome}\n{detail}")
+
+    with tempfile.TemporaryDirectory(prefix="navi_nb_fuzz_run_") as tmp:
+        run = Path(args.run) if args.run else make_tiny_run(tmp)
+        counts = fuzz(run, args.cases, targets, args.seed, on_failure=report)
+    print(f"{'target':<11}" + "".join(f"{o:>12}" for o in OUTCOMES))
+    for target, c in counts.items():
+        print(f"{target:<11}" + "".join(f"{c[o]:>12}" for o in OUTCOMES))
+    return 1 if any(c[o] for c in counts.values() for o in FAILURES) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
