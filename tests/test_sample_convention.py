@@ -140,8 +140,11 @@ def test_point_query_and_collision_read_at_the_samples(corner_file):
     exact = np.linalg.norm(p - CENTRE, axis=1) - RADIUS
     assert np.median(np.abs(d - exact)) <= 0.15 * VOXEL
     # the samples themselves: at a sample point the query returns the sample (no interpolation error)
-    k = np.array([[30, 31, 33], [12, 40, 20]])
-    pts = BMIN + k * VOXEL
+    i = np.arange(RES)
+    k = np.stack(np.meshgrid(i, i, i, indexing="ij"), axis=-1).reshape(-1, 3)
+    corner_d = np.abs(np.linalg.norm(BMIN + k * VOXEL - CENTRE, axis=1) - RADIUS)
+    near = k[(corner_d > 0.3 * VOXEL) & (corner_d < 1.5 * VOXEL)]  # stored leaves (not pruned, not zero)
+    pts = BMIN + near[rng.choice(len(near), 50, replace=False)] * VOXEL
     d2, _ = distance(world, pts)
     assert np.allclose(d2, np.abs(np.linalg.norm(pts - CENTRE, axis=1) - RADIUS), atol=2e-3)
     # the collision's clearance reads the same field (float64; the query rounds to float32)

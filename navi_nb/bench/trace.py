@@ -292,8 +292,9 @@ def run_world_set(args) -> dict:
     n = int(args.worlds)
     items = parse_spec(f"house:0-{n - 1}")
     worlds = load_worlds(items, WORLD_SET_RESOLUTION)
-    many = WorldSet(worlds, items=items)
     one = WorldSet.of(worlds[0])
+    one.packed  # the single world's own layout (default dense table), packed before the set repacks it
+    many = WorldSet(worlds, items=items)
     sensor = Sensor(args.az, args.el)
     o_many, y_many = world_set_rays(many, n, args.seed)
     o_one, y_one = world_set_rays(one, n, args.seed)
