@@ -45,7 +45,8 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-embree", action="store_true", help="skip the Embree peer")
     parser.add_argument("--worlds", type=int, default=0,
-                        help="instead: N actors over N worlds (house:0..N-1 at 128) vs N actors in one world")
+                        help="instead: N actors over N worlds (house:0..N-1 at 128) vs N actors in one world "
+                             "(default 0: off)")
 
 
 def free_positions(world, lo, hi, n, seed, clearance=0.3):
