@@ -83,14 +83,17 @@ def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams
         a = i0 // n_dirs  # one division per task; (a, r) then advance with i
         r = i0 - a * n_dirs
         # the actor's world: views of its layout and its parameters, taken again only when the world changes
+        # (scalars in locals: the kernel's writes could alias the table, so loads in the loop would repeat)
         w = world_index[a]
         ch, ld, ls, tc, tl = nb_layout_views(child, leaf_dist, leaf_sem, top_code, top_level, iparams, w)
         org = origin32[w]
+        inv_voxel, voxel, res, t_max, eps = tparams[w, 3], tparams[w, 4], tparams[w, 5], tparams[w, 6], tparams[w, 7]
+        sgn = signed[w]
         for i in range(i0, i1):
-            ox, oy, oz, dx, dy, dz = nb_ray_start(a, r, org, tparams[w, 3], dirs, origins, cs[a, 0], cs[a, 1])
-            d, sem, h = nb_trace_ray(ch, ld, ls, tc, tl, tparams[w, 5], ox, oy, oz, dx, dy, dz, tparams[w, 6],
-                                     tparams[w, 7], nudge, max_steps, refine, signed[w])
-            nb_write_ray(i, d, sem, h, tparams[w, 4], max_distance, depth, semantic, hit)
+            ox, oy, oz, dx, dy, dz = nb_ray_start(a, r, org, inv_voxel, dirs, origins, cs[a, 0], cs[a, 1])
+            d, sem, h = nb_trace_ray(ch, ld, ls, tc, tl, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps,
+                                     refine, sgn)
+            nb_write_ray(i, d, sem, h, voxel, max_distance, depth, semantic, hit)
             r += 1
             if r == n_dirs:
                 r = 0
@@ -99,6 +102,9 @@ def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams
                     w = world_index[a]
                     ch, ld, ls, tc, tl = nb_layout_views(child, leaf_dist, leaf_sem, top_code, top_level, iparams, w)
                     org = origin32[w]
+                    inv_voxel, voxel, res = tparams[w, 3], tparams[w, 4], tparams[w, 5]
+                    t_max, eps = tparams[w, 6], tparams[w, 7]
+                    sgn = signed[w]
 
 
 TP_OX, TP_OY, TP_OZ, TP_INV_VOXEL, TP_VOXEL, TP_RES, TP_T_MAX, TP_EPS = range(8)
