@@ -100,13 +100,19 @@ def load_scene_world(scene: str, resolution: int, console=None):
     return world
 
 
-def make_env(world, cfg: TrainConfig, n_actors=None, seed=None):
+def make_env(world, cfg: TrainConfig, n_actors=None, seed=None, ranks=None):
+    """The run's environment (its actor blocks' generators), or with ``n_actors`` a plain one (evaluation);
+    with ``ranks`` (``navi_nb.parallel.ranks.RankContext``) this rank's blocks only."""
     from navi_nb.env.nav_env import NavEnv
     from navi_nb.sense.sensor import Sensor
 
     sensor = Sensor(az=cfg.sensor_az, el=cfg.sensor_el)
+    if ranks is not None:
+        n_actors, blocks = ranks.n_actors, {"actor_block": cfg.actor_block, "first_block": ranks.first_block}
+    else:
+        blocks = {"actor_block": cfg.actor_block if n_actors is None else 0}
     return NavEnv(world, cfg.actors if n_actors is None else n_actors, sensor=sensor, task=cfg.task,
-                  seed=cfg.seed if seed is None else seed, backend=cfg.backend, **cfg.env)
+                  seed=cfg.seed if seed is None else seed, backend=cfg.backend, **blocks, **cfg.env)
 
 
 def make_policy(cfg: TrainConfig, obs_dim: int, act_dim: int = 4):
