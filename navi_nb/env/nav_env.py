@@ -254,9 +254,10 @@ class NavEnv:
     def _start(self, rows):
         """Fresh episodes for actors ``rows`` (int64, ascending): world, spawn, goal, counters, observation."""
         n_worlds = len(self.world_set)
-        if n_worlds > 1:
+        if n_worlds > 1:  # by the actor's global index (a block run alone draws what it draws in the whole)
+            first = self.first_block * self.actor_block if self._n_blocks else 0
             self._world_index[rows] = scheduled_worlds(self.config.world_schedule, n_worlds,
-                                                       int(self._world_seed[0]), rows, self._episodes[rows])
+                                                       int(self._world_seed[0]), rows + first, self._episodes[rows])
         if not self._n_blocks:
             self._sample_episodes(rows, self._rng_spawn, self._rng_goal)
         else:   # each block's actors from the block's own generators
