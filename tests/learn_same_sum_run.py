@@ -23,17 +23,17 @@ def make_env(kind, n_actors, seed):
     from navi_nb.sense.sensor import Sensor
     from navi_nb.world.compiler import compile_scene
     world = compile_scene("box", resolution=32, seed=0)
-    return NavEnv(world, n_actors, sensor=Sensor(8, 3), task="pointgoal", seed=seed, max_steps=40)
+    return NavEnv(world, n_actors, sensor=Sensor(8, 3), task="pointgoal", seed=seed, max_steps=40, actor_block=4)
 
 
 def run(kind, shards, chunk, seed=7, updates=3):
     numba.set_num_threads(shards)
-    env = make_env(kind, 16, seed)
+    env = make_env(kind, 16, seed)  # four blocks of 4 actors: the block tree is in every run
     pol = ActorCritic(env.obs_dim, 4, hidden=(32, 32), seed=seed)
     # tile_min_weights=1024: the 32-wide hidden layers use weight tiles, the
     # output layers chunk slots, so both decompositions are in every run
     cfg = PPOConfig(update_epochs=3, num_minibatches=4, chunk_size=chunk, tile_min_weights=1024,
-                    tile_rows=16, tile_cols=16, ent_coef=0.01)
+                    tile_rows=16, tile_cols=16, ent_coef=0.01, actor_block=4)
     ppo = PPO(pol, cfg, seed=seed)
     slab = RolloutSlab(32, 16, env.obs_dim, 4)
     rows = train(env, ppo, slab, updates, seed=seed)

@@ -218,7 +218,10 @@ y = rng.uniform(-3, 3, 5).astype(np.float32)
 s = Sensor(6, 3)
 cpu = trace(ws, o, y, s, 5.0, world_index=wi)
 gpu = Tracer(ws, s, 5.0, backend="cuda").trace(o, y, to_host=True, world_index=wi)
-print(json.dumps({"equal": [bool(np.array_equal(a, b)) for a, b in zip(cpu, gpu)], "hits": int(cpu[2].sum())}))
+# the simulator runs the functions as Python (float64 throughout), the CPU build rounds
+# some float32 steps as float32: depths agree to 1e-6 m, as in test_tracer_cuda_sim
+print(json.dumps({"depth": float(np.max(np.abs(cpu[0] - gpu[0]))), "equal": [bool(np.array_equal(a, b))
+                  for a, b in zip(cpu[1:], gpu[1:])], "hits": int(cpu[2].sum())}))
 """
 
 
@@ -228,4 +231,4 @@ def test_cuda_kernel_traces_each_actor_in_its_world_under_the_simulator():
                          text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
-    assert res["equal"] == [True, True, True] and res["hits"] > 0
+    assert res["depth"] <= 1e-6 and res["equal"] == [True, True] and res["hits"] > 0

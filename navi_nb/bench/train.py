@@ -13,6 +13,14 @@ one warm-up update, and splits the time between
 read from the trainer's timing hook (``Trainer.times``, a
 ``navi_nb.learn.collect.PhaseTimes``) and the environment's tracing clock.
 Nothing is written to disk.
+
+``--ranks 1,2`` adds rank counts: each count above 1 runs the same measurement
+under ``mpiexec -n R`` (the one next to this Python, else on the PATH; the
+``mpi`` extra), side by side with the one-process rows, at the shard counts
+given (threads per rank). Run under ``mpiexec`` itself, the command measures
+that rank count only. Rows then also show the bytes each rank sent per update
+and the share of time spent exchanging (waiting included), and each rank's
+resident and proportional set sizes.
 """
 from __future__ import annotations
 
@@ -26,25 +34,34 @@ def add_arguments(parser) -> None:
     parser.add_argument("--updates", type=int, default=3, help="timed updates per shard count (default 3)")
     parser.add_argument("--shards", default="1,2", help="shard counts to run (default 1,2)")
     parser.add_argument("--resolution", type=int, default=128, help="scene resolution (default 128)")
+    parser.add_argument("--ranks", default="1", help="MPI rank counts to run (default 1; >1 needs mpiexec)")
 
 
 def measure(cfg, shard_counts, updates, console=None):
     import numba
 
+    from navi_nb.parallel.ranks import memory_sizes, rank_context
     from navi_nb.train.loop import Trainer
     from navi_nb.train.runs import load_scene_set, resolve_scenes
 
+    ranks = rank_context(cfg.actors, cfg.actor_block)   # under mpiexec: this rank's blocks
     world_set = load_scene_set(resolve_scenes(cfg.scenes, cfg), cfg.resolution, console)
     out = []
     for shards in shard_counts:
         numba.set_num_threads(min(int(shards), numba.config.NUMBA_NUM_THREADS))
-        tr = Trainer(cfg, run_path="/nonexistent", world_set=world_set).start()
+        tr = Trainer(cfg, run_path="/nonexistent", world_set=world_set, ranks=ranks).start()
         tr.train_one_update()  # warm-up: compiles or loads every kernel
         before = tr.times.copy()
         trace0 = tr.env.trace_seconds
+        ex = tr.ppo.exchange
+        sent0, comm0 = (ex.bytes_sent, ex.seconds) if ex is not None else (0, 0.0)
+        if ranks is not None:
+            ranks.comm.Barrier()
         t0 = time.perf_counter()
         for _ in range(updates):
             tr.train_one_update()
+        if ranks is not None:
+            ranks.comm.Barrier()
         wall = time.perf_counter() - t0
         spent = {k: v - before[k] for k, v in tr.times.copy().items()}
         tracing = tr.env.trace_seconds - trace0
@@ -52,7 +69,11 @@ def measure(cfg, shard_counts, updates, console=None):
         other = wall - spent["env"] - spent["policy"] - spent["ppo"]
         out.append({"shards": int(shards), "actor_steps_per_s": steps / wall, "wall_s": wall, "actor_steps": steps,
                     "split_s": {"tracing": tracing, "environment": spent["env"] - tracing,
-                                "policy": spent["policy"], "ppo": spent["ppo"], "other": other}})
+                                "policy": spent["policy"], "ppo": spent["ppo"], "other": other},
+                    "ranks": 1 if ranks is None else ranks.size,
+                    "bytes_sent_per_update": 0 if ex is None else (ex.bytes_sent - sent0) / updates,
+                    "exchange_share": 0.0 if ex is None else (ex.seconds - comm0) / wall,
+                    "memory": [memory_sizes()] if ranks is None else ranks.comm.gather(memory_sizes(), root=0)})
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     return out
 
@@ -64,13 +85,30 @@ def split_table(cfg, rows):
     t = Table(title=f"bench train: {cfg.scenes}, {cfg.actors} actors, {cfg.sensor_az}x{cfg.sensor_el} rays, "
                     f"hidden {cfg.hidden}, {cfg.rollout_steps} steps x {cfg.update_epochs} epochs x "
                     f"{cfg.num_minibatches} minibatches; time split in % of wall")
-    for c in ("shards", "actor-steps/s", "speed-up", "trace", "env", "policy", "PPO", "other"):
+    ranks = any(r.get("ranks", 1) > 1 for r in rows)   # a ranks column only when several were run
+    for c in ("ranks",) * ranks + ("shards", "actor-steps/s", "speed-up", "trace", "env", "policy", "PPO", "other"):
         t.add_column(c, justify="right", no_wrap=True)
     base = rows[0]["actor_steps_per_s"] if rows else 1.0
     for r in rows:
         s, tot = r["split_s"], r["wall_s"]
-        t.add_row(str(r["shards"]), f"{r['actor_steps_per_s']:,.0f}", f"{r['actor_steps_per_s'] / base:.2f}x",
+        t.add_row(*(str(r.get("ranks", 1)),) * ranks, str(r["shards"]), f"{r['actor_steps_per_s']:,.0f}",
+                  f"{r['actor_steps_per_s'] / base:.2f}x",
                   *(f"{100 * s[k] / tot:.0f}%" for k in ("tracing", "environment", "policy", "ppo", "other")))
+    return t
+
+
+def ranks_table(rows):
+    """What the ranks exchanged per update, the share of the wall time in the exchange (waiting included),
+    and each rank's resident / proportional set size."""
+    from rich.table import Table
+
+    t = Table(title="ranks: exchange and memory")
+    for c in ("ranks", "shards", "sent/update", "exchange", "RSS/PSS per rank"):
+        t.add_column(c, justify="right")
+    for r in rows:
+        mem = " ".join(f"{m['rss'] / 2**20:.0f}/{m['pss'] / 2**20:.0f}M" for m in r["memory"] if m)
+        t.add_row(str(r["ranks"]), str(r["shards"]), f"{r['bytes_sent_per_update'] / 2**20:.2f} MiB",
+                  f"{100 * r['exchange_share']:.1f}%", mem)
     return t
 
 
@@ -84,9 +122,30 @@ def run(args) -> dict:
     cfg = TrainConfig(scenes=args.scene, actors=args.actors, sensor_az=az, sensor_el=el,
                       resolution=args.resolution, eval_episodes=0).validate()
     shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
-    rows = measure(cfg, shard_counts, args.updates, console)
+    from navi_nb.parallel.ranks import launched_by_mpi, run_under_mpiexec, world
+
+    if launched_by_mpi():   # one rank count, this one; rank 0 prints
+        rows = measure(cfg, shard_counts, args.updates, console)
+        if world().Get_rank() != 0:
+            return {}
+        import json
+        for r in rows:
+            print("bench-train-row " + json.dumps(r), flush=True)
+    else:
+        rows = []
+        for n in [int(r) for r in str(args.ranks).split(",") if r.strip()]:
+            if n == 1:
+                rows += measure(cfg, shard_counts, args.updates, console)
+            else:
+                rows += run_under_mpiexec(n, ["bench", "train", "--scene", args.scene, "--actors", str(args.actors),
+                                              "--sensor", args.sensor, "--updates", str(args.updates), "--shards",
+                                              str(args.shards), "--resolution", str(args.resolution)],
+                                          "bench-train-row ")
     console.print(split_table(cfg, rows))
-    summary = [[f"actor-steps/s at {r['shards']} shard(s)", f"{r['actor_steps_per_s']:,.0f}"] for r in rows]
+    if any(r["ranks"] > 1 for r in rows):
+        console.print(ranks_table(rows))
+    summary = [[f"actor-steps/s at {r['ranks']} rank(s) x {r['shards']} shard(s)", f"{r['actor_steps_per_s']:,.0f}"]
+               for r in rows]
     return {"setting": {"scene": cfg.scenes, "actors": cfg.actors, "rays": [az, el], "hidden": cfg.hidden,
                         "rollout_steps": cfg.rollout_steps, "update_epochs": cfg.update_epochs,
                         "num_minibatches": cfg.num_minibatches},

@@ -26,9 +26,9 @@ import argparse
 import os
 
 TRAIN_KERNELS = ("navi_nb.env.motion", "navi_nb.env.observation", "navi_nb.env.spawn", "navi_nb.env.tasks",
-                 "navi_nb.learn.adam", "navi_nb.learn.blas", "navi_nb.learn.fused", "navi_nb.learn.gae",
-                 "navi_nb.learn.loss_reference", "navi_nb.learn.mlp", "navi_nb.sense.tracer", "navi_nb.world.field",
-                 "navi_nb.world.gmdag", "navi_nb.world.layout")
+                 "navi_nb.learn.adam", "navi_nb.learn.blas", "navi_nb.learn.blocks", "navi_nb.learn.fused",
+                 "navi_nb.learn.gae", "navi_nb.learn.loss_reference", "navi_nb.learn.mlp", "navi_nb.sense.tracer",
+                 "navi_nb.world.field", "navi_nb.world.gmdag", "navi_nb.world.layout")
 """The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache)."""
 COLD_COMPILE_S = 75
 """Roughly how many CPU-seconds compiling all of them takes (one core of a 2-core x86 machine; Numba compiles
@@ -78,23 +78,36 @@ def announce_cold_kernels(console) -> bool:
 
 
 def run(args) -> int:
+    """``navi-nb train``; under ``mpiexec``/``srun`` every rank runs it (rank 0 alone writes and prints),
+    and a rank that fails stops every rank with one line naming it (``ranks.abort_on_failure``)."""
+    from navi_nb.parallel.ranks import abort_on_failure
     from navi_nb.train.runs import RunError, os_error
 
     try:
-        return _run(args)
-    except OSError as exc:  # a full disk, a read-only folder, a name too long: one line, not a traceback
-        raise os_error(exc, "train") from None
-    except MemoryError:  # the size checks are lower bounds; what they let through may still not fit
-        raise RunError("train: ran out of memory; use fewer actors or rollout steps") from None
+        try:
+            return _run(args)
+        except OSError as exc:  # a full disk, a read-only folder, a name too long: one line, not a traceback
+            raise os_error(exc, "train") from None
+        except MemoryError:  # the size checks are lower bounds; what they let through may still not fit
+            raise RunError("train: ran out of memory; use fewer actors or rollout steps") from None
+    except BaseException as exc:
+        abort_on_failure(exc)
+        raise
 
 
 def _run(args) -> int:
     from rich.console import Console
 
+    from navi_nb.parallel.ranks import launched_by_mpi
     from navi_nb.train.loop import Trainer
     from navi_nb.train.report import print_config, print_summary
 
     console = Console()
+    if launched_by_mpi():   # rank 0 alone prints
+        from navi_nb.parallel.ranks import world
+
+        if world().Get_rank() != 0:
+            console = Console(file=open(os.devnull, "w"))
     if args.resume:
         if args.config:
             from navi_nb.errors import CliError
@@ -118,7 +131,7 @@ def _run(args) -> int:
     summary = trainer.train(progress=not args.no_progress)
     print_summary(console, trainer, summary)
     cfg = trainer.cfg
-    if cfg.eval_episodes and trainer.update >= cfg.num_updates:
+    if cfg.eval_episodes and trainer.update >= cfg.num_updates and (trainer.ranks is None or trainer.ranks.is_root):
         from navi_nb.train.evaluate import evaluate, print_results
 
         console.rule(f"evaluation: {cfg.eval_episodes} episodes, mean action, fresh seeds")

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from navi_nb.env.config import TASKS, ActionError, EnvConfig, EnvConfigError, StateError
-from navi_nb.env.motion import WP_HI, WP_LO, clearance_distances, field_cube, move_actors, world_motion_params
+from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
 from navi_nb.env.observation import build_obs, obs_layout, obs_size
 from navi_nb.env.spawn import SpawnSampler
 from navi_nb.env.tasks import TASK_CODES, TERMS, VisitGrid, reward_coefficients, score_step, start_episodes
@@ -89,12 +89,21 @@ class NavEnv:
     ``Sensor(64, 16)``), ``task`` (``"pointgoal"`` or ``"explore"``), ``seed``,
     ``backend`` for the tracer (``"cpu"``, ``"cuda"``, ``"auto"``), and any
     field of :class:`~navi_nb.env.config.EnvConfig` as a keyword.
+
+    ``actor_block`` > 0 cuts the actors into blocks of that many (all of them
+    when fewer), each with its own spawn and goal generators seeded from
+    ``(seed, block index)``, the index counted from ``first_block``: a block's
+    episodes then do not depend on the other actors, so an environment holding
+    blocks ``[a, b)`` of a bigger run steps them exactly as the whole one does
+    (the generators' states are then ``(blocks, 6)`` arrays). 0: one pair of
+    generators for all actors.
     """
 
     action_dim = 4
     metadata = {"autoreset_mode": "same_step"}
 
-    def __init__(self, world, n_actors, sensor=None, task="pointgoal", seed=0, backend="cpu", **config):
+    def __init__(self, world, n_actors, sensor=None, task="pointgoal", seed=0, backend="cpu", actor_block=0,
+                 first_block=0, **config):
         from navi_nb.sense.sensor import Sensor
         from navi_nb.sense.tracer import Tracer
 
@@ -109,6 +118,14 @@ class NavEnv:
             raise EnvConfigError(f"NavEnv: task must be one of {', '.join(TASKS)}, got {task!r}")
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise EnvConfigError(f"NavEnv: seed must be a non-negative integer, got {seed!r}")
+        for name, v in (("actor_block", actor_block), ("first_block", first_block)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+                raise EnvConfigError(f"NavEnv: {name} must be a non-negative integer, got {v!r}")
+        block = min(int(actor_block), int(n_actors)) if actor_block else 0
+        if block and n_actors % block:
+            raise EnvConfigError(f"NavEnv: n_actors ({n_actors}) must be a multiple of actor_block ({actor_block})")
+        self.actor_block, self.first_block = block, int(first_block)
+        self._n_blocks = int(n_actors) // block if block else 0
         if sensor is None:
             sensor = Sensor(64, 16)
         cfg = EnvConfig.from_kwargs(**config)
@@ -191,9 +208,10 @@ class NavEnv:
             "ep_return": ((A,), np.float64), "ep_len": ((A,), np.int32), "path_len": ((A,), np.float64),
             "collisions": ((A,), np.int32), "episodes": ((A,), np.int64),
             "obs": ((A, self.obs_dim), np.float32),
-            "rng_spawn": (STATE_SHAPE, STATE_DTYPE), "rng_goal": (STATE_SHAPE, STATE_DTYPE),
             "world_index": ((A,), np.int32), "world_seed": ((1,), np.uint64),
         }
+        rng_shape = (self._n_blocks,) + STATE_SHAPE if self._n_blocks else STATE_SHAPE
+        self._state_spec.update({"rng_spawn": (rng_shape, STATE_DTYPE), "rng_goal": (rng_shape, STATE_DTYPE)})
         for name, (shape, dtype) in self._state_spec.items():
             if not name.startswith("rng_"):
                 setattr(self, "_" + name, np.zeros(shape, dtype=dtype))
@@ -222,41 +240,55 @@ class NavEnv:
     # ------------------------------------------------------------------
     def _seed(self, seed):
         self._world_seed[0] = np.uint64(seed)
-        ss = np.random.SeedSequence(int(seed))
-        spawn_ss, goal_ss = ss.spawn(2)
-        self._rng_spawn = np.random.Generator(np.random.PCG64(spawn_ss))
-        self._rng_goal = np.random.Generator(np.random.PCG64(goal_ss))
+        if not self._n_blocks:
+            spawn_ss, goal_ss = np.random.SeedSequence(int(seed)).spawn(2)
+            self._rng_spawn = np.random.Generator(np.random.PCG64(spawn_ss))
+            self._rng_goal = np.random.Generator(np.random.PCG64(goal_ss))
+            return
+        self._rng_spawn, self._rng_goal = [], []
+        for k in range(self.first_block, self.first_block + self._n_blocks):
+            spawn_ss, goal_ss = np.random.SeedSequence([int(seed), k]).spawn(2)
+            self._rng_spawn.append(np.random.Generator(np.random.PCG64(spawn_ss)))
+            self._rng_goal.append(np.random.Generator(np.random.PCG64(goal_ss)))
 
     def _start(self, rows):
         """Fresh episodes for actors ``rows`` (int64, ascending): world, spawn, goal, counters, observation."""
-        cfg = self.config
         n_worlds = len(self.world_set)
-        if n_worlds == 1:
-            pos, yaw = self._spawner.sample_spawns(self._rng_spawn, rows.shape[0])
-            goals = self._spawner.sample_goals(self._rng_goal, pos, cfg.goal_min_distance, cfg.goal_max_distance)
-        else:
-            wi = scheduled_worlds(cfg.world_schedule, n_worlds, int(self._world_seed[0]), rows,
-                                  self._episodes[rows])
-            self._world_index[rows] = wi
-            pos = np.empty((rows.shape[0], 3), np.float32)
-            yaw = np.empty(rows.shape[0], np.float32)
-            goals = np.empty((rows.shape[0], 3), np.float32)
-            # each generator draws world by world, in ascending world order (rows ascending within one)
-            for w in np.unique(wi):
-                sel = wi == w
-                pos[sel], yaw[sel] = self._spawners[w].sample_spawns(self._rng_spawn, int(sel.sum()))
-            for w in np.unique(wi):
-                sel = wi == w
-                goals[sel] = self._spawners[w].sample_goals(self._rng_goal, pos[sel], cfg.goal_min_distance,
-                                                            cfg.goal_max_distance)
-        self._pos[rows] = pos
-        self._yaw[rows] = yaw
-        self._goal[rows] = goals
+        if n_worlds > 1:  # by the actor's global index (a block run alone draws what it draws in the whole)
+            first = self.first_block * self.actor_block if self._n_blocks else 0
+            self._world_index[rows] = scheduled_worlds(self.config.world_schedule, n_worlds,
+                                                       int(self._world_seed[0]), rows + first, self._episodes[rows])
+        if not self._n_blocks:
+            self._sample_episodes(rows, self._rng_spawn, self._rng_goal)
+        else:   # each block's actors from the block's own generators
+            block_of = rows // self.actor_block
+            for k in np.unique(block_of):
+                self._sample_episodes(rows[block_of == k], self._rng_spawn[k], self._rng_goal[k])
         start_episodes(rows, self._pos, self._goal, self._goal_dist, self._start_dist, self._visit,
                        self._cells, self._world_index, self._grid_lo, self._inv_cell_w, self._grid_dims,
                        self._ep_return, self._ep_len, self._path_len, self._collisions, self._prev_action,
                        self._vel)
         self._observe(rows)
+
+    def _sample_episodes(self, rows, rng_spawn, rng_goal):
+        """Spawns and goals of actors ``rows`` from the two generators; with several worlds,
+        world by world in ascending world order (rows ascending within one)."""
+        cfg = self.config
+        if len(self.world_set) == 1:
+            pos, yaw = self._spawner.sample_spawns(rng_spawn, rows.shape[0])
+            self._pos[rows] = pos
+            self._yaw[rows] = yaw
+            self._goal[rows] = self._spawner.sample_goals(rng_goal, pos, cfg.goal_min_distance,
+                                                          cfg.goal_max_distance)
+            return
+        wi = self._world_index[rows]
+        for w in np.unique(wi):
+            sub = rows[wi == w]
+            self._pos[sub], self._yaw[sub] = self._spawners[w].sample_spawns(rng_spawn, sub.shape[0])
+        for w in np.unique(wi):
+            sub = rows[wi == w]
+            self._goal[sub] = self._spawners[w].sample_goals(rng_goal, self._pos[sub], cfg.goal_min_distance,
+                                                             cfg.goal_max_distance)
 
     def _observe(self, rows):
         if rows.shape[0] == self.n_actors:
@@ -361,10 +393,10 @@ class NavEnv:
         """Copies of every per-actor array and both generators' states."""
         out = {}
         for name in self._state_spec:
-            if name == "rng_spawn":
-                out[name] = generator_to_array(self._rng_spawn)
-            elif name == "rng_goal":
-                out[name] = generator_to_array(self._rng_goal)
+            if name in ("rng_spawn", "rng_goal"):
+                gens = getattr(self, "_" + name)
+                out[name] = (np.stack([generator_to_array(g) for g in gens]) if self._n_blocks
+                             else generator_to_array(gens))
             else:
                 out[name] = getattr(self, "_" + name).copy()
         out["has_reset"] = np.array(self._has_reset)
@@ -395,7 +427,9 @@ class NavEnv:
         generators = {}
         for name in ("rng_spawn", "rng_goal"):
             try:
-                generators[name] = generator_from_array(values[name])
+                a = values[name]
+                generators[name] = ([generator_from_array(r) for r in a] if self._n_blocks
+                                    else generator_from_array(a))
             except GeneratorStateError as exc:
                 raise StateError(f"NavEnv.set_state: {name}: {exc}") from None
         has_reset = state.get("has_reset", True)
@@ -415,13 +449,15 @@ class NavEnv:
         def refuse(name, what):
             raise StateError(f"NavEnv.set_state: {name} {what}")
 
-        # each actor's bounds are its world's; float32 rounding of positions clamped in float64: a small
-        # tolerance around the exact bounds
+        # each actor's bounds are its world's (world_index was checked first)
         wi = v["world_index"].astype(np.int64)
-        lo, hi = self._wparams[wi, WP_LO:WP_LO + 3], self._wparams[wi, WP_HI:WP_HI + 3]
-        tol = 1e-4 * max(1.0, float(np.max(self._wparams[:, WP_HI:WP_HI + 3] - self._wparams[:, WP_LO:WP_LO + 3])))
+        lo, hi = self._wparams[wi, 2:5], self._wparams[wi, 5:8]
+        # float32 rounding of positions clamped in float64: a small tolerance around the exact bounds
+        tol = 1e-4 * max(1.0, float(np.max(self._wparams[:, 5:8] - self._wparams[:, 2:5])))
         if np.any(v["pos"] < lo - tol) or np.any(v["pos"] > hi + tol):
-            refuse("pos", "holds positions outside the reachable cube of their world")
+            where = (f"{self._wparams[0, 2:5].tolist()}..{self._wparams[0, 5:8].tolist()}"
+                     if len(self.world_set) == 1 else "of the actor's world")
+            refuse("pos", f"holds positions outside the reachable cube {where}")
         cube_lo, cube_hi = lo - cfg.radius, hi + cfg.radius
         if np.any(v["goal"] < cube_lo - tol) or np.any(v["goal"] > cube_hi + tol):
             refuse("goal", "holds goals outside the world's cube")
@@ -429,7 +465,7 @@ class NavEnv:
             refuse("yaw", "holds angles outside [-pi, pi]")
         if np.any(np.abs(v["prev_action"]) > 1.0):
             refuse("prev_action", "holds actions outside [-1, 1] (actions are clipped)")
-        extent = float(np.max(cube_hi - cube_lo)) if wi.size else 0.0
+        extent = float(np.max(cube_hi - cube_lo))
         if np.any(np.abs(v["vel"]) > extent / cfg.dt):
             refuse("vel", "holds velocities no step can reach")
         for name in ("goal_dist", "start_dist", "path_len", "collisions", "episodes", "cells", "ep_len"):
@@ -439,9 +475,9 @@ class NavEnv:
             refuse("ep_len", f"holds episode lengths over max_steps ({cfg.max_steps})")
         if v["collisions"].size and np.any(v["collisions"] > v["ep_len"]):
             refuse("collisions", "holds more collisions than steps in the episode")
-        n_cells = np.array([g.n_cells for g in self._grids], dtype=np.int64)[wi]
+        n_cells = np.array([g.n_cells for g in self._grids], np.int64)[wi]
         if v["cells"].size and np.any(v["cells"] > n_cells):
-            refuse("cells", "holds more visited cells than the grid of their world has")
+            refuse("cells", f"holds more visited cells than the grid has ({int(n_cells.max())})")
 
     # ------------------------------------------------------------------
     @property

@@ -31,6 +31,19 @@ def action_generator(seed) -> np.random.Generator:
     return np.random.default_rng([int(seed), ACTION_STREAM])
 
 
+class RowSlice:
+    """The action-noise generator of a process that holds actors ``start .. start + n - 1`` of
+    ``total``: each draw is the whole batch's (so the generator advances exactly as in one process
+    holding every actor) and hands back this process's rows."""
+
+    def __init__(self, rng, start, total):
+        self.rng, self.start, self.total = rng, int(start), int(total)
+
+    def standard_normal(self, shape, dtype=np.float64):
+        full = self.rng.standard_normal((self.total,) + tuple(shape[1:]), dtype=dtype)
+        return full[self.start:self.start + shape[0]]
+
+
 class PhaseTimes:
     """Seconds spent per phase, added up over calls: ``policy`` (acting and the critic's values of final
     observations), ``env`` (``env.step``), ``ppo`` (GAE and the epochs); ``first_step_time`` is the

@@ -47,6 +47,7 @@ from numba import njit, prange
 
 from navi_nb.learn.adam import adam_kernel
 from navi_nb.learn.blas import NO_TRANS, TRANS, gemm
+from navi_nb.learn.blocks import tree_add_run, tree_moments
 from navi_nb.learn.loss_reference import ADV_EPS, LOG_2PI, gaussian_entropy
 from navi_nb.learn.mlp import bias_act_rows, times_dact_rows
 
@@ -88,6 +89,12 @@ Work = namedtuple("Work", (
     "stats",       # (n, len(STAT_NAMES)) float64 per-sample statistics
     "stat_sums",   # (len(STAT_NAMES),) float64 their sums over the minibatch
     "sumsq",       # (items,) float64 each item's sum of squares (the gradient norm)
+    "blk",         # rows of each actor block in a minibatch (the minibatch is n_blocks runs of blk rows)
+    "n_blocks",    # blocks in this minibatch's rows
+    "n_total",     # rows of the whole minibatch (all blocks, wherever they are computed)
+    "block_grads",  # (n_blocks, params) each block's gradient (then the tree's partial sums, in place)
+    "block_stats",  # (n_blocks, len(STAT_NAMES)) float64 each block's statistics' sums (likewise)
+    "moments",     # (n_blocks, 3) float64 each block's advantages' (count, mean, M2) (likewise)
 ))
 
 _entropy = njit(cache=True)(gaussian_entropy)
@@ -110,24 +117,36 @@ def _at(a, offset):
 
 
 @njit(cache=True)
-def prep_advantages(source, rows, col, out, enabled):
-    """out[i] = source[rows[i], col], normalised over all i when ``enabled``:
-    (adv - mean) / (std + 1e-8), std with n - 1 (``loss_reference.normalize_advantages``);
-    float64 sums."""
+def block_moments(source, rows, col, blk, out):
+    """out[k] = (count, mean, M2) of the advantages ``source[rows[i], col]`` of block k's rows
+    ``k * blk .. (k + 1) * blk - 1``: float64, two passes in row order (M2: the sum of squared
+    deviations from the block's mean)."""
+    for k in range(rows.shape[0] // blk):
+        s = 0.0
+        for i in range(k * blk, (k + 1) * blk):
+            s += np.float64(source[rows[i], col])
+        mean = s / blk
+        q = 0.0
+        for i in range(k * blk, (k + 1) * blk):
+            d = np.float64(source[rows[i], col]) - mean
+            q += d * d
+        out[k, 0] = blk
+        out[k, 1] = mean
+        out[k, 2] = q
+
+
+@njit(cache=True)
+def normalize_advantages(source, rows, col, moments, out, enabled):
+    """out[i] = source[rows[i], col], normalised when ``enabled`` by the whole minibatch's
+    ``moments`` = (count, mean, M2) (the blocks' moments combined along the block tree):
+    (adv - mean) / (std + 1e-8), std with n - 1 (``loss_reference.normalize_advantages``)."""
     n = rows.shape[0]
     if not enabled:
         for i in range(n):
             out[i] = source[rows[i], col]
         return
-    s = 0.0
-    for i in range(n):
-        s += np.float64(source[rows[i], col])
-    mean = s / n
-    q = 0.0
-    for i in range(n):
-        d = np.float64(source[rows[i], col]) - mean
-        q += d * d
-    std = math.sqrt(q / max(n - 1, 1))
+    mean = moments[1]
+    std = math.sqrt(moments[2] / max(moments[0] - 1.0, 1.0))
     for i in range(n):
         out[i] = (np.float64(source[rows[i], col]) - mean) / (std + ADV_EPS)
 
@@ -254,12 +273,14 @@ def chunk_pass(source, rows, cols, params, log_std, hp, w):
     """Phase 1: per fixed chunk of samples, gather, both trunks forward, the loss
     heads, both trunks backward, and the chunk's slots (see the module doc).
 
-    source (N, width) rollout rows; rows (n,) the minibatch's row indices; cols
-    the fields' columns (``ACTIONS`` ... ``ADVANTAGES``); hp the hyper-parameters;
-    w the :class:`Work` of size n (``w.adv`` already prepared).
+    source (N, width) rollout rows; rows (n,) the minibatch's row indices, block
+    after block (``w.blk`` each); cols the fields' columns (``ACTIONS`` ...
+    ``ADVANTAGES``); hp the hyper-parameters; w the :class:`Work` of size n
+    (``w.adv`` already prepared). Chunks never cross a block's edge: each block's
+    rows are cut into chunks from its own first row.
     """
     _chunk_pass(source, rows, cols, w.adv, params, log_std, w.meta, w.n_pi, w.A, w.D, w.slots, w.slot_width,
-                w.dlogstd, w.stats, w.chunk, hp[CLIP_COEF], hp[CLIP_VLOSS] != 0.0, hp[VF_COEF], 1.0 / rows.shape[0])
+                w.dlogstd, w.stats, w.chunk, w.blk, hp[CLIP_COEF], hp[CLIP_VLOSS] != 0.0, hp[VF_COEF], 1.0 / w.n_total)
 
 
 # The parallel regions take their arrays as arguments, not from the Work tuple:
@@ -267,14 +288,16 @@ def chunk_pass(source, rows, cols, params, log_std, hp, w):
 # tuple inside the region.
 @njit(cache=True, parallel=True, error_model="numpy")
 def _chunk_pass(source, rows, cols, adv, params, log_std, meta, n_pi, A, D, slots, slot_width, dlogstd, stats,
-                chunk, clip_coef, clip_vloss, vf_coef, inv_n):
+                chunk, blk, clip_coef, clip_vloss, vf_coef, inv_n):
     n = rows.shape[0]
     obs_dim = meta[0, NIN]
     n_layers = meta.shape[0]
-    n_chunks = (n + chunk - 1) // chunk
+    per_block = (blk + chunk - 1) // chunk
+    n_chunks = (n // blk) * per_block
     for c in prange(n_chunks):
-        r0 = c * chunk
-        r1 = min(n, r0 + chunk)
+        b0 = (c // per_block) * blk
+        r0 = b0 + (c % per_block) * chunk
+        r1 = min(b0 + blk, r0 + chunk)
         O = _block(A, 0, n, obs_dim)
         for i in range(r0, r1):
             r = rows[i]
@@ -293,62 +316,150 @@ def _chunk_pass(source, rows, cols, adv, params, log_std, meta, n_pi, A, D, slot
 
 
 @njit(cache=True)
-def finish_pass(w, grad, hp):
-    """Phase 2: each work item of ``w.items`` writes its own part of ``grad``
-    (see the module doc), then that part's sum of squares into ``w.sumsq[item]``
-    (for the global norm, :func:`_item_sumsq`); the HEADS item also writes the
-    statistics' sums into ``w.stat_sums``."""
-    _finish_pass(w.items, w.meta, w.dlogstd.shape[0], w.A, w.D, w.slots, w.slot_width, w.n_chunks, w.dlogstd,
-                 w.stats, grad, w.log_std_off, hp[ENT_COEF], w.stat_sums, w.sumsq)
+def finish_pass(w, ops, root, grad, hp, final):
+    """Phase 2, a ``prange`` over the fixed work items of ``w.items``. Item t,
+    for each block k in turn, writes its own part of block k's gradient
+    ``w.block_grads[k]`` (see the module doc) from that block's chunks and rows
+    only (the HEADS item: the block's statistics' sums into ``w.block_stats[k]``);
+    then adds its part of the blocks' rows along the block tree ``ops``
+    (:func:`navi_nb.learn.blocks.tree_ops`). When ``final`` (this process holds
+    every block: row ``root`` is the whole sum), it also does
+    :func:`reduce_nodes`'s last steps: its part of ``grad``, ``w.stat_sums`` and
+    its sum of squares. Otherwise the rows of ``local_plan``'s subtrees are
+    this process's share of the tree, for :func:`reduce_nodes`."""
+    _finish_pass(w.items, w.meta, w.blk, w.n_blocks, w.A, w.D, w.slots, w.slot_width, w.n_chunks // w.n_blocks,
+                 w.dlogstd, w.stats, w.block_grads, w.log_std_off, w.block_stats, ops, root, grad, hp[ENT_COEF],
+                 final, w.stat_sums, w.sumsq)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _block_item(item, meta, blk, k, A, D, slots, slot_width, per_block, dlogstd, stats, block_grads, log_std_off,
+                block_stats):
+    """Block k's part of one finish item (see the module doc)."""
+    one = np.ones(1, block_grads.dtype)[0]
+    zero = one - one
+    grad = block_grads[k]
+    k0 = k * blk           # the block's first row
+    c0 = k * per_block     # the block's first chunk
+    kind, l = item[0], item[1]
+    m = meta[l]
+    nin, nout, woff = m[NIN], m[NOUT], m[WOFF]
+    if kind == SLOT_SUM:
+        e0, e1 = item[2], item[3]
+        s0 = m[SLOT] + e0
+        g = grad[woff + e0:woff + e1]
+        S = _block(slots, c0 * slot_width + s0, 1, e1 - e0)
+        for e in range(e1 - e0):
+            g[e] = S[0, e]
+        for c in range(c0 + 1, c0 + per_block):
+            S = _block(slots, c * slot_width + s0, 1, e1 - e0)
+            for e in range(e1 - e0):
+                g[e] += S[0, e]
+    elif kind == TILE:
+        i0, i1, j0, j1 = item[2], item[3], item[4], item[5]
+        gemm(TRANS, NO_TRANS, i1 - i0, j1 - j0, blk, one, _at(A, m[XOFF] + k0 * nin + i0), nin,
+             _at(D, m[DOFF] + k0 * nout + j0), nout, zero,
+             _at(block_grads, k * grad.shape[0] + woff + i0 * nout + j0), nout)
+    elif kind == TILE_BIAS:
+        j0, j1 = item[4], item[5]
+        gb = grad[woff + nin * nout + j0:woff + nin * nout + j1]
+        dZ = _block(D, m[DOFF] + k0 * nout, blk, nout)
+        for j in range(j1 - j0):
+            gb[j] = zero
+        for i in range(blk):
+            for j in range(j1 - j0):
+                gb[j] += dZ[i, j0 + j]
+    else:   # HEADS: log_std's gradient (the entropy term is added once, after the tree) and the
+        # loss statistics, sums in row order
+        for j in range(dlogstd.shape[1]):
+            s = 0.0
+            for i in range(k0, k0 + blk):
+                s += np.float64(dlogstd[i, j])
+            grad[log_std_off + j] = s
+        for j in range(stats.shape[1]):
+            s = 0.0
+            for i in range(k0, k0 + blk):
+                s += stats[i, j]
+            block_stats[k, j] = s
+
+
+@njit(cache=True, inline="always")
+def _tree_item(item, meta, buf, stats_buf, ops, log_std_off, k_act):
+    """Item ``item``'s part of the rows of ``buf`` (and, for HEADS, of ``stats_buf``) added along ``ops``,
+    run by contiguous run (a weight tile row by row)."""
+    kind, l = item[0], item[1]
+    m = meta[l]
+    nin, nout, woff = m[NIN], m[NOUT], m[WOFF]
+    if kind == SLOT_SUM:
+        tree_add_run(buf, ops, woff + item[2], woff + item[3])
+    elif kind == TILE:
+        for i in range(item[2], item[3]):
+            tree_add_run(buf, ops, woff + i * nout + item[4], woff + i * nout + item[5])
+    elif kind == TILE_BIAS:
+        tree_add_run(buf, ops, woff + nin * nout + item[4], woff + nin * nout + item[5])
+    else:
+        tree_add_run(buf, ops, log_std_off, log_std_off + k_act)
+        tree_add_run(stats_buf, ops, 0, stats_buf.shape[1])
+
+
+@njit(cache=True, inline="always")
+def _settle_item(item, meta, buf, stats_buf, root, grad, log_std_off, k_act, ent_coef, stat_sums, sumsq, t):
+    """Item ``item``'s part of the tree's sum (row ``root`` of ``buf``) into ``grad``, with the entropy
+    bonus's ``log_std`` term (HEADS, which also copies the statistics' sums); then its sum of squares."""
+    kind, l = item[0], item[1]
+    m = meta[l]
+    nin, nout, woff = m[NIN], m[NOUT], m[WOFF]
+    if kind == SLOT_SUM:
+        for e in range(woff + item[2], woff + item[3]):
+            grad[e] = buf[root, e]
+    elif kind == TILE:
+        for i in range(item[2], item[3]):
+            for e in range(woff + i * nout + item[4], woff + i * nout + item[5]):
+                grad[e] = buf[root, e]
+    elif kind == TILE_BIAS:
+        for e in range(woff + nin * nout + item[4], woff + nin * nout + item[5]):
+            grad[e] = buf[root, e]
+    else:
+        for e in range(log_std_off, log_std_off + k_act):
+            grad[e] = buf[root, e] - ent_coef
+        for j in range(stat_sums.shape[0]):
+            stat_sums[j] = stats_buf[root, j]
+    sumsq[t] = _item_sumsq(item, meta, grad, log_std_off, k_act)
+
+
+# The parallel regions take their arrays as arguments, not from the Work tuple (see _chunk_pass).
+@njit(cache=True, parallel=True, error_model="numpy")
+def _finish_pass(items, meta, blk, n_blocks, A, D, slots, slot_width, per_block, dlogstd, stats, block_grads,
+                 log_std_off, block_stats, ops, root, grad, ent_coef, final, stat_sums, sumsq):
+    k_act = dlogstd.shape[1]
+    for t in prange(items.shape[0]):
+        for k in range(n_blocks):
+            _block_item(items[t], meta, blk, k, A, D, slots, slot_width, per_block, dlogstd, stats, block_grads,
+                        log_std_off, block_stats)
+        _tree_item(items[t], meta, block_grads, block_stats, ops, log_std_off, k_act)
+        if final:
+            _settle_item(items[t], meta, block_grads, block_stats, root, grad, log_std_off, k_act, ent_coef,
+                         stat_sums, sumsq, t)
+
+
+@njit(cache=True)
+def reduce_nodes(buf, stats_buf, ops, root, grad, w, hp):
+    """The top of the block tree over subtree sums gathered from every process
+    (rows of ``buf`` / ``stats_buf`` in block order; ``ops`` from
+    ``blocks.tree_ops`` with those rows as leaves, ``root`` its result row):
+    a ``prange`` over the finish items, each adding its part, writing it into
+    ``grad`` (with the entropy term), ``w.stat_sums`` and its sum of squares
+    into ``w.sumsq``: the same additions, per element, as ``finish_pass`` with
+    ``final`` over all blocks."""
+    _reduce_nodes(w.items, w.meta, buf, stats_buf, ops, root, grad, w.log_std_off, w.dlogstd.shape[1],
+                  hp[ENT_COEF], w.stat_sums, w.sumsq)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _finish_pass(items, meta, n, A, D, slots, slot_width, n_chunks, dlogstd, stats, grad, log_std_off,
-                 ent_coef, stat_sums, sumsq):
-    one = np.ones(1, grad.dtype)[0]
-    zero = one - one
-    k_act = dlogstd.shape[1]
+def _reduce_nodes(items, meta, buf, stats_buf, ops, root, grad, log_std_off, k_act, ent_coef, stat_sums, sumsq):
     for t in prange(items.shape[0]):
-        kind, l = items[t, 0], items[t, 1]
-        m = meta[l]
-        nin, nout, woff = m[NIN], m[NOUT], m[WOFF]
-        if kind == SLOT_SUM:
-            e0, e1 = items[t, 2], items[t, 3]
-            s0 = m[SLOT] + e0
-            g = grad[woff + e0:woff + e1]
-            S = _block(slots, s0, 1, e1 - e0)
-            for e in range(e1 - e0):
-                g[e] = S[0, e]
-            for c in range(1, n_chunks):
-                S = _block(slots, c * slot_width + s0, 1, e1 - e0)
-                for e in range(e1 - e0):
-                    g[e] += S[0, e]
-        elif kind == TILE:
-            i0, i1, j0, j1 = items[t, 2], items[t, 3], items[t, 4], items[t, 5]
-            gemm(TRANS, NO_TRANS, i1 - i0, j1 - j0, n, one, _at(A, m[XOFF] + i0), nin,
-                 _at(D, m[DOFF] + j0), nout, zero, _at(grad, woff + i0 * nout + j0), nout)
-        elif kind == TILE_BIAS:
-            j0, j1 = items[t, 4], items[t, 5]
-            gb = grad[woff + nin * nout + j0:woff + nin * nout + j1]
-            dZ = _block(D, m[DOFF], n, nout)
-            for j in range(j1 - j0):
-                gb[j] = zero
-            for i in range(n):
-                for j in range(j1 - j0):
-                    gb[j] += dZ[i, j0 + j]
-        else:   # HEADS: log_std's gradient and the loss statistics, sums in sample order
-            k = dlogstd.shape[1]
-            for j in range(k):
-                s = 0.0
-                for i in range(n):
-                    s += np.float64(dlogstd[i, j])
-                grad[log_std_off + j] = s - ent_coef
-            for j in range(stats.shape[1]):
-                s = 0.0
-                for i in range(n):
-                    s += stats[i, j]
-                stat_sums[j] = s
-        sumsq[t] = _item_sumsq(items[t], meta, grad, log_std_off, k_act)
+        _tree_item(items[t], meta, buf, stats_buf, ops, log_std_off, k_act)
+        _settle_item(items[t], meta, buf, stats_buf, root, grad, log_std_off, k_act, ent_coef, stat_sums, sumsq, t)
 
 
 class Plan:
@@ -361,6 +472,7 @@ class Plan:
         self.obs_dim = policy.obs_dim
         self.dtype = policy.dtype
         self.log_std_off = policy.layout.index["log_std"][1]
+        self.n_params = policy.params.shape[0]
         meta = np.zeros((len(layers), META_COLS), np.int64)
         slot_width = 0
         out_cols = 0           # per-sample offsets: outputs after the observation block
@@ -413,11 +525,17 @@ class Plan:
         """The layer table's size-independent columns (NIN, NOUT, WOFF, SLOT, ACT)."""
         return self._meta
 
-    def work(self, n, chunk, act_dim):
-        """The :class:`Work` for minibatches of n samples in chunks of ``chunk``
-        (made once per size, then reused)."""
-        w = self._sizes.get(n)
+    def work(self, n, chunk, act_dim, blk=None, n_total=None):
+        """The :class:`Work` for minibatches of n samples (``n / blk`` blocks of
+        ``blk`` rows; default one block) in chunks of ``chunk``, part of a
+        minibatch of ``n_total`` rows (default n) (made once per shape, then reused)."""
+        blk = n if blk is None else int(blk)
+        n_total = n if n_total is None else int(n_total)
+        key = (n, chunk, act_dim, blk, n_total)
+        w = self._sizes.get(key)
         if w is None:
+            if blk < 1 or n % blk:
+                raise ValueError(f"Plan.work: {n} rows are not whole blocks of {blk}")
             meta = self._meta.copy()
             base = n * self.obs_dim
             for l in range(meta.shape[0]):
@@ -426,7 +544,8 @@ class Plan:
                 meta[l, XOFF] = 0 if self._meta[l, XOFF] < 0 else meta[l - 1, HOFF]
             # the blocks above hold n rows each: an (n, n_out) block starts at
             # n times the per-sample offset; rows of a block are contiguous
-            n_chunks = (n + chunk - 1) // chunk
+            n_blocks = n // blk
+            n_chunks = n_blocks * ((blk + chunk - 1) // chunk)
             dt = self.dtype
             w = Work(meta=meta, n_pi=self.n_pi, items=self.items, chunk=chunk, n_chunks=n_chunks,
                      slot_width=self.slot_width, log_std_off=self.log_std_off,
@@ -434,8 +553,11 @@ class Plan:
                      slots=np.empty(n_chunks * max(self.slot_width, 1), dt), adv=np.empty(n, dt),
                      dlogstd=np.empty((n, act_dim), dt), stats=np.empty((n, len(STAT_NAMES)), np.float64),
                      stat_sums=np.empty(len(STAT_NAMES), np.float64),
-                     sumsq=np.empty(self.items.shape[0], np.float64))
-            self._sizes[n] = w
+                     sumsq=np.empty(self.items.shape[0], np.float64), blk=blk, n_blocks=n_blocks,
+                     n_total=n_total, block_grads=np.empty((n_blocks, self.n_params), dt),
+                     block_stats=np.empty((n_blocks, len(STAT_NAMES)), np.float64),
+                     moments=np.empty((n_blocks, 3), np.float64))
+            self._sizes[key] = w
         return w
 
 
@@ -505,32 +627,52 @@ def norm_from_items(sumsq):
 
 
 @njit(cache=True)
-def minibatches_update(source, order, count, cols, params, log_std, hp, w, grad, adam_m, adam_v, step0, out):
-    """``count`` minibatches in one call: with mb = ``w.adv.shape[0]``,
-    minibatch b is rows ``order[b * mb:(b + 1) * mb]``; each is
-    ``prep_advantages``, ``chunk_pass``, ``finish_pass`` (with the norm's item
-    sums), the global-norm clip and Adam step ``step0 + b + 1``, with no Python
-    between the parallel regions (each gap would let idle threads fall asleep).
-    The same kernels and sums as ``PPO.accumulate`` then ``PPO.step``, so the
-    same bits. ``out[b]`` (columns ``STEP_STAT_NAMES``): the statistics' means,
-    the entropy before the step, the gradient norm before clipping. Stops after
-    a minibatch whose approximate KL exceeds ``hp[TARGET_KL]`` (when >= 0).
-    Returns the minibatches done."""
+def local_gradients(source, rows, cols, params, log_std, hp, w, moments, ops, root, grad, final):
+    """This process's part of one minibatch (rows ``rows``, block after block):
+    the advantages normalised by the whole minibatch's ``moments`` (count, mean,
+    M2), ``chunk_pass``, ``finish_pass`` (``ops``, ``root``, ``grad``,
+    ``final``: see there)."""
+    normalize_advantages(source, rows, cols[ADVANTAGES], moments, w.adv, hp[NORM_ADV] != 0.0)
+    chunk_pass(source, rows, cols, params, log_std, hp, w)
+    finish_pass(w, ops, root, grad, hp, final)
+
+
+@njit(cache=True)
+def clip_and_step(w, log_std, hp, params, grad, adam_m, adam_v, step, out_row):
+    """After the tree's sum is in ``grad``: the statistics' means and the entropy into
+    ``out_row`` (columns ``STEP_STAT_NAMES``), the global norm, the clip and Adam
+    step ``step``. Returns True when the approximate KL exceeds ``hp[TARGET_KL]``
+    (when >= 0)."""
+    for j in range(w.stat_sums.shape[0]):
+        out_row[j] = w.stat_sums[j] / w.n_total
+    out_row[ENTROPY] = _entropy(log_std)
+    norm = norm_from_items(w.sumsq)
+    out_row[GRAD_NORM] = norm
+    scale = min(1.0, hp[MAX_GRAD_NORM] / (norm + 1e-6))
+    adam_kernel(params, grad, adam_m, adam_v, hp[LR], hp[BETA1], hp[BETA2], hp[ADAM_EPS], scale, step)
+    return hp[TARGET_KL] >= 0.0 and out_row[APPROX_KL] > hp[TARGET_KL]
+
+
+@njit(cache=True)
+def minibatches_update(source, order, count, cols, params, log_std, hp, w, ops, root, grad, adam_m, adam_v, step0,
+                       out):
+    """``count`` minibatches in one call, all blocks in this process: with mb =
+    ``w.adv.shape[0]``, minibatch b is rows ``order[b * mb:(b + 1) * mb]``
+    (``w.n_blocks`` runs of ``w.blk`` rows, one per block); each is the blocks'
+    advantage moments combined along the block tree (``ops``, ``root``),
+    :func:`local_gradients` (the tree included), :func:`clip_and_step` with
+    Adam step ``step0 + b + 1``, with no Python between the parallel regions
+    (each gap would let idle threads fall asleep). The same kernels and sums as
+    ``PPO.accumulate`` then ``PPO.step``, so the same bits. ``out[b]`` (columns
+    ``STEP_STAT_NAMES``): the statistics' means, the entropy before the step, the
+    gradient norm before clipping. Stops after a minibatch whose approximate KL
+    exceeds ``hp[TARGET_KL]`` (when >= 0). Returns the minibatches done."""
     mb = w.adv.shape[0]
-    stat_sums = w.stat_sums
-    target_kl = hp[TARGET_KL]
     for b in range(count):
         rows = order[b * mb:(b + 1) * mb]
-        prep_advantages(source, rows, cols[ADVANTAGES], w.adv, hp[NORM_ADV] != 0.0)
-        chunk_pass(source, rows, cols, params, log_std, hp, w)
-        finish_pass(w, grad, hp)
-        for j in range(stat_sums.shape[0]):
-            out[b, j] = stat_sums[j] / mb
-        out[b, ENTROPY] = _entropy(log_std)
-        norm = norm_from_items(w.sumsq)
-        out[b, GRAD_NORM] = norm
-        scale = min(1.0, hp[MAX_GRAD_NORM] / (norm + 1e-6))
-        adam_kernel(params, grad, adam_m, adam_v, hp[LR], hp[BETA1], hp[BETA2], hp[ADAM_EPS], scale, step0 + b + 1.0)
-        if target_kl >= 0.0 and out[b, APPROX_KL] > target_kl:
+        block_moments(source, rows, cols[ADVANTAGES], w.blk, w.moments)
+        tree_moments(w.moments, ops)
+        local_gradients(source, rows, cols, params, log_std, hp, w, w.moments[root], ops, root, grad, True)
+        if clip_and_step(w, log_std, hp, params, grad, adam_m, adam_v, step0 + b + 1.0, out[b]):
             return b + 1
     return count

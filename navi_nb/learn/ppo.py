@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from navi_nb.errors import NaviError
-from navi_nb.learn import fused
+from navi_nb.learn import blocks, fused
 from navi_nb.learn.adam import Adam, OptimizerStateError
 from navi_nb.learn.fused import ENTROPY, GRAD_NORM, STAT_NAMES
 from navi_nb.learn.gae import compute_gae
@@ -26,6 +26,9 @@ from navi_nb.rng_state import GeneratorStateError, check_generator_array, genera
 
 class PPOConfigError(NaviError):
     """A PPO setting out of range."""
+
+
+_NO_OPS = np.zeros((0, 3), np.int64)   # the block tree of a single block: nothing to add
 
 
 @dataclass
@@ -70,6 +73,8 @@ class PPOConfig:
     """Weight-gradient tile height (rows of W)."""
     tile_cols: int = 128
     """Weight-gradient tile width (columns of W)."""
+    actor_block: int = 16
+    """Actors per block, the unit of work whose sums do not depend on threads or processes (0: one block)."""
 
     @classmethod
     def of(cls, settings) -> "PPOConfig":
@@ -82,6 +87,7 @@ class PPOConfig:
                   (self.clip_coef > 0, "clip_coef > 0"), (self.max_grad_norm > 0, "max_grad_norm > 0"),
                   (self.learning_rate > 0, "learning_rate > 0"), (self.update_epochs >= 1, "update_epochs >= 1"),
                   (self.num_minibatches >= 1, "num_minibatches >= 1"), (self.chunk_size >= 1, "chunk_size >= 1"),
+                  (self.actor_block >= 0, "actor_block >= 0"),
                   (self.grad_mode in ("auto", "chunk", "tile"), "grad_mode in auto/chunk/tile"),
                   (self.tile_rows >= 1 and self.tile_cols >= 1, "tile sizes >= 1"),
                   (self.target_kl is None or self.target_kl > 0, "target_kl > 0 or none")]
@@ -110,6 +116,12 @@ class PPO:
         self._sumsq = np.empty(self._plan.items.shape[0], np.float64)  # step's per-item sums for the norm
         self.source = None
         self.updates_done = 0
+        self._trees = {}
+        self.exchange = None
+        """None: every block is here. Otherwise the blocks are spread over processes: an object with
+        ``first_block``, ``n_blocks`` (all processes'), ``ranges`` (each process's ``(first, stop)``, in
+        order) and ``allgather(rows)`` (every process's rows, concatenated in process order), e.g.
+        ``navi_nb.parallel.ranks.RankExchange``. The slab then holds this process's blocks' actors."""
 
     def _mode(self, layer):
         mode = self.config.grad_mode
@@ -141,9 +153,9 @@ class PPO:
         rows = self._rows(order, start, stop)
         pol, hp = self.policy, self._hyper_params()
         w = self._plan.work(rows.shape[0], self.config.chunk_size, pol.act_dim)
-        fused.prep_advantages(self.source, rows, self._cols[fused.ADVANTAGES], w.adv, bool(self.config.norm_adv))
-        fused.chunk_pass(self.source, rows, self._cols, pol.params, pol.p["log_std"], hp, w)
-        fused.finish_pass(w, self.grad, hp)
+        fused.block_moments(self.source, rows, self._cols[fused.ADVANTAGES], w.blk, w.moments)
+        fused.local_gradients(self.source, rows, self._cols, pol.params, pol.p["log_std"], hp, w, w.moments[0],
+                              _NO_OPS, 0, self.grad, True)
         return self._stats(w.stat_sums / rows.shape[0], self.policy.entropy())
 
     def _hyper_params(self, lr=None, target_kl=None):
@@ -191,31 +203,113 @@ class PPO:
         self.adam.step(self.grad, scale, lr)
         return norm
 
-    def minibatches(self, order, mb, count, lr=None, target_kl=None):
+    def minibatches(self, order, mb, count, lr=None, target_kl=None, blk=None):
         """``count`` minibatches of ``mb`` samples, minibatch b being
-        ``order[b * mb:(b + 1) * mb]``, each ``accumulate`` then ``step(lr)``,
+        ``order[b * mb:(b + 1) * mb]`` (``mb / blk`` actor blocks' runs of ``blk``
+        rows, one after the other; default one block), each the blocks' gradients
+        added along the block tree (``navi_nb.learn.blocks``) then ``step(lr)``,
         in one compiled call (``fused.minibatches_update``: no Python between
-        the parallel regions). The same bits as those calls. Stops after a
-        minibatch whose approximate KL exceeds ``target_kl``. Returns a list
-        of (stats, gradient norm), one per minibatch done."""
+        the parallel regions). With one block, the same bits as ``accumulate``
+        then ``step``. Stops after a minibatch whose approximate KL exceeds
+        ``target_kl``. Returns a list of (stats, gradient norm), one per
+        minibatch done."""
         if self.source is None:
             raise PPOConfigError("minibatches: no rollout rows; call set_source (or update) first")
         order = np.ascontiguousarray(order, dtype=np.int64)
         mb, count = int(mb), int(count)
+        blk = mb if blk is None else int(blk)
         if mb < 1 or count < 1 or mb * count > order.shape[0]:
             raise PPOConfigError(f"minibatches: {count} x {mb} samples do not fit an order of {order.shape[0]}")
+        if blk < 1 or mb % blk:
+            raise PPOConfigError(f"minibatches: a minibatch of {mb} rows is not whole blocks of {blk}")
         used = order[:mb * count]
         if used.min() < 0 or used.max() >= self.source.shape[0]:
             raise PPOConfigError(f"minibatches: the order holds rows outside [0, {self.source.shape[0]})")
         pol, adam = self.policy, self.adam
-        w = self._plan.work(mb, self.config.chunk_size, pol.act_dim)
+        w = self._plan.work(mb, self.config.chunk_size, pol.act_dim, blk)
+        ops, root = self._tree(w.n_blocks)
         out = np.empty((count, len(fused.STEP_STAT_NAMES)), np.float64)
         done = fused.minibatches_update(self.source, used, count, self._cols, pol.params, pol.p["log_std"],
-                                        self._hyper_params(lr, target_kl), w, self.grad, adam.m, adam.v,
+                                        self._hyper_params(lr, target_kl), w, ops, root, self.grad, adam.m, adam.v,
                                         float(adam.t), out)
         adam.t += done
         return [(self._stats(out[b, :len(STAT_NAMES)], out[b, ENTROPY]), float(out[b, GRAD_NORM]))
                 for b in range(done)]
+
+    def minibatches_exchanged(self, order, mb, count, lr=None, target_kl=None, blk=None):
+        """:meth:`minibatches` with the blocks spread over processes (``self.exchange``): this process's
+        ``mb / blk`` blocks' rows; per minibatch, every process's block moments are gathered and combined
+        along the block tree, each process computes its blocks' gradients and its subtrees of the tree
+        (``blocks.local_plan``), the subtree sums are gathered (in block order) and every process adds
+        the top of the tree (``fused.reduce_nodes``), clips and steps: the same additions as one process
+        holding every block, so the same bits."""
+        ex, pol, adam = self.exchange, self.policy, self.adam
+        order = np.ascontiguousarray(order, dtype=np.int64)
+        mb, count, blk = int(mb), int(count), int(blk)
+        a, b = ex.ranges[ex.rank]
+        n_all = ex.n_blocks
+        w = self._plan.work(mb, self.config.chunk_size, pol.act_dim, blk, n_total=n_all * blk)
+        plan = self._exchange_plan(n_all, tuple(ex.ranges), a, b)
+        local_ops, node_rows, m_ops, m_root, top_ops, top_root = plan
+        hp = self._hyper_params(lr, target_kl)
+        col = self._cols[fused.ADVANTAGES]
+        out = np.empty((count, len(fused.STEP_STAT_NAMES)), np.float64)
+        n_params, n_stats = self.grad.shape[0], len(STAT_NAMES)
+        send = np.empty((node_rows.shape[0], n_params + 2 * n_stats), self.grad.dtype)
+        done = 0
+        for i in range(count):
+            rows = order[i * mb:(i + 1) * mb]
+            fused.block_moments(self.source, rows, col, blk, w.moments)
+            moments = ex.allgather(w.moments)
+            blocks.tree_moments(moments, m_ops)
+            fused.local_gradients(self.source, rows, self._cols, pol.params, pol.p["log_std"], hp, w,
+                                  moments[m_root], local_ops, 0, self.grad, False)
+            # one message per subtree: its gradient, then its float64 statistics' bytes
+            send[:, :n_params] = w.block_grads[node_rows]
+            send[:, n_params:] = np.ascontiguousarray(w.block_stats[node_rows]).view(self.grad.dtype)
+            got = ex.allgather(send)
+            nodes = np.ascontiguousarray(got[:, :n_params])
+            stats = np.ascontiguousarray(got[:, n_params:]).view(np.float64)
+            fused.reduce_nodes(nodes, stats, top_ops, top_root, self.grad, w, hp)
+            done += 1
+            if fused.clip_and_step(w, pol.p["log_std"], hp, pol.params, self.grad, adam.m, adam.v,
+                                   float(adam.t + done), out[i]):
+                break
+        adam.t += done
+        return [(self._stats(out[i, :len(STAT_NAMES)], out[i, ENTROPY]), float(out[i, GRAD_NORM]))
+                for i in range(done)]
+
+    def _exchange_plan(self, n_all, ranges, a, b):
+        key = ("exchange", n_all, ranges)
+        plan = self._trees.get(key)
+        if plan is None:
+            local_ops, node_rows, _ = blocks.local_plan(n_all, a, b)
+            m_ops, m_root = self._tree(n_all)
+            nodes = [node for lo, hi in ranges for node in blocks.cover(n_all, lo, hi)]
+            top_ops, top_root = blocks.tree_ops(0, n_all, {node: i for i, node in enumerate(nodes)})
+            plan = self._trees[key] = (local_ops, node_rows, m_ops, m_root, top_ops, top_root)
+        return plan
+
+    def _tree(self, n_blocks):
+        """The block tree's additions over ``n_blocks`` rows (block k in row k) and the root's row."""
+        tree = self._trees.get(n_blocks)
+        if tree is None:
+            tree = self._trees[n_blocks] = blocks.tree_ops(0, n_blocks, {(k, k + 1): k for k in range(n_blocks)})
+        return tree
+
+    def block_layout(self, n_steps, n_actors):
+        """``(block, rows_per_block, blk)``: actors per block, a block's rollout rows, and its rows in
+        each minibatch (``rows_per_block // num_minibatches``)."""
+        try:
+            block = blocks.block_size(self.config.actor_block, n_actors)
+        except blocks.BlockError as exc:
+            raise PPOConfigError(str(exc)) from None
+        rows_per_block = n_steps * block
+        blk = rows_per_block // self.config.num_minibatches
+        if blk < 1:
+            raise PPOConfigError(f"a block's {rows_per_block} samples ({n_steps} steps x {block} actors) "
+                                 f"cannot make {self.config.num_minibatches} minibatches")
+        return block, rows_per_block, blk
 
     def learning_rate(self, update, num_updates):
         """Step size for update ``update`` (0-based) of ``num_updates``."""
@@ -236,15 +330,24 @@ class PPO:
                     last_values, cfg.gamma, cfg.gae_lambda, slab.advantages, slab.returns)
         self.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
                         ("actions", "logp", "value", "advantages", "returns")})
-        n_total = slab.n_samples
-        mb = n_total // cfg.num_minibatches
-        if mb < 1:
-            raise PPOConfigError(f"{n_total} samples cannot make {cfg.num_minibatches} minibatches")
+        block, rows_per_block, blk = self.block_layout(slab.n_steps, slab.n_actors)
+        n_local = slab.n_actors // block
+        ex = self.exchange
+        first = 0 if ex is None else ex.first_block
+        if ex is not None and ex.ranges[ex.rank] != (first, first + n_local):
+            raise PPOConfigError(f"the slab holds {n_local} blocks; this process should hold blocks "
+                                 f"{ex.ranges[ex.rank]}")
+        mb = n_local * blk
         lr = self.learning_rate(self.updates_done, num_updates)
         totals, count, norms, stopped = {}, 0, [], False
         for _epoch in range(cfg.update_epochs):
-            order = self.rng.permutation(n_total)
-            for st, norm in self.minibatches(order, mb, cfg.num_minibatches, lr, cfg.target_kl):
+            # one draw of the shared generator per epoch; each block's permutation comes from it and the
+            # block's index, so a block's minibatches do not depend on which process holds it
+            epoch_key = int(self.rng.integers(0, 2 ** 63))
+            perms = blocks.epoch_permutations(epoch_key, rows_per_block, first, n_local)
+            order = blocks.epoch_order(perms, slab.n_steps, block, slab.n_actors, cfg.num_minibatches, blk)
+            run = self.minibatches if ex is None else self.minibatches_exchanged
+            for st, norm in run(order, mb, cfg.num_minibatches, lr, cfg.target_kl, blk):
                 norms.append(norm)
                 for key, val in st.items():
                     totals[key] = totals.get(key, 0.0) + val
@@ -255,8 +358,12 @@ class PPO:
                 break
         self.updates_done += 1
         stats = {key: val / count for key, val in totals.items()}
-        y_pred = slab.value.astype(np.float64).ravel()
-        y_true = slab.returns.astype(np.float64).ravel()
+        y_pred, y_true = slab.value, slab.returns
+        if ex is not None:   # the whole rollout's, actors in run order, as one process would see them
+            y_pred = ex.allgather(np.ascontiguousarray(y_pred.T)).T
+            y_true = ex.allgather(np.ascontiguousarray(y_true.T)).T
+        y_pred = y_pred.astype(np.float64).ravel()
+        y_true = y_true.astype(np.float64).ravel()
         var_y = float(np.var(y_true))
         stats["explained_variance"] = float("nan") if var_y == 0 else 1.0 - float(np.var(y_true - y_pred)) / var_y
         stats["grad_norm"] = float(np.mean(norms))

@@ -35,8 +35,8 @@ cu_layout_views = cuda.jit(device=True)(layout_views)
 
 
 @cuda.jit(cache=True)
-def trace_rays_cuda(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams, signed, world_index, dirs,
-                    origins, yaws, nudge, max_steps, refine, max_distance, depth, semantic, hit):
+def trace_rays_cuda(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams, origin32, signed, world_index,
+                    dirs, origins, yaws, nudge, max_steps, refine, max_distance, depth, semantic, hit):
     """One thread per ray of the flattened (actor, ray) batch, in its actor's world; arguments as ``trace_rays``."""
     i = cuda.grid(1)
     if i < origins.shape[0] * dirs.shape[0]:
@@ -44,7 +44,7 @@ def trace_rays_cuda(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tp
         w = world_index[a]
         ch, ld, ls, tc, tl = cu_layout_views(child, leaf_dist, leaf_sem, top_code, top_level, iparams, w)
         c, s = cu_yaw_cos_sin(yaws[a])
-        cu_trace_one(i, a, i - a * dirs.shape[0], ch, ld, ls, tc, tl, tparams[w, 5], tparams[w, 0:3],
+        cu_trace_one(i, a, i - a * dirs.shape[0], ch, ld, ls, tc, tl, tparams[w, 5], origin32[w],
                      tparams[w, 3], tparams[w, 4], dirs, origins, c, s, tparams[w, 6], tparams[w, 7], nudge,
                      max_steps, refine, signed[w], max_distance, depth, semantic, hit)
 
@@ -68,7 +68,8 @@ class CudaTracer:
             raise SenseError("the cuda backend needs CuPy (pip install navi-nb[cuda])")
         p = settings.packed  # the world set's packed layouts (navi_nb/world/world_set.py), copied once
         self.layout = tuple(self._to_device(a) for a in (p.child, p.leaf_dist, p.leaf_sem, p.top_code, p.top_level,
-                                                          p.iparams, settings.tparams, settings.signed_per_world))
+                                                          p.iparams, settings.tparams, settings.origin32,
+                                                          settings.signed_per_world))
         self.n_worlds = p.iparams.shape[0]
         self.dirs = self._to_device(np.ascontiguousarray(sensor.flat_directions))
         self.capacity = 0

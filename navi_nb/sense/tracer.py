@@ -52,15 +52,18 @@ rays cost different amounts, and a shared machine can stall one thread)."""
 
 
 @njit(parallel=True, cache=True)
-def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams, signed, world_index, dirs, origins,
-               yaws, nudge, max_steps, refine, max_distance, depth, semantic, hit):
+def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams, origin32, signed, world_index, dirs,
+               origins, yaws, nudge, max_steps, refine, max_distance, depth, semantic, hit):
     """Trace rays for all actors, each in its own world: parallel over actors x rays, flattened.
 
     child, leaf_dist, leaf_sem, top_code, top_level, iparams: the world set's
     packed layouts (``navi_nb/world/world_set.py``; world ``w`` is read
     through views, ``layout_views``); tparams (W, 8) float64 per world: field
     origin x, y, z (metres), inv_voxel, voxel, res, t_max and hit epsilon (in
-    voxels); signed (W,) bool: the world holds negative distances;
+    voxels); origin32 (W, 3) float32: the field origins as the rays start from
+    them (float32, as the file's ``bmin``: Numba's ``float()`` keeps a float32
+    a float32, so the origin's subtraction is a float32 one, as it always
+    was); signed (W,) bool: the world holds negative distances;
     world_index (A,) int32: each actor's world. dirs (R, 3) float32
     actor-frame unit directions; origins (A, 3) float32 metres; yaws (A,)
     float32 radians; nudge in voxels; max_steps int; refine: Newton
@@ -80,14 +83,17 @@ def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams
         a = i0 // n_dirs  # one division per task; (a, r) then advance with i
         r = i0 - a * n_dirs
         # the actor's world: views of its layout and its parameters, taken again only when the world changes
+        # (scalars in locals: the kernel's writes could alias the table, so loads in the loop would repeat)
         w = world_index[a]
         ch, ld, ls, tc, tl = nb_layout_views(child, leaf_dist, leaf_sem, top_code, top_level, iparams, w)
-        org = tparams[w, 0:3]
+        org = origin32[w]
+        inv_voxel, voxel, res, t_max, eps = tparams[w, 3], tparams[w, 4], tparams[w, 5], tparams[w, 6], tparams[w, 7]
+        sgn = signed[w]
         for i in range(i0, i1):
-            ox, oy, oz, dx, dy, dz = nb_ray_start(a, r, org, tparams[w, 3], dirs, origins, cs[a, 0], cs[a, 1])
-            d, sem, h = nb_trace_ray(ch, ld, ls, tc, tl, tparams[w, 5], ox, oy, oz, dx, dy, dz, tparams[w, 6],
-                                     tparams[w, 7], nudge, max_steps, refine, signed[w])
-            nb_write_ray(i, d, sem, h, tparams[w, 4], max_distance, depth, semantic, hit)
+            ox, oy, oz, dx, dy, dz = nb_ray_start(a, r, org, inv_voxel, dirs, origins, cs[a, 0], cs[a, 1])
+            d, sem, h = nb_trace_ray(ch, ld, ls, tc, tl, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps,
+                                     refine, sgn)
+            nb_write_ray(i, d, sem, h, voxel, max_distance, depth, semantic, hit)
             r += 1
             if r == n_dirs:
                 r = 0
@@ -95,7 +101,10 @@ def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams
                 if i + 1 < i1 and world_index[a] != w:
                     w = world_index[a]
                     ch, ld, ls, tc, tl = nb_layout_views(child, leaf_dist, leaf_sem, top_code, top_level, iparams, w)
-                    org = tparams[w, 0:3]
+                    org = origin32[w]
+                    inv_voxel, voxel, res = tparams[w, 3], tparams[w, 4], tparams[w, 5]
+                    t_max, eps = tparams[w, 6], tparams[w, 7]
+                    sgn = signed[w]
 
 
 TP_OX, TP_OY, TP_OZ, TP_INV_VOXEL, TP_VOXEL, TP_RES, TP_T_MAX, TP_EPS = range(8)
@@ -130,6 +139,7 @@ class _Settings:
             self.tparams[w, TP_T_MAX] = self.max_distance * inv_voxel
             self.tparams[w, TP_EPS] = eps
             self.signed_per_world[w] = signed
+        self.origin32 = np.ascontiguousarray(self.tparams[:, TP_OX:TP_OZ + 1].astype(np.float32))
         # world 0's values, by name (a single world's settings)
         first = self.tparams[0]
         self.voxel = float(first[TP_VOXEL])
@@ -138,7 +148,7 @@ class _Settings:
         self.t_max = float(first[TP_T_MAX])
         self.hit_epsilon = float(first[TP_EPS])
         self.signed = bool(self.signed_per_world[0])
-        self.bmin = np.ascontiguousarray(first[TP_OX:TP_OZ + 1])
+        self.bmin = self.origin32[0]
         self.layout = self.packed.layout_of(0)
 
 
@@ -160,8 +170,8 @@ def _run_cpu(settings, sensor, origins, yaws, world_index, out):
     p = settings.packed
     with numba.parallel_chunksize(CHUNK):
         trace_rays(p.child, p.leaf_dist, p.leaf_sem, p.top_code, p.top_level, p.iparams, settings.tparams,
-                   settings.signed_per_world, world_index, sensor.flat_directions, origins, yaws, NUDGE,
-                   settings.max_steps, settings.refine, settings.max_distance, depth.reshape(-1),
+                   settings.origin32, settings.signed_per_world, world_index, sensor.flat_directions, origins, yaws,
+                   NUDGE, settings.max_steps, settings.refine, settings.max_distance, depth.reshape(-1),
                    semantic.reshape(-1), hit.reshape(-1))
 
 

@@ -101,7 +101,7 @@ class TrainConfig(PPOConfig):
                          ("total_steps", 1), ("rollout_steps", 1), ("update_epochs", 1), ("num_minibatches", 1),
                          ("checkpoint_every", 1), ("seed", 0), ("shards", 0), ("keep_checkpoints", 0),
                          ("eval_episodes", 0), ("chunk_size", 1), ("tile_min_weights", 0), ("tile_rows", 1),
-                         ("tile_cols", 1)):
+                         ("tile_cols", 1), ("actor_block", 0)):
             v = getattr(self, name)
             check(is_int(v) and v >= lo, f"{name} must be an integer >= {lo}, got {v!r}")
         check(self.seed < 2**63, f"seed must be < 2**63, got {self.seed}")
@@ -131,6 +131,12 @@ class TrainConfig(PPOConfig):
         batch = self.actors * self.rollout_steps
         check(batch % self.num_minibatches == 0,
               f"actors * rollout_steps ({batch}) must divide into {self.num_minibatches} minibatches")
+        block = self.actors if self.actor_block == 0 else min(self.actor_block, self.actors)
+        check(self.actors % block == 0, f"actors ({self.actors}) must be a multiple of actor_block "
+                                        f"({self.actor_block}), or 0 for one block")
+        check(block * self.rollout_steps % self.num_minibatches == 0,
+              f"actor_block * rollout_steps ({block * self.rollout_steps}) must divide into "
+              f"{self.num_minibatches} minibatches (each minibatch takes the same share of every block)")
         check(isinstance(self.run_dir, str) and self.run_dir, "run_dir must be a non-empty string")
         check(isinstance(self.name, str) and "/" not in self.name and self.name not in (".", ".."),
               f"name must be a plain folder name, got {self.name!r}")

@@ -49,8 +49,8 @@ class Trainer:
     """Owns one run: its worlds, environment, policy, optimizer, generators and files."""
 
     # ------------------------------------------------------------------ setup
-    def __init__(self, cfg: TrainConfig, run_path: Path, world_set, console=None):
-        from navi_nb.learn.collect import PhaseTimes, action_generator
+    def __init__(self, cfg: TrainConfig, run_path: Path, world_set, console=None, ranks=None):
+        from navi_nb.learn.collect import PhaseTimes, RowSlice, action_generator
         from navi_nb.learn.ppo import PPO, PPOConfig
         from navi_nb.learn.rollout import RolloutSlab
 
@@ -58,11 +58,16 @@ class Trainer:
         self.run_path = Path(run_path)
         self.console = console
         self.world_set = world_set
-        self.env = make_env(world_set, cfg)
+        self.ranks = ranks   # a navi_nb.parallel.ranks.RankContext under MPI: this rank's blocks only
+        self.env = make_env(world_set, cfg, ranks=ranks)
         self.policy = make_policy(cfg, self.env.obs_dim, self.env.action_dim)
         self.ppo = PPO(self.policy, PPOConfig.of(cfg), seed=cfg.seed)  # owns the minibatch-shuffle generator
-        self.slab = RolloutSlab(cfg.rollout_steps, cfg.actors, self.env.obs_dim, self.env.action_dim)
+        self.slab = RolloutSlab(cfg.rollout_steps, self.env.n_actors, self.env.obs_dim, self.env.action_dim)
         self.rng_action = action_generator(cfg.seed)
+        self._rng_collect = self.rng_action   # under MPI: the whole batch's noise drawn, this rank's rows used
+        if ranks is not None:
+            self.ppo.exchange = ranks.exchange
+            self._rng_collect = RowSlice(self.rng_action, ranks.first_actor, cfg.actors)
         self.update = 0
         self.global_step = 0
         self.obs = None
@@ -83,9 +88,20 @@ class Trainer:
         cfg.validate()
         items = resolve_scenes(cfg.scenes, cfg)
         check_memory(f"actors={cfg.actors} with rollout_steps={cfg.rollout_steps}", cfg.memory_estimate())
-        run_path = Path(run_path) if run_path is not None else pick_run_path(cfg, items)
-        world_set = load_scene_set(items, cfg.resolution, console)
-        self = cls(cfg, run_path, world_set, console).start()
+        ranks = _rank_context(cfg)
+        if ranks is None or ranks.is_root:
+            run_path = Path(run_path) if run_path is not None else pick_run_path(cfg, items)
+            world_set = load_scene_set(items, cfg.resolution, console)
+        if ranks is not None:   # rank 0 picks the folder and compiles (or caches) the worlds first
+            run_path = Path(ranks.bcast(str(run_path)))
+            if not ranks.is_root:
+                world_set = load_scene_set(items, cfg.resolution)
+        self = cls(cfg, run_path, world_set, console, ranks).start()
+        if ranks is not None and not ranks.is_root:
+            from navi_nb.parallel.ranks import NullMetrics
+            self.metrics = NullMetrics()
+            self.save_checkpoint()   # takes part in gathering the state; rank 0 writes it
+            return self
         try:
             run_path.mkdir(parents=True, exist_ok=True)
             if never_checkpointed(run_path):  # a run killed before its first checkpoint: start it over
@@ -95,7 +111,8 @@ class Trainer:
             write_json_atomic(run_path / CONFIG_FILE, {
                 "config": cfg.to_dict(), "config_hash": cfg.hash(), "navi_nb_version": navi_nb.__version__,
                 "created": time.strftime("%Y-%m-%d %H:%M:%S"), "obs_dim": self.env.obs_dim,
-                "n_params": int(self.policy.params.size)})
+                "n_params": int(self.policy.params.size),
+                **({"topology": self.ranks.topology_info} if self.ranks is not None else {})})
             self.metrics = MetricsLog(run_path, console=console)
         except OSError as exc:
             raise os_error(exc, f"cannot write the run folder {run_path}") from None
@@ -136,9 +153,14 @@ class Trainer:
                     if never_checkpointed(run_path) else "")
             raise RunError(f"run {run_path} has no checkpoint in {folder} to resume from{hint}")
         world_set = load_run_worlds(run_path, cfg, console)
-        self = cls(cfg, run_path, world_set, console)
+        ranks = _rank_context(cfg)
+        self = cls(cfg, run_path, world_set, console, ranks)
         self.env.reset(seed=cfg.seed)  # shapes only: set_state below replaces everything
         self.load_checkpoint(latest)
+        if ranks is not None and not ranks.is_root:
+            from navi_nb.parallel.ranks import NullMetrics
+            self.metrics = NullMetrics()
+            return self
         try:
             self.metrics = MetricsLog(run_path, resume_update=self.update, console=console)
         except OSError as exc:
@@ -153,7 +175,10 @@ class Trainer:
         from navi_nb.rng_state import generator_to_array
 
         arrays = {"ppo." + k: v for k, v in self.ppo.get_state().items()}
-        arrays.update({"env." + k: v for k, v in self.env.get_state().items()})
+        env_state = self.env.get_state()
+        if self.ranks is not None:   # the whole run's state, whatever the rank count
+            env_state = self.ranks.gather_env_state(env_state)
+        arrays.update({"env." + k: v for k, v in env_state.items()})
         arrays["rng.action"] = generator_to_array(self.rng_action)
         return arrays
 
@@ -165,8 +190,11 @@ class Trainer:
         meta = {"config": self.cfg.to_dict(), "config_hash": self.cfg.hash(), "layout": CHECKPOINT_LAYOUT,
                 "navi_nb_version": navi_nb.__version__, "update": self.update, "global_step": self.global_step}
         folder = self.run_path / CHECKPOINT_DIR
+        arrays = self.state_arrays()   # under ranks: every rank takes part in gathering it
+        if self.ranks is not None and not self.ranks.is_root:
+            return folder / ck.checkpoint_name(self.update)
         try:
-            path = ck.save_checkpoint(folder / ck.checkpoint_name(self.update), self.state_arrays(), meta)
+            path = ck.save_checkpoint(folder / ck.checkpoint_name(self.update), arrays, meta)
         except OSError as exc:  # the writer removed its temporary file; older checkpoints are untouched
             raise os_error(exc, f"cannot write checkpoint {folder / ck.checkpoint_name(self.update)} "
                                 "(older checkpoints are kept)") from None
@@ -191,12 +219,14 @@ class Trainer:
             raise ck.CheckpointError(path, f"counters are inconsistent (update {update!r}, global_step {step!r})")
         ppo_state = {k[4:]: v for k, v in arrays.items() if k.startswith("ppo.")}
         env_state = {k[4:]: v for k, v in arrays.items() if k.startswith("env.")}
+        if self.ranks is not None:
+            env_state = self.ranks.env_part(env_state)
         if int(ppo_state["updates_done"]) != update:
             raise ck.CheckpointError(path, "optimizer counters do not match the update counter")
         try:  # set_state checks fully before changing anything; probes keep this trainer untouched on failure
             PPO(make_policy(self.cfg, self.env.obs_dim, self.env.action_dim), PPOConfig.of(self.cfg)
                 ).set_state(ppo_state)
-            make_env(self.world_set, self.cfg).set_state(env_state)
+            make_env(self.world_set, self.cfg, ranks=self.ranks).set_state(env_state)
             check_generator_array(arrays["rng.action"])
         except NaviError as exc:
             raise ck.CheckpointError(path, str(exc)) from exc
@@ -224,7 +254,10 @@ class Trainer:
         # The collection tick steps the real environment and the PPO timing runs the fused
         # minibatches; both are restored afterwards, so the run is unchanged. Candidates are
         # ranked by the time of a whole update.
-        self.shard_report = choose_shards(self.cfg.shards or None, ppo=self.ppo, slab=self.slab,
+        explicit = self.cfg.shards or None
+        if self.ranks is not None:   # threads per rank from the cores it may use and its host's ranks
+            explicit = self.cfg.shards or self.ranks.set_threads()
+        self.shard_report = choose_shards(explicit, ppo=self.ppo, slab=self.slab,
                                           minibatch_size=self.cfg.minibatch_size, env=self.env,
                                           ticks_per_update=self.cfg.rollout_steps,
                                           minibatches_per_update=self.cfg.update_epochs * self.cfg.num_minibatches,
@@ -239,8 +272,10 @@ class Trainer:
         update = self.update + 1
         before = self.times.copy()
         t0 = time.perf_counter()
-        self.obs, ep, losses = one_update(self.env, self.ppo, self.slab, self.obs, self.rng_action,
+        self.obs, ep, losses = one_update(self.env, self.ppo, self.slab, self.obs, self._rng_collect,
                                           num_updates=cfg.num_updates, times=self.times)
+        if self.ranks is not None:
+            ep = self.ranks.episodes(ep)
         t2 = time.perf_counter()
         if self.first_tick_s is None and self.times.first_step_time is not None:
             self.first_tick_s = process_age() - (time.time() - self.times.first_step_time)
@@ -283,6 +318,9 @@ class Trainer:
         self.calibrate_shards()
         if console is not None:
             self.shard_report.print(console)
+            if self.ranks is not None:
+                from navi_nb.parallel.ranks import print_topology
+                print_topology(console, self.ranks.topology_info)
         self._t_start = time.perf_counter()
         start_update = self.update
         last = cfg.num_updates if stop_after is None else min(cfg.num_updates, self.update + stop_after)
@@ -331,4 +369,24 @@ class Trainer:
             "success_rate_last10": last_finite("success_rate"), "return_last10": last_finite("ep_return_mean"),
             "t_collect_s": self.timing["collect"], "t_learn_s": self.timing["learn"],
             "shards": getattr(self.shard_report, "choice", None),
+            **({"ranks": self.ranks.size} if self.ranks is not None else {}),
         }
+
+
+def _rank_context(cfg):
+    """This process's :class:`~navi_nb.parallel.ranks.RankContext` under an MPI launcher (checked: every
+    rank runs the same config and versions; threads set), else None."""
+    from navi_nb.parallel.ranks import launched_by_mpi, rank_context
+
+    if not launched_by_mpi():
+        return None
+    ranks = rank_context(cfg.actors, cfg.actor_block)
+    if ranks is not None:
+        import numba
+
+        # checkpoint_every decides when the state is gathered: every rank must agree on it too
+        ranks.check_same({"config hash": cfg.hash(), "checkpoint_every": cfg.checkpoint_every,
+                          "navi_nb": navi_nb.__version__, "numpy": np.__version__, "numba": numba.__version__})
+        ranks.set_threads()
+        ranks.topology_info = ranks.topology()
+    return ranks

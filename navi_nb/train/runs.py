@@ -171,14 +171,21 @@ def load_run_worlds(run_path, cfg: TrainConfig, console=None):
     return world_set
 
 
-def make_env(world_set, cfg: TrainConfig, n_actors=None, seed=None, **env_overrides):
-    """The run's NavEnv over ``world_set`` (``env_overrides`` replace settings of ``cfg.env``)."""
+def make_env(world_set, cfg: TrainConfig, n_actors=None, seed=None, ranks=None, **env_overrides):
+    """The run's environment over ``world_set`` (its actor blocks' generators), or with ``n_actors`` a plain one
+    (evaluation); with ``ranks`` (``navi_nb.parallel.ranks.RankContext``) this rank's blocks only;
+    ``env_overrides`` replace settings of ``cfg.env``."""
     from navi_nb.env.nav_env import NavEnv
     from navi_nb.sense.sensor import Sensor
 
     sensor = Sensor(az=cfg.sensor_az, el=cfg.sensor_el)
+    if ranks is not None:
+        n_actors, blocks = ranks.n_actors, {"actor_block": cfg.actor_block, "first_block": ranks.first_block}
+    else:
+        blocks = {"actor_block": cfg.actor_block if n_actors is None else 0}
     return NavEnv(world_set, cfg.actors if n_actors is None else n_actors, sensor=sensor, task=cfg.task,
-                  seed=cfg.seed if seed is None else seed, backend=cfg.backend, **{**cfg.env, **env_overrides})
+                  seed=cfg.seed if seed is None else seed, backend=cfg.backend, **blocks,
+                  **{**cfg.env, **env_overrides})
 
 
 def make_policy(cfg: TrainConfig, obs_dim: int, act_dim: int = 4):

@@ -34,8 +34,13 @@ from numba import njit
 from navi_nb.errors import NaviError
 from navi_nb.world import gmdag
 from navi_nb.world.field import nb_table_shift
-from navi_nb.world.layout import Layout, field_origin, world_layout
+from navi_nb.world.layout import Layout, decode_layout, field_origin, sample_offset, top_depth_for, world_layout
 
+SET_TOP_DEPTH = 5
+"""Deepest dense top table of a world in a set of several (32**3 entries, 160 KiB; a single
+world keeps ``layout.TOP_DEPTH``). The table only speeds up the descent (the cells found are
+the same at any depth), and 64 worlds' 64**3 tables (80 MiB) would miss the caches on every
+ray's first lookups."""
 IP_CHILD, IP_CHILD_LEN, IP_LEAF, IP_LEAF_LEN, IP_TOP, IP_TOP_N = range(6)
 FP_OX, FP_OY, FP_OZ, FP_VOXEL, FP_RES = range(5)
 
@@ -65,7 +70,11 @@ class PackedWorlds:
                 continue
             keys[key] = w
             voxel = float(np.float32(world.voxel_size))
-            layouts.append(world_layout(world, 1.0 / voxel))
+            if W == 1:
+                layouts.append(world_layout(world, 1.0 / voxel))
+            else:  # a smaller dense table per world: many worlds' tables must share the caches
+                depth = min(top_depth_for(int(world.resolution)), SET_TOP_DEPTH)
+                layouts.append(decode_layout(world, 1.0 / voxel, top_depth=depth))
         own = [lay for lay in layouts if lay is not None]
         self.child = np.concatenate([lay.child for lay in own])
         self.leaf_dist = np.concatenate([lay.leaf_dist for lay in own])
@@ -159,10 +168,11 @@ class WorldSet:
         if isinstance(world, WorldSet):
             return world
         cached = getattr(world, "_navi_set_of_one", None)
-        if cached is not None and cached[0] is world.nodes:
-            return cached[1]
+        offset = sample_offset(world)  # a changed sample convention makes a new set
+        if cached is not None and cached[0] is world.nodes and cached[1] == offset:
+            return cached[2]
         ws = cls([world])
-        world._navi_set_of_one = (world.nodes, ws)
+        world._navi_set_of_one = (world.nodes, offset, ws)
         return ws
 
     def __len__(self) -> int:

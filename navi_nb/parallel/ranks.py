@@ -1,0 +1,302 @@
+"""Training over MPI ranks: who holds which actor blocks, and the exchanges that keep the bits.
+
+A run's actors are cut into fixed blocks (``actor_block``; ``navi_nb.learn.blocks``). With ``R`` ranks,
+rank ``r`` holds a contiguous run of blocks (the first ``n_blocks % R`` ranks one more than the rest),
+steps them in its own ``NavEnv`` (``first_block`` set, so each block draws from its own generators),
+collects their rollout rows and computes their part of each minibatch's gradient. The blocks' sums meet
+in :class:`RankExchange`: ``Allgatherv`` of fixed-size rows, concatenated in rank order (which is block
+order), after which every rank does the same additions (``PPO.minibatches_exchanged``). MPI's own
+``Allreduce`` is not used: it does not promise an order of additions.
+
+``mpi4py`` is imported only when asked (:func:`world`), so the package works without it; the ``mpi``
+extra installs it with the ``mpich`` wheel (``pip install -e ".[mpi]"``).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import numpy as np
+
+from navi_nb.errors import NaviError
+
+LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS")
+"""The world size as an MPI launcher tells the processes it starts: Open MPI's ``mpiexec``, MPICH's and
+Intel MPI's (PMI), PMIx launchers, SLURM's ``srun`` step."""
+
+
+class RankError(NaviError):
+    """MPI requested but unusable, or ranks that do not fit the run."""
+
+
+def launched_by_mpi(environ=None) -> bool:
+    """True when an MPI launcher (``mpiexec``, ``srun`` with PMI) started this process with more than one
+    rank; ``mpi4py`` is not imported to find out."""
+    env = os.environ if environ is None else environ
+    for name in LAUNCHER_VARS:
+        try:
+            if int(env.get(name, "1")) > 1:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def world():
+    """``mpi4py``'s ``COMM_WORLD`` (imports ``mpi4py``), or a :class:`RankError` that says how to install it."""
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise RankError(f"training over MPI ranks needs mpi4py ({exc}); install the mpi extra: "
+                        "pip install -e \".[mpi]\"") from None
+    return MPI.COMM_WORLD
+
+
+def split_blocks(n_blocks, n_ranks):
+    """Each rank's contiguous ``(first, stop)`` blocks, in rank order."""
+    n_blocks, n_ranks = int(n_blocks), int(n_ranks)
+    if n_ranks > n_blocks:
+        raise RankError(f"{n_ranks} ranks for {n_blocks} actor blocks: every rank needs at least one block "
+                        "(more actors, a smaller actor_block, or fewer ranks)")
+    base, extra = divmod(n_blocks, n_ranks)
+    out, a = [], 0
+    for r in range(n_ranks):
+        b = a + base + (1 if r < extra else 0)
+        out.append((a, b))
+        a = b
+    return out
+
+
+class RankExchange:
+    """The exchange ``PPO.exchange`` uses: this rank's blocks, every rank's, and ``allgather``.
+
+    ``allgather(rows)``: every rank's ``rows`` (same dtype and row width everywhere; any row count)
+    concatenated in rank order, on every rank (``Allgatherv``). ``bytes_sent`` and ``seconds`` add up
+    what this rank sent and the time spent in the exchange (waiting included)."""
+
+    def __init__(self, comm, n_blocks):
+        self.comm = comm
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.n_blocks = int(n_blocks)
+        self.ranges = split_blocks(self.n_blocks, self.size)
+        self.first_block = self.ranges[self.rank][0]
+        self.bytes_sent = 0
+        self.seconds = 0.0
+        self.calls = 0
+
+    @property
+    def local_blocks(self):
+        a, b = self.ranges[self.rank]
+        return b - a
+
+    def allgather(self, rows):
+        from mpi4py import MPI
+
+        t0 = time.perf_counter()
+        rows = np.ascontiguousarray(rows)
+        width = int(np.prod(rows.shape[1:]))
+        counts = np.array(self.comm.allgather(rows.shape[0]), np.int64)
+        out = np.empty((int(counts.sum()),) + rows.shape[1:], rows.dtype)
+        mpi_type = MPI._typedict[rows.dtype.char]
+        self.comm.Allgatherv([rows, mpi_type], [out, (counts * width, None), mpi_type])
+        self.bytes_sent += rows.nbytes
+        self.seconds += time.perf_counter() - t0
+        self.calls += 1
+        return out
+
+
+def gather_env_state(comm, state):
+    """The whole run's environment state from every rank's part, on every rank: per-actor arrays and the
+    per-block generator arrays concatenated in rank order (block order); ``has_reset`` from rank 0."""
+    parts = comm.allgather(state)
+    out = {}
+    for name, v in parts[0].items():
+        if np.ndim(v) == 0:
+            out[name] = v
+        else:
+            out[name] = np.concatenate([p[name] for p in parts])
+    return out
+
+
+def env_state_part(state, block, first_block, n_blocks):
+    """The part of a whole run's environment ``state`` that blocks ``first_block .. + n_blocks`` hold."""
+    a, b = first_block * block, (first_block + n_blocks) * block
+    out = {}
+    for name, v in state.items():
+        if np.ndim(v) == 0:
+            out[name] = v
+        elif name.startswith("rng_"):
+            out[name] = np.asarray(v)[first_block:first_block + n_blocks]
+        else:
+            out[name] = np.asarray(v)[a:b]
+    return out
+
+
+def threads_per_rank(comm, allowed):
+    """Numba threads for this rank: the cores this process may use (``allowed``) divided by the ranks
+    on its host (at least 1). Returns ``(threads, hosts, ranks_on_host)`` (``hosts``: host name ->
+    ranks there, for the report)."""
+    names = comm.allgather(socket.gethostname())
+    here = names[comm.Get_rank()]
+    hosts = {}
+    for n in names:
+        hosts[n] = hosts.get(n, 0) + 1
+    return max(1, int(allowed) // hosts[here]), hosts, hosts[here]
+
+
+class NullMetrics:
+    """What ranks other than 0 log: nothing (rank 0 alone writes the run folder)."""
+
+    def write(self, row):
+        pass
+
+    def close(self):
+        pass
+
+
+class RankContext:
+    """One rank's place in a training run: its blocks and actors, the exchange, and the collectives the
+    trainer needs (state gathers, episode statistics, agreement checks). Rank 0 alone writes files."""
+
+    def __init__(self, comm, actors, actor_block):
+        from navi_nb.learn.blocks import block_size
+
+        self.comm = comm
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.block = block_size(actor_block, actors)
+        self.exchange = RankExchange(comm, int(actors) // self.block)
+        self.first_block = self.exchange.first_block
+        self.first_actor = self.first_block * self.block
+        self.n_actors = self.exchange.local_blocks * self.block
+        self.total_actors = int(actors)
+        self.threads, self.hosts, self.ranks_on_host = 1, {}, 1
+        self.allowed_cores = 1
+        self.topology_info = None   # :meth:`topology`, once the threads are set
+
+    @property
+    def is_root(self):
+        return self.rank == 0
+
+    def check_same(self, facts: dict):
+        """Refuse to start unless every rank reports the same ``facts`` (config hash, package versions)."""
+        every = self.comm.allgather(dict(facts))
+        for r, theirs in enumerate(every):
+            for key, value in every[0].items():
+                if theirs.get(key) != value:
+                    raise RankError(f"rank {r} was started with {key} {theirs.get(key)!r}, rank 0 with "
+                                    f"{value!r}: every rank must run the same configuration and versions")
+
+    def bcast(self, obj):
+        return self.comm.bcast(obj, root=0)
+
+    def set_threads(self):
+        """Numba threads for this rank: the cores it may use divided by the ranks on its host."""
+        import numba
+
+        from navi_nb.parallel.cores import allowed_cores
+
+        self.allowed_cores = allowed_cores().allowed
+        self.threads, self.hosts, self.ranks_on_host = threads_per_rank(self.comm, self.allowed_cores)
+        self.threads = min(self.threads, numba.config.NUMBA_NUM_THREADS)
+        numba.set_num_threads(self.threads)
+        return self.threads
+
+    def topology(self) -> dict:
+        """Hosts, ranks per host, threads and actors per rank, and why (the cores each rank may use)."""
+        every = self.comm.allgather({"rank": self.rank, "host": socket.gethostname(), "threads": self.threads,
+                                     "allowed_cores": self.allowed_cores, "actors": self.n_actors,
+                                     "blocks": list(self.exchange.ranges[self.rank])})
+        return {"ranks": self.size, "hosts": dict(self.hosts), "actor_block": self.block,
+                "per_rank": every,
+                "why": "threads per rank = cores this rank may use (affinity and cgroup quota) // ranks on "
+                       "its host; blocks split contiguously, the first ranks one more when uneven"}
+
+    def gather_env_state(self, state):
+        return gather_env_state(self.comm, state)
+
+    def env_part(self, full):
+        return env_state_part(full, self.block, self.first_block, self.exchange.local_blocks)
+
+    def episodes(self, ep):
+        """The whole run's finished-episode statistics (every rank's, in rank order) and reward mean."""
+        every = self.comm.allgather((ep, self.n_actors))
+        out = {k: np.concatenate([e[k] for e, _ in every]) for k in ep if k != "reward_mean"}
+        out["reward_mean"] = float(sum(e["reward_mean"] * n for e, n in every) / self.total_actors)
+        return out
+
+
+def abort_on_failure(exc):
+    """Under an MPI launcher with more than one rank: one line naming this rank and ``exc``, then stop
+    every rank (``Abort``), so no rank waits forever on a collective. Returns only when not under MPI."""
+    import sys
+
+    if not launched_by_mpi():
+        return
+    try:
+        comm = world()
+    except RankError:
+        return
+    if comm.Get_size() < 2:
+        return
+    what = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
+    print(f"navi-nb: rank {comm.Get_rank()} of {comm.Get_size()} on {socket.gethostname()} stopped the run: "
+          f"{what}", file=sys.stderr, flush=True)
+    comm.Abort(2 if not isinstance(exc, KeyboardInterrupt) else 130)
+
+
+def rank_context(actors, actor_block):
+    """A :class:`RankContext` when an MPI launcher started this process with more than one rank, else None."""
+    if not launched_by_mpi():
+        return None
+    comm = world()
+    if comm.Get_size() < 2:
+        return None
+    return RankContext(comm, actors, actor_block)
+
+
+def memory_sizes():
+    """This process's resident and proportional set sizes in bytes (``/proc/self/smaps_rollup``; pages
+    shared with other processes count fully in RSS, by share in PSS); None where not readable."""
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+    except OSError:
+        return None
+    kb = {k.strip(): v.split()[0] for k, v in fields.items() if v.strip().endswith("kB")}
+    return {"rss": int(kb.get("Rss", 0)) * 1024, "pss": int(kb.get("Pss", 0)) * 1024}
+
+
+def run_under_mpiexec(n, navi_args, marker, timeout=3600):
+    """``mpiexec -n n python -m navi_nb ARGS`` (the ``mpiexec`` next to this Python, else on the PATH);
+    returns the JSON objects of its output lines that start with ``marker``."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    exe = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+    if exe is None:
+        raise RankError(f"{n} ranks need mpiexec: install the mpi extra (pip install -e \".[mpi]\") or an MPI")
+    out = subprocess.run([exe, "-n", str(int(n)), sys.executable, "-m", "navi_nb", *navi_args],
+                         capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RankError(f"mpiexec -n {n} navi-nb {' '.join(navi_args[:2])} failed: {tail}")
+    return [json.loads(line[len(marker):]) for line in out.stdout.splitlines() if line.startswith(marker)]
+
+
+def print_topology(console, info):
+    """The run's ranks as a table (``RankContext.topology``'s dict): host, blocks, actors, threads, cores."""
+    from rich.table import Table
+
+    t = Table(title=f"ranks: {info['ranks']} on {len(info['hosts'])} host(s), blocks of {info['actor_block']} "
+                    f"actors")
+    for c in ("rank", "host", "blocks", "actors", "threads", "cores it may use"):
+        t.add_column(c)
+    for r in info["per_rank"]:
+        a, b = r["blocks"]
+        t.add_row(str(r["rank"]), r["host"], f"{a}..{b - 1}", str(r["actors"]), str(r["threads"]),
+                  str(r["allowed_cores"]))
+    console.print(t)
+    console.print(f"[dim]{info['why']}[/]")

@@ -1,0 +1,167 @@
+"""Same bits over MPI ranks: 1 rank x 1 thread, 1 x 2, 2 x 1 and 4 x 1 give byte-identical weights, Adam
+state, generators and environment state, and a run saved at 2 ranks continues at 4 and at 1 with the same
+bits. Runs ``tests/mpi_run.py`` under the ``mpiexec`` next to this Python (the ``mpi`` extra's ``mpich``
+wheel puts it there); oversubscribed on a 2-core machine, which is fine for bits."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("mpi4py", reason="the mpi extra is not installed (pip install -e '.[mpi]')")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+
+
+def mpirun(n, *args):
+    assert MPIEXEC, "mpi4py is installed but no mpiexec was found"
+    env = dict(os.environ, NUMBA_NUM_THREADS="2", OMP_WAIT_POLICY="PASSIVE")
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
+    out = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, os.path.join(HERE, "mpi_run.py"), *map(str, args)],
+                         capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-3000:])
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    return lines[0] if lines else None
+
+
+def test_same_bits_at_any_rank_and_thread_count(tmp_path):
+    one = mpirun(1, 1, 3)                    # first: compiles the kernels once for the others
+    assert one["ranks"] == 1 and one["threads"] == 1 and one["adam_t"] == 3 * 2 * 2
+    assert one["episodes"] > 0 and one["bytes_sent"] == 0
+    runs = [mpirun(1, 2, 3), mpirun(2, 1, 3), mpirun(4, 1, 3)]
+    assert [(r["ranks"], r["threads"]) for r in runs] == [(1, 2), (2, 1), (4, 1)]
+    for r in runs:
+        assert r["ranks_agree"]
+        assert (r["learner"], r["env"]) == (one["learner"], one["env"]), r
+        assert json.dumps(r["stats"]) == json.dumps(one["stats"])   # reported losses, explained variance too
+    assert runs[1]["bytes_sent"] > 0 and runs[2]["bytes_sent"] > 0
+    # the hashes see the state: one update fewer gives others
+    short = mpirun(2, 1, 2)
+    assert short["learner"] != one["learner"] and short["env"] != one["env"]
+
+    # saved at 2 ranks after 2 of 3 updates, resumed at 4 ranks and at 1
+    saved = tmp_path / "state.npz"
+    assert mpirun(2, 1, 3, f"save:2:{saved}") is None and saved.exists()
+    for n in (4, 1):
+        resumed = mpirun(n, 1, 3, f"load:{saved}")
+        assert (resumed["learner"], resumed["env"]) == (one["learner"], one["env"]), n
+
+
+TINY = ["train", "--scenes", "box", "--resolution", "32", "--actors", "8", "--actor-block", "4", "--sensor-az", "8",
+        "--sensor-el", "4", "--rollout-steps", "16", "--hidden", "16", "--update-epochs", "1", "--num-minibatches",
+        "2", "--total-steps", "384", "--checkpoint-every", "1", "--eval-episodes", "2", "--env", "max_steps=20",
+        "--no-progress", "--shards", "1"]
+
+
+def navi(n, *args):
+    """``navi-nb ARGS`` in one process (n = 0) or under ``mpiexec -n n``."""
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-m", "navi_nb", *args]
+    if n:
+        cmd = [MPIEXEC, "-n", str(n), *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+
+
+def arrays(path):
+    import numpy as np
+
+    with np.load(path) as z:
+        return {k: np.asarray(z[k]).tobytes() for k in z.files if k != "meta.json"}
+
+
+def test_cli_train_over_ranks(tmp_path):
+    """``mpiexec -n 2 navi-nb train`` writes the same checkpoints as one process, rank 0 alone writes, the
+    run's config.json shows the topology, and a run resumes at another rank count with the same bits."""
+    one = navi(0, *TINY, "--run-dir", str(tmp_path), "--name", "one")
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = navi(2, *TINY, "--run-dir", str(tmp_path), "--name", "two")
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert two.stdout.count("run folder:") == 1            # rank 0 alone prints
+    for u in range(1, 4):   # the three kept
+        name = f"checkpoints/ckpt_{u:08d}.npz"
+        assert arrays(tmp_path / "one" / name) == arrays(tmp_path / "two" / name), name
+    topo = json.loads((tmp_path / "two" / "config.json").read_text())["topology"]
+    assert topo["ranks"] == 2 and [r["actors"] for r in topo["per_rank"]] == [4, 4]
+    assert [r["blocks"] for r in topo["per_rank"]] == [[0, 1], [1, 2]]
+    # the one-process run, cut back to update 2, resumed over 2 ranks
+    shutil.copytree(tmp_path / "one", tmp_path / "cut")
+    (tmp_path / "cut" / "checkpoints" / "ckpt_00000003.npz").unlink()
+    resumed = navi(2, "train", "--resume", str(tmp_path / "cut"), "--no-progress", "--eval-episodes", "0")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    name = "checkpoints/ckpt_00000003.npz"
+    assert arrays(tmp_path / "cut" / name) == arrays(tmp_path / "one" / name)
+
+
+def test_ranks_with_different_configs_are_refused(tmp_path):
+    base = [sys.executable, "-m", "navi_nb", *TINY, "--run-dir", str(tmp_path)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([MPIEXEC, "-n", "1", *base, "--seed", "1", ":", "-n", "1", *base, "--seed", "2"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode != 0
+    assert "rank 1 was started with config hash" in out.stderr
+    assert not any(tmp_path.iterdir())                      # refused before any file was written
+    out = subprocess.run([MPIEXEC, "-n", "1", *base, ":", "-n", "1", *base, "--checkpoint-every", "2"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode != 0 and "rank 1 was started with checkpoint_every 2, rank 0 with 1" in out.stderr
+
+
+def test_more_ranks_than_blocks_is_refused(tmp_path):
+    out = navi(4, *TINY, "--run-dir", str(tmp_path))        # 8 actors in blocks of 4: two blocks
+    assert out.returncode != 0
+    assert "4 ranks for 2 actor blocks" in out.stderr
+
+
+def _ranks_of(launcher_pid):
+    """The rank processes under ``mpiexec`` (its children's children: Hydra starts a proxy per host)."""
+    def children(pid):
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                return [int(x) for x in f.read().split()]
+        except OSError:
+            return []
+    found = []
+    for c in children(launcher_pid):
+        found += [g for g in children(c)] or [c]
+    return found
+
+
+@pytest.mark.parametrize("how", ["kill a rank", "ctrl-c"])
+def test_a_lost_rank_stops_the_job_and_the_run_resumes(tmp_path, how):
+    import signal
+    import time
+
+    args = list(TINY)
+    args[args.index("--total-steps") + 1] = str(128 * 400)
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable, "-m", "navi_nb", *args, "--run-dir", str(tmp_path),
+                             "--name", "r"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    ckpts = tmp_path / "r" / "checkpoints"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (ckpts.exists() and len(list(ckpts.glob("ckpt_*.npz"))) >= 3):
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    t0 = time.time()
+    if how == "kill a rank":
+        ranks = _ranks_of(proc.pid)
+        assert len(ranks) == 2, ranks
+        os.kill(ranks[1], signal.SIGKILL)
+    else:
+        proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    stopped_in = time.time() - t0
+    assert proc.returncode != 0 and stopped_in < 15, (stopped_in, err[-2000:])
+    if how == "ctrl-c":
+        assert "interrupted" in err
+    # the newest checkpoint loads and the run continues from it (here in one process)
+    from navi_nb.train.loop import Trainer
+
+    newest = max(int(p.stem.split("_")[1]) for p in ckpts.glob("ckpt_*.npz"))
+    trainer = Trainer.resume(tmp_path / "r")
+    assert trainer.update == newest >= 2
+    trainer.train(progress=False, stop_after=1)
+    assert trainer.update == newest + 1 and (ckpts / f"ckpt_{newest + 1:08d}.npz").exists()
