@@ -14,7 +14,7 @@ from navi_nb.train.config import TrainConfig
 run_dir = sys.argv[1] if len(sys.argv) > 1 else "runs/api-box"
 total = int(sys.argv[2]) if len(sys.argv) > 2 else 16 * 32 * 4
 
-cfg = TrainConfig(scene="box", resolution=64, actors=16, sensor_az=16, sensor_el=4,
+cfg = TrainConfig(scenes="box", resolution=64, actors=16, sensor_az=16, sensor_el=4,
                   rollout_steps=32, total_steps=total, hidden=[64, 64], seed=1)
 trainer = Trainer.create(cfg, console=Console(), run_path=run_dir)
 summary = trainer.train(progress=False)

@@ -14,7 +14,7 @@ from navi_nb.train import checkpoint as ck
 from navi_nb.cli import main
 from navi_nb.train.metrics import read_metrics_csv, read_metrics_jsonl
 
-TINY = ["--scene", "box", "--resolution", "32", "--actors", "4", "--sensor-az", "8", "--sensor-el", "4",
+TINY = ["--scenes", "box", "--resolution", "32", "--actors", "4", "--sensor-az", "8", "--sensor-el", "4",
         "--rollout-steps", "16", "--hidden", "16", "--update-epochs", "1", "--num-minibatches", "2",
         "--total-steps", "128", "--checkpoint-every", "1", "--eval-episodes", "4", "--env", "max_steps=20",
         "--no-progress"]
@@ -60,7 +60,7 @@ def fails_cleanly(argv, capsys, match, folder=None):
 
 def test_run_folder_layout_and_metrics(trained):
     names = set(snapshot(trained))
-    for required in ("config.json", "world.gmdag", "metrics.csv", "metrics.jsonl", "policy.npz", "eval.json",
+    for required in ("config.json", "worlds.json", "metrics.csv", "metrics.jsonl", "policy.npz", "eval.json",
                      "eval_episodes.npz", "checkpoints/ckpt_00000002.npz"):
         assert required in names, names
     cfg = json.loads((trained / "config.json").read_text())
@@ -94,9 +94,9 @@ def test_unknown_flag(capsys):
 
 
 def test_unknown_scene_creates_nothing(tmp_path, capsys):
-    fails_cleanly(["train", "--scene", "castle", "--run-dir", str(tmp_path / "runs")], capsys, "unknown scene 'castle'")
+    fails_cleanly(["train", "--scenes", "castle", "--run-dir", str(tmp_path / "runs")], capsys, "'castle'")
     assert not (tmp_path / "runs").exists()
-    fails_cleanly(["train", "--scene", str(tmp_path / "nope.gmdag"), "--run-dir", str(tmp_path / "runs")], capsys,
+    fails_cleanly(["train", "--scenes", str(tmp_path / "nope.gmdag"), "--run-dir", str(tmp_path / "runs")], capsys,
                   "does not exist")
 
 
@@ -230,19 +230,19 @@ def test_run_header_shows_defining_and_changed_settings_only():
     from navi_nb.train.config import TrainConfig, field_docs
     from navi_nb.train.report import print_config
 
-    cfg = TrainConfig(scene="box", actors=8, total_steps=4096, hidden=[64, 64], name="t1")
+    cfg = TrainConfig(scenes="box", actors=8, total_steps=4096, hidden=[64, 64], name="t1")
     out = io.StringIO()
     print_config(Console(width=80, file=out, color_system=None), cfg, "runs/t1")
     text = out.getvalue()
     rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in text.splitlines()
             if line.startswith("│") and line.split("│")[1].strip()}
-    assert rows == {"scene": "box", "task": "pointgoal", "actors": "8", "total_steps": "4096 (8 updates of 512 steps)",
+    assert rows == {"scenes": "box", "task": "pointgoal", "actors": "8", "total_steps": "4096 (8 updates of 512 steps)",
                     "seed": "0", "hidden": "[64, 64]", "name": "t1"}
     assert "navi-nb train --print-config" in text and "runs/t1" in text and cfg.hash() in text
     full = io.StringIO()
     print_config(Console(width=200, file=full, color_system=None), cfg, full=True)
     text = full.getvalue()
-    assert "``" not in text and "Built-in scene name (navi-nb scenes) or a path to a .gmdag file." in text
+    assert "``" not in text and "The worlds to train in: a scene spec such as house, house:0-199" in text
     assert all(f"│ {name} " in text for name in field_docs())
 
 

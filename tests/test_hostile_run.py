@@ -21,7 +21,7 @@ from navi_nb.cli import main
 from navi_nb.errors import NaviError
 from navi_nb.train import checkpoint as ck
 
-TINY = ["--scene", "box", "--resolution", "32", "--actors", "4", "--sensor-az", "8", "--sensor-el", "4",
+TINY = ["--scenes", "box", "--resolution", "32", "--actors", "4", "--sensor-az", "8", "--sensor-el", "4",
         "--rollout-steps", "16", "--hidden", "16", "--update-epochs", "1", "--num-minibatches", "2",
         "--total-steps", "128", "--checkpoint-every", "1", "--eval-episodes", "4", "--env", "max_steps=20",
         "--no-progress"]
@@ -481,7 +481,7 @@ def test_memory_estimate_is_a_lower_bound():
     from navi_nb.train.loop import Trainer
 
     for task in ("pointgoal", "explore"):
-        cfg = TrainConfig(scene="box", resolution=32, actors=6, sensor_az=8, sensor_el=4, rollout_steps=16,
+        cfg = TrainConfig(scenes="box", resolution=32, actors=6, sensor_az=8, sensor_el=4, rollout_steps=16,
                           hidden=[16], num_minibatches=2, task=task).validate()
         trainer = Trainer(cfg, Path("unused"), compiled_scene("box", 32))
         assert cfg.obs_dim() == trainer.env.obs_dim

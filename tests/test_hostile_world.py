@@ -257,7 +257,7 @@ def test_inspect_of_a_valid_file_with_markup_in_its_name(tmp_path, capsys):
 
 
 def test_markup_in_a_run_name_prints_as_typed(tmp_path, capsys):
-    assert main(["train", "--scene", "box", "--name", "x[/]y", "--total-steps", "64", "--no-progress",
+    assert main(["train", "--scenes", "box", "--name", "x[/]y", "--total-steps", "64", "--no-progress",
                  "--run-dir", str(tmp_path)]) == 2
     line = _one_error_line(capsys.readouterr().err)
     assert "'x[/]y'" in line

@@ -50,7 +50,7 @@ def test_same_bits_at_any_rank_and_thread_count(tmp_path):
         assert (resumed["learner"], resumed["env"]) == (one["learner"], one["env"]), n
 
 
-TINY = ["train", "--scene", "box", "--resolution", "32", "--actors", "8", "--actor-block", "4", "--sensor-az", "8",
+TINY = ["train", "--scenes", "box", "--resolution", "32", "--actors", "8", "--actor-block", "4", "--sensor-az", "8",
         "--sensor-el", "4", "--rollout-steps", "16", "--hidden", "16", "--update-epochs", "1", "--num-minibatches",
         "2", "--total-steps", "384", "--checkpoint-every", "1", "--eval-episodes", "2", "--env", "max_steps=20",
         "--no-progress", "--shards", "1"]

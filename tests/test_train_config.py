@@ -24,7 +24,7 @@ def test_every_field_is_documented():
 def test_defaults_are_valid_and_hash_is_stable():
     a, b = TrainConfig().validate(), TrainConfig().validate()
     assert a.hash() == b.hash() and len(a.hash()) == 16
-    assert a.scene == "house" and a.task == "pointgoal" and a.actors == 64
+    assert a.scenes == "house" and a.task == "pointgoal" and a.actors == 64
     assert a.num_updates * a.batch_size >= a.total_steps
     # run bookkeeping does not change the hash; results settings do
     b.shards, b.name, b.checkpoint_every = 2, "x", 3
@@ -36,9 +36,9 @@ def test_defaults_are_valid_and_hash_is_stable():
 
 def test_file_then_flags_override(tmp_path):
     toml = tmp_path / "c.toml"
-    toml.write_text('scene = "box"\nactors = 8\nseed = 3\nhidden = [32, 32]\n[env]\nmax_steps = 100\n')
+    toml.write_text('scenes = "box"\nactors = 8\nseed = 3\nhidden = [32, 32]\n[env]\nmax_steps = 100\n')
     cfg = train_cmd.resolve_config(_args(["--config", str(toml), "--actors", "16", "--env", "dt=0.05"]))
-    assert (cfg.scene, cfg.actors, cfg.seed, cfg.hidden) == ("box", 16, 3, [32, 32])
+    assert (cfg.scenes, cfg.actors, cfg.seed, cfg.hidden) == ("box", 16, 3, [32, 32])
     assert cfg.env == {"max_steps": 100, "dt": 0.05}
     js = tmp_path / "c.json"
     js.write_text(json.dumps({"task": "explore", "lr": 1}))

@@ -11,7 +11,7 @@ TIMING = {"time_s", "actor_steps_per_s", "t_collect_s", "t_learn_s"}
 
 
 def tiny_config(tmp_path, **kw):
-    cfg = TrainConfig(scene="box", resolution=32, actors=4, sensor_az=8, sensor_el=4, rollout_steps=16,
+    cfg = TrainConfig(scenes="box", resolution=32, actors=4, sensor_az=8, sensor_el=4, rollout_steps=16,
                       hidden=[16], update_epochs=2, num_minibatches=2, total_steps=4 * 16 * 4, checkpoint_every=1,
                       keep_checkpoints=0, eval_episodes=0, run_dir=str(tmp_path), env={"max_steps": 20})
     for k, v in kw.items():

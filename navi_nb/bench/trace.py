@@ -45,6 +45,9 @@ def add_arguments(parser):
     parser.add_argument("--threads", default="1,2", help="Numba thread counts to time (default 1,2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-embree", action="store_true", help="skip the Embree peer")
+    parser.add_argument("--worlds", type=int, default=0,
+                        help="instead: N actors over N worlds (house:0..N-1 at 128) vs N actors in one world "
+                             "(default 0: off)")
 
 
 def free_positions(world, lo, hi, n, seed, clearance=0.3):
@@ -118,6 +121,8 @@ def rate_tables(result) -> list:
 
 
 def run(args) -> dict:
+    if getattr(args, "worlds", 0):
+        return run_world_set(args)
     import numba
     from rich.console import Console
 
@@ -270,3 +275,106 @@ def run(args) -> dict:
     console.print(summary_table("trace: summary", summary))
     result["summary"] = summary
     return result
+
+
+# --------------------------------------------------------------------------
+# many worlds: one batched trace over a world set
+# --------------------------------------------------------------------------
+
+WORLD_SET_RESOLUTION = 128
+TARGET_SET_RATIO = 0.9
+
+
+def world_set_rays(world_set, n_actors, seed):
+    """Seeded free-space poses: actor k in world ``k % len(world_set)`` (origins (A,3), yaws (A,))."""
+    rng = np.random.default_rng(seed)
+    origins = np.empty((n_actors, 3), np.float32)
+    for k in range(n_actors):
+        w = world_set.worlds[k % len(world_set)]
+        lo, hi = _interest(w)
+        origins[k] = free_positions(w, lo, hi, 1, seed + k)[0]
+    return origins, rng.uniform(-math.pi, math.pi, n_actors).astype(np.float32)
+
+
+def _interest(world):
+    b = world.sidecar.get("bounds_of_interest")
+    if b:
+        return np.asarray(b[0], np.float64), np.asarray(b[1], np.float64)
+    return world.bmin.astype(np.float64), world.bmax.astype(np.float64)
+
+
+def run_world_set(args) -> dict:
+    """``--worlds N``: N actors, actor k in world k of house:0..N-1 (compiled at 128, from the
+    cache), against N actors in world 0 alone (same sensor, same thread count, poses free in
+    each actor's world). Rays per second (median of ``--repeat`` calls, interleaved) and the
+    packed memory per world."""
+    import numba
+    from rich.console import Console
+    from rich.table import Table
+
+    from navi_nb.bench.machine import machine_info
+    from navi_nb.sense.sensor import Sensor
+    from navi_nb.sense.tracer import Tracer
+    from navi_nb.world.scene_spec import parse_spec
+    from navi_nb.world.world_cache import load_worlds
+    from navi_nb.world.world_set import WorldSet
+
+    console = Console()
+    n = int(args.worlds)
+    items = parse_spec(f"house:0-{n - 1}")
+    worlds = load_worlds(items, WORLD_SET_RESOLUTION)
+    one = WorldSet.of(worlds[0])
+    one.packed  # the single world's own layout (default dense table), packed before the set repacks it
+    many = WorldSet(worlds, items=items)
+    sensor = Sensor(args.az, args.el)
+    o_many, y_many = world_set_rays(many, n, args.seed)
+    o_one, y_one = world_set_rays(one, n, args.seed)
+    wi_many = (np.arange(n) % n).astype(np.int32)
+    tr_many = Tracer(many, sensor, args.max_distance, max_actors=n)
+    tr_one = Tracer(one, sensor, args.max_distance, max_actors=n)
+    threads = [int(t) for t in str(args.threads).split(",") if t.strip()]
+    info = machine_info()
+    rays = n * sensor.n_rays
+    rows = []
+    for t in threads:
+        numba.set_num_threads(min(t, numba.config.NUMBA_NUM_THREADS))
+        tr_many.trace(o_many, y_many, world_index=wi_many)  # warm
+        tr_one.trace(o_one, y_one)
+        times = {"one": [], "many": []}
+        for _ in range(max(1, args.repeat)):  # interleaved: a busy moment hits both alike
+            t0 = time.perf_counter()
+            tr_one.trace(o_one, y_one)
+            times["one"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            tr_many.trace(o_many, y_many, world_index=wi_many)
+            times["many"].append(time.perf_counter() - t0)
+        rate = {k: rays / np.median(v) for k, v in times.items()}
+        spread = {k: (rays / max(v), rays / min(v)) for k, v in times.items()}
+        rows.append({"threads": t, "one_world_rays_per_s": rate["one"], "many_worlds_rays_per_s": rate["many"],
+                     "ratio": rate["many"] / rate["one"], "spread_one": spread["one"],
+                     "spread_many": spread["many"]})
+    table = Table(title=f"{n} actors x {sensor.n_rays} rays: {n} worlds vs 1 world")
+    for col in ("threads", "1 world Mrays/s", f"{n} worlds Mrays/s", "ratio"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(str(r["threads"]),
+                      f"{r['one_world_rays_per_s'] / 1e6:.2f} ({r['spread_one'][0] / 1e6:.2f}-"
+                      f"{r['spread_one'][1] / 1e6:.2f})",
+                      f"{r['many_worlds_rays_per_s'] / 1e6:.2f} ({r['spread_many'][0] / 1e6:.2f}-"
+                      f"{r['spread_many'][1] / 1e6:.2f})",
+                      f"{r['ratio']:.2f}")
+    console.print(table)
+    per = many.nbytes_per_world()
+    mem = Table(title="packed memory per world (decoded layout; file nodes beside it)")
+    for col in ("world", "layout KiB", "file nodes KiB"):
+        mem.add_column(col, justify="right")
+    for w in range(len(many)):
+        mem.add_row(many.names[w], f"{per[w] / 1024:.0f}", f"{worlds[w].nodes.nbytes / 1024:.0f}")
+    console.print(mem)
+    total = many.packed.nbytes
+    console.print(f"sum over worlds {per.sum() / 2**20:.1f} MiB + constant {many.constant_nbytes()} B "
+                  f"= packed {total / 2**20:.1f} MiB; one world alone {one.packed.nbytes / 2**20:.1f} MiB")
+    ok = all(r["ratio"] >= TARGET_SET_RATIO for r in rows)
+    console.print(f"target: {n} worlds >= {TARGET_SET_RATIO}x one world's rays/s: {'met' if ok else 'NOT met'}")
+    return {"machine": info, "rows": rows, "bytes_per_world": per.tolist(), "names": list(many.names),
+            "constant_bytes": many.constant_nbytes(), "packed_bytes": int(total), "target_met": ok}

@@ -42,14 +42,14 @@ def measure(cfg, shard_counts, updates, console=None):
 
     from navi_nb.parallel.ranks import memory_sizes, rank_context
     from navi_nb.train.loop import Trainer
-    from navi_nb.train.runs import load_scene_world
+    from navi_nb.train.runs import load_scene_set, resolve_scenes
 
     ranks = rank_context(cfg.actors, cfg.actor_block)   # under mpiexec: this rank's blocks
-    world = load_scene_world(cfg.scene, cfg.resolution, console)
+    world_set = load_scene_set(resolve_scenes(cfg.scenes, cfg), cfg.resolution, console)
     out = []
     for shards in shard_counts:
         numba.set_num_threads(min(int(shards), numba.config.NUMBA_NUM_THREADS))
-        tr = Trainer(cfg, run_path="/nonexistent", world=world, ranks=ranks).start()
+        tr = Trainer(cfg, run_path="/nonexistent", world_set=world_set, ranks=ranks).start()
         tr.train_one_update()  # warm-up: compiles or loads every kernel
         before = tr.times.copy()
         trace0 = tr.env.trace_seconds
@@ -82,7 +82,7 @@ def split_table(cfg, rows):
     """The rates and the time split at 80 columns (the split in percent of the wall time)."""
     from rich.table import Table
 
-    t = Table(title=f"bench train: {cfg.scene}, {cfg.actors} actors, {cfg.sensor_az}x{cfg.sensor_el} rays, "
+    t = Table(title=f"bench train: {cfg.scenes}, {cfg.actors} actors, {cfg.sensor_az}x{cfg.sensor_el} rays, "
                     f"hidden {cfg.hidden}, {cfg.rollout_steps} steps x {cfg.update_epochs} epochs x "
                     f"{cfg.num_minibatches} minibatches; time split in % of wall")
     ranks = any(r.get("ranks", 1) > 1 for r in rows)   # a ranks column only when several were run
@@ -119,7 +119,7 @@ def run(args) -> dict:
 
     console = Console()
     az, el = (int(x) for x in args.sensor.lower().split("x"))
-    cfg = TrainConfig(scene=args.scene, actors=args.actors, sensor_az=az, sensor_el=el,
+    cfg = TrainConfig(scenes=args.scene, actors=args.actors, sensor_az=az, sensor_el=el,
                       resolution=args.resolution, eval_episodes=0).validate()
     shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
     from navi_nb.parallel.ranks import launched_by_mpi, run_under_mpiexec, world
@@ -146,7 +146,7 @@ def run(args) -> dict:
         console.print(ranks_table(rows))
     summary = [[f"actor-steps/s at {r['ranks']} rank(s) x {r['shards']} shard(s)", f"{r['actor_steps_per_s']:,.0f}"]
                for r in rows]
-    return {"setting": {"scene": cfg.scene, "actors": cfg.actors, "rays": [az, el], "hidden": cfg.hidden,
+    return {"setting": {"scene": cfg.scenes, "actors": cfg.actors, "rays": [az, el], "hidden": cfg.hidden,
                         "rollout_steps": cfg.rollout_steps, "update_epochs": cfg.update_epochs,
                         "num_minibatches": cfg.num_minibatches},
             "runs": rows, "summary": summary}

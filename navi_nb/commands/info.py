@@ -86,9 +86,9 @@ def gather() -> dict:
 
 
 def world_cache_dir():
-    from navi_nb.train.runs import world_cache_dir as wcd
+    from navi_nb.world.world_cache import default_cache_dir
 
-    return wcd()
+    return default_cache_dir()
 
 
 def run(args) -> int:

@@ -1,5 +1,12 @@
 """`navi-nb train`: train a navigation policy with PPO over many actors.
 
+``--scenes SPEC`` names the worlds (a scene spec, docs/WORLDS.md: ``house``,
+``house:0-199``, ``maze:0-99,clutter:0-99``, files); each actor moves to a
+world drawn from a seeded schedule at every reset. The set is checked before
+anything is written (a bad item is one line naming it, exit 2); held-out
+seeds (>= 1,000,000) are refused unless ``--allow-heldout``. The run records
+its set in ``worlds.json`` so resume and eval load the same worlds.
+
 Settings come from the defaults (``navi_nb.train.config.TrainConfig``), then
 ``--config FILE`` (TOML or JSON), then the flags given, each overriding the
 one before. ``--resume runs/NAME`` continues a run from its newest checkpoint

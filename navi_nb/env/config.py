@@ -26,6 +26,7 @@ class StateError(NaviError, ValueError):
 
 
 TASKS = ("pointgoal", "explore")
+WORLD_SCHEDULES = ("random", "round_robin")
 
 
 @dataclass
@@ -59,6 +60,13 @@ class EnvConfig:
     spawn_cell: float = -1.0
     """Cell size (metres) of the reachability grid used to sample spawns and
     goals; zero or negative means ``max(radius, one voxel)``."""
+
+    world_schedule: str = "random"
+    """Which world of a world set an actor's next episode uses, a function of
+    (seed, actor, episode number) only: ``"random"``, uniform, by a hash of the
+    three; ``"round_robin"``, world ``(actor + episode) % worlds`` (every world
+    in use from the first episode when there are at least as many actors as
+    worlds, and every actor cycles through all of them)."""
 
     # --- point-goal ------------------------------------------------------
     goal_min_distance: float = 1.0
@@ -129,6 +137,9 @@ class EnvConfig:
                 f"({self.goal_max_distance})")
         if self.spawn not in ("free", "points"):
             raise EnvConfigError(f"env config: spawn must be 'free' or 'points', got {self.spawn!r}")
+        if self.world_schedule not in WORLD_SCHEDULES:
+            raise EnvConfigError(f"env config: world_schedule must be one of {', '.join(WORLD_SCHEDULES)}, "
+                                 f"got {self.world_schedule!r}")
         if not isinstance(self.semantic_obs, bool):
             raise EnvConfigError(f"env config: semantic_obs must be True or False, got {self.semantic_obs!r}")
         return self

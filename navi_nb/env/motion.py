@@ -15,7 +15,7 @@ then turns by ``w * max_yaw_rate * dt`` (yaw kept in [-pi, pi)).
 
 Collision: the actor is a sphere of radius ``r``. Its clearance is
 ``s = query(centre) - r - margin`` (``margin`` absorbs the world's
-quantisation, default half a voxel), where ``query`` is the world's point
+quantisation, default half a voxel), where ``query`` is the actor's world's point
 query (``navi_nb/world/query.py``: the interpolated field of
 ``navi_nb/world/field.py``, the same field the tracer's rays read). The
 move is cut into sub-moves no longer than ``max(s, h_min)`` (``h_min`` is a quarter voxel), so the centre can never
@@ -35,7 +35,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from navi_nb.world.layout import field_origin
 from navi_nb.world.query import query_point, world_arrays
+from navi_nb.world.world_set import world_field
 
 
 @njit(cache=True)
@@ -77,22 +79,54 @@ def _keep_inside(n, r, lo, hi):
     return n, r, False
 
 
-@njit(parallel=True, cache=True)
-def move_actors(field, pos, yaw, act, speeds, dt, radius, margin,
-                h_min, max_substeps, lo, hi, vel_out, contact_out, moved_out):
-    """Advance every actor one step with collision.
+WP_MARGIN, WP_H_MIN, WP_LO, WP_HI = 0, 1, 2, 5  # columns of move_actors' per-world table (lo, hi: 3 each)
 
-    field: the world, as :func:`navi_nb.world.query.world_arrays` returns it.
-    pos (A,3) float32 metres and yaw (A,) float32 radians are updated in place.
-    act (A,4) float32, already clipped to [-1, 1].
-    speeds (4,) float64: max forward, vertical, lateral speed (m/s) and yaw rate
-    (rad/s). lo, hi (3,) float64: the box the centre must stay in.
-    Writes vel_out (A,3) float32 (world-frame velocity actually achieved, m/s),
-    contact_out (A,) bool, moved_out (A,) float32 (metres travelled).
+
+def world_motion_params(world_set, margins, radius):
+    """(W, 8) float64 per world: contact margin, shortest sub-move ``h_min`` (a quarter
+    voxel), and the box the centre must stay in (lo xyz, hi xyz: the field's cube
+    shrunk by ``radius``)."""
+    out = np.zeros((len(world_set), 8), np.float64)
+    for w, world in enumerate(world_set.worlds):
+        voxel = float(np.float32(world.voxel_size))
+        lo, hi = field_cube(world)
+        out[w, WP_MARGIN] = margins[w]
+        out[w, WP_H_MIN] = 0.25 * voxel
+        out[w, WP_LO:WP_LO + 3] = lo + radius
+        out[w, WP_HI:WP_HI + 3] = hi - radius
+    return out
+
+
+def field_cube(world):
+    """(lo, hi) (3,) float64 metres: the cube the world's field covers (``bmin``..``bmax``,
+    half a voxel lower for a corner-sampled world, ``layout.field_origin``)."""
+    lo = field_origin(world)
+    shift = lo - np.asarray(world.bmin, dtype=np.float32).astype(np.float64)
+    return lo, world.bmax.astype(np.float64) + shift
+
+
+@njit(parallel=True, cache=True)
+def move_actors(packed, world_index, wparams, pos, yaw, act, speeds, dt, radius, max_substeps, vel_out, contact_out,
+                moved_out):
+    """Advance every actor one step with collision, each in its own world.
+
+    packed: the world set's packed layouts (``WorldSet.packed.arrays``);
+    world_index (A,) int32: each actor's world; wparams (W, 8) float64:
+    :func:`world_motion_params`. pos (A,3) float32 metres and yaw (A,)
+    float32 radians are updated in place. act (A,4) float32, already clipped
+    to [-1, 1]. speeds (4,) float64: max forward, vertical, lateral speed
+    (m/s) and yaw rate (rad/s). Writes vel_out (A,3) float32 (world-frame
+    velocity actually achieved, m/s), contact_out (A,) bool, moved_out (A,)
+    float32 (metres travelled).
     """
     n_actors = pos.shape[0]
-    rpm = np.float64(radius) + np.float64(margin)
     for i in prange(n_actors):
+        w = world_index[i]
+        field = world_field(packed, w)
+        rpm = np.float64(radius) + wparams[w, WP_MARGIN]
+        h_min = wparams[w, WP_H_MIN]
+        lo = wparams[w, WP_LO:WP_LO + 3]
+        hi = wparams[w, WP_HI:WP_HI + 3]
         psi = np.float64(yaw[i])
         s, c = math.sin(psi), math.cos(psi)
         f = np.float64(act[i, 0]) * speeds[0] * dt
@@ -166,9 +200,21 @@ def _distances(field, points, out):
 
 def clearance_distances(world, points) -> np.ndarray:
     """(N,) float64 distances (metres) at points (N,3), by the same scalar query
-    the collision kernel uses (so spawn clearances and collisions agree)."""
+    the collision kernel uses (so spawn clearances and collisions agree).
+    ``world``: a World, or ``(world_set, w)`` for world ``w`` of a set."""
     pts = np.ascontiguousarray(points, dtype=np.float64).reshape(-1, 3)
     out = np.empty(pts.shape[0], dtype=np.float64)
     if pts.shape[0]:
-        _distances(world_arrays(world), pts, out)
+        if isinstance(world, tuple):
+            world_set, w = world
+            _distances_in(world_set.packed.arrays, int(w), pts, out)
+        else:
+            _distances(world_arrays(world), pts, out)
     return out
+
+
+@njit(parallel=True, cache=True)
+def _distances_in(packed, w, points, out):
+    field = world_field(packed, w)
+    for i in prange(points.shape[0]):
+        out[i] = _sdf(field, points[i, 0], points[i, 1], points[i, 2])

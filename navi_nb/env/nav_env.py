@@ -1,4 +1,4 @@
-"""`NavEnv`: many actors stepping together in one shared world.
+"""`NavEnv`: many actors stepping together in one shared world or a world set.
 
 All state is plain arrays, one row per actor (``get_state``/``set_state`` save
 and restore it exactly). A step is: validate actions (before anything
@@ -13,6 +13,16 @@ their next episode. ``info["done"]`` marks them.
 
 Returned arrays are the environment's own preallocated buffers, overwritten by
 the next ``step``/``reset``: copy what you keep.
+
+World sets: ``world`` may be a :class:`~navi_nb.world.world_set.WorldSet`;
+each actor then lives in one of its worlds (``world_index``), chosen afresh
+at every (re)set by ``EnvConfig.world_schedule`` as a function of (seed,
+actor, episode number) only, so it does not depend on thread counts or on
+which other actors reset in the same step. A single World is the set of one
+(every actor in world 0, no draws: bits as before). Spawns, goals,
+collision, the visit grid and SPL's straight-line distance are each actor's
+world's; ``info["episode"]["world"]`` names the world of each finished
+episode.
 """
 from __future__ import annotations
 
@@ -23,16 +33,39 @@ from pathlib import Path
 import numpy as np
 
 from navi_nb.env.config import TASKS, ActionError, EnvConfig, EnvConfigError, StateError
-from navi_nb.env.motion import clearance_distances, move_actors
+from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
 from navi_nb.env.observation import build_obs, obs_layout, obs_size
 from navi_nb.env.spawn import SpawnSampler
 from navi_nb.env.tasks import TASK_CODES, TERMS, VisitGrid, reward_coefficients, score_step, start_episodes
 from navi_nb.rng_state import (STATE_DTYPE, STATE_SHAPE, GeneratorStateError,
                                generator_from_array, generator_to_array)
 from navi_nb.world import gmdag
-from navi_nb.world.query import world_arrays
+from navi_nb.world.world_set import WorldSet
 
-EPISODE_KEYS = ("return", "length", "success", "spl", "coverage", "collisions")
+EPISODE_KEYS = ("return", "length", "success", "spl", "coverage", "collisions", "world")
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix64(x):
+    """splitmix64's finaliser over a uint64 array (wrapping arithmetic)."""
+    x = (x ^ (x >> np.uint64(30))) * _MIX1
+    x = (x ^ (x >> np.uint64(27))) * _MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+def scheduled_worlds(schedule, n_worlds, seed, actors, episodes) -> np.ndarray:
+    """(n,) int32: the world of episode ``episodes[j]`` of actor ``actors[j]`` (see
+    ``EnvConfig.world_schedule``); a pure function of its arguments."""
+    a = np.asarray(actors, dtype=np.int64)
+    k = np.asarray(episodes, dtype=np.int64)
+    if schedule == "round_robin":
+        return ((a + k) % n_worlds).astype(np.int32)
+    with np.errstate(over="ignore"):
+        h = _mix64(np.uint64(seed) * _GOLDEN + _mix64(a.astype(np.uint64) + np.uint64(1)))
+        h = _mix64(h ^ (k.astype(np.uint64) * _GOLDEN))
+    return (h % np.uint64(n_worlds)).astype(np.int32)
 
 
 def _region_of_interest(world):
@@ -49,10 +82,10 @@ def _region_of_interest(world):
 
 
 class NavEnv:
-    """A batch of ``n_actors`` actors in one world.
+    """A batch of ``n_actors`` actors in one world or in the worlds of a set.
 
-    Parameters: ``world`` (a loaded :class:`~navi_nb.world.gmdag.World` or a
-    path to a ``.gmdag``), ``n_actors``, ``sensor`` (default
+    Parameters: ``world`` (a loaded :class:`~navi_nb.world.gmdag.World`, a
+    path to a ``.gmdag`` or a :class:`~navi_nb.world.world_set.WorldSet`), ``n_actors``, ``sensor`` (default
     ``Sensor(64, 16)``), ``task`` (``"pointgoal"`` or ``"explore"``), ``seed``,
     ``backend`` for the tracer (``"cpu"``, ``"cuda"``, ``"auto"``), and any
     field of :class:`~navi_nb.env.config.EnvConfig` as a keyword.
@@ -76,8 +109,9 @@ class NavEnv:
 
         if isinstance(world, (str, Path)):
             world = gmdag.load_world(world)
-        if not isinstance(world, gmdag.World):
-            raise EnvConfigError(f"NavEnv: world must be a World or a .gmdag path, got {type(world).__name__}")
+        if not isinstance(world, (gmdag.World, WorldSet)):
+            raise EnvConfigError(f"NavEnv: world must be a World, a WorldSet or a .gmdag path, "
+                                 f"got {type(world).__name__}")
         if isinstance(n_actors, bool) or not isinstance(n_actors, numbers.Integral) or n_actors < 1:
             raise EnvConfigError(f"NavEnv: n_actors must be a positive integer, got {n_actors!r}")
         if task not in TASKS:
@@ -95,8 +129,11 @@ class NavEnv:
         if sensor is None:
             sensor = Sensor(64, 16)
         cfg = EnvConfig.from_kwargs(**config)
+        world_set = WorldSet.of(world)
+        world = world_set.worlds[0]
         self.config = cfg
-        self.world = world
+        self.world_set = world_set
+        self.world = world  # world 0 (the world of a single-world environment)
         self.sensor = sensor
         self.task = task
         self.backend = backend
@@ -104,47 +141,61 @@ class NavEnv:
         self._task_code = TASK_CODES[task]
         self.reward_names = TERMS[task]
 
-        # the world, shared (never copied per actor)
-        self._nodes = np.ascontiguousarray(world.nodes)
-        self._field = world_arrays(world)  # the decoded layout the collision query reads
-        self._bmin = np.asarray(world.bmin, dtype=np.float32)
-        self._voxel = float(np.float32(world.voxel_size))
+        # the worlds, shared (never copied per actor); per-world tables for the kernels
+        W = len(world_set)
+        self._packed = world_set.packed.arrays  # the decoded layouts the collision query reads
+        voxels = [float(np.float32(w.voxel_size)) for w in world_set.worlds]
+        self._voxel = voxels[0]
         self._res = int(world.resolution)
-        self.margin = cfg.contact_margin if cfg.contact_margin >= 0 else 0.5 * self._voxel
-        self._h_min = 0.25 * self._voxel
-        cube_lo = self._bmin.astype(np.float64)
-        cube_hi = world.bmax.astype(np.float64)
-        self._lo = cube_lo + cfg.radius
-        self._hi = cube_hi - cfg.radius
-        if np.any(self._hi <= self._lo):
-            raise EnvConfigError(f"NavEnv: radius {cfg.radius} does not fit in the world cube")
+        margins = [cfg.contact_margin if cfg.contact_margin >= 0 else 0.5 * v for v in voxels]
+        self.margin = margins[0]
+        self._wparams = world_motion_params(world_set, margins, cfg.radius)
+        for w in range(W):
+            if np.any(self._wparams[w, 5:8] <= self._wparams[w, 2:5]):
+                raise EnvConfigError(f"NavEnv: radius {cfg.radius} does not fit in the cube of world "
+                                     f"{world_set.names[w]}")
         self._speeds = np.array([cfg.max_speed, cfg.max_vertical_speed, cfg.max_lateral_speed,
                                  cfg.max_yaw_rate], dtype=np.float64)
         self._inv_speeds = 1.0 / self._speeds[:3]
         self._coefs = reward_coefficients(task, cfg)
 
-        roi = _region_of_interest(world)
-        roi_lo, roi_hi = roi if roi is not None else (cube_lo, cube_hi)
-        spawn_cell = cfg.spawn_cell if cfg.spawn_cell > 0 else max(cfg.radius, self._voxel)
+        self._spawners = []
+        self._grids = []
+        reachable = []
+        for w, wd in enumerate(world_set.worlds):
+            cube_lo, cube_hi = field_cube(wd)
+            roi = _region_of_interest(wd)
+            roi_lo, roi_hi = roi if roi is not None else (cube_lo, cube_hi)
+            spawn_cell = cfg.spawn_cell if cfg.spawn_cell > 0 else max(cfg.radius, voxels[w])
 
-        def distance_fn(points):
-            return clearance_distances(world, points)
+            def distance_fn(points, _w=w):
+                return clearance_distances((world_set, _w), points)
 
-        self._spawner = SpawnSampler(distance_fn, cube_lo, cube_hi, roi_lo, roi_hi, cfg.radius,
-                                     self.margin, spawn_cell, world.spawn_points, cfg.spawn)
-        self._grid = VisitGrid(cube_lo, cube_hi, cfg.visit_cell, cfg.visit_max_cells)
-        reach = np.zeros(self._grid.n_cells, dtype=bool)
-        reach[self._grid.cell_of(self._spawner.pool)] = True
-        self.reachable_cells = int(reach.sum())
-        self._inv_cell = 1.0 / self._grid.cell
+            spawner = SpawnSampler(distance_fn, cube_lo, cube_hi, roi_lo, roi_hi, cfg.radius,
+                                   margins[w], spawn_cell, wd.spawn_points, cfg.spawn)
+            grid = VisitGrid(cube_lo, cube_hi, cfg.visit_cell, cfg.visit_max_cells)
+            reach = np.zeros(grid.n_cells, dtype=bool)
+            reach[grid.cell_of(spawner.pool)] = True
+            self._spawners.append(spawner)
+            self._grids.append(grid)
+            reachable.append(int(reach.sum()))
+        self._spawner = self._spawners[0]
+        self._grid = self._grids[0]
+        self.reachable_cells = reachable[0]
+        self._reachable = np.asarray(reachable, dtype=np.int64)
+        self._grid_lo = np.stack([g.lo for g in self._grids]).astype(np.float64)
+        self._inv_cell_w = np.array([1.0 / g.cell for g in self._grids], dtype=np.float64)
+        self._grid_dims = np.stack([g.dims for g in self._grids]).astype(np.int64)
+        self._inv_cell = self._inv_cell_w[0]
+        visit_bytes = max(g.nbytes for g in self._grids)
 
         # sensing
-        self._tracer = Tracer(world, sensor, cfg.max_distance, backend=backend, max_actors=A)
+        self._tracer = Tracer(world_set, sensor, cfg.max_distance, backend=backend, max_actors=A)
         n_rays = sensor.az_count * sensor.el_count
         self.obs_layout = obs_layout(n_rays, cfg.semantic_obs, task == "pointgoal")
         self.obs_dim = obs_size(self.obs_layout)
         self._inv_log_max = 1.0 / float(np.log1p(cfg.max_distance))
-        n_classes = len(world.class_names)
+        n_classes = max(len(w.class_names) for w in world_set.worlds)
         self._sem_scale = 1.0 / max(1, n_classes - 1)
 
         # per-actor state (plain arrays; everything get_state saves)
@@ -153,10 +204,11 @@ class NavEnv:
             "pos": ((A, 3), np.float32), "yaw": ((A,), np.float32), "vel": ((A, 3), np.float32),
             "prev_action": ((A, 4), np.float32), "goal": ((A, 3), np.float32),
             "goal_dist": ((A,), np.float64), "start_dist": ((A,), np.float64),
-            "visit": ((A, self._grid.nbytes), np.uint8), "cells": ((A,), np.int32),
+            "visit": ((A, visit_bytes), np.uint8), "cells": ((A,), np.int32),
             "ep_return": ((A,), np.float64), "ep_len": ((A,), np.int32), "path_len": ((A,), np.float64),
             "collisions": ((A,), np.int32), "episodes": ((A,), np.int64),
             "obs": ((A, self.obs_dim), np.float32),
+            "world_index": ((A,), np.int32), "world_seed": ((1,), np.uint64),
         }
         rng_shape = (self._n_blocks,) + STATE_SHAPE if self._n_blocks else STATE_SHAPE
         self._state_spec.update({"rng_spawn": (rng_shape, STATE_DTYPE), "rng_goal": (rng_shape, STATE_DTYPE)})
@@ -178,7 +230,8 @@ class NavEnv:
         self._final_yaw = np.zeros(A, np.float32)
         self._ep_out = {"return": np.zeros(A, np.float32), "length": np.zeros(A, np.int32),
                         "success": np.zeros(A, bool), "spl": np.zeros(A, np.float32),
-                        "coverage": np.zeros(A, np.float32), "collisions": np.zeros(A, np.int32)}
+                        "coverage": np.zeros(A, np.float32), "collisions": np.zeros(A, np.int32),
+                        "world": np.zeros(A, np.int32)}
         self._all_rows = np.arange(A, dtype=np.int64)
         self._seed(seed)
         self._has_reset = False
@@ -186,6 +239,7 @@ class NavEnv:
 
     # ------------------------------------------------------------------
     def _seed(self, seed):
+        self._world_seed[0] = np.uint64(seed)
         if not self._n_blocks:
             spawn_ss, goal_ss = np.random.SeedSequence(int(seed)).spawn(2)
             self._rng_spawn = np.random.Generator(np.random.PCG64(spawn_ss))
@@ -198,36 +252,51 @@ class NavEnv:
             self._rng_goal.append(np.random.Generator(np.random.PCG64(goal_ss)))
 
     def _start(self, rows):
-        """Fresh episodes for actors ``rows`` (int64, ascending): spawn, goal, counters, observation."""
-        cfg = self.config
+        """Fresh episodes for actors ``rows`` (int64, ascending): world, spawn, goal, counters, observation."""
+        n_worlds = len(self.world_set)
+        if n_worlds > 1:  # by the actor's global index (a block run alone draws what it draws in the whole)
+            first = self.first_block * self.actor_block if self._n_blocks else 0
+            self._world_index[rows] = scheduled_worlds(self.config.world_schedule, n_worlds,
+                                                       int(self._world_seed[0]), rows + first, self._episodes[rows])
         if not self._n_blocks:
-            pos, yaw = self._spawner.sample_spawns(self._rng_spawn, rows.shape[0])
-            self._pos[rows] = pos
-            self._yaw[rows] = yaw
-            self._goal[rows] = self._spawner.sample_goals(self._rng_goal, pos, cfg.goal_min_distance,
-                                                          cfg.goal_max_distance)
+            self._sample_episodes(rows, self._rng_spawn, self._rng_goal)
         else:   # each block's actors from the block's own generators
             block_of = rows // self.actor_block
             for k in np.unique(block_of):
-                sub = rows[block_of == k]
-                pos, yaw = self._spawner.sample_spawns(self._rng_spawn[k], sub.shape[0])
-                self._pos[sub] = pos
-                self._yaw[sub] = yaw
-                self._goal[sub] = self._spawner.sample_goals(self._rng_goal[k], pos, cfg.goal_min_distance,
-                                                             cfg.goal_max_distance)
-        g = self._grid
+                self._sample_episodes(rows[block_of == k], self._rng_spawn[k], self._rng_goal[k])
         start_episodes(rows, self._pos, self._goal, self._goal_dist, self._start_dist, self._visit,
-                       self._cells, g.lo, self._inv_cell, g.dims, self._ep_return, self._ep_len,
-                       self._path_len, self._collisions, self._prev_action, self._vel)
+                       self._cells, self._world_index, self._grid_lo, self._inv_cell_w, self._grid_dims,
+                       self._ep_return, self._ep_len, self._path_len, self._collisions, self._prev_action,
+                       self._vel)
         self._observe(rows)
+
+    def _sample_episodes(self, rows, rng_spawn, rng_goal):
+        """Spawns and goals of actors ``rows`` from the two generators; with several worlds,
+        world by world in ascending world order (rows ascending within one)."""
+        cfg = self.config
+        if len(self.world_set) == 1:
+            pos, yaw = self._spawner.sample_spawns(rng_spawn, rows.shape[0])
+            self._pos[rows] = pos
+            self._yaw[rows] = yaw
+            self._goal[rows] = self._spawner.sample_goals(rng_goal, pos, cfg.goal_min_distance,
+                                                          cfg.goal_max_distance)
+            return
+        wi = self._world_index[rows]
+        for w in np.unique(wi):
+            sub = rows[wi == w]
+            self._pos[sub], self._yaw[sub] = self._spawners[w].sample_spawns(rng_spawn, sub.shape[0])
+        for w in np.unique(wi):
+            sub = rows[wi == w]
+            self._goal[sub] = self._spawners[w].sample_goals(rng_goal, self._pos[sub], cfg.goal_min_distance,
+                                                             cfg.goal_max_distance)
 
     def _observe(self, rows):
         if rows.shape[0] == self.n_actors:
-            origins, yaws = self._pos, self._yaw
+            origins, yaws, wi = self._pos, self._yaw, self._world_index
         else:
-            origins, yaws = self._pos[rows], self._yaw[rows]
+            origins, yaws, wi = self._pos[rows], self._yaw[rows], self._world_index[rows]
         t0 = time.perf_counter()
-        depth, sem, _hit = self._tracer.trace(origins, yaws, to_host=True)
+        depth, sem, _hit = self._tracer.trace(origins, yaws, to_host=True, world_index=wi)
         self.trace_seconds += time.perf_counter() - t0
         cfg = self.config
         build_obs(rows, depth, sem, self._inv_log_max, cfg.semantic_obs, self._sem_scale,
@@ -284,12 +353,11 @@ class NavEnv:
             raise StateError("NavEnv.step called before reset()")
         np.clip(a, -1.0, 1.0, out=self._act, casting="unsafe")
         cfg = self.config
-        move_actors(self._field, self._pos, self._yaw,
-                    self._act, self._speeds, cfg.dt, cfg.radius, self.margin, self._h_min,
-                    cfg.max_substeps, self._lo, self._hi, self._vel, self._contact, self._moved)
-        g = self._grid
+        move_actors(self._packed, self._world_index, self._wparams, self._pos, self._yaw, self._act, self._speeds,
+                    cfg.dt, cfg.radius, cfg.max_substeps, self._vel, self._contact, self._moved)
         score_step(self._task_code, self._pos, self._goal, self._goal_dist, self._contact, self._moved,
-                   self._visit, self._cells, g.lo, self._inv_cell, g.dims, self._coefs, cfg.success_radius,
+                   self._visit, self._cells, self._world_index, self._grid_lo, self._inv_cell_w, self._grid_dims,
+                   self._coefs, cfg.success_radius,
                    cfg.max_steps, self._terms, self._reward, self._terminated, self._truncated,
                    self._success, self._ep_return, self._ep_len, self._path_len, self._collisions)
         self._prev_action[:] = self._act
@@ -309,8 +377,9 @@ class NavEnv:
             ep["success"][rows] = succ
             l = self._start_dist[rows]
             ep["spl"][rows] = np.where(succ, l / np.maximum(np.maximum(self._path_len[rows], l), 1e-12), 0.0)
-            ep["coverage"][rows] = self._cells[rows] / max(1, self.reachable_cells)
+            ep["coverage"][rows] = self._cells[rows] / np.maximum(1, self._reachable[self._world_index[rows]])
             ep["collisions"][rows] = self._collisions[rows]
+            ep["world"][rows] = self._world_index[rows]  # the finished episode's world (before the reset)
             self._episodes[rows] += 1
             self._start(rows.astype(np.int64))
         info = {"done": self._done, "final_obs": self._final_obs, "final_pos": self._final_pos,
@@ -351,6 +420,9 @@ class NavEnv:
                      "path_len", "obs"):
             if not np.isfinite(values[name]).all():
                 raise StateError(f"NavEnv.set_state: {name} holds non-finite values")
+        wi = values["world_index"]
+        if wi.size and (int(wi.min()) < 0 or int(wi.max()) >= len(self.world_set)):
+            raise StateError(f"NavEnv.set_state: world_index values must lie in [0, {len(self.world_set)})")
         self._check_ranges(values)
         generators = {}
         for name in ("rng_spawn", "rng_goal"):
@@ -377,11 +449,16 @@ class NavEnv:
         def refuse(name, what):
             raise StateError(f"NavEnv.set_state: {name} {what}")
 
+        # each actor's bounds are its world's (world_index was checked first)
+        wi = v["world_index"].astype(np.int64)
+        lo, hi = self._wparams[wi, 2:5], self._wparams[wi, 5:8]
         # float32 rounding of positions clamped in float64: a small tolerance around the exact bounds
-        tol = 1e-4 * max(1.0, float(np.max(self._hi - self._lo)))
-        if np.any(v["pos"] < self._lo - tol) or np.any(v["pos"] > self._hi + tol):
-            refuse("pos", f"holds positions outside the reachable cube {self._lo.tolist()}..{self._hi.tolist()}")
-        cube_lo, cube_hi = self._bmin.astype(np.float64), self._hi + cfg.radius
+        tol = 1e-4 * max(1.0, float(np.max(self._wparams[:, 5:8] - self._wparams[:, 2:5])))
+        if np.any(v["pos"] < lo - tol) or np.any(v["pos"] > hi + tol):
+            where = (f"{self._wparams[0, 2:5].tolist()}..{self._wparams[0, 5:8].tolist()}"
+                     if len(self.world_set) == 1 else "of the actor's world")
+            refuse("pos", f"holds positions outside the reachable cube {where}")
+        cube_lo, cube_hi = lo - cfg.radius, hi + cfg.radius
         if np.any(v["goal"] < cube_lo - tol) or np.any(v["goal"] > cube_hi + tol):
             refuse("goal", "holds goals outside the world's cube")
         if np.any(np.abs(v["yaw"]) > np.float32(np.pi)):
@@ -398,8 +475,9 @@ class NavEnv:
             refuse("ep_len", f"holds episode lengths over max_steps ({cfg.max_steps})")
         if v["collisions"].size and np.any(v["collisions"] > v["ep_len"]):
             refuse("collisions", "holds more collisions than steps in the episode")
-        if v["cells"].size and v["cells"].max() > self._grid.n_cells:
-            refuse("cells", f"holds more visited cells than the grid has ({self._grid.n_cells})")
+        n_cells = np.array([g.n_cells for g in self._grids], np.int64)[wi]
+        if v["cells"].size and np.any(v["cells"] > n_cells):
+            refuse("cells", f"holds more visited cells than the grid has ({int(n_cells.max())})")
 
     # ------------------------------------------------------------------
     @property
@@ -418,6 +496,13 @@ class NavEnv:
     def episodes_finished(self):
         return self._episodes
 
+    @property
+    def world_index(self):
+        """(A,) int32, read-only view: each actor's world in ``world_set``."""
+        v = self._world_index.view()
+        v.flags.writeable = False
+        return v
+
     def memory_report(self) -> dict:
         """Bytes held: per actor (state + step buffers + ray buffers) and shared."""
         per = sum(int(np.prod(s)) * np.dtype(d).itemsize for n, (s, d) in self._state_spec.items()
@@ -431,4 +516,7 @@ class NavEnv:
         total_actor = per + steps + rays * self.n_actors
         return {"bytes_per_actor": total_actor / self.n_actors, "state_bytes_per_actor": per / self.n_actors,
                 "visit_grid_bytes_per_actor": self._grid.nbytes, "ray_buffer_bytes_per_actor": rays,
-                "shared_world_bytes": int(self._nodes.nbytes), "shared_spawn_pool_bytes": self._spawner.nbytes}
+                "shared_world_bytes": int(sum(int(w.nodes.nbytes) for k, w in enumerate(self.world_set.worlds)
+                                              if self.world_set.packed.distinct[k] == k)),
+                "shared_layout_bytes": int(self.world_set.packed.nbytes),
+                "shared_spawn_pool_bytes": int(sum(s.nbytes for s in self._spawners))}

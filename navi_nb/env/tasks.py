@@ -47,7 +47,7 @@ def reward_coefficients(task: str, cfg) -> np.ndarray:
 
 
 class VisitGrid:
-    """Geometry of the coarse visit grid over the world cube (shared, not per actor).
+    """Geometry of the coarse visit grid over a world's cube (one per world, shared, not per actor).
 
     Per actor only the bits live in the environment state: ``nbytes`` uint8.
     """
@@ -90,11 +90,14 @@ def _cell_index(x, y, z, lo, inv_cell, dims):
 
 
 @njit(parallel=True, cache=True)
-def start_episodes(rows, pos, goal, goal_dist, start_dist, visit, cells, grid_lo, inv_cell, dims,
+def start_episodes(rows, pos, goal, goal_dist, start_dist, visit, cells, world_index, grid_lo, inv_cell, dims,
                    ep_return, ep_len, path_len, collisions, prev_action, vel):
-    """Zero the episode counters of actors ``rows`` and mark their spawn cell."""
+    """Zero the episode counters of actors ``rows`` and mark their spawn cell (in their
+    world's visit grid: ``grid_lo`` (W,3), ``inv_cell`` (W,), ``dims`` (W,3), row
+    ``world_index[i]``)."""
     for j in prange(rows.shape[0]):
         i = rows[j]
+        w = world_index[i]
         gx = np.float64(goal[i, 0]) - np.float64(pos[i, 0])
         gy = np.float64(goal[i, 1]) - np.float64(pos[i, 1])
         gz = np.float64(goal[i, 2]) - np.float64(pos[i, 2])
@@ -103,7 +106,7 @@ def start_episodes(rows, pos, goal, goal_dist, start_dist, visit, cells, grid_lo
         start_dist[i] = d
         for b in range(visit.shape[1]):
             visit[i, b] = 0
-        c = _cell_index(pos[i, 0], pos[i, 1], pos[i, 2], grid_lo, inv_cell, dims)
+        c = _cell_index(pos[i, 0], pos[i, 1], pos[i, 2], grid_lo[w], inv_cell[w], dims[w])
         visit[i, c >> 3] = np.uint8(1 << (c & 7))
         cells[i] = 1
         ep_return[i] = 0.0
@@ -117,7 +120,7 @@ def start_episodes(rows, pos, goal, goal_dist, start_dist, visit, cells, grid_lo
 
 
 @njit(parallel=True, cache=True)
-def score_step(task, pos, goal, goal_dist, contact, moved, visit, cells, grid_lo, inv_cell, dims,
+def score_step(task, pos, goal, goal_dist, contact, moved, visit, cells, world_index, grid_lo, inv_cell, dims,
                coefs, success_radius, max_steps, terms, reward, terminated, truncated, success,
                ep_return, ep_len, path_len, collisions):
     """Rewards, flags and counters for one step of every actor.
@@ -125,7 +128,8 @@ def score_step(task, pos, goal, goal_dist, contact, moved, visit, cells, grid_lo
     task: POINTGOAL or EXPLORE. pos, goal (A,3) float32 (after the move);
     goal_dist (A,) float64 distance before the move, updated to after.
     contact (A,) bool, moved (A,) float32 metres. visit (A,B) uint8 bits,
-    cells (A,) int32 visited count. coefs (T,) float64 signed coefficients.
+    cells (A,) int32 visited count; world_index (A,) int32 each actor's world, whose
+    visit grid is row ``w`` of grid_lo (W,3), inv_cell (W,), dims (W,3). coefs (T,) float64 signed coefficients.
     Writes terms (T,A) float32, reward (A,) float32, terminated, truncated,
     success (A,) bool; adds to ep_return (float64), ep_len (int32),
     path_len (float64), collisions (int32).
@@ -151,7 +155,8 @@ def score_step(task, pos, goal, goal_dist, contact, moved, visit, cells, grid_lo
             terms[3, i] = np.float32(t3)
             total = t0 + t1 + t2 + t3
         else:
-            c = _cell_index(pos[i, 0], pos[i, 1], pos[i, 2], grid_lo, inv_cell, dims)
+            w = world_index[i]
+            c = _cell_index(pos[i, 0], pos[i, 1], pos[i, 2], grid_lo[w], inv_cell[w], dims[w])
             bit = np.uint8(1 << (c & 7))
             new = (visit[i, c >> 3] & bit) == 0
             if new:

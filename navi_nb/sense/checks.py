@@ -95,3 +95,17 @@ def check_out(out, shape, xp=np):
         if xp is np and not arr.flags.writeable:
             raise SenseError(f"out {name} is read-only")
     return tuple(out)
+
+
+def check_world_index(world_index, n_actors, n_worlds, xp=np):
+    """(A,) int32 world indices in ``[0, n_worlds)`` (None: every actor in world 0)."""
+    if world_index is None:
+        return xp.zeros(n_actors, dtype=np.int32)
+    wi = xp.asarray(world_index)
+    if wi.shape != (n_actors,):
+        raise SenseError(f"world_index must be shaped ({n_actors},), got {tuple(wi.shape)}")
+    if wi.dtype.kind not in "iu":
+        raise SenseError(f"world_index must hold integers, got dtype {wi.dtype}")
+    if n_actors and (int(wi.min()) < 0 or int(wi.max()) >= n_worlds):
+        raise SenseError(f"world_index values must lie in [0, {n_worlds}), got {int(wi.min())}..{int(wi.max())}")
+    return xp.ascontiguousarray(wi, dtype=np.int32)

@@ -3,10 +3,10 @@
 The kernel runs the very functions the CPU kernel inlines
 (``navi_nb/sense/trace_math.py`` and the field it reads,
 ``navi_nb/world/field.py``, built here with ``cuda.jit(device=True)``), one
-CUDA thread per (actor, ray). :class:`CudaTracer` copies the world's decoded
-layout (``navi_nb/world/layout.py``: child codes, leaf distances and
-semantics, the dense top table) and the sensor's directions to the device
-once, keeps the
+CUDA thread per (actor, ray), each in its actor's world. :class:`CudaTracer`
+copies the world set's packed layouts (``navi_nb/world/world_set.py``: child
+codes, leaf distances and semantics, the dense top tables, the per-world
+parameters) and the sensor's directions to the device once, keeps the
 output buffers there (CuPy arrays), and per call only moves the poses (or
 uses them in place when they are already CuPy arrays).
 
@@ -20,8 +20,9 @@ from numba import cuda
 
 from navi_nb.sense import trace_math
 from navi_nb.sense.backend import simulator_enabled
-from navi_nb.sense.checks import NUDGE, check_out, check_pose_arrays
+from navi_nb.sense.checks import NUDGE, check_out, check_pose_arrays, check_world_index
 from navi_nb.sense.sensor import SenseError
+from navi_nb.world.world_set import layout_views
 
 THREADS_PER_BLOCK = 128
 
@@ -30,17 +31,22 @@ cu_trace_one = _DEV["trace_one"]
 cu_yaw_cos_sin = _DEV["yaw_cos_sin"]
 
 
+cu_layout_views = cuda.jit(device=True)(layout_views)
+
+
 @cuda.jit(cache=True)
-def trace_rays_cuda(child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs, origins,
-                    yaws, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic, hit):
-    """One thread per ray of the flattened (actor, ray) batch; arguments as ``trace_rays``."""
+def trace_rays_cuda(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams, origin32, signed, world_index,
+                    dirs, origins, yaws, nudge, max_steps, refine, max_distance, depth, semantic, hit):
+    """One thread per ray of the flattened (actor, ray) batch, in its actor's world; arguments as ``trace_rays``."""
     i = cuda.grid(1)
     if i < origins.shape[0] * dirs.shape[0]:
         a = i // dirs.shape[0]
+        w = world_index[a]
+        ch, ld, ls, tc, tl = cu_layout_views(child, leaf_dist, leaf_sem, top_code, top_level, iparams, w)
         c, s = cu_yaw_cos_sin(yaws[a])
-        cu_trace_one(i, a, i - a * dirs.shape[0], child, leaf_dist, leaf_sem, top_code, top_level, res, bmin,
-                     inv_voxel, voxel, dirs, origins, c, s, t_max, eps, nudge, max_steps, refine, signed, max_distance,
-                     depth, semantic, hit)
+        cu_trace_one(i, a, i - a * dirs.shape[0], ch, ld, ls, tc, tl, tparams[w, 5], origin32[w],
+                     tparams[w, 3], tparams[w, 4], dirs, origins, c, s, tparams[w, 6], tparams[w, 7], nudge,
+                     max_steps, refine, signed[w], max_distance, depth, semantic, hit)
 
 
 def _cupy():
@@ -54,17 +60,18 @@ def _cupy():
 class CudaTracer:
     """Device-resident world and buffers; use through ``Tracer(..., backend="cuda")``."""
 
-    def __init__(self, world, sensor, settings, max_actors):
+    def __init__(self, sensor, settings, max_actors):
         self.sensor = sensor
         self.settings = settings
         self.cp = _cupy()
         if self.cp is None and not simulator_enabled():
             raise SenseError("the cuda backend needs CuPy (pip install navi-nb[cuda])")
-        lay = settings.layout  # the decoded world (navi_nb/world/layout.py), copied once
-        self.layout = tuple(self._to_device(a) for a in (lay.child, lay.leaf_dist, lay.leaf_sem, lay.top_code,
-                                                          lay.top_level))
+        p = settings.packed  # the world set's packed layouts (navi_nb/world/world_set.py), copied once
+        self.layout = tuple(self._to_device(a) for a in (p.child, p.leaf_dist, p.leaf_sem, p.top_code, p.top_level,
+                                                          p.iparams, settings.tparams, settings.origin32,
+                                                          settings.signed_per_world))
+        self.n_worlds = p.iparams.shape[0]
         self.dirs = self._to_device(np.ascontiguousarray(sensor.flat_directions))
-        self.bmin = self._to_device(settings.bmin)
         self.capacity = 0
         self._grow(max_actors)
 
@@ -109,11 +116,20 @@ class CudaTracer:
             return self.origins[:n], self.yaws[:n]
         return cuda.to_device(o), cuda.to_device(y)
 
-    def trace(self, origins, yaws, out=None, to_host=False, check_capacity=None):
+    def _world_index(self, world_index, n):
+        """Validated device copy of the actors' world indices."""
+        if self.cp is not None and isinstance(world_index, self.cp.ndarray):
+            return check_world_index(world_index, n, self.n_worlds, xp=self.cp)
+        if world_index is not None and self._is_device(world_index):
+            world_index = world_index.copy_to_host()
+        return self._to_device(check_world_index(world_index, n, self.n_worlds))
+
+    def trace(self, origins, yaws, out=None, to_host=False, check_capacity=None, world_index=None):
         o, y = self._poses(origins, yaws)
         n = int(o.shape[0])
         if check_capacity is not None:
             check_capacity(n)
+        wi = self._world_index(world_index, n)
         if n > self.capacity:
             self._grow(n)
         shape = (n,) + self.sensor.shape
@@ -134,8 +150,7 @@ class CudaTracer:
             total = n * self.sensor.n_rays
             blocks = (total + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
             trace_rays_cuda[blocks, THREADS_PER_BLOCK](
-                *self.layout, s.res, self.bmin, s.inv_voxel, s.voxel, self.dirs, o, y,
-                s.t_max, s.hit_epsilon, NUDGE, s.max_steps, s.refine, s.signed, s.max_distance,
+                *self.layout, wi, self.dirs, o, y, NUDGE, s.max_steps, s.refine, s.max_distance,
                 flat[0], flat[1], flat[2])
         if host_out is not None:
             for dst, src in zip(host_out, out):

@@ -25,11 +25,11 @@ from numba import njit, prange
 
 from navi_nb.sense.backend import resolve_backend
 from navi_nb.sense.checks import (NUDGE, check_out, check_pose_arrays, check_positive, check_sensor, check_steps,
-                                  check_world)
+                                  check_world, check_world_index)
 from navi_nb.sense.sensor import SenseError
 from navi_nb.sense.trace_math import nb_ray_start, nb_trace_ray, nb_write_ray, nb_yaw_cos_sin
 from navi_nb.world import gmdag
-from navi_nb.world.layout import world_layout
+from navi_nb.world.world_set import WorldSet, nb_layout_views
 
 DEFAULT_EPSILON = 0.5
 """Hit epsilon in voxels: a near-surface leaf whose distance is below
@@ -52,23 +52,29 @@ rays cost different amounts, and a shared machine can stall one thread)."""
 
 
 @njit(parallel=True, cache=True)
-def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs, origins, yaws,
-               t_max, eps, nudge, max_steps, refine, signed, max_distance, depth, semantic, hit):
-    """Trace rays for all actors: parallel over actors x rays, flattened.
+def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams, origin32, signed, world_index, dirs,
+               origins, yaws, nudge, max_steps, refine, max_distance, depth, semantic, hit):
+    """Trace rays for all actors, each in its own world: parallel over actors x rays, flattened.
 
-    child, leaf_dist, leaf_sem, top_code, top_level: the world's decoded
-    layout (``navi_nb/world/layout.py``); res float (voxels per side); bmin
-    (3,) float32 metres; inv_voxel / voxel floats; dirs (R, 3) float32
+    child, leaf_dist, leaf_sem, top_code, top_level, iparams: the world set's
+    packed layouts (``navi_nb/world/world_set.py``; world ``w`` is read
+    through views, ``layout_views``); tparams (W, 8) float64 per world: field
+    origin x, y, z (metres), inv_voxel, voxel, res, t_max and hit epsilon (in
+    voxels); origin32 (W, 3) float32: the field origins as the rays start from
+    them (float32, as the file's ``bmin``: Numba's ``float()`` keeps a float32
+    a float32, so the origin's subtraction is a float32 one, as it always
+    was); signed (W,) bool: the world holds negative distances;
+    world_index (A,) int32: each actor's world. dirs (R, 3) float32
     actor-frame unit directions; origins (A, 3) float32 metres; yaws (A,)
-    float32 radians; t_max, eps, nudge in voxels; max_steps int; refine:
-    Newton iterations per hit (0: none); signed: the world holds negative
-    distances; max_distance metres. Writes depth (A*R,) float32 metres,
-    semantic (A*R,) uint16, hit (A*R,) bool.
+    float32 radians; nudge in voxels; max_steps int; refine: Newton
+    iterations per hit (0: none); max_distance metres. Writes depth (A*R,)
+    float32 metres, semantic (A*R,) uint16, hit (A*R,) bool.
     """
     n_dirs = dirs.shape[0]
-    n = origins.shape[0] * n_dirs
-    cs = np.empty((origins.shape[0], 2), np.float64)  # each actor's yaw cos / sin, once
-    for a in range(origins.shape[0]):
+    n_actors = origins.shape[0]
+    n = n_actors * n_dirs
+    cs = np.empty((n_actors, 2), np.float64)  # each actor's yaw cos / sin, once
+    for a in range(n_actors):
         cs[a, 0], cs[a, 1] = nb_yaw_cos_sin(yaws[a])
     n_tasks = (n + TASK - 1) // TASK
     for task in prange(n_tasks):
@@ -76,37 +82,74 @@ def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_v
         i1 = min(i0 + TASK, n)
         a = i0 // n_dirs  # one division per task; (a, r) then advance with i
         r = i0 - a * n_dirs
+        # the actor's world: views of its layout and its parameters, taken again only when the world changes
+        # (scalars in locals: the kernel's writes could alias the table, so loads in the loop would repeat)
+        w = world_index[a]
+        ch, ld, ls, tc, tl = nb_layout_views(child, leaf_dist, leaf_sem, top_code, top_level, iparams, w)
+        org = origin32[w]
+        inv_voxel, voxel, res, t_max, eps = tparams[w, 3], tparams[w, 4], tparams[w, 5], tparams[w, 6], tparams[w, 7]
+        sgn = signed[w]
         for i in range(i0, i1):
-            ox, oy, oz, dx, dy, dz = nb_ray_start(a, r, bmin, inv_voxel, dirs, origins, cs[a, 0], cs[a, 1])
-            d, sem, h = nb_trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz,
-                                     t_max, eps, nudge, max_steps, refine, signed)
+            ox, oy, oz, dx, dy, dz = nb_ray_start(a, r, org, inv_voxel, dirs, origins, cs[a, 0], cs[a, 1])
+            d, sem, h = nb_trace_ray(ch, ld, ls, tc, tl, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps,
+                                     refine, sgn)
             nb_write_ray(i, d, sem, h, voxel, max_distance, depth, semantic, hit)
             r += 1
             if r == n_dirs:
                 r = 0
                 a += 1
+                if i + 1 < i1 and world_index[a] != w:
+                    w = world_index[a]
+                    ch, ld, ls, tc, tl = nb_layout_views(child, leaf_dist, leaf_sem, top_code, top_level, iparams, w)
+                    org = origin32[w]
+                    inv_voxel, voxel, res = tparams[w, 3], tparams[w, 4], tparams[w, 5]
+                    t_max, eps = tparams[w, 6], tparams[w, 7]
+                    sgn = signed[w]
+
+
+TP_OX, TP_OY, TP_OZ, TP_INV_VOXEL, TP_VOXEL, TP_RES, TP_T_MAX, TP_EPS = range(8)
 
 
 class _Settings:
-    """Validated scalar settings shared by the CPU and CUDA paths."""
+    """Validated scalar settings shared by the CPU and CUDA paths, and the per-world parameters."""
 
-    def __init__(self, world, max_distance, epsilon, max_steps, refine=DEFAULT_REFINE):
+    def __init__(self, world_set, max_distance, epsilon, max_steps, refine=DEFAULT_REFINE):
         self.max_distance = check_positive("max_distance", max_distance)
         if isinstance(refine, bool) or not isinstance(refine, numbers.Integral) or not 0 <= refine <= 16:
             raise SenseError(f"refine must be an integer in 0..16, got {refine!r}")
         self.refine = int(refine)
         self.epsilon = check_positive("epsilon", epsilon)
         self.max_steps = check_steps(max_steps)
-        self.voxel = float(np.float32(world.voxel_size))
-        self.inv_voxel = 1.0 / self.voxel
-        self.res = float(world.resolution)
-        self.t_max = self.max_distance * self.inv_voxel
-        self.bmin = np.ascontiguousarray(world.bmin, dtype=np.float32)
-        self.signed = world_is_signed(world)
-        self.layout = world_layout(world, self.inv_voxel)
-        # unsigned fields sampled at cell centres never fall below ~0.87 voxel next to a
-        # surface that runs along cell faces: their hits need a wider epsilon
-        self.hit_epsilon = self.epsilon if self.signed else max(self.epsilon, UNSIGNED_MIN_EPSILON)
+        self.world_set = world_set
+        self.packed = world_set.packed
+        W = len(world_set)
+        self.tparams = np.zeros((W, 8), np.float64)
+        self.signed_per_world = np.zeros(W, np.bool_)
+        for w, world in enumerate(world_set.worlds):
+            voxel = float(np.float32(world.voxel_size))
+            inv_voxel = 1.0 / voxel
+            signed = world_is_signed(world)
+            # unsigned fields sampled at cell centres never fall below ~0.87 voxel next to a
+            # surface that runs along cell faces: their hits need a wider epsilon
+            eps = self.epsilon if signed else max(self.epsilon, UNSIGNED_MIN_EPSILON)
+            self.tparams[w, TP_OX:TP_OZ + 1] = self.packed.fparams[w, 0:3]
+            self.tparams[w, TP_INV_VOXEL] = inv_voxel
+            self.tparams[w, TP_VOXEL] = voxel
+            self.tparams[w, TP_RES] = float(world.resolution)
+            self.tparams[w, TP_T_MAX] = self.max_distance * inv_voxel
+            self.tparams[w, TP_EPS] = eps
+            self.signed_per_world[w] = signed
+        self.origin32 = np.ascontiguousarray(self.tparams[:, TP_OX:TP_OZ + 1].astype(np.float32))
+        # world 0's values, by name (a single world's settings)
+        first = self.tparams[0]
+        self.voxel = float(first[TP_VOXEL])
+        self.inv_voxel = float(first[TP_INV_VOXEL])
+        self.res = float(first[TP_RES])
+        self.t_max = float(first[TP_T_MAX])
+        self.hit_epsilon = float(first[TP_EPS])
+        self.signed = bool(self.signed_per_world[0])
+        self.bmin = self.origin32[0]
+        self.layout = self.packed.layout_of(0)
 
 
 def world_is_signed(world) -> bool:
@@ -122,45 +165,54 @@ def world_is_signed(world) -> bool:
     return signed
 
 
-def _run_cpu(world, settings, sensor, origins, yaws, out):
+def _run_cpu(settings, sensor, origins, yaws, world_index, out):
     depth, semantic, hit = out
-    lay = settings.layout
+    p = settings.packed
     with numba.parallel_chunksize(CHUNK):
-        trace_rays(lay.child, lay.leaf_dist, lay.leaf_sem, lay.top_code, lay.top_level, settings.res,
-                   settings.bmin, settings.inv_voxel, settings.voxel, sensor.flat_directions, origins, yaws,
-                   settings.t_max, settings.hit_epsilon, NUDGE, settings.max_steps, settings.refine,
-                   settings.signed, settings.max_distance, depth.reshape(-1), semantic.reshape(-1),
-                   hit.reshape(-1))
+        trace_rays(p.child, p.leaf_dist, p.leaf_sem, p.top_code, p.top_level, p.iparams, settings.tparams,
+                   settings.origin32, settings.signed_per_world, world_index, sensor.flat_directions, origins, yaws,
+                   NUDGE, settings.max_steps, settings.refine, settings.max_distance, depth.reshape(-1),
+                   semantic.reshape(-1), hit.reshape(-1))
+
+
+def _as_set(world):
+    """A WorldSet for ``world`` (a World becomes the set of one, cached on it)."""
+    if isinstance(world, WorldSet):
+        return world
+    return WorldSet.of(check_world(world))
 
 
 def trace(world, origins, yaws, sensor, max_distance, backend="cpu", out=None, *,
-          epsilon=DEFAULT_EPSILON, max_steps=DEFAULT_MAX_STEPS, refine=DEFAULT_REFINE):
+          epsilon=DEFAULT_EPSILON, max_steps=DEFAULT_MAX_STEPS, refine=DEFAULT_REFINE, world_index=None):
     """Trace every actor's rays; returns ``(depth, semantic, hit)`` shaped (A, Az, El).
 
-    world: a World. origins (A, 3) metres and yaws (A,) radians, float32 or
+    world: a World or a WorldSet. origins (A, 3) metres and yaws (A,) radians, float32 or
     float64. sensor: a Sensor. max_distance: metres, finite, > 0.
     backend: "cpu", "cuda" or "auto" ("cuda" here copies the world to the GPU
     on every call: use :class:`Tracer` for repeated calls). out: optional
     (depth float32, semantic uint16, hit bool) arrays shaped (A, Az, El),
     written in place and returned. epsilon: hit epsilon in voxels. max_steps:
     cell visits per ray. refine: Newton steps sharpening each hit (0: off).
+    world_index: (A,) integers, each actor's world in the set (None: all in world 0).
     """
     kind = resolve_backend(backend)
     if kind == "cuda":
         tracer = Tracer(world, sensor, max_distance, backend="cuda", epsilon=epsilon,
                         max_steps=max_steps, refine=refine)
-        return tracer.trace(origins, yaws, out=out, to_host=out is None or isinstance(out[0], np.ndarray))
-    check_world(world)
+        return tracer.trace(origins, yaws, out=out, to_host=out is None or isinstance(out[0], np.ndarray),
+                            world_index=world_index)
+    ws = _as_set(world)
     check_sensor(sensor)
-    settings = _Settings(world, max_distance, epsilon, max_steps, refine)
+    settings = _Settings(ws, max_distance, epsilon, max_steps, refine)
     origins, yaws = check_pose_arrays(origins, yaws)
+    world_index = check_world_index(world_index, origins.shape[0], len(ws))
     shape = (origins.shape[0],) + sensor.shape
     if out is None:
         out = (np.empty(shape, np.float32), np.empty(shape, np.uint16), np.empty(shape, np.bool_))
     else:
         out = check_out(out, shape)
     if origins.shape[0]:
-        _run_cpu(world, settings, sensor, origins, yaws, out)
+        _run_cpu(settings, sensor, origins, yaws, world_index, out)
     return out
 
 
@@ -168,7 +220,8 @@ class Tracer:
     """A world prepared for tracing, with output buffers reused every call.
 
     ``Tracer(world, sensor, max_distance, backend="cpu"|"cuda"|"auto",
-    max_actors=None)``; ``tracer.trace(origins, yaws)`` returns ``(depth,
+    max_actors=None)``, world a World or a WorldSet; ``tracer.trace(origins, yaws,
+    world_index=None)`` returns ``(depth,
     semantic, hit)`` views of buffers that the next call overwrites (copy what
     you keep). The buffers hold ``max_actors`` actors (grown on demand when
     None). On ``cuda`` the world is copied to the device once, here, and the
@@ -178,9 +231,10 @@ class Tracer:
     def __init__(self, world, sensor, max_distance, backend="cpu", max_actors=None, *,
                  epsilon=DEFAULT_EPSILON, max_steps=DEFAULT_MAX_STEPS, refine=DEFAULT_REFINE):
         self.backend = resolve_backend(backend)
-        self.world = check_world(world)
+        self.world_set = _as_set(world)
+        self.world = self.world_set.worlds[0]
         self.sensor = check_sensor(sensor)
-        self.settings = _Settings(world, max_distance, epsilon, max_steps, refine)
+        self.settings = _Settings(self.world_set, max_distance, epsilon, max_steps, refine)
         if max_actors is not None and (isinstance(max_actors, bool) or not isinstance(max_actors, numbers.Integral)
                                        or int(max_actors) < 1):
             raise SenseError(f"max_actors must be a positive integer or None, got {max_actors!r}")
@@ -189,7 +243,7 @@ class Tracer:
         if self.backend == "cuda":
             from navi_nb.sense.cuda_tracer import CudaTracer
 
-            self._impl = CudaTracer(world, self.sensor, self.settings, self.max_actors or 1)
+            self._impl = CudaTracer(self.sensor, self.settings, self.max_actors or 1)
         else:
             self._impl = None
             self._buffers = self._allocate(self.max_actors or 1)
@@ -207,11 +261,14 @@ class Tracer:
             raise SenseError(f"{n} actors exceed this Tracer's max_actors={self.max_actors}")
         return n
 
-    def trace(self, origins, yaws, out=None, to_host=False):
-        """``(depth, semantic, hit)`` for actors at ``origins`` (A,3) turned by ``yaws`` (A,)."""
+    def trace(self, origins, yaws, out=None, to_host=False, world_index=None):
+        """``(depth, semantic, hit)`` for actors at ``origins`` (A,3) turned by ``yaws`` (A,),
+        actor ``a`` in world ``world_index[a]`` of the set (None: every actor in world 0)."""
         if self._impl is not None:
-            return self._impl.trace(origins, yaws, out=out, to_host=to_host, check_capacity=self._capacity)
+            return self._impl.trace(origins, yaws, out=out, to_host=to_host, check_capacity=self._capacity,
+                                    world_index=world_index)
         origins, yaws = check_pose_arrays(origins, yaws)
+        world_index = check_world_index(world_index, origins.shape[0], len(self.world_set))
         n = self._capacity(origins.shape[0])
         shape = (n,) + self.sensor.shape
         if out is not None:
@@ -222,5 +279,5 @@ class Tracer:
                 self.max_actors = n
             out = tuple(b[:n] for b in self._buffers)
         if n:
-            _run_cpu(self.world, self.settings, self.sensor, origins, yaws, out)
+            _run_cpu(self.settings, self.sensor, origins, yaws, world_index, out)
         return out

@@ -34,10 +34,13 @@ class TrainConfig(PPOConfig):
     """Everything a training run reads: PPO's settings (inherited from ``PPOConfig``) and these."""
 
     # --- world, task, sensor -----------------------------------------------
-    scene: str = "house"
-    """Built-in scene name (``navi-nb scenes``) or a path to a ``.gmdag`` file."""
+    scenes: str = field(default="house", metadata={"metavar": "SPEC"})
+    """The worlds to train in: a scene spec such as ``house``, ``house:0-199``, ``maze:0-99,clutter:0-99`` or
+    ``a.gmdag`` (docs/WORLDS.md). Each actor moves to a world of the set at every reset."""
+    allow_heldout: bool = False
+    """Allow held-out seeds (>= 1,000,000, kept for evaluation) in the training set."""
     resolution: int = 128
-    """Voxels per side when compiling a built-in scene."""
+    """Voxels per side when compiling a built-in scene (a power of two, 16 to 8192)."""
     task: str = _choices("pointgoal", "explore")
     """The task: ``pointgoal`` (reach a sampled goal) or ``explore`` (visit new cells)."""
     actors: int = 64
@@ -71,7 +74,8 @@ class TrainConfig(PPOConfig):
     run_dir: str = "runs"
     """Folder that holds runs."""
     name: str = ""
-    """Run name (folder ``run_dir/name``); empty: ``SCENE-TASK-sSEED`` plus a number if taken."""
+    """Run name (folder ``run_dir/name``); empty: ``SET-TASK-sSEED`` (``house``, ``house200``,
+    ``house+maze200``) plus a number if taken."""
     checkpoint_every: int = 10
     """Write a checkpoint every this many updates (and always at the end)."""
     keep_checkpoints: int = 3
@@ -92,7 +96,7 @@ class TrainConfig(PPOConfig):
         def is_num(v):
             return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
-        check(isinstance(self.scene, str) and self.scene, "scene must be a non-empty string")
+        check(isinstance(self.scenes, str) and self.scenes.strip(), "scenes must be a non-empty scene spec")
         for name, lo in (("resolution", 8), ("actors", 1), ("sensor_az", 1), ("sensor_el", 1),
                          ("total_steps", 1), ("rollout_steps", 1), ("update_epochs", 1), ("num_minibatches", 1),
                          ("checkpoint_every", 1), ("seed", 0), ("shards", 0), ("keep_checkpoints", 0),
@@ -101,6 +105,8 @@ class TrainConfig(PPOConfig):
             v = getattr(self, name)
             check(is_int(v) and v >= lo, f"{name} must be an integer >= {lo}, got {v!r}")
         check(self.seed < 2**63, f"seed must be < 2**63, got {self.seed}")
+        check(16 <= self.resolution <= 8192 and self.resolution & (self.resolution - 1) == 0,
+              f"resolution must be a power of two in 16..8192, got {self.resolution}")
         for f in dataclasses.fields(self):
             choices = f.metadata.get("choices")
             if choices:
@@ -310,8 +316,8 @@ def add_config_arguments(parser) -> None:
             if f.metadata.get("choices"):
                 kw["choices"] = f.metadata["choices"]
             else:
-                kw["metavar"] = {"int": "N", "float": "X", "str": "TEXT", "optional_float": "X",
-                                 "list": "N,N"}[kind]
+                kw["metavar"] = f.metadata.get("metavar") or {"int": "N", "float": "X", "str": "TEXT",
+                                                              "optional_float": "X", "list": "N,N"}[kind]
         groups[f.name in own].add_argument(flag_name(f.name), **kw)
 
 
@@ -326,7 +332,7 @@ def overrides_from_args(args) -> dict:
     return out
 
 
-RENAMED = {"epochs": "update_epochs", "minibatches": "num_minibatches"}
+RENAMED = {"epochs": "update_epochs", "minibatches": "num_minibatches", "scene": "scenes"}
 """Settings of older versions that now have PPO's names."""
 
 

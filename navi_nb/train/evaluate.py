@@ -1,13 +1,24 @@
-"""Deterministic evaluation of a trained run.
+"""Deterministic evaluation of a trained run, on its own worlds or on any set.
 
-``evaluate(run, episodes=N)`` runs N actors side by side, one episode each,
-with the policy's mean action (no sampling noise), on seeds the training never
-used (``eval_seed``, by default the training seed + 1,000,003). Each actor's
-first finished episode is its episode; the autoreset episodes that follow are
-ignored. Results: success rate, SPL, return, length, collisions (means and
-per-episode values), written to ``RUN/eval.json``; the trajectories (position
-and yaw before every step, the goal, the outcome) to ``RUN/eval_episodes.npz``
-for ``navi-nb render RUN --episode K``.
+``evaluate(run, episodes=N, scenes=SPEC)`` runs N actors side by side, one
+episode each, with the policy's mean action (no sampling noise), on seeds the
+training never used (``eval_seed``, by default the training seed + 1,000,003),
+in the worlds of SPEC (default: the run's own set). Each actor's first finished
+episode is its episode; the autoreset episodes that follow are ignored. The
+worlds take turns (the environment's ``round_robin`` schedule: actor ``a``
+starts in world ``a % W``), so N episodes in W worlds give each world N / W
+of them (one more for the first N % W).
+
+Every episode is labelled with its world, the world's family and its split:
+``train`` (a world the run trained in) or ``held-out`` (any other). Worlds of
+SPEC that the run trained in are refused unless ``allow_overlap`` is given
+(then they are counted, and labelled, as ``train``). Results, overall, per
+split and per family: success rate with a 95 % Wilson interval, SPL and the
+final distance to the goal with 95 % percentile-bootstrap intervals (seeded:
+the same episodes give the same interval), return, length and collisions;
+written to ``RUN/eval.json`` with the per-episode values; the trajectories
+(position and yaw before every step, the goal, the world, the outcome) to
+``RUN/eval_episodes.npz`` for ``navi-nb render RUN --episode K``.
 """
 from __future__ import annotations
 
@@ -19,16 +30,69 @@ import numpy as np
 
 import navi_nb
 from navi_nb.train import checkpoint as ck
-from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, WORLD_FILE, RunError, check_memory,  # noqa: F401
-                                make_env, make_policy, os_error, read_run_config, write_json_atomic)
+from navi_nb.train.runs import (POLICY_FILE, RunError, check_memory, load_run_worlds, load_scene_set, make_env,
+                                make_policy, os_error, read_run_config, read_run_worlds, resolve_scenes,
+                                write_json_atomic)
 
 EVAL_FILE = "eval.json"
 EPISODES_FILE = "eval_episodes.npz"
 SEED_OFFSET = 1_000_003
+Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
+BOOTSTRAP_RESAMPLES = 2000
+SPLITS = ("train", "held-out")
 
 
-def load_run_policy(run_path, cfg, obs_dim, act_dim=4, source="auto"):
-    """The run's policy: ``policy.npz`` (final) or, failing that / when asked, the newest checkpoint."""
+class EvalError(RunError):
+    """An evaluation request that cannot be run as asked (e.g. worlds overlapping the training set)."""
+
+
+# --------------------------------------------------------------------------
+# 95 % intervals
+# --------------------------------------------------------------------------
+
+def wilson_interval(successes, n, z=Z95):
+    """The Wilson score interval of a success rate (stays inside [0, 1], sensible at 0 % and 100 %)."""
+    if n <= 0:
+        return [float("nan"), float("nan")]
+    p = successes / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return [float(max(0.0, mid - half)), float(min(1.0, mid + half))]
+
+
+def bootstrap_interval(values, resamples=BOOTSTRAP_RESAMPLES, seed=0):
+    """The 95 % percentile-bootstrap interval of a mean; seeded, so the same values give the same interval."""
+    v = np.asarray(values, np.float64)
+    if v.size == 0:
+        return [float("nan"), float("nan")]
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(0, v.size, size=(resamples, v.size))].mean(axis=1)
+    lo, hi = np.quantile(means, [0.025, 0.975])
+    return [float(lo), float(hi)]
+
+
+def summarize(ep, rows=None):
+    """Means and 95 % intervals of the episodes ``rows`` (default all) of per-episode arrays ``ep``."""
+    sel = slice(None) if rows is None else rows
+    succ = ep["success"][sel]
+    n = int(succ.size)
+    out = {"episodes": n, "success_rate": float(succ.mean()) if n else float("nan"),
+           "success_rate_ci95": wilson_interval(int(succ.sum()), n)}
+    for k in ("spl", "final_distance"):
+        v = ep[k][sel]
+        out[k] = float(v.mean()) if n else float("nan")
+        out[k + "_ci95"] = bootstrap_interval(v)
+    for k in ("return", "length", "collisions"):
+        out[k + "_mean"] = float(ep[k][sel].mean()) if n else float("nan")
+    return out
+
+
+def load_run_policy(run_path, cfg, obs_dim, act_dim=4, source="auto", run_worlds=None):
+    """The run's policy: ``policy.npz`` (final) or, failing that / when asked, the newest checkpoint.
+
+    run_worlds: the run's own WorldSet, if already loaded (a checkpoint's environment state needs it).
+    """
     run_path = Path(run_path)
     policy = make_policy(cfg, obs_dim, act_dim)
     final = run_path / POLICY_FILE
@@ -44,12 +108,11 @@ def load_run_policy(run_path, cfg, obs_dim, act_dim=4, source="auto"):
     if source == "final":
         raise RunError(f"run {run_path} has no final policy ({POLICY_FILE}); it may still be training")
     from navi_nb.train.loop import CHECKPOINT_DIR, Trainer
-    from navi_nb.world.gmdag import load_world
 
     latest = ck.latest_checkpoint(run_path / CHECKPOINT_DIR)
     if latest is None:
         raise RunError(f"run {run_path} has neither {POLICY_FILE} nor a checkpoint to evaluate")
-    trainer = Trainer(cfg, run_path, load_world(run_path / WORLD_FILE))
+    trainer = Trainer(cfg, run_path, run_worlds if run_worlds is not None else load_run_worlds(run_path, cfg))
     trainer.env.reset(seed=cfg.seed)
     trainer.load_checkpoint(latest)
     return trainer.policy, {"source": str(latest), "update": trainer.update}
@@ -64,6 +127,7 @@ def run_episodes(env, policy, max_ticks):
     goals = env.goals.copy()
     finished = np.zeros(A, bool)
     out = {k: np.zeros(A, np.float64) for k in ("return", "length", "success", "spl", "collisions")}
+    world = np.zeros(A, np.int64)
     final_pos = np.zeros((A, 3), np.float32)
     rng = np.random.default_rng(0)  # unused by deterministic acting; act() wants one
     for _ in range(max_ticks):
@@ -76,6 +140,7 @@ def run_episodes(env, policy, max_ticks):
             ep = info["episode"]
             for k in out:
                 out[k][done] = np.asarray(ep[k])[done]
+            world[done] = np.asarray(ep["world"])[done]
             fp = info.get("final_pos")
             final_pos[done] = (np.asarray(fp)[done] if fp is not None else pos_log[-1][done])
             pos_now[done] = final_pos[done]
@@ -90,59 +155,108 @@ def run_episodes(env, policy, max_ticks):
             break
     if not finished.all():
         raise RuntimeError(f"{int((~finished).sum())} evaluation episodes did not end in {max_ticks} steps")
+    out["final_distance"] = np.linalg.norm(final_pos.astype(np.float64) - goals.astype(np.float64), axis=1)
+    out["world"] = world
     return out, {"positions": np.stack(pos_log).astype(np.float32), "yaws": np.stack(yaw_log).astype(np.float32),
                  "goals": goals.astype(np.float32)}
 
 
-def evaluate(run_path, episodes=100, seed=None, source="auto", save=True, console=None):
-    """Evaluate ``run_path``; returns the results dict (also saved into the run folder)."""
-    from navi_nb.world.gmdag import load_world
+def evaluation_set(run_path, cfg, scenes=None, allow_overlap=False, console=None):
+    """(WorldSet to evaluate in, split of each of its worlds, run's own WorldSet or None), checked first.
 
+    scenes: a spec (default: the run's own set, all ``train``). Worlds of the spec that the run trained in
+    raise EvalError unless ``allow_overlap``; they are then in the ``train`` split.
+    """
+    from navi_nb.world.scene_spec import overlap
+
+    train_items, _, _ = read_run_worlds(run_path, cfg)
+    if scenes is None:
+        run_worlds = load_run_worlds(run_path, cfg, console)
+        return run_worlds, ["train"] * len(run_worlds), run_worlds
+    items = resolve_scenes(scenes, cfg, training=False)
+    shared = overlap(items, train_items)
+    if shared and not allow_overlap:
+        raise EvalError(f"scene spec item {shared[0].origin!r}: {len(shared)} of the {len(items)} evaluation worlds "
+                        f"(first {shared[0].label}) are training worlds of run {run_path}; allow the overlap "
+                        "explicitly to evaluate on them (they are then reported as the train split)")
+    keys = {it.key for it in shared}
+    split = ["train" if it.key in keys else "held-out" for it in items]
+    return load_scene_set(items, cfg.resolution, console), split, None
+
+
+def evaluate(run_path, episodes=100, seed=None, source="auto", save=True, console=None, scenes=None,
+             allow_overlap=False):
+    """Evaluate ``run_path`` in the worlds of ``scenes`` (default: its own); returns the results dict
+    (also saved into the run folder unless ``save`` is off). Everything is checked before anything is written."""
     run_path = Path(run_path)
     cfg = read_run_config(run_path)
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
     eval_seed = cfg.seed + SEED_OFFSET if seed is None else int(seed)
     check_memory(f"evaluating {episodes} episodes", episodes_memory_estimate(cfg, episodes))
-    world = load_world(run_path / WORLD_FILE)
-    env = make_env(world, cfg, n_actors=episodes, seed=eval_seed)
-    policy, origin = load_run_policy(run_path, cfg, env.obs_dim, env.action_dim, source)
+    world_set, split_of, run_worlds = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
+    # round robin: actor a's episode is in world a % W, so the worlds share the episodes evenly
+    env = make_env(world_set, cfg, n_actors=episodes, seed=eval_seed, world_schedule="round_robin")
+    policy, origin = load_run_policy(run_path, cfg, env.obs_dim, env.action_dim, source, run_worlds)
     t0 = time.perf_counter()
     ep, traj = run_episodes(env, policy, env.config.max_steps + 1)
     wall = time.perf_counter() - t0
-    n = episodes
+    family_of = world_set.families
+    world = ep["world"]
+    ep_split = np.array([split_of[w] for w in world])
+    ep_family = np.array([family_of[w] for w in world])
     res = {
-        "run": str(run_path), "policy": origin, "episodes": n, "seed": eval_seed, "task": cfg.task,
-        "scene": cfg.scene, "deterministic": True, "wall_s": wall, "navi_nb_version": navi_nb.__version__,
-        "success_rate": float(ep["success"].mean()), "spl": float(ep["spl"].mean()),
-        "return_mean": float(ep["return"].mean()), "return_std": float(ep["return"].std()),
-        "length_mean": float(ep["length"].mean()), "collisions_mean": float(ep["collisions"].mean()),
-        "per_episode": {k: v.tolist() for k, v in ep.items()},
+        "run": str(run_path), "policy": origin, "episodes": episodes, "seed": eval_seed, "task": cfg.task,
+        "scenes": cfg.scenes if scenes is None else scenes, "train_scenes": cfg.scenes,
+        "worlds": len(world_set), "worlds_visited": int(np.unique(world).size),
+        "overlap_worlds": sum(s == "train" for s in split_of) if scenes is not None else 0,
+        "deterministic": True, "wall_s": wall, "navi_nb_version": navi_nb.__version__,
+        **summarize(ep),
+        "return_std": float(ep["return"].std()),
+        "splits": {s: summarize(ep, ep_split == s) for s in SPLITS if (ep_split == s).any()},
+        "families": {f: summarize(ep, ep_family == f) for f in dict.fromkeys(family_of) if (ep_family == f).any()},
+        "per_episode": {**{k: v.tolist() for k, v in ep.items() if k != "world"},
+                        "world": [world_set.names[w] for w in world], "split": ep_split.tolist(),
+                        "family": ep_family.tolist()},
     }
-    # a 95% interval for the success rate (Wilson), so "70%" can be read with its noise
-    p, z = res["success_rate"], 1.96
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    res["success_rate_ci95"] = [float(mid - half), float(mid + half)]
+    if "train" in res["splits"] and "held-out" in res["splits"]:
+        res["generalization_gap"] = res["splits"]["train"]["success_rate"] - res["splits"]["held-out"]["success_rate"]
     if save:
+        records = world_records(world_set, run_path if scenes is None else None)
         try:
-            save_results(run_path, res, ep, traj, cfg, eval_seed)
+            save_results(run_path, res, ep, traj, cfg, eval_seed, records)
         except OSError as exc:
             raise os_error(exc, f"cannot write the evaluation into {run_path}") from None
     return res
 
 
-def save_results(run_path, res, ep, traj, cfg, eval_seed):
-    """``eval.json`` and ``eval_episodes.npz`` (the trajectories ``navi-nb render RUN --episode K`` draws)."""
+def save_results(run_path, res, ep, traj, cfg, eval_seed, records):
+    """``eval.json`` and ``eval_episodes.npz`` (the trajectories ``navi-nb render RUN --episode K`` draws;
+    ``records``: ``world_records`` of the evaluation's set)."""
     write_json_atomic(run_path / EVAL_FILE, res)
     ck.save_checkpoint(run_path / EPISODES_FILE, {
         "positions": traj["positions"], "yaws": traj["yaws"], "goals": traj["goals"],
         "length": ep["length"].astype(np.int32), "success": ep["success"].astype(np.bool_),
         "return": ep["return"].astype(np.float32), "spl": ep["spl"].astype(np.float32),
-        "collisions": ep["collisions"].astype(np.int32)},
+        "collisions": ep["collisions"].astype(np.int32), "world": ep["world"].astype(np.int32)},
         {"kind": "eval_episodes", "episodes": res["episodes"], "steps": int(traj["positions"].shape[0]),
-         "config_hash": cfg.hash(), "seed": eval_seed})
+         "config_hash": cfg.hash(), "seed": eval_seed, "resolution": cfg.resolution, "worlds": records})
+
+
+def world_records(world_set, run_path=None):
+    """What finds each world of an evaluation again: a built-in's family and seed, a file's path (for a run's
+    own set, ``run_path``, its copy in the run folder)."""
+    copies = None
+    if run_path is not None:
+        copies = read_run_worlds(run_path, read_run_config(run_path))[1]
+    out = []
+    for i, it in enumerate(world_set.items):
+        if it.builtin:
+            out.append({"name": world_set.names[i], "family": it.family, "seed": it.seed})
+        else:
+            path = copies[i].path if copies is not None else it.path
+            out.append({"name": world_set.names[i], "path": str(Path(path).resolve())})
+    return out
 
 
 def episodes_memory_estimate(cfg, episodes: int) -> int:
@@ -163,7 +277,8 @@ def episodes_spec(n_episodes, n_steps):
     return {"positions": ((n_steps, n_episodes, 3), np.float32), "yaws": ((n_steps, n_episodes), np.float32),
             "goals": ((n_episodes, 3), np.float32), "length": ((n_episodes,), np.int32),
             "success": ((n_episodes,), np.bool_), "return": ((n_episodes,), np.float32),
-            "spl": ((n_episodes,), np.float32), "collisions": ((n_episodes,), np.int32)}
+            "spl": ((n_episodes,), np.float32), "collisions": ((n_episodes,), np.int32),
+            "world": ((n_episodes,), np.int32)}
 
 
 def load_episodes(run_path, world=None):
@@ -172,7 +287,7 @@ def load_episodes(run_path, world=None):
     Beyond the checkpoint reader's checks (members, shapes, sizes, CRCs), the
     values are checked: finite, lengths within the logged steps, counters not
     negative, SPL in [0, 1], and, when ``world`` is given, every position and
-    goal inside the world's cube.
+    goal inside the world's cube (an evaluation in one world; ``check_in_world`` checks one episode).
     """
     path = Path(run_path) / EPISODES_FILE
     c = ck.open_checkpoint(path)
@@ -204,32 +319,66 @@ def check_episodes(path, eps, world=None):
         raise ck.CheckpointError(path, "member 'spl' holds values outside [0, 1]")
     if np.abs(eps["yaws"]).max(initial=0) > 4.0:  # yaws are kept in [-pi, pi)
         raise ck.CheckpointError(path, "member 'yaws' holds angles outside [-pi, pi]")
+    if eps["world"].size and eps["world"].min() < 0:
+        raise ck.CheckpointError(path, "member 'world' holds negative world indices")
     if world is not None:
-        lo = np.asarray(world.bmin, np.float64) - 1e-3 * float(world.voxel_size)
-        hi = np.asarray(world.bmax, np.float64) + 1e-3 * float(world.voxel_size)
-        for name in ("positions", "goals"):
-            xyz = eps[name].reshape(-1, 3)
-            if xyz.size and (np.any(xyz.min(axis=0) < lo) or np.any(xyz.max(axis=0) > hi)):
-                raise ck.CheckpointError(path, f"member {name!r} holds points outside the world's cube "
-                                               f"{lo.round(3).tolist()}..{hi.round(3).tolist()}")
+        check_in_world(path, {"positions": eps["positions"], "goals": eps["goals"]}, world)
+
+
+def check_in_world(path, points, world):
+    """Raise CheckpointError unless every point of ``points`` (name -> (..., 3) array) lies in ``world``'s cube."""
+    lo = np.asarray(world.bmin, np.float64) - 1e-3 * float(world.voxel_size)
+    hi = np.asarray(world.bmax, np.float64) + 1e-3 * float(world.voxel_size)
+    for name, pts in points.items():
+        xyz = np.asarray(pts).reshape(-1, 3)
+        if xyz.size and (np.any(xyz.min(axis=0) < lo) or np.any(xyz.max(axis=0) > hi)):
+            raise ck.CheckpointError(path, f"member {name!r} holds points outside the world's cube "
+                                           f"{lo.round(3).tolist()}..{hi.round(3).tolist()}")
+
+
+def episode_world(meta, world_index, resolution):
+    """The World an evaluation episode ran in, from ``eval_episodes.npz``'s meta and the episode's world."""
+    from navi_nb.world.scene_spec import WorldItem
+    from navi_nb.world.world_cache import load_worlds
+
+    recs = meta.get("worlds")
+    if not isinstance(recs, list) or not 0 <= world_index < len(recs) or not isinstance(recs[world_index], dict):
+        raise RunError(f"{EPISODES_FILE}: meta.json does not record world {world_index}")
+    rec = recs[world_index]
+    if isinstance(rec.get("path"), str):
+        item = WorldItem(path=Path(rec["path"]), origin=rec["path"])
+    elif isinstance(rec.get("family"), str) and isinstance(rec.get("seed"), int):
+        item = WorldItem(family=rec["family"], seed=rec["seed"], origin=f"{rec['family']}:{rec['seed']}")
+    else:
+        raise RunError(f"{EPISODES_FILE}: meta.json world {world_index} is damaged")
+    return load_worlds([item], resolution)[0]
 
 
 def print_results(console, res):
+    from rich import box
     from rich.table import Table
 
-    t = Table(title=f"evaluation: {res['episodes']} episodes, {res['task']} in {res['scene']} "
-                    f"(mean action, seed {res['seed']})")
-    t.add_column("metric")
-    t.add_column("value")
-    lo, hi = res["success_rate_ci95"]
-    t.add_row("success rate", f"{res['success_rate']:.1%}  (95% CI {lo:.0%}-{hi:.0%})")
-    t.add_row("SPL", f"{res['spl']:.3f}")
-    t.add_row("return", f"{res['return_mean']:.3f} +- {res['return_std']:.3f}")
-    t.add_row("length (steps)", f"{res['length_mean']:.1f}")
-    t.add_row("collisions per episode", f"{res['collisions_mean']:.2f}")
-    t.add_row("policy", f"{res['policy']['source']} (update {res['policy']['update']})")
-    t.add_row("wall time", f"{res['wall_s']:.1f} s")
+    overlap = f", {res['overlap_worlds']} overlapping training" if res.get("overlap_worlds") else ""
+    t = Table(title=f"evaluation: {res['episodes']} episodes, {res['task']} in {res['scenes']} "
+                    f"({res['worlds']} worlds, {res['worlds_visited']} visited{overlap}; mean action, "
+                    f"seed {res['seed']})", caption="(95% intervals; distance: final distance to the goal, m)",
+              caption_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    t.add_column("worlds", no_wrap=True)
+    for col in ("episodes", "success", "SPL", "distance"):
+        t.add_column(col, justify="right", no_wrap=True)
+    groups = [("all", res)] + list(res["splits"].items())
+    if len(res["families"]) > 1:
+        groups += [(f"{k} (family)", v) for k, v in res["families"].items()]
+    for name, g in groups:
+        (slo, shi), (plo, phi), (dlo, dhi) = g["success_rate_ci95"], g["spl_ci95"], g["final_distance_ci95"]
+        t.add_row(name, str(g["episodes"]), f"{g['success_rate']:.1%} ({slo:.0%}-{shi:.0%})",
+                  f"{g['spl']:.2f} ({plo:.2f}-{phi:.2f})", f"{g['final_distance']:.2f} ({dlo:.2f}-{dhi:.2f})")
     console.print(t)
+    if "generalization_gap" in res:
+        console.print(f"generalization gap (train minus held-out success): {res['generalization_gap']:+.1%}")
+    console.print(f"return {res['return_mean']:.3f} +- {res['return_std']:.3f}, length {res['length_mean']:.1f} "
+                  f"steps, {res['collisions_mean']:.2f} collisions per episode; policy {res['policy']['source']} "
+                  f"(update {res['policy']['update']}); {res['wall_s']:.1f} s")
 
 
 def results_json(res) -> str:

@@ -327,7 +327,7 @@ def make_tiny_run(root) -> Path:
     from navi_nb.train.evaluate import evaluate
     from navi_nb.train.loop import Trainer
 
-    cfg = TrainConfig(scene="box", resolution=32, actors=4, sensor_az=8, sensor_el=4, rollout_steps=16,
+    cfg = TrainConfig(scenes="box", resolution=32, actors=4, sensor_az=8, sensor_el=4, rollout_steps=16,
                       hidden=[16], update_epochs=1, num_minibatches=2, total_steps=128, checkpoint_every=1,
                       keep_checkpoints=0, eval_episodes=0, run_dir=str(root), name="run", env={"max_steps": 20})
     trainer = Trainer.create(cfg.validate())
@@ -349,8 +349,7 @@ class Fuzzer:
         from navi_nb.train import checkpoint as ck
         from navi_nb.train.evaluate import EPISODES_FILE
         from navi_nb.train.loop import CHECKPOINT_DIR, Trainer
-        from navi_nb.train.runs import POLICY_FILE, WORLD_FILE, read_run_config
-        from navi_nb.world.gmdag import load_world
+        from navi_nb.train.runs import POLICY_FILE, load_run_worlds, read_run_config
 
         self.run, self.work = Path(self.run), Path(self.work)
         scratch = self.work / "run"
@@ -358,8 +357,9 @@ class Fuzzer:
             shutil.rmtree(scratch)
         shutil.copytree(self.run, scratch, ignore=shutil.ignore_patterns("tb"))
         cfg = read_run_config(scratch)
-        world = load_world(scratch / WORLD_FILE)
-        trainer = Trainer(cfg, scratch, world)
+        world_set = load_run_worlds(scratch, cfg)
+        world = world_set.worlds[0]  # the tiny run's one world (the box)
+        trainer = Trainer(cfg, scratch, world_set)
         trainer.env.reset(seed=cfg.seed)
         latest = ck.latest_checkpoint(scratch / CHECKPOINT_DIR)
         self._ctx = {"cfg": cfg, "world": world, "trainer": trainer, "scratch": scratch,

@@ -32,9 +32,9 @@ import navi_nb
 from navi_nb.train import checkpoint as ck
 from navi_nb.errors import NaviError
 from navi_nb.train.metrics import MetricsLog
-from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, WORLD_FILE, RunError, check_memory, check_scene,
-                                load_scene_world, make_env, make_policy, never_checkpointed, os_error, pick_run_path,
-                                process_age, read_run_config, write_json_atomic)
+from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, RunError, check_memory, load_run_worlds, load_scene_set,
+                                make_env, make_policy, never_checkpointed, os_error, pick_run_path, process_age,
+                                read_run_config, resolve_scenes, save_run_worlds, write_json_atomic)
 from navi_nb.train.config import RESUME_FIELDS, TrainConfig
 from navi_nb.train.report import print_config
 from navi_nb.train.warmup import Warmup
@@ -48,10 +48,10 @@ generators had one encoding) is refused."""
 
 
 class Trainer:
-    """Owns one run: its world, environment, policy, optimizer, generators and files."""
+    """Owns one run: its worlds, environment, policy, optimizer, generators and files."""
 
     # ------------------------------------------------------------------ setup
-    def __init__(self, cfg: TrainConfig, run_path: Path, world, console=None, ranks=None):
+    def __init__(self, cfg: TrainConfig, run_path: Path, world_set, console=None, ranks=None):
         from navi_nb.learn.collect import PhaseTimes, RowSlice, action_generator
         from navi_nb.learn.ppo import PPO, PPOConfig
         from navi_nb.learn.rollout import RolloutSlab
@@ -59,9 +59,9 @@ class Trainer:
         self.cfg = cfg
         self.run_path = Path(run_path)
         self.console = console
-        self.world = world
+        self.world_set = world_set
         self.ranks = ranks   # a navi_nb.parallel.ranks.RankContext under MPI: this rank's blocks only
-        self.env = make_env(world, cfg, ranks=ranks)
+        self.env = make_env(world_set, cfg, ranks=ranks)
         self.policy = make_policy(cfg, self.env.obs_dim, self.env.action_dim)
         self.ppo = PPO(self.policy, PPOConfig.of(cfg), seed=cfg.seed)  # owns the minibatch-shuffle generator
         self.slab = RolloutSlab(cfg.rollout_steps, self.env.n_actors, self.env.obs_dim, self.env.action_dim)
@@ -89,7 +89,7 @@ class Trainer:
     def create(cls, cfg: TrainConfig, console=None, run_path=None) -> "Trainer":
         """A new run: checks everything, then makes the run folder."""
         cfg.validate()
-        check_scene(cfg.scene)
+        items = resolve_scenes(cfg.scenes, cfg)
         check_memory(f"actors={cfg.actors} with rollout_steps={cfg.rollout_steps}", cfg.memory_estimate())
         ranks = _rank_context(cfg)
         # first run: the tracer and learning kernels compile in child processes (one process only: ranks
@@ -97,14 +97,14 @@ class Trainer:
         warmup = start_warmup(cfg, console) if ranks is None else Warmup()
         try:
             if ranks is None or ranks.is_root:
-                run_path = Path(run_path) if run_path is not None else pick_run_path(cfg)
-                world = load_scene_world(cfg.scene, cfg.resolution, console)
-            if ranks is not None:   # rank 0 picks the folder and compiles (or caches) the world first
+                run_path = Path(run_path) if run_path is not None else pick_run_path(cfg, items)
+                world_set = load_scene_set(items, cfg.resolution, console)
+            if ranks is not None:   # rank 0 picks the folder and compiles (or caches) the worlds first
                 run_path = Path(ranks.bcast(str(run_path)))
                 if not ranks.is_root:
-                    world = load_scene_world(cfg.scene, cfg.resolution)
-            warmup.start_tracer(world)
-            self = cls(cfg, run_path, world, console, ranks)
+                    world_set = load_scene_set(items, cfg.resolution)
+            warmup.start_tracer(world_set.worlds[0])
+            self = cls(cfg, run_path, world_set, console, ranks)
             warmup.wait("tracer")  # the reset traces: load the kernel the child compiled, not compile it twice
             self.start()
         except BaseException:
@@ -116,13 +116,12 @@ class Trainer:
             self.metrics = NullMetrics()
             self.save_checkpoint()   # takes part in gathering the state; rank 0 writes it
             return self
-        from navi_nb.world.gmdag import save_world
         try:
             run_path.mkdir(parents=True, exist_ok=True)
             if never_checkpointed(run_path):  # a run killed before its first checkpoint: start it over
                 for name in ("metrics.csv", "metrics.jsonl"):
                     (run_path / name).unlink(missing_ok=True)
-            save_world(world, run_path / WORLD_FILE)
+            save_run_worlds(run_path, cfg, world_set)
             write_json_atomic(run_path / CONFIG_FILE, {
                 "config": cfg.to_dict(), "config_hash": cfg.hash(), "navi_nb_version": navi_nb.__version__,
                 "created": time.strftime("%Y-%m-%d %H:%M:%S"), "obs_dim": self.env.obs_dim,
@@ -167,13 +166,12 @@ class Trainer:
             hint = (f"; it was stopped before its first checkpoint: start it again with --name {run_path.name}"
                     if never_checkpointed(run_path) else "")
             raise RunError(f"run {run_path} has no checkpoint in {folder} to resume from{hint}")
-        from navi_nb.world.gmdag import load_world
         ranks = _rank_context(cfg)
         warmup = start_warmup(cfg, console) if ranks is None else Warmup()
         try:
-            world = load_world(run_path / WORLD_FILE)
-            warmup.start_tracer(world)
-            self = cls(cfg, run_path, world, console, ranks)
+            world_set = load_run_worlds(run_path, cfg, console)
+            warmup.start_tracer(world_set.worlds[0])
+            self = cls(cfg, run_path, world_set, console, ranks)
             warmup.wait("tracer")
         except BaseException:
             warmup.cancel()
@@ -250,7 +248,7 @@ class Trainer:
         try:  # set_state checks fully before changing anything; probes keep this trainer untouched on failure
             PPO(make_policy(self.cfg, self.env.obs_dim, self.env.action_dim), PPOConfig.of(self.cfg)
                 ).set_state(ppo_state)
-            make_env(self.world, self.cfg, ranks=self.ranks).set_state(env_state)
+            make_env(self.world_set, self.cfg, ranks=self.ranks).set_state(env_state)
             check_generator_array(arrays["rng.action"])
         except NaviError as exc:
             raise ck.CheckpointError(path, str(exc)) from exc

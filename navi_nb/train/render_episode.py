@@ -94,22 +94,22 @@ class EpisodeData:
     def __init__(self, run_path, episode):
         from navi_nb.env.config import EnvConfig
         from navi_nb.sense.sensor import Sensor
-        from navi_nb.train.evaluate import EPISODES_FILE, load_episodes
-        from navi_nb.train.runs import WORLD_FILE, read_run_config
-        from navi_nb.world.gmdag import load_world
+        from navi_nb.train.evaluate import EPISODES_FILE, check_in_world, episode_world, load_episodes
+        from navi_nb.train.runs import read_run_config
 
         run_path = Path(run_path)
         cfg = read_run_config(run_path)
         if not (run_path / EPISODES_FILE).is_file():
             raise RenderError(f"run {run_path} has no evaluation episodes yet: run `navi-nb eval {run_path}` first")
-        world = load_world(run_path / WORLD_FILE)
-        eps, _meta = load_episodes(run_path, world)
+        eps, meta = load_episodes(run_path)
         n = eps["length"].shape[0]
         if isinstance(episode, bool) or not isinstance(episode, int) or not 0 <= episode < n:
             raise RenderError(f"episode {episode!r} does not exist: the evaluation has episodes 0..{n - 1}")
         self.run_path = run_path
         self.episode = episode
-        self.world = world
+        self.world = episode_world(meta, int(eps["world"][episode]), cfg.resolution)
+        check_in_world(run_path / EPISODES_FILE, {"positions": eps["positions"][:, episode],
+                                                  "goals": eps["goals"][episode]}, self.world)
         self.length = int(eps["length"][episode])
         self.pos = eps["positions"][: self.length + 1, episode].astype(np.float64)
         self.yaw = eps["yaws"][: self.length + 1, episode].astype(np.float64)

@@ -1,6 +1,6 @@
 """What `navi-nb train` prints around a run: the config it starts with and the summary it ends with.
 
-A run starts with the settings that define it (scene, task, actors, steps,
+A run starts with the settings that define it (scenes, task, actors, steps,
 seed) and those that differ from the defaults, a dozen lines at most;
 ``navi-nb train --print-config`` prints every setting with its meaning.
 Field docstrings are written in reST; the console shows them without markup.
@@ -14,7 +14,7 @@ import re
 from navi_nb.learn.ppo import PPOConfig
 from navi_nb.train.config import TrainConfig, field_docs
 
-DEFINING = ("scene", "task", "actors", "total_steps", "seed")
+DEFINING = ("scenes", "task", "actors", "total_steps", "seed")
 """The settings every run's header shows, changed or not."""
 
 _LITERAL = re.compile(r"``(.+?)``|`(.+?)`")

@@ -3,7 +3,8 @@
 Run folder (docs/TRAINING.md)::
 
     runs/NAME/config.json       resolved config, its hash, package version
-    runs/NAME/world.gmdag       the world trained in (+ .json sidecar)
+    runs/NAME/worlds.json       the set trained in: spec, resolution, each world's name and content hash
+    runs/NAME/worlds/           copies of the set's .gmdag files (built-ins stay in the world cache)
     runs/NAME/metrics.csv       one row per update (columns: navi_nb.train.metrics.COLUMNS)
     runs/NAME/metrics.jsonl     the same rows as JSON lines
     runs/NAME/checkpoints/      ckpt_UUUUUUUU.npz, the newest `keep_checkpoints`
@@ -13,18 +14,19 @@ Run folder (docs/TRAINING.md)::
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
 from pathlib import Path
 
-import navi_nb
 from navi_nb.errors import NaviError
-from navi_nb.train.config import MAX_CONFIG_BYTES, ConfigError, TrainConfig, from_dict
+from navi_nb.train.config import MAX_CONFIG_BYTES, TrainConfig, from_dict
 
 CONFIG_FILE = "config.json"
 POLICY_FILE = "policy.npz"
-WORLD_FILE = "world.gmdag"
+WORLDS_FILE = "worlds.json"
+WORLDS_DIR = "worlds"
 
 
 class RunError(NaviError):
@@ -52,57 +54,127 @@ def process_age() -> float:
 
 
 # --------------------------------------------------------------------------
-# worlds: built-in scenes are compiled once and cached
+# worlds: a scene spec names the set; built-ins come from the world cache
 # --------------------------------------------------------------------------
 
-def world_cache_dir() -> Path:
-    base = os.environ.get("NAVI_NB_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "navi_nb")
-    return Path(base) / "worlds"
+def actor_radius(cfg: TrainConfig) -> float:
+    """The actor radius the environment settings give (what a world must have room for)."""
+    from navi_nb.env.config import EnvConfig
+
+    r = cfg.env.get("radius", EnvConfig.radius)
+    return float(r) if isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0 else EnvConfig.radius
 
 
-def check_scene(scene: str):
-    """Raise ConfigError unless ``scene`` is a built-in name or an existing .gmdag file."""
-    if scene.endswith(".gmdag") or os.sep in scene:
-        if not Path(scene).is_file():
-            raise ConfigError(f"scene file {scene} does not exist")
-        return
-    from navi_nb.world.scenes import SCENES
+def resolve_scenes(spec, cfg: TrainConfig, training=True) -> list:
+    """The WorldItems of a scene spec, checked before anything is loaded or written.
 
-    if scene not in SCENES:
-        raise ConfigError(f"unknown scene {scene!r}: built-in scenes are {', '.join(SCENES)} "
-                          "(or give a .gmdag file)")
+    Raises SceneSpecError naming the item for a malformed spec, an empty range, a missing or invalid file,
+    a world too small to spawn in, a set too large for memory, or (``training``) a held-out seed when
+    ``cfg.allow_heldout`` is off.
+    """
+    from navi_nb.world.scene_spec import check_memory, check_training_items, parse_spec
+
+    items = parse_spec(spec, actor_radius=actor_radius(cfg))
+    if training:
+        check_training_items(items, cfg.allow_heldout)
+    check_memory(items, cfg.resolution)
+    return items
 
 
-def load_scene_world(scene: str, resolution: int, console=None):
-    """A World for a built-in scene name (compiled, cached) or a .gmdag path."""
-    from navi_nb.world.gmdag import load_world, save_world
+def load_scene_set(items, resolution: int, console=None, load_items=None):
+    """A WorldSet of ``items`` (built-ins compiled into the world cache when missing, in as many processes
+    as this process may use); ``load_items``, when given, are where the worlds are read from instead."""
+    from navi_nb.parallel.cores import allowed_cores
+    from navi_nb.world.world_cache import load_worlds
+    from navi_nb.world.world_set import WorldSet
 
-    check_scene(scene)
-    if scene.endswith(".gmdag") or os.sep in scene:
-        return load_world(scene)
-    cache = world_cache_dir() / f"{scene}-r{resolution}-v{navi_nb.__version__}.gmdag"
-    if cache.is_file():
-        try:
-            return load_world(cache)
-        except NaviError:
-            pass  # a damaged cache entry is rebuilt below
-    from navi_nb.world.compiler import compile_scene
+    worlds = load_worlds(load_items or items, resolution, jobs=allowed_cores().allowed,
+                         progress=console is not None)
+    return WorldSet(worlds, items=list(items))  # named "house:7" or by the file's name
 
-    if console is not None:
-        console.print(f"compiling scene [bold]{scene}[/] at resolution {resolution} (cached afterwards)")
-    world = compile_scene(scene, resolution=resolution)
+
+def world_digest(world) -> str:
+    """A short content hash of a world (its exact file bytes)."""
+    return hashlib.sha256(world.to_bytes()).hexdigest()[:16]
+
+
+def save_run_worlds(run_path: Path, cfg: TrainConfig, world_set):
+    """Record the run's set in ``worlds.json`` (spec, resolution, each world's name and content hash);
+    file worlds are copied into ``worlds/`` so the run keeps them."""
+    from navi_nb.world.gmdag import save_world
+
+    records = []
+    for i, (item, world) in enumerate(zip(world_set.items, world_set.worlds)):
+        rec = {"name": world_set.names[i], "digest": world_digest(world)}
+        if item.builtin:
+            rec.update(family=item.family, seed=item.seed)
+        else:
+            rec.update(source=str(item.path), file=f"{WORLDS_DIR}/{i:05d}-{item.path.name}")
+            (run_path / WORLDS_DIR).mkdir(exist_ok=True)
+            save_world(world, run_path / rec["file"])
+        records.append(rec)
+    write_json_atomic(run_path / WORLDS_FILE, {"scenes": cfg.scenes, "resolution": cfg.resolution,
+                                               "worlds": records})
+
+
+def read_run_worlds(run_path, cfg: TrainConfig) -> tuple:
+    """The run's recorded set: (items as trained, items to load from, records), checked against its config."""
+    from navi_nb.world.scene_spec import WorldItem
+
+    run_path = Path(run_path)
+    p = run_path / WORLDS_FILE
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        save_world(world, cache)
-    except OSError:
-        pass  # a read-only home is not an error; the next start compiles again
-    return world
+        data = json.loads(p.read_text())
+    except OSError as exc:
+        raise RunError(f"run folder {run_path}: cannot read {WORLDS_FILE} ({exc.strerror or exc})") from exc
+    except ValueError as exc:
+        raise RunError(f"run folder {run_path}: {WORLDS_FILE} is not valid JSON ({exc})") from exc
+    records = data.get("worlds") if isinstance(data, dict) else None
+    if (not isinstance(records, list) or not records or data.get("scenes") != cfg.scenes
+            or data.get("resolution") != cfg.resolution):
+        raise RunError(f"run folder {run_path}: {WORLDS_FILE} does not record the set of its config "
+                       f"(scenes {cfg.scenes!r} at resolution {cfg.resolution})")
+    items, load_items = [], []
+    for k, rec in enumerate(records):
+        ok = isinstance(rec, dict) and isinstance(rec.get("name"), str) and isinstance(rec.get("digest"), str)
+        if ok and "file" in rec:
+            ok = isinstance(rec["file"], str) and isinstance(rec.get("source"), str) \
+                and Path(rec["file"]).parts[:1] == (WORLDS_DIR,) and ".." not in Path(rec["file"]).parts
+            if ok:
+                items.append(WorldItem(path=Path(rec["source"]), origin=rec["name"]))
+                load_items.append(WorldItem(path=run_path / rec["file"], origin=f"{run_path / rec['file']}"))
+        elif ok:
+            fam, seed = rec.get("family"), rec.get("seed")
+            ok = isinstance(fam, str) and isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0
+            if ok:
+                items.append(WorldItem(family=fam, seed=seed, origin=rec["name"]))
+                load_items.append(items[-1])
+        if not ok:
+            raise RunError(f"run folder {run_path}: {WORLDS_FILE} world {k} is damaged")
+    return items, load_items, records
 
 
-def make_env(world, cfg: TrainConfig, n_actors=None, seed=None, ranks=None):
-    """The run's environment (its actor blocks' generators), or with ``n_actors`` a plain one (evaluation);
-    with ``ranks`` (``navi_nb.parallel.ranks.RankContext``) this rank's blocks only."""
+def load_run_worlds(run_path, cfg: TrainConfig, console=None):
+    """The WorldSet a run trained in, refusing any world whose content changed since."""
+    from navi_nb.world.scene_spec import SceneSpecError
+
+    items, load_items, records = read_run_worlds(run_path, cfg)
+    try:
+        world_set = load_scene_set(items, cfg.resolution, console, load_items=load_items)
+    except SceneSpecError as exc:
+        raise RunError(f"run {run_path}: a world of its set cannot be loaded ({exc})") from None
+    for rec, world in zip(records, world_set.worlds):
+        digest = world_digest(world)
+        if digest != rec["digest"]:
+            raise RunError(f"run {run_path}: world {rec['name']} is not the one the run trained in (content hash "
+                           f"{digest}, recorded {rec['digest']}; its generator, the compiler or the file changed)")
+    return world_set
+
+
+def make_env(world_set, cfg: TrainConfig, n_actors=None, seed=None, ranks=None, **env_overrides):
+    """The run's environment over ``world_set`` (its actor blocks' generators), or with ``n_actors`` a plain one
+    (evaluation); with ``ranks`` (``navi_nb.parallel.ranks.RankContext``) this rank's blocks only;
+    ``env_overrides`` replace settings of ``cfg.env``."""
     from navi_nb.env.nav_env import NavEnv
     from navi_nb.sense.sensor import Sensor
 
@@ -111,8 +183,9 @@ def make_env(world, cfg: TrainConfig, n_actors=None, seed=None, ranks=None):
         n_actors, blocks = ranks.n_actors, {"actor_block": cfg.actor_block, "first_block": ranks.first_block}
     else:
         blocks = {"actor_block": cfg.actor_block if n_actors is None else 0}
-    return NavEnv(world, cfg.actors if n_actors is None else n_actors, sensor=sensor, task=cfg.task,
-                  seed=cfg.seed if seed is None else seed, backend=cfg.backend, **blocks, **cfg.env)
+    return NavEnv(world_set, cfg.actors if n_actors is None else n_actors, sensor=sensor, task=cfg.task,
+                  seed=cfg.seed if seed is None else seed, backend=cfg.backend, **blocks,
+                  **{**cfg.env, **env_overrides})
 
 
 def make_policy(cfg: TrainConfig, obs_dim: int, act_dim: int = 4):
@@ -152,8 +225,19 @@ def read_run_config(run_path) -> TrainConfig:
     return cfg
 
 
+def run_base_name(cfg: TrainConfig, items) -> str:
+    """``SET-TASK-sSEED``: SET is the one world's name, else its families and count (``house200``)."""
+    if len(items) == 1:
+        it = items[0]
+        name = it.path.stem if not it.builtin else it.family if it.seed == 0 else f"{it.family}{it.seed}"
+    else:
+        fams = list(dict.fromkeys("file" if not it.builtin else it.family for it in items))
+        name = "+".join(fams) + str(len(items))
+    return f"{name}-{cfg.task}-s{cfg.seed}"
+
+
 # What a run folder holds before its first checkpoint exists (Trainer.create writes these first).
-_BEFORE_FIRST_CHECKPOINT = {CONFIG_FILE, WORLD_FILE, WORLD_FILE + ".json", "metrics.csv", "metrics.jsonl", "tb",
+_BEFORE_FIRST_CHECKPOINT = {CONFIG_FILE, WORLDS_FILE, WORLDS_DIR, "metrics.csv", "metrics.jsonl", "tb",
                             "checkpoints"}
 
 
@@ -171,8 +255,8 @@ def never_checkpointed(path: Path) -> bool:
         return False
 
 
-def pick_run_path(cfg: TrainConfig) -> Path:
-    """The new run's folder (not created yet): ``run_dir/name``, or a free ``SCENE-TASK-sSEED[-N]``."""
+def pick_run_path(cfg: TrainConfig, items) -> Path:
+    """The new run's folder (not created yet): ``run_dir/name``, or a free ``SET-TASK-sSEED[-N]``."""
     root = Path(cfg.run_dir)
     try:
         if root.exists() and not root.is_dir():
@@ -189,7 +273,7 @@ def pick_run_path(cfg: TrainConfig) -> Path:
                 raise RunError(f"run folder {path} already exists and is not empty; use --resume {path} "
                                "to continue it, or choose another --name")
             return path
-        base = f"{Path(cfg.scene).stem}-{cfg.task}-s{cfg.seed}"
+        base = run_base_name(cfg, items)
         path, n = root / base, 1
         while path.exists():
             n += 1

@@ -347,6 +347,7 @@ def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None,
     world.sidecar.setdefault("class_names", ["none", "surface"])
     world.sidecar.setdefault("spawn_points", [])
     world.sidecar["bounds_of_interest"] = [lo.tolist(), hi.tolist()]
+    world.sidecar["sample"] = "centre"  # leaves hold the distance at their voxel's centre
     world.sidecar["compiler"] = {"version": COMPILER_VERSION, "resolution": resolution, "band_voxels": band,
                                  "semantic_band_voxels": semantic_band,
                                  "margin": None if margin is None else float(margin),

@@ -380,9 +380,29 @@ def load_world(path, *, mmap=False, validate=True, sidecar=True) -> World:
     except OSError as exc:
         raise GmdagError(path, f"cannot read file ({exc.strerror or exc})") from exc
     world = from_bytes(data, source=path, validate=validate)
+    side = read_sidecar(path)
     if sidecar:
-        world.sidecar = read_sidecar(path)
+        world.sidecar = side
+    world.sidecar["sample"] = file_sample_convention(side, sidecar_path(path))
     return world
+
+
+SAMPLE_CONVENTIONS = ("centre", "corner")
+"""Where a leaf's distance was sampled: at its voxel's centre (``bmin + (i + 0.5) * voxel``) or
+at its minimum corner (``bmin + i * voxel``)."""
+
+
+def file_sample_convention(side: dict, source) -> str:
+    """The sample convention of a file with sidecar ``side``: its ``"sample"`` key; else
+    ``"centre"`` for a file navi_nb's compiler wrote before the key existed (its ``"compiler"``
+    key), else ``"corner"`` (other writers sample at the voxel's minimum corner)."""
+    value = side.get("sample")
+    if value is None:
+        return "centre" if isinstance(side.get("compiler"), dict) else "corner"
+    if value not in SAMPLE_CONVENTIONS:
+        raise GmdagError(source, f"sidecar key 'sample' must be one of {', '.join(SAMPLE_CONVENTIONS)}, "
+                                 f"got {value!r}")
+    return value
 
 
 def sidecar_path(path) -> Path:
@@ -459,7 +479,7 @@ def check_sidecar(data, source="<sidecar>") -> dict:
 
 
 def save_world(world: World, path, sidecar=True) -> Path:
-    """Write `world` as exact v1 bytes (and its sidecar JSON, if it has one)."""
+    """Write `world` as exact v1 bytes and its sidecar JSON (which always names the sample convention)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:
@@ -467,8 +487,11 @@ def save_world(world: World, path, sidecar=True) -> Path:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    if sidecar and world.sidecar:
-        sidecar_path(path).write_text(json.dumps(world.sidecar, indent=1, sort_keys=True))
+    if sidecar:
+        # navi_nb's files always record their sample convention (in-memory worlds without the key are centre-sampled)
+        side = dict(world.sidecar)
+        side.setdefault("sample", "centre")
+        sidecar_path(path).write_text(json.dumps(side, indent=1, sort_keys=True))
     return path
 
 

@@ -200,3 +200,31 @@ def world_layout(world, dscale: float) -> Layout:
     layout = decode_layout(world, dscale)
     world._navi_layout = (world.nodes, dscale, layout)
     return layout
+
+
+SAMPLE_OFFSETS = {"centre": 0.0, "corner": 0.5}
+"""Voxels to add to ``(p - bmin) / voxel`` so that a leaf's sample point lands on its
+voxel's centre in the field's voxel units (the field interpolates between centres)."""
+
+
+def sample_offset(world) -> float:
+    """0.0 for a centre-sampled world, 0.5 for a corner-sampled one (the sidecar's
+    ``"sample"`` key; ``load_world`` always sets it, in-memory worlds without it are navi_nb's,
+    centre-sampled)."""
+    value = world.sidecar.get("sample", "centre") if isinstance(world.sidecar, dict) else "centre"
+    if value not in SAMPLE_OFFSETS:
+        raise gmdag.GmdagError(world.source, f"sample convention must be one of {', '.join(SAMPLE_OFFSETS)}, "
+                                       f"got {value!r}")
+    return SAMPLE_OFFSETS[value]
+
+
+def field_origin(world) -> np.ndarray:
+    """(3,) float64 metres: where the field's voxel coordinates are 0, so that
+    ``u = (p - field_origin) / voxel``. ``bmin`` for a centre-sampled world (exactly,
+    so its bits are unchanged), ``bmin - voxel / 2`` for a corner-sampled one (whose
+    samples ``bmin + i * voxel`` then sit at voxel centres)."""
+    bmin = np.asarray(world.bmin, dtype=np.float32).astype(np.float64)
+    off = sample_offset(world)
+    if off == 0.0:
+        return bmin
+    return bmin - off * float(np.float32(world.voxel_size))

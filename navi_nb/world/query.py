@@ -34,7 +34,7 @@ from numba import njit, prange
 from navi_nb.errors import NaviError
 from navi_nb.world.field import nb_point_value, nb_table_shift
 from navi_nb.world.gmdag import World, validate_world
-from navi_nb.world.layout import world_layout
+from navi_nb.world.layout import field_origin, world_layout
 
 
 class QueryError(NaviError, ValueError):
@@ -79,7 +79,9 @@ SERIAL_BELOW = 512  # batches smaller than this run on one thread
 
 def world_arrays(world: World):
     """The world as kernels read it: ``(child, leaf_dist, leaf_sem, top_code,
-    top_level, res float, shift int, bmin float64 (3,), voxel float)``.
+    top_level, res float, shift int, origin float64 (3,), voxel float)``, origin
+    where the field's voxel coordinates are 0 (``layout.field_origin``: ``bmin``,
+    or half a voxel below it for a corner-sampled world).
 
     The first five are the decoded layout (``navi_nb/world/layout.py``, leaf
     distances in voxel units; the same cached layout the tracer uses), shift
@@ -92,7 +94,7 @@ def world_arrays(world: World):
     lay = world_layout(world, 1.0 / voxel)
     res = float(world.resolution)
     shift = int(nb_table_shift(lay.top_code, res))
-    bmin = np.asarray(world.bmin, dtype=np.float32).astype(np.float64)
+    bmin = field_origin(world)  # bmin, shifted half a voxel down for a corner-sampled world
     return (lay.child, lay.leaf_dist, lay.leaf_sem, lay.top_code, lay.top_level, res, shift, bmin, voxel)
 
 
