@@ -208,7 +208,7 @@ class NavEnv:
             "ep_return": ((A,), np.float64), "ep_len": ((A,), np.int32), "path_len": ((A,), np.float64),
             "collisions": ((A,), np.int32), "episodes": ((A,), np.int64),
             "obs": ((A, self.obs_dim), np.float32),
-            "world_index": ((A,), np.int32), "world_seed": ((1,), np.uint64),
+            "world_index": ((A,), np.int32), "world_seed": ((), np.uint64),
         }
         rng_shape = (self._n_blocks,) + STATE_SHAPE if self._n_blocks else STATE_SHAPE
         self._state_spec.update({"rng_spawn": (rng_shape, STATE_DTYPE), "rng_goal": (rng_shape, STATE_DTYPE)})
@@ -239,7 +239,7 @@ class NavEnv:
 
     # ------------------------------------------------------------------
     def _seed(self, seed):
-        self._world_seed[0] = np.uint64(seed)
+        self._world_seed[()] = np.uint64(seed)
         if not self._n_blocks:
             spawn_ss, goal_ss = np.random.SeedSequence(int(seed)).spawn(2)
             self._rng_spawn = np.random.Generator(np.random.PCG64(spawn_ss))
@@ -257,7 +257,7 @@ class NavEnv:
         if n_worlds > 1:  # by the actor's global index (a block run alone draws what it draws in the whole)
             first = self.first_block * self.actor_block if self._n_blocks else 0
             self._world_index[rows] = scheduled_worlds(self.config.world_schedule, n_worlds,
-                                                       int(self._world_seed[0]), rows + first, self._episodes[rows])
+                                                       int(self._world_seed), rows + first, self._episodes[rows])
         if not self._n_blocks:
             self._sample_episodes(rows, self._rng_spawn, self._rng_goal)
         else:   # each block's actors from the block's own generators
