@@ -8,8 +8,8 @@ import sys
 
 from rich.console import Console
 
-from navi_nb.train.loop import Trainer
 from navi_nb.train.config import TrainConfig
+from navi_nb.train.loop import Trainer
 
 run_dir = sys.argv[1] if len(sys.argv) > 1 else "runs/api-box"
 total = int(sys.argv[2]) if len(sys.argv) > 2 else 16 * 32 * 4

@@ -61,7 +61,7 @@ def cache_dir_for(path: Path):
 
     namespace = {}
     exec(compile("def _probe():\n    pass\n", str(path), "exec"), namespace)  # a function "from" that file
-    impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")  # renamed across versions
+    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed across versions
     for cls in impl._locator_classes:
         locator = cls.from_function(namespace["_probe"], str(path))
         if locator is not None:

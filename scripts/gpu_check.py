@@ -35,13 +35,12 @@ def main():
     import numpy as np
 
     from navi_nb.bench.trace import free_positions
+    from navi_nb.errors import NaviError
     from navi_nb.sense.backend import resolve_backend
     from navi_nb.sense.sensor import Sensor
     from navi_nb.sense.tracer import Tracer
     from navi_nb.world.compiler import compile_mesh
     from navi_nb.world.mesh_scene import benchmark_mesh_scene
-
-    from navi_nb.errors import NaviError
 
     try:
         resolve_backend("cuda")

@@ -12,7 +12,7 @@ import functools
 import pytest
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled_scene(name="house", resolution=128, seed=0):
     """The World of built-in scene `name` at `resolution` (cached; do not modify)."""
     from navi_nb.world.compiler import compile_scene
@@ -20,7 +20,7 @@ def compiled_scene(name="house", resolution=128, seed=0):
     return compile_scene(name, resolution, seed)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def scene(name="house", seed=0):
     """The analytic Scene (oracle) of a built-in scene (cached)."""
     from navi_nb.world.scenes import get_scene

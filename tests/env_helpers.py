@@ -10,13 +10,13 @@ from navi_nb.sense.sensor import Sensor
 RES = 64  # 16 m cube / 64 = 0.25 m voxels: small and fast, walls 0.4 m thick stay >= 1.6 voxels
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def scene_world(name, resolution=RES):
     from navi_nb.world.compiler import compile_scene
     return compile_scene(name, resolution)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def scene(name):
     from navi_nb.world.scenes import get_scene
     return get_scene(name)

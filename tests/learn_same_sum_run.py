@@ -5,10 +5,10 @@ import hashlib
 import json
 import sys
 
-import navi_nb  # noqa: F401  (BLAS pin)
 import numba
 import numpy as np
 
+import navi_nb  # noqa: F401  (BLAS pin)
 from navi_nb.learn.collect import train
 from navi_nb.learn.policy import ActorCritic
 from navi_nb.learn.ppo import PPO, PPOConfig

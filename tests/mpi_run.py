@@ -9,10 +9,10 @@ import hashlib
 import json
 import sys
 
-import navi_nb  # noqa: F401  (BLAS pin)
 import numba
 import numpy as np
 
+import navi_nb  # noqa: F401  (BLAS pin)
 from navi_nb.env.nav_env import NavEnv
 from navi_nb.learn.collect import RowSlice, action_generator, one_update
 from navi_nb.learn.policy import ActorCritic

@@ -14,8 +14,16 @@ import numpy as np
 import pytest
 
 from navi_nb.rng_state import GeneratorStateError, generator_from_array, generator_to_array, restore_generator
-from navi_nb.train.checkpoint import (CheckpointError, checkpoint_name, latest_checkpoint, list_checkpoints,
-                                      load_checkpoint, open_checkpoint, prune_checkpoints, save_checkpoint)
+from navi_nb.train.checkpoint import (
+    CheckpointError,
+    checkpoint_name,
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    open_checkpoint,
+    prune_checkpoints,
+    save_checkpoint,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

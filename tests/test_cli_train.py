@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from navi_nb.train import checkpoint as ck
 from navi_nb.cli import main
+from navi_nb.train import checkpoint as ck
 from navi_nb.train.metrics import read_metrics_csv, read_metrics_jsonl
 
 TINY = ["--scenes", "box", "--resolution", "32", "--actors", "4", "--sensor-az", "8", "--sensor-el", "4",

@@ -6,11 +6,9 @@ import sys
 import types
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
-
-gym = pytest.importorskip("gymnasium", reason="gymnasium (the 'gym' extra) is not installed")
-
 from env_helpers import make_env, scene_world, small_sensor
 
 from navi_nb.errors import NaviError

@@ -1,8 +1,8 @@
 """Bad actions, settings and states are rejected before anything changes (issue 4, line 5)."""
 import numpy as np
 import pytest
-
 from env_helpers import make_env, scene_world, snapshot, states_equal
+
 from navi_nb.env.config import ActionError, EnvConfigError, StateError
 from navi_nb.errors import NaviError
 

@@ -3,7 +3,6 @@ import math
 
 import numpy as np
 import pytest
-
 from env_helpers import act, make_env, place, scene, scene_world
 
 DT = 0.1
@@ -165,10 +164,10 @@ class _ThinWall:
 
 
 def test_no_tunnelling_through_a_thin_wall_at_any_speed():
+    from env_helpers import small_sensor
+
     from navi_nb.env.nav_env import NavEnv
     from navi_nb.world.compiler import compile_field
-
-    from env_helpers import small_sensor
 
     w = compile_field(_ThinWall(), [-4.0, -4.0, -4.0], [4.0, 4.0, 4.0], 32, cube=((-4.0, -4.0, -4.0), 8.0))
     assert w.voxel_size == pytest.approx(0.25)
@@ -186,10 +185,10 @@ def test_no_tunnelling_through_a_thin_wall_at_any_speed():
 
 
 def test_actors_stay_inside_the_world_cube():
+    from env_helpers import small_sensor
+
     from navi_nb.env.nav_env import NavEnv
     from navi_nb.world.compiler import compile_field
-
-    from env_helpers import small_sensor
 
     w = compile_field(_ThinWall(), [-4.0, -4.0, -4.0], [4.0, 4.0, 4.0], 32, cube=((-4.0, -4.0, -4.0), 8.0))
     env = NavEnv(w, 3, sensor=small_sensor(), task="explore", max_speed=30.0, max_vertical_speed=30.0)

@@ -2,7 +2,6 @@
 import math
 
 import numpy as np
-
 from env_helpers import act, make_env, place
 
 

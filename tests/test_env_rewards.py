@@ -2,7 +2,6 @@
 import math
 
 import numpy as np
-
 from env_helpers import act, make_env, place
 
 
@@ -36,7 +35,8 @@ def test_goal_bearing_in_own_frame():
     obs = env.step(act(3))[0]
     g = obs[:, env.obs_layout["goal"]]
     s = env.config.goal_scale
-    np.testing.assert_allclose(g, [[2 / s, 1, 0, 0], [math.sqrt(2) / s, -1, 0, 1 / s], [math.sqrt(5) / s, 0, -1, -1 / s]],
+    np.testing.assert_allclose(g, [[2 / s, 1, 0, 0], [math.sqrt(2) / s, -1, 0, 1 / s],
+                                   [math.sqrt(5) / s, 0, -1, -1 / s]],
                                atol=1e-5)
 
 

@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 import pytest
-
 from env_helpers import act, make_env, place, scene_world
+
 from navi_nb.sense.sensor import Sensor
 from navi_nb.sense.tracer import trace
 from navi_nb.world import gmdag

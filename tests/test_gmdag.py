@@ -7,8 +7,16 @@ from conftest import compiled_scene
 from numba import njit
 
 from navi_nb.world import gmdag
-from navi_nb.world.gmdag import (GmdagError, World, encode_inner, encode_leaf, from_bytes, load_world, save_world,
-                                 validate_world)
+from navi_nb.world.gmdag import (
+    GmdagError,
+    World,
+    encode_inner,
+    encode_leaf,
+    from_bytes,
+    load_world,
+    save_world,
+    validate_world,
+)
 from navi_nb.world.query import distance
 
 

@@ -153,8 +153,8 @@ def _selftest_run(case, folder, rng):
     import os
     import signal
 
-    from navi_nb.errors import NaviError
     from navi_nb.bench.fuzz import NonFinite
+    from navi_nb.errors import NaviError
 
     if case.mutator == "bad":
         raise NaviError("case: refused")

@@ -4,9 +4,18 @@ import pytest
 
 from navi_nb.world.mesh_field import MeshField
 from navi_nb.world.mesh_io import Mesh, MeshError, read_mesh
-from navi_nb.world.mesh_scene import (ROOM_MAX, ROOM_MIN, TARGET_TRIANGLES, WALL, benchmark_mesh_scene,
-                                      box_mesh, icosphere, merge_meshes, sample_mesh_path, torus_mesh)
-
+from navi_nb.world.mesh_scene import (
+    ROOM_MAX,
+    ROOM_MIN,
+    TARGET_TRIANGLES,
+    WALL,
+    benchmark_mesh_scene,
+    box_mesh,
+    icosphere,
+    merge_meshes,
+    sample_mesh_path,
+    torus_mesh,
+)
 
 # ---------------------------------------------------------------- independent answers
 

@@ -87,13 +87,13 @@ def test_binary_stl_whose_header_starts_with_solid(tmp_path):
 def test_ply_extra_properties_lists_and_elements(tmp_path):
     # vertex with normals and colours, a face with an extra list and a scalar, an extra element
     verts = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], np.float64)
-    head = ("ply\nformat binary_little_endian 1.0\ncomment test\n"
-            "element vertex 4\nproperty float x\nproperty float y\nproperty float z\n"
-            "property float nx\nproperty float ny\nproperty float nz\n"
-            "property uchar red\nproperty uchar green\nproperty uchar blue\n"
-            "element face 2\nproperty uchar flags\nproperty list uchar int vertex_indices\n"
-            "property list uchar float texcoord\nproperty int material\n"
-            "element edge 1\nproperty int vertex1\nproperty int vertex2\nend_header\n").encode()
+    head = (b"ply\nformat binary_little_endian 1.0\ncomment test\n"
+            b"element vertex 4\nproperty float x\nproperty float y\nproperty float z\n"
+            b"property float nx\nproperty float ny\nproperty float nz\n"
+            b"property uchar red\nproperty uchar green\nproperty uchar blue\n"
+            b"element face 2\nproperty uchar flags\nproperty list uchar int vertex_indices\n"
+            b"property list uchar float texcoord\nproperty int material\n"
+            b"element edge 1\nproperty int vertex1\nproperty int vertex2\nend_header\n")
     body = b""
     for v in verts:
         body += struct.pack("<3f3f3B", *v, 0, 0, 1, 255, 0, 0)

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from conftest import compiled_scene, scene
 from numba import njit
+from sense_helpers import reference_field, sphere_world
 
 from navi_nb.errors import NaviError
 from navi_nb.world import gmdag
 from navi_nb.world.compiler import compile_field
 from navi_nb.world.query import QueryError, distance, query_point, world_arrays
-from sense_helpers import reference_field, sphere_world
 
 
 class SlabField:

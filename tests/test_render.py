@@ -81,8 +81,10 @@ def test_render_command(tmp_path):
 # a trained run's episode: the picture and the animation
 # --------------------------------------------------------------------------
 
-TINY_RUN = ["--scenes", "box", "--resolution", "32", "--actors", "4", "--sensor-az", "16", "--sensor-el", "4", "--rollout-steps", "16",
-            "--hidden", "16", "--update-epochs", "1", "--num-minibatches", "2", "--total-steps", "64", "--checkpoint-every", "1",
+TINY_RUN = ["--scenes", "box", "--resolution", "32", "--actors", "4", "--sensor-az", "16", "--sensor-el", "4",
+            "--rollout-steps", "16",
+            "--hidden", "16", "--update-epochs", "1", "--num-minibatches", "2", "--total-steps", "64",
+            "--checkpoint-every", "1",
             "--eval-episodes", "3", "--env", "max_steps=20", "--no-progress"]
 
 

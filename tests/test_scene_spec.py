@@ -9,9 +9,19 @@ import pytest
 
 from navi_nb.cli import main
 from navi_nb.world.gmdag import World, encode_leaf, save_world
-from navi_nb.world.scene_spec import (HELDOUT_SEED_START, MAX_WORLDS, SceneSpecError, WorldItem, check_memory,
-                                      check_training_items, estimated_bytes, heldout_spec, is_heldout, overlap,
-                                      parse_spec)
+from navi_nb.world.scene_spec import (
+    HELDOUT_SEED_START,
+    MAX_WORLDS,
+    SceneSpecError,
+    WorldItem,
+    check_memory,
+    check_training_items,
+    estimated_bytes,
+    heldout_spec,
+    is_heldout,
+    overlap,
+    parse_spec,
+)
 
 
 def labels(items):

@@ -8,12 +8,11 @@ points just outside the cube, in pruned octants and in collapsed leaves.
 """
 import numpy as np
 import pytest
+from sense_helpers import reference_descend, slab_world, sphere_world
 
 from navi_nb.world import gmdag
 from navi_nb.world import layout as L
 from navi_nb.world.field import nb_descend, nb_descend_float
-from sense_helpers import reference_descend, slab_world, sphere_world
-
 
 WORLDS = {
     "sphere": lambda: sphere_world(32, radius=9.0, voxel_size=0.5)[0],

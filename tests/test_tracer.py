@@ -5,6 +5,7 @@ import sys
 import numba
 import numpy as np
 import pytest
+from sense_helpers import dag_from_grid, ray_sphere, slab_world, sphere_world
 
 from navi_nb.errors import NaviError
 from navi_nb.sense import backend as backend_mod
@@ -12,7 +13,6 @@ from navi_nb.sense.backend import BackendError, resolve_backend
 from navi_nb.sense.sensor import SenseError, Sensor
 from navi_nb.sense.tracer import Tracer, trace
 from navi_nb.world import gmdag
-from sense_helpers import dag_from_grid, ray_sphere, slab_world, sphere_world
 
 VS = 0.25  # voxel size of the hand-built worlds (metres)
 R = 32     # their resolution: a cube of 8 m

@@ -5,8 +5,15 @@ import json
 import pytest
 
 from navi_nb.commands import train as train_cmd
-from navi_nb.train.config import (FIELD_NAMES, RESULT_FIELDS, ConfigError, TrainConfig, field_docs, from_dict,
-                                  read_config_file)
+from navi_nb.train.config import (
+    FIELD_NAMES,
+    RESULT_FIELDS,
+    ConfigError,
+    TrainConfig,
+    field_docs,
+    from_dict,
+    read_config_file,
+)
 
 
 def _args(argv):

@@ -13,8 +13,8 @@ import pytest
 from env_helpers import act, scene_world, small_sensor
 from sense_helpers import slab_world, sphere_world
 
-from navi_nb.env.nav_env import NavEnv, scheduled_worlds
 from navi_nb.env.config import StateError
+from navi_nb.env.nav_env import NavEnv, scheduled_worlds
 from navi_nb.sense.sensor import SenseError, Sensor
 from navi_nb.sense.tracer import Tracer, trace
 from navi_nb.world.query import distance
@@ -142,7 +142,7 @@ def test_env_per_world_collision_matches_single_world_envs():
         st = env.get_state()
         a = rng.uniform(-1, 1, (n, 4)).astype(np.float32)
         a[:, 0] = 1.0  # forward, full speed: walls get hit
-        for w, s in enumerate(singles):
+        for _w, s in enumerate(singles):
             ss = s.get_state()
             for k in ("pos", "yaw", "goal", "goal_dist"):
                 ss[k][...] = st[k]

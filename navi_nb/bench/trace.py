@@ -186,7 +186,7 @@ def run(args) -> dict:
     times = {k: [] for k in calls}
     cpu_times = {k: [] for k in calls}
     try:
-        for k, (t, fn) in calls.items():  # warm every contender once
+        for t, fn in calls.values():  # warm every contender once
             numba.set_num_threads(t)
             fn()
         for _ in range(args.repeat):
@@ -324,7 +324,7 @@ def run_world_set(args) -> dict:
     items = parse_spec(f"house:0-{n - 1}")
     worlds = load_worlds(items, WORLD_SET_RESOLUTION)
     one = WorldSet.of(worlds[0])
-    one.packed  # the single world's own layout (default dense table), packed before the set repacks it
+    _ = one.packed  # the single world's own layout (default dense table), packed before the set repacks it
     many = WorldSet(worlds, items=items)
     sensor = Sensor(args.az, args.el)
     o_many, y_many = world_set_rays(many, n, args.seed)

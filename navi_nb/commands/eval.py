@@ -9,6 +9,8 @@ unless ``--allow-overlap`` is given.
 """
 from __future__ import annotations
 
+from rich.markup import escape
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("run", metavar="RUN", help="run folder, e.g. runs/house-pointgoal-s0")
@@ -47,7 +49,7 @@ def _run(args) -> int:
                    console=console, scenes=args.scenes, allow_overlap=args.allow_overlap)
     print_results(console, res)
     if not args.no_save:
-        console.print(f"[dim]saved {args.run}/eval.json and eval_episodes.npz[/]")
+        console.print(f"[dim]saved {escape(str(args.run))}/eval.json and eval_episodes.npz[/]")
     if args.json == "-":
         print(results_json(res))
     elif args.json:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from rich.markup import escape
+
 TRAIN_KERNELS = ("navi_nb.env.motion", "navi_nb.env.observation", "navi_nb.env.spawn", "navi_nb.env.tasks",
                  "navi_nb.learn.adam", "navi_nb.learn.blas", "navi_nb.learn.blocks", "navi_nb.learn.fused",
                  "navi_nb.learn.gae", "navi_nb.learn.loss_reference", "navi_nb.learn.mlp", "navi_nb.sense.tracer",
@@ -136,5 +138,5 @@ def _run(args) -> int:
 
         console.rule(f"evaluation: {cfg.eval_episodes} episodes, mean action, fresh seeds")
         print_results(console, evaluate(trainer.run_path, episodes=cfg.eval_episodes))
-    console.print(f"run folder: [bold]{trainer.run_path}[/]")
+    console.print(f"run folder: [bold]{escape(str(trainer.run_path))}[/]")
     return 0

@@ -103,7 +103,7 @@ class EnvConfig:
     semantic_obs: bool = False
     """Append each ray's semantic class / (classes - 1) to the observation."""
 
-    def validate(self) -> "EnvConfig":
+    def validate(self) -> EnvConfig:
         def positive(name):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
@@ -145,7 +145,7 @@ class EnvConfig:
         return self
 
     @classmethod
-    def from_kwargs(cls, **kwargs) -> "EnvConfig":
+    def from_kwargs(cls, **kwargs) -> EnvConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(kwargs) - names)
         if unknown:

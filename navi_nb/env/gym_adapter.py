@@ -53,7 +53,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from navi_nb.env.config import ActionError, EnvConfigError
+from navi_nb.env.nav_env import NavEnv
 from navi_nb.errors import NaviError
+from navi_nb.threads import resolve_threads, thread_limit, using_threads
 
 GYMNASIUM_MIN = "1.1"
 
@@ -75,9 +78,6 @@ except ImportError as exc:  # pragma: no cover - exercised only with an old gymn
                            f"gymnasium {getattr(gym, '__version__', '?')} is installed: "
                            f"pip install -U 'gymnasium>={GYMNASIUM_MIN}'") from exc
 
-from navi_nb.env.config import ActionError, EnvConfigError
-from navi_nb.env.nav_env import NavEnv
-from navi_nb.threads import resolve_threads, thread_limit, using_threads
 
 _SCENES: dict = {}   # (name, resolution, scene_seed) -> World, compiled once per process
 

@@ -37,8 +37,7 @@ from navi_nb.env.motion import clearance_distances, field_cube, move_actors, wor
 from navi_nb.env.observation import build_obs, obs_layout, obs_size
 from navi_nb.env.spawn import SpawnSampler
 from navi_nb.env.tasks import TASK_CODES, TERMS, VisitGrid, reward_coefficients, score_step, start_episodes
-from navi_nb.rng_state import (STATE_DTYPE, STATE_SHAPE, GeneratorStateError,
-                               generator_from_array, generator_to_array)
+from navi_nb.rng_state import STATE_DTYPE, STATE_SHAPE, GeneratorStateError, generator_from_array, generator_to_array
 from navi_nb.world import gmdag
 from navi_nb.world.world_set import WorldSet
 

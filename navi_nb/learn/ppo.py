@@ -77,7 +77,7 @@ class PPOConfig:
     """Actors per block, the unit of work whose sums do not depend on threads or processes (0: one block)."""
 
     @classmethod
-    def of(cls, settings) -> "PPOConfig":
+    def of(cls, settings) -> PPOConfig:
         """The PPOConfig of any object with these fields' names (a ``TrainConfig``, say)."""
         return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
 

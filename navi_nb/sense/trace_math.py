@@ -37,6 +37,7 @@ from numba import njit
 
 from navi_nb.world import field
 from navi_nb.world.field import descend, field_at, field_at_outer, table_shift  # the plain functions; build_for
+
 # binds these names to a target's builds
 
 BIG = 1.0e30  # "no crossing" along an axis the ray does not move on (voxel units)

@@ -24,8 +24,16 @@ import numpy as np
 from numba import njit, prange
 
 from navi_nb.sense.backend import resolve_backend
-from navi_nb.sense.checks import (NUDGE, check_out, check_pose_arrays, check_positive, check_sensor, check_steps,
-                                  check_world, check_world_index)
+from navi_nb.sense.checks import (
+    NUDGE,
+    check_out,
+    check_pose_arrays,
+    check_positive,
+    check_sensor,
+    check_steps,
+    check_world,
+    check_world_index,
+)
 from navi_nb.sense.sensor import SenseError
 from navi_nb.sense.trace_math import nb_ray_start, nb_trace_ray, nb_write_ray, nb_yaw_cos_sin
 from navi_nb.world import gmdag

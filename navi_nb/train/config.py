@@ -84,7 +84,7 @@ class TrainConfig(PPOConfig):
     """Episodes for the evaluation run at the end of training (0: none)."""
 
     # ------------------------------------------------------------------------
-    def validate(self, source: str = "config") -> "TrainConfig":
+    def validate(self, source: str = "config") -> TrainConfig:
         """Check every field; a ConfigError's message starts with ``source`` (what the settings came from)."""
         def check(cond, msg):
             if not cond:

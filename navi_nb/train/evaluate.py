@@ -30,9 +30,20 @@ import numpy as np
 
 import navi_nb
 from navi_nb.train import checkpoint as ck
-from navi_nb.train.runs import (POLICY_FILE, RunError, check_memory, load_run_worlds, load_scene_set, make_env,
-                                make_policy, os_error, read_run_config, read_run_worlds, resolve_scenes,
-                                write_json_atomic)
+from navi_nb.train.runs import (
+    POLICY_FILE,
+    RunError,
+    check_memory,
+    load_run_worlds,
+    load_scene_set,
+    make_env,
+    make_policy,
+    os_error,
+    read_run_config,
+    read_run_worlds,
+    resolve_scenes,
+    write_json_atomic,
+)
 
 EVAL_FILE = "eval.json"
 EPISODES_FILE = "eval_episodes.npz"

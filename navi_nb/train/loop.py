@@ -27,16 +27,32 @@ import time
 from pathlib import Path
 
 import numpy as np
+from rich.markup import escape
 
 import navi_nb
-from navi_nb.train import checkpoint as ck
 from navi_nb.errors import NaviError
-from navi_nb.train.metrics import MetricsLog
-from navi_nb.train.runs import (CONFIG_FILE, POLICY_FILE, RunError, check_memory, load_run_worlds, load_scene_set,
-                                make_env, make_policy, never_checkpointed, os_error, pick_run_path, process_age,
-                                read_run_config, resolve_scenes, save_run_worlds, write_json_atomic)
+from navi_nb.train import checkpoint as ck
 from navi_nb.train.config import RESUME_FIELDS, TrainConfig
+from navi_nb.train.metrics import MetricsLog
 from navi_nb.train.report import print_config
+from navi_nb.train.runs import (
+    CONFIG_FILE,
+    POLICY_FILE,
+    RunError,
+    check_memory,
+    load_run_worlds,
+    load_scene_set,
+    make_env,
+    make_policy,
+    never_checkpointed,
+    os_error,
+    pick_run_path,
+    process_age,
+    read_run_config,
+    resolve_scenes,
+    save_run_worlds,
+    write_json_atomic,
+)
 from navi_nb.train.warmup import Warmup
 from navi_nb.train.warmup import start as start_warmup
 
@@ -86,7 +102,7 @@ class Trainer:
         return self
 
     @classmethod
-    def create(cls, cfg: TrainConfig, console=None, run_path=None) -> "Trainer":
+    def create(cls, cfg: TrainConfig, console=None, run_path=None) -> Trainer:
         """A new run: checks everything, then makes the run folder."""
         cfg.validate()
         items = resolve_scenes(cfg.scenes, cfg)
@@ -134,7 +150,7 @@ class Trainer:
         return self
 
     @classmethod
-    def resume(cls, run_path, overrides=None, console=None) -> "Trainer":
+    def resume(cls, run_path, overrides=None, console=None) -> Trainer:
         """Continue ``run_path`` from its newest checkpoint. Nothing in the folder is
         written until the checkpoint has been read and checked completely."""
         run_path = Path(run_path)
@@ -188,7 +204,7 @@ class Trainer:
         except OSError as exc:
             raise os_error(exc, f"cannot write the run folder {run_path}") from None
         if console is not None:
-            console.print(f"resumed [bold]{run_path}[/] from {latest.name} (update {self.update}, "
+            console.print(f"resumed [bold]{escape(str(run_path))}[/] from {escape(latest.name)} (update {self.update}, "
                           f"{self.global_step:,} actor-steps)")
         return self
 
@@ -336,7 +352,8 @@ class Trainer:
         if console is not None:
             print_config(console, cfg, self.run_path)
         if self.update >= cfg.num_updates and console is not None:
-            console.print(f"run {self.run_path} is already complete ({self.update} of {cfg.num_updates} updates)")
+            console.print(f"run {escape(str(self.run_path))} is already complete "
+                          f"({self.update} of {cfg.num_updates} updates)")
         if self.warmup is not None:
             self.warmup.wait()
         self.calibrate_shards()

@@ -56,8 +56,15 @@ from numba import njit, prange
 from navi_nb.world.bvh import LEAF_SIZE, STACK, build_bvh, pack_nodes
 from navi_nb.world.mesh_io import MeshError, check_mesh
 from navi_nb.world.nearest_search import GROUP, MAX_CANDIDATES, group_nearest, nearest_triangle
-from navi_nb.world.winding import (WINDING_BETA, bvh_moments, closed_components, pseudonormal_inside, pseudonormals,
-                                   trusted_components, winding_number)
+from navi_nb.world.winding import (
+    WINDING_BETA,
+    bvh_moments,
+    closed_components,
+    pseudonormal_inside,
+    pseudonormals,
+    trusted_components,
+    winding_number,
+)
 
 __all__ = ["MeshField", "LEAF_SIZE", "WINDING_BETA"]
 

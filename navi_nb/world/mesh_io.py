@@ -436,7 +436,7 @@ def _ply_binary_lists(data, offset, name, count, props, endian, src):
         raise MeshError(f"{src}: truncated binary PLY in element {name!r} at byte {pos} "
                         f"(the first record needs more bytes than the file has)") from None
     fields = []
-    for j, (pname, t, k) in enumerate(layout):
+    for j, (_name, t, k) in enumerate(layout):
         if k is None:
             fields.append((f"p{j}", endian + t))
         else:
@@ -448,12 +448,12 @@ def _ply_binary_lists(data, offset, name, count, props, endian, src):
     uniform = offset + need <= len(data)
     if uniform:
         rec = np.frombuffer(data, dtype=dt, count=count, offset=offset)
-        for j, (pname, t, k) in enumerate(layout):
+        for j, (_name, _t, k) in enumerate(layout):
             if k is not None and np.any(rec[f"c{j}"] != k):
                 uniform = False
     if uniform:
         cols = {}
-        for j, (pname, t, k) in enumerate(layout):
+        for j, (pname, _t, k) in enumerate(layout):
             if k is None:
                 cols[pname] = rec[f"p{j}"]
             else:
