@@ -6,7 +6,7 @@ and does not compile any Numba kernel until one is used.
 import os as _os
 
 # BLAS results change with its thread count and BLAS threads inside Numba
-# parallel regions oversubscribe the cores (DESIGN.md, "Pitfalls"). The pin
+# parallel regions oversubscribe the cores (docs/DETERMINISM.md). The pin
 # must happen before NumPy is first imported to cover every BLAS library.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
              "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"):

@@ -230,3 +230,13 @@ def test_imports_go_one_way():
             if private and target != module:
                 problems.append(f"{rel}:{line}: imports private names {private} from {target}")
     assert not problems, "imports against the rule of docs/ARCHITECTURE.md:\n  " + "\n  ".join(problems)
+
+
+def test_code_cites_only_the_repository():
+    """Docstrings and comments point readers to docs/ in this repository, never to notes outside it."""
+    cited = []
+    for path in sorted((ROOT / "navi_nb").rglob("*.py")) + sorted((ROOT / "examples").glob("*.py")):
+        text = path.read_text()
+        cited += [f"{path.relative_to(ROOT)}: {name}" for name in ("../shared", "DESIGN.md", "GMDAG.md", "STYLE.md")
+                  if name in text]
+    assert not cited, f"code cites notes outside the repository: {cited}"

@@ -10,8 +10,6 @@ import sys
 
 import pytest
 
-pytest.importorskip("mpi4py", reason="the mpi extra is not installed (pip install -e '.[mpi]')")
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
 

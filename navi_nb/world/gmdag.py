@@ -581,7 +581,7 @@ def _deep_walk(nodes, max_depth):
 
 
 def validate_world(world: World) -> World:
-    """Deep check (GMDAG.md, "Validation"); raises GmdagError naming the rule."""
+    """Deep check (docs/FORMAT.md, "Reading"); raises GmdagError naming the rule."""
     nodes = np.asarray(world.nodes)
     code, node, extra = _deep_walk(nodes, MAX_DEPTH)
     if code:
