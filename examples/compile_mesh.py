@@ -4,6 +4,7 @@
 
 Without MESH it compiles the sample mesh fandisk.obj shipped with navi_nb.
 """
+
 import sys
 from pathlib import Path
 

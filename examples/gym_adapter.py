@@ -10,6 +10,7 @@ Gymnasium's RecordEpisodeStatistics adds info["episode"] as for any VectorEnv.
 threads= keeps navi_nb's share of the cores when a trainer runs alongside
 (navi_nb.set_threads or NAVI_NB_THREADS set it for the whole process).
 """
+
 import gymnasium as gym
 import numpy as np
 from gymnasium.utils.env_checker import check_env
@@ -23,8 +24,7 @@ sensor = navi_nb.Sensor(16, 4)
 
 envs = gym.make_vec("navi_nb/PointNav-v0", num_envs=8, world=world, sensor=sensor, seed=0, max_steps=60, threads=1)
 envs = RecordEpisodeStatistics(envs)
-print("single observation space:", envs.single_observation_space.shape,
-      "action space:", envs.single_action_space)
+print("single observation space:", envs.single_observation_space.shape, "action space:", envs.single_action_space)
 
 obs, info = envs.reset(seed=0)
 rng = np.random.default_rng(0)
@@ -35,8 +35,9 @@ for _ in range(200):
     if "episode" in info:
         returns += info["episode"]["r"][info["_episode"]].tolist()
         reached += int(info["navi"]["success"][info["_navi"]].sum())
-print(f"random policy: {len(returns)} episodes finished ({reached} reached the goal), "
-      f"mean return {np.mean(returns):.2f}")
+print(
+    f"random policy: {len(returns)} episodes finished ({reached} reached the goal), mean return {np.mean(returns):.2f}"
+)
 envs.close()
 
 env = gym.make("navi_nb/PointNav-v0", world=world, sensor=sensor, max_steps=50)

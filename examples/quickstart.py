@@ -4,6 +4,7 @@
 
 Writes OUT_DIR/house.gmdag and OUT_DIR/view.png (needs Pillow: pip install navi-nb[image]).
 """
+
 import sys
 from pathlib import Path
 

@@ -3,13 +3,20 @@
 The public API is re-exported here lazily, so ``import navi_nb`` stays quick
 and does not compile any Numba kernel until one is used.
 """
+
 import os as _os
 
 # BLAS results change with its thread count and BLAS threads inside Numba
 # parallel regions oversubscribe the cores (docs/DETERMINISM.md). The pin
 # must happen before NumPy is first imported to cover every BLAS library.
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-             "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"):
+for _var in (
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+):
     _os.environ.setdefault(_var, "1")
 # Numba's OpenMP workers spin-wait after each parallel region (GNU default:
 # long); on a busy machine the spin steals the core a NumPy call or another

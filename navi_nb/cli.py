@@ -6,6 +6,7 @@ written once, in ``COMMANDS`` below. A command's module is imported only when
 that command is chosen, so ``navi-nb --help`` is quick and a missing optional
 extra affects only the command that needs it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,7 @@ COMMANDS = {
 
 
 def build_parser(only=None):
-    parser = argparse.ArgumentParser(
-        prog="navi-nb", description="Many-actor navigation RL in compiled 3-D worlds.")
+    parser = argparse.ArgumentParser(prog="navi-nb", description="Many-actor navigation RL in compiled 3-D worlds.")
     parser.add_argument("--version", action="version", version=f"navi-nb {navi_nb.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -12,6 +12,7 @@ and allows ``min(affinity count, floor(quota / period))``, at least 1.
 ``root`` prefixes every path (``root/proc/self/cgroup``,
 ``root/sys/fs/cgroup/...``) so tests can hand it a fake tree.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,9 +40,15 @@ class CoreReport:
     reason: str = ""
 
     def as_dict(self):
-        return {"cpu_count": self.cpu_count, "affinity_count": self.affinity_count,
-                "cgroup_version": self.cgroup_version, "quota_raw": self.quota_raw,
-                "quota_cores": self.quota_cores, "allowed": self.allowed, "reason": self.reason}
+        return {
+            "cpu_count": self.cpu_count,
+            "affinity_count": self.affinity_count,
+            "cgroup_version": self.cgroup_version,
+            "quota_raw": self.quota_raw,
+            "quota_cores": self.quota_cores,
+            "allowed": self.allowed,
+            "reason": self.reason,
+        }
 
 
 def _read(path):
@@ -96,7 +103,7 @@ def _quota_v1(root, rel, mount):
     best = None
     dirs = _ancestors(base, rel)
     if not os.path.isdir(dirs[0]):
-        dirs = [base]   # a container often sees its own cgroup mounted at the root
+        dirs = [base]  # a container often sees its own cgroup mounted at the root
     for d in dirs:
         q, p = _read(os.path.join(d, "cpu.cfs_quota_us")), _read(os.path.join(d, "cpu.cfs_period_us"))
         if q is None or p is None:
@@ -118,7 +125,7 @@ def read_quota(root="/"):
             for mount in (controllers, "cpu", "cpu,cpuacct", "cpuacct,cpu"):
                 if os.path.isdir(os.path.join(root, "sys/fs/cgroup", mount)):
                     return 1, _quota_v1(root, rel, mount)
-    if "" in paths:      # v2 without the controllers file at the mount (unusual)
+    if "" in paths:  # v2 without the controllers file at the mount (unusual)
         return 2, _quota_v2(root, paths[""])
     return None, None
 
@@ -147,8 +154,15 @@ def allowed_cores(root="/", affinity=None) -> CoreReport:
         q = max(1, math.floor(cores + 1e-9))
         allowed = min(n_aff, q)
         limit = "quota" if q < n_aff else "affinity"
-        why = (f"{limit} allows {allowed} of {cpu_count} reported cores "
-               f"(quota {cores:g} cores, affinity {n_aff})")
-    return CoreReport(cpu_count=cpu_count, affinity=affinity, affinity_count=n_aff,
-                      cgroup_version=version, quota_raw=raw, quota_cores=cores, quota_path=path,
-                      allowed=allowed, reason=why)
+        why = f"{limit} allows {allowed} of {cpu_count} reported cores (quota {cores:g} cores, affinity {n_aff})"
+    return CoreReport(
+        cpu_count=cpu_count,
+        affinity=affinity,
+        affinity_count=n_aff,
+        cgroup_version=version,
+        quota_raw=raw,
+        quota_cores=cores,
+        quota_path=path,
+        allowed=allowed,
+        reason=why,
+    )

@@ -14,6 +14,7 @@ milliseconds. Anything unexpected (an unwritable cache, a Numba whose cache
 internals differ) leaves the cache as it is: this is a safety net, never a
 reason to fail an import.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -128,8 +129,11 @@ def cold_sources(modules) -> list[str]:
         path = PACKAGE_DIR.joinpath(*name.split(".")[1:]).with_suffix(".py")
         try:
             folder = cache_dir_for(path)
-            cached = folder is not None and folder.is_dir() and any(
-                entry.name.startswith(path.stem + ".") and entry.suffix == ".nbi" for entry in folder.iterdir())
+            cached = (
+                folder is not None
+                and folder.is_dir()
+                and any(entry.name.startswith(path.stem + ".") and entry.suffix == ".nbi" for entry in folder.iterdir())
+            )
         except Exception:  # an unexpected cache layout: say nothing rather than fail
             cached = True
         if not cached:

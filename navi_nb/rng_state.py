@@ -5,6 +5,7 @@ Environments, PPO and checkpoints all save a ``numpy.random.Generator``
 then ``has_uint32`` and ``uinteger``. A plain array fits a checkpoint's
 ``.npz`` members like every other piece of state (no JSON, no pickle).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +37,12 @@ def _pcg64_state(a) -> dict:
     w = [int(x) for x in arr]
     if w[4] not in (0, 1) or w[5] > 0xFFFFFFFF:
         raise GeneratorStateError(f"generator state has has_uint32={w[4]}, uinteger={w[5]} (not a PCG64 state)")
-    return {"bit_generator": "PCG64", "state": {"state": w[0] | (w[1] << 64), "inc": w[2] | (w[3] << 64)},
-            "has_uint32": w[4], "uinteger": w[5]}
+    return {
+        "bit_generator": "PCG64",
+        "state": {"state": w[0] | (w[1] << 64), "inc": w[2] | (w[3] << 64)},
+        "has_uint32": w[4],
+        "uinteger": w[5],
+    }
 
 
 def check_generator_array(a) -> None:

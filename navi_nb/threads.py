@@ -19,6 +19,7 @@ more threads than there are cores, and throughput collapses. The knob:
 Give the trainer the rest: e.g. ``torch.set_num_threads(allowed - n)``.
 The thread count changes no result bits (no kernel reduces across threads).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,7 +30,7 @@ from navi_nb.errors import NaviError
 
 ENV_VAR = "NAVI_NB_THREADS"
 
-_chosen: int | None = None      # set by set_threads or read from NAVI_NB_THREADS
+_chosen: int | None = None  # set by set_threads or read from NAVI_NB_THREADS
 _env_read = False
 
 
@@ -59,8 +60,10 @@ def check_threads(n, what="threads") -> int:
         raise ThreadsError(f"{what}={n} exceeds the {cores.allowed} cores this process may use ({cores.reason})")
     pool = int(numba.config.NUMBA_NUM_THREADS)
     if n > pool:
-        raise ThreadsError(f"{what}={n} exceeds Numba's pool of {pool} threads (NUMBA_NUM_THREADS, fixed when "
-                           f"Numba loads): set NUMBA_NUM_THREADS={n} before starting")
+        raise ThreadsError(
+            f"{what}={n} exceeds Numba's pool of {pool} threads (NUMBA_NUM_THREADS, fixed when "
+            f"Numba loads): set NUMBA_NUM_THREADS={n} before starting"
+        )
     return int(n)
 
 

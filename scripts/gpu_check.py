@@ -13,6 +13,7 @@
 Needs CuPy and a working driver (``pip install navi-nb[cuda]``). It was
 written without a GPU at hand; see docs/PERFORMANCE.md for whether it ran.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,11 @@ def main():
     import cupy as cp
     from numba import cuda
 
-    out = {"device": cuda.get_current_device().name.decode() if isinstance(cuda.get_current_device().name, bytes)
-           else str(cuda.get_current_device().name)}
+    out = {
+        "device": cuda.get_current_device().name.decode()
+        if isinstance(cuda.get_current_device().name, bytes)
+        else str(cuda.get_current_device().name)
+    }
     t0 = time.perf_counter()
     mesh, classes = benchmark_mesh_scene()
     world = compile_mesh(mesh, args.resolution, classes=classes)
@@ -69,10 +73,13 @@ def main():
     g = gpu.trace(pos[:64], yaws[:64], to_host=True)
     out["first_cuda_call_s"] = time.perf_counter() - t0
     diff = np.abs(c[0] - g[0])
-    out["cpu_vs_cuda"] = {"rays": int(c[0].size), "max_abs_depth_diff_m": float(diff.max()),
-                          "p99_abs_depth_diff_m": float(np.percentile(diff, 99)),
-                          "hit_equal": float(np.mean(c[2] == g[2])),
-                          "semantic_equal": float(np.mean(c[1] == g[1]))}
+    out["cpu_vs_cuda"] = {
+        "rays": int(c[0].size),
+        "max_abs_depth_diff_m": float(diff.max()),
+        "p99_abs_depth_diff_m": float(np.percentile(diff, 99)),
+        "hit_equal": float(np.mean(c[2] == g[2])),
+        "semantic_equal": float(np.mean(c[1] == g[1])),
+    }
 
     def median_s(call):
         """Median wall seconds of ``args.repeat`` synchronised calls."""

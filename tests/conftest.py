@@ -5,6 +5,7 @@ Other test files use ``from conftest import compiled_scene`` (pytest puts
 takes about a second; the cache makes every later use free. Callers must not
 modify the returned World (copy it first).
 """
+
 from __future__ import annotations
 
 import functools

@@ -1,4 +1,5 @@
 """Shared helpers for the environment tests: small compiled worlds, cached per process."""
+
 from __future__ import annotations
 
 import functools
@@ -13,12 +14,14 @@ RES = 64  # 16 m cube / 64 = 0.25 m voxels: small and fast, walls 0.4 m thick st
 @functools.cache
 def scene_world(name, resolution=RES):
     from navi_nb.world.compiler import compile_scene
+
     return compile_scene(name, resolution)
 
 
 @functools.cache
 def scene(name):
     from navi_nb.world.scenes import get_scene
+
     return get_scene(name)
 
 
@@ -28,6 +31,7 @@ def small_sensor():
 
 def make_env(name="box", n=4, task="pointgoal", seed=0, sensor=None, **kw):
     from navi_nb.env.nav_env import NavEnv
+
     return NavEnv(scene_world(name), n, sensor=sensor or small_sensor(), task=task, seed=seed, **kw)
 
 

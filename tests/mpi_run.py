@@ -5,6 +5,7 @@ the SHA-256 of the weights, Adam's state, the PPO and action generators and the 
 
 Arguments: ``THREADS UPDATES [save:K:PATH | load:PATH]``: save the whole state after K updates (then
 stop), or start from a saved state (written at any rank count)."""
+
 import hashlib
 import json
 import sys
@@ -34,11 +35,27 @@ def main():
     ex = ranks.RankExchange(comm, ACTORS // BLOCK)
     world = compile_scene("box", resolution=32, seed=0)
     n_local = ex.local_blocks * BLOCK
-    env = NavEnv(world, n_local, sensor=Sensor(8, 3), task="pointgoal", seed=SEED, max_steps=20,
-                 actor_block=BLOCK, first_block=ex.first_block)
+    env = NavEnv(
+        world,
+        n_local,
+        sensor=Sensor(8, 3),
+        task="pointgoal",
+        seed=SEED,
+        max_steps=20,
+        actor_block=BLOCK,
+        first_block=ex.first_block,
+    )
     pol = ActorCritic(env.obs_dim, 4, hidden=(32, 32), seed=SEED)
-    cfg = PPOConfig(update_epochs=2, num_minibatches=2, chunk_size=16, tile_min_weights=1024, tile_rows=16,
-                    tile_cols=16, ent_coef=0.01, actor_block=BLOCK)
+    cfg = PPOConfig(
+        update_epochs=2,
+        num_minibatches=2,
+        chunk_size=16,
+        tile_min_weights=1024,
+        tile_rows=16,
+        tile_cols=16,
+        ent_coef=0.01,
+        actor_block=BLOCK,
+    )
     ppo = PPO(pol, cfg, seed=SEED)
     if ex.size > 1:
         ppo.exchange = ex
@@ -68,8 +85,14 @@ def main():
             np.savez(mode.split(":", 2)[2], action_rng=generator_to_array(action_rng), updates=stop, **arrays)
         return
     h = hashlib.sha256()
-    for arr in (pol.params, ppo.adam.m, ppo.adam.v, np.array(ppo.adam.t, np.int64), generator_to_array(ppo.rng),
-                generator_to_array(action_rng)):
+    for arr in (
+        pol.params,
+        ppo.adam.m,
+        ppo.adam.v,
+        np.array(ppo.adam.t, np.int64),
+        generator_to_array(ppo.rng),
+        generator_to_array(action_rng),
+    ):
         h.update(np.ascontiguousarray(arr).tobytes())
     h_env = hashlib.sha256()
     for name in sorted(env_state):
@@ -78,11 +101,23 @@ def main():
     # every rank must hold the same weights
     same = comm.allgather(hashlib.sha256(pol.params.tobytes()).hexdigest())
     if ex.rank == 0:
-        print(json.dumps({"ranks": ex.size, "threads": numba.get_num_threads(), "learner": h.hexdigest(),
-                          "env": h_env.hexdigest(), "ranks_agree": len(set(same)) == 1,
-                          "episodes": int(env_state["episodes"].sum()), "adam_t": ppo.adam.t,
-                          "stats": {k: v for k, v in stats.items() if isinstance(v, float)},
-                          "bytes_sent": ex.bytes_sent, "exchange_s": ex.seconds}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "ranks": ex.size,
+                    "threads": numba.get_num_threads(),
+                    "learner": h.hexdigest(),
+                    "env": h_env.hexdigest(),
+                    "ranks_agree": len(set(same)) == 1,
+                    "episodes": int(env_state["episodes"].sum()),
+                    "adam_t": ppo.adam.t,
+                    "stats": {k: v for k, v in stats.items() if isinstance(v, float)},
+                    "bytes_sent": ex.bytes_sent,
+                    "exchange_s": ex.seconds,
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

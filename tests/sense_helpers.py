@@ -4,6 +4,7 @@
 format's writer (recursive, pure Python, over a dense grid), so the tracer can
 be tested without the compiler and against analytic answers.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +12,9 @@ import numpy as np
 from navi_nb.world import gmdag
 
 
-def dag_from_grid(dist, sem, voxel_size=1.0, bmin=(0.0, 0.0, 0.0), prune=True, collapse=True,
-                  unsigned=False, keep_band=3.0):
+def dag_from_grid(
+    dist, sem, voxel_size=1.0, bmin=(0.0, 0.0, 0.0), prune=True, collapse=True, unsigned=False, keep_band=3.0
+):
     """A World whose leaves hold ``dist[x, y, z]`` (metres) and ``sem[x, y, z]``.
 
     dist, sem: (R, R, R) arrays, R a power of two, indexed [x, y, z].
@@ -36,8 +38,8 @@ def dag_from_grid(dist, sem, voxel_size=1.0, bmin=(0.0, 0.0, 0.0), prune=True, c
 
     def build(x, y, z, size, is_root=False):
         """Word index of the node for the cube, or None when pruned."""
-        block_d = dist[x:x + size, y:y + size, z:z + size]
-        block_s = sem[x:x + size, y:y + size, z:z + size]
+        block_d = dist[x : x + size, y : y + size, z : z + size]
+        block_s = sem[x : x + size, y : y + size, z : z + size]
         free = np.all(block_s == 0) and np.all(block_d > 0)
         far = np.all(np.abs(block_d) >= keep_band * voxel_size)
         if prune and free and far and not is_root:
@@ -78,9 +80,13 @@ def dag_from_grid(dist, sem, voxel_size=1.0, bmin=(0.0, 0.0, 0.0), prune=True, c
         return len(nodes) - 1
 
     build(0, 0, 0, r, is_root=True)
-    world = gmdag.World(resolution=r, bmin=np.asarray(bmin, dtype=np.float32),
-                        voxel_size=float(voxel_size), nodes=np.array(nodes, dtype=np.uint64),
-                        source="<dense grid>")
+    world = gmdag.World(
+        resolution=r,
+        bmin=np.asarray(bmin, dtype=np.float32),
+        voxel_size=float(voxel_size),
+        nodes=np.array(nodes, dtype=np.uint64),
+        source="<dense grid>",
+    )
     gmdag.validate_world(world)
     return world
 

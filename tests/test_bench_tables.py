@@ -1,4 +1,5 @@
 """Every `navi-nb bench` table reads whole at 80 columns: no cell cut short, no line past the edge."""
+
 import io
 from argparse import Namespace
 
@@ -30,46 +31,146 @@ def check_whole(text, figures, width=80):
 
 ENV_ARGS = Namespace(scene="house", actors=4096, az=256, el=48, max_distance=10.0)
 ENV_RESULT = {
-    "main": {1: {"actor_steps_per_s": 3_718_512.4, "ms_per_step": 1101.42, "spread": 0.314, "trace_ms": 987.65,
-                 "rest_ms": 113.77, "cpu_ms_per_step": 2203.31, "no_trace_actor_steps_per_s": 36_001_234.0},
-             2: {"actor_steps_per_s": 7_437_024.8, "ms_per_step": 550.71, "spread": 1.5, "trace_ms": 493.82,
-                 "rest_ms": 56.89, "cpu_ms_per_step": 1101.65, "no_trace_actor_steps_per_s": 72_002_468.0},
-             "speedup": 2.0},
-    "canonical": {1: {"ms_per_step": 412.3, "spread": 0.05, "trace_ms": 400.1},
-                  2: {"ms_per_step": 20.6, "spread": 0.05, "trace_ms": 19.0}},
-    "scaling": {16: {"us_per_actor_step": 1234.5, "trace_us_per_actor_step": 1200.1, "rest_us_per_actor_step": 34.4,
-                     "bytes_per_actor": 123_456},
-                4096: {"us_per_actor_step": 12.3, "trace_us_per_actor_step": 11.0, "rest_us_per_actor_step": 1.3,
-                       "bytes_per_actor": 9_876_543}},
+    "main": {
+        1: {
+            "actor_steps_per_s": 3_718_512.4,
+            "ms_per_step": 1101.42,
+            "spread": 0.314,
+            "trace_ms": 987.65,
+            "rest_ms": 113.77,
+            "cpu_ms_per_step": 2203.31,
+            "no_trace_actor_steps_per_s": 36_001_234.0,
+        },
+        2: {
+            "actor_steps_per_s": 7_437_024.8,
+            "ms_per_step": 550.71,
+            "spread": 1.5,
+            "trace_ms": 493.82,
+            "rest_ms": 56.89,
+            "cpu_ms_per_step": 1101.65,
+            "no_trace_actor_steps_per_s": 72_002_468.0,
+        },
+        "speedup": 2.0,
+    },
+    "canonical": {
+        1: {"ms_per_step": 412.3, "spread": 0.05, "trace_ms": 400.1},
+        2: {"ms_per_step": 20.6, "spread": 0.05, "trace_ms": 19.0},
+    },
+    "scaling": {
+        16: {
+            "us_per_actor_step": 1234.5,
+            "trace_us_per_actor_step": 1200.1,
+            "rest_us_per_actor_step": 34.4,
+            "bytes_per_actor": 123_456,
+        },
+        4096: {
+            "us_per_actor_step": 12.3,
+            "trace_us_per_actor_step": 11.0,
+            "rest_us_per_actor_step": 1.3,
+            "bytes_per_actor": 9_876_543,
+        },
+    },
 }
 
 
 def test_env_tables():
-    text = render([*bench_env.main_tables(ENV_RESULT, ENV_ARGS), bench_env.canonical_table(ENV_RESULT),
-                   bench_env.scaling_table(ENV_RESULT, ENV_ARGS, 2)])
-    check_whole(text, ["3,718,512", "7,437,025", "1101.42", "31%", "150%", "1239.50x", "987.65", "113.77",
-                       "2203.31", "72,002,468", "11.30x slower", "1.77x faster", "4,096", "9,876,543", "1234.5",
-                       "threads", "actor-steps/s", "no-trace steps/s"])
+    text = render(
+        [
+            *bench_env.main_tables(ENV_RESULT, ENV_ARGS),
+            bench_env.canonical_table(ENV_RESULT),
+            bench_env.scaling_table(ENV_RESULT, ENV_ARGS, 2),
+        ]
+    )
+    check_whole(
+        text,
+        [
+            "3,718,512",
+            "7,437,025",
+            "1101.42",
+            "31%",
+            "150%",
+            "1239.50x",
+            "987.65",
+            "113.77",
+            "2203.31",
+            "72,002,468",
+            "11.30x slower",
+            "1.77x faster",
+            "4,096",
+            "9,876,543",
+            "1234.5",
+            "threads",
+            "actor-steps/s",
+            "no-trace steps/s",
+        ],
+    )
 
 
 def test_trace_tables():
-    result = {"scene": {"triangles": 35_123, "resolution": 512, "voxel_m": 0.0123}, "rays": 4_194_304,
-              "actors": 4096, "sensor": [64, 16],
-              "threads": {1: {"rays_per_s": 12_345_678.0, "rays_per_s_best": 13_456_789.0, "min_s": 0.31,
-                              "max_s": 0.62, "rays_per_cpu_s": 12_999_999.0},
-                          2: {"rays_per_s": 23_456_789.0, "rays_per_s_best": 24_567_890.0, "min_s": 0.17,
-                              "max_s": 0.2, "rays_per_cpu_s": 11_999_999.0}},
-              "embree": {"rays_per_s": 3_000_000.0, "rays_per_s_best": 3_100_000.0, "min_s": 1.3, "max_s": 1.4,
-                         "rays_per_cpu_s": 2_999_999.0}}
+    result = {
+        "scene": {"triangles": 35_123, "resolution": 512, "voxel_m": 0.0123},
+        "rays": 4_194_304,
+        "actors": 4096,
+        "sensor": [64, 16],
+        "threads": {
+            1: {
+                "rays_per_s": 12_345_678.0,
+                "rays_per_s_best": 13_456_789.0,
+                "min_s": 0.31,
+                "max_s": 0.62,
+                "rays_per_cpu_s": 12_999_999.0,
+            },
+            2: {
+                "rays_per_s": 23_456_789.0,
+                "rays_per_s_best": 24_567_890.0,
+                "min_s": 0.17,
+                "max_s": 0.2,
+                "rays_per_cpu_s": 11_999_999.0,
+            },
+        },
+        "embree": {
+            "rays_per_s": 3_000_000.0,
+            "rays_per_s_best": 3_100_000.0,
+            "min_s": 1.3,
+            "max_s": 1.4,
+            "rays_per_cpu_s": 2_999_999.0,
+        },
+    }
     text = render(bench_trace.rate_tables(result))
-    check_whole(text, ["navi_nb, 1 thread", "navi_nb, 2 threads", "Embree, 1 thread", "12,345,678", "13,456,789",
-                       "100%", "12,999,999", "23,456,789", "4.12x", "7.82x", "3.91x", "4.33x", "4.00x",
-                       "3,000,000", "2,999,999"])
+    check_whole(
+        text,
+        [
+            "navi_nb, 1 thread",
+            "navi_nb, 2 threads",
+            "Embree, 1 thread",
+            "12,345,678",
+            "13,456,789",
+            "100%",
+            "12,999,999",
+            "23,456,789",
+            "4.12x",
+            "7.82x",
+            "3.91x",
+            "4.33x",
+            "4.00x",
+            "3,000,000",
+            "2,999,999",
+        ],
+    )
 
 
 def test_compile_tables():
-    run = {"resolution": 512, "triangles": 35_123, "voxel_m": 0.0123, "warm_s": 2.34, "first_s": 51.2,
-           "peak_mb": 1234.5, "rss_before_mb": 234.5, "nodes": 12_345_678, "bytes": 49_382_712}
+    run = {
+        "resolution": 512,
+        "triangles": 35_123,
+        "voxel_m": 0.0123,
+        "warm_s": 2.34,
+        "first_s": 51.2,
+        "peak_mb": 1234.5,
+        "rss_before_mb": 234.5,
+        "nodes": 12_345_678,
+        "bytes": 49_382_712,
+    }
     result = {"machine": {"numba_threads": 2}, "runs": [dict(run, resolution=128), run]}
     text = render(bench_compile.run_tables(result))
     check_whole(text, ["0.0123", "2.34", "51.20", "1234", "234", "12,345,678", "48,225", "3.8x", "0.4x"])
@@ -77,18 +178,31 @@ def test_compile_tables():
 
 def test_train_table():
     cfg = TrainConfig()
-    rows = [{"shards": s, "actor_steps_per_s": rate, "wall_s": 10.0,
-             "split_s": {"tracing": 4.0, "environment": 2.5, "policy": 1.0, "ppo": 2.4, "other": 0.1}}
-            for s, rate in ((1, 123_456.0), (2, 234_567.0))]
-    check_whole(render([bench_train.split_table(cfg, rows)]),
-                ["123,456", "234,567", "1.90x", "40%", "25%", "10%", "24%", "1%", "actor-steps/s", "speed-up"])
+    rows = [
+        {
+            "shards": s,
+            "actor_steps_per_s": rate,
+            "wall_s": 10.0,
+            "split_s": {"tracing": 4.0, "environment": 2.5, "policy": 1.0, "ppo": 2.4, "other": 0.1},
+        }
+        for s, rate in ((1, 123_456.0), (2, 234_567.0))
+    ]
+    check_whole(
+        render([bench_train.split_table(cfg, rows)]),
+        ["123,456", "234,567", "1.90x", "40%", "25%", "10%", "24%", "1%", "actor-steps/s", "speed-up"],
+    )
 
 
 def test_summary_table_sections():
     long = "12.3 ms/call, best 11.0, 20.1 CPU-ms (Navi GPU: 36.5 ms/step; 2.97x)"
-    table = summary_table("navi-nb bench: summary", None, sections=[
-        ("trace", [["canonical 4 x 256 x 48, 2 threads", long], ["rays that hit", "97.1%"]]),
-        ("env", [["actor-steps/s (4096 actors, 256x48, 2 thr)", "3,718,512"]])])
+    table = summary_table(
+        "navi-nb bench: summary",
+        None,
+        sections=[
+            ("trace", [["canonical 4 x 256 x 48, 2 threads", long], ["rays that hit", "97.1%"]]),
+            ("env", [["actor-steps/s (4096 actors, 256x48, 2 thr)", "3,718,512"]]),
+        ],
+    )
     text = render([table])
     check_whole(text, ["trace", "env", "3,718,512", "97.1%", "36.5", "2.97x)", "(4096"])
 
@@ -102,9 +216,22 @@ def test_tables_hold_at_wider_terminals(width):
 def test_meshfield_rate_table_fits_80_columns():
     from navi_nb.bench.meshfield import rate_table
 
-    rows = [{"workload": "cells@512, cap 4 voxels", "points": 1_234_567, "mpts_s_1t": 5.07, "mpts_s_2t": 13.67,
-             "mpts_cpu_s_1t": 5.97},
-            {"workload": "uniform, cap 16 voxels", "points": 1_000_000, "mpts_s_1t": 2.52, "mpts_s_2t": 2.48,
-             "mpts_cpu_s_1t": 2.55}]
-    check_whole(render([rate_table(rows)]), ("cells@512, cap 4 voxels", "1,234,567", "5.07", "13.67", "2.70",
-                                             "5.97", "0.98"))
+    rows = [
+        {
+            "workload": "cells@512, cap 4 voxels",
+            "points": 1_234_567,
+            "mpts_s_1t": 5.07,
+            "mpts_s_2t": 13.67,
+            "mpts_cpu_s_1t": 5.97,
+        },
+        {
+            "workload": "uniform, cap 16 voxels",
+            "points": 1_000_000,
+            "mpts_s_1t": 2.52,
+            "mpts_s_2t": 2.48,
+            "mpts_cpu_s_1t": 2.55,
+        },
+    ]
+    check_whole(
+        render([rate_table(rows)]), ("cells@512, cap 4 voxels", "1,234,567", "5.07", "13.67", "2.70", "5.97", "0.98")
+    )

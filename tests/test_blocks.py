@@ -1,6 +1,7 @@
 """Actor blocks: the minibatch gradient is the blocks' gradients added along a fixed tree, so the split of
 blocks over processes (and the thread count) does not change a bit; the environment's blocks draw from
 their own generators, so a block steps the same wherever it lives."""
+
 import numpy as np
 import pytest
 from test_learn_grad import batch_dict, make_batch
@@ -33,7 +34,7 @@ def test_tree_is_the_same_sum_for_every_split(n_blocks):
     splits = [[0, n_blocks]] + [[0, c, n_blocks] for c in range(1, n_blocks)]
     if n_blocks > 3:
         splits.append([0, 1, n_blocks - 1, n_blocks])
-        splits.append(list(range(n_blocks + 1)))    # one block per process
+        splits.append(list(range(n_blocks + 1)))  # one block per process
     for cuts in splits:
         nodes, gathered = [], []
         for a, b in zip(cuts[:-1], cuts[1:]):
@@ -47,7 +48,7 @@ def test_tree_is_the_same_sum_for_every_split(n_blocks):
         ops, root = blocks.tree_ops(0, n_blocks, {node: i for i, node in enumerate(nodes)})
         blocks.tree_sum_rows(buf, ops, 7)
         assert buf[root].tobytes() == want.tobytes(), cuts
-    if n_blocks >= 4:   # the grouping matters at all: a left fold rounds differently
+    if n_blocks >= 4:  # the grouping matters at all: a left fold rounds differently
         fold = rows[0].copy()
         for k in range(1, n_blocks):
             fold += rows[k]
@@ -65,8 +66,9 @@ def _synthetic(dtype, n_steps=24, n_actors=8, seed=4):
 def _ppo(policy, slab, **kw):
     cfg = PPOConfig(chunk_size=4, tile_rows=3, tile_cols=2, tile_min_weights=30, ent_coef=0.01, **kw)
     ppo = PPO(policy, cfg)
-    ppo.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
-                   ("actions", "logp", "value", "advantages", "returns")})
+    ppo.set_source(
+        slab.flat, slab.obs_dim, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")}
+    )
     return ppo
 
 
@@ -84,7 +86,7 @@ def _gradient_split(ppo, rows, blk, cuts):
     works, moments = [], []
     for a, b in zip(cuts[:-1], cuts[1:]):
         w = ppo._plan.work((b - a) * blk, ppo.config.chunk_size, pol.act_dim, blk, n_total=n)
-        fused.block_moments(ppo.source, rows[a * blk:b * blk], col, blk, w.moments)
+        fused.block_moments(ppo.source, rows[a * blk : b * blk], col, blk, w.moments)
         works.append(w)
         moments.append(w.moments.copy())
     moments = np.concatenate(moments)
@@ -94,8 +96,20 @@ def _gradient_split(ppo, rows, blk, cuts):
     grad = np.empty_like(ppo.grad)
     for (a, b), w in zip(zip(cuts[:-1], cuts[1:]), works):
         ops, node_rows, part_nodes = blocks.local_plan(n_blocks, a, b)
-        fused.local_gradients(ppo.source, rows[a * blk:b * blk], ppo._cols, pol.params, pol.p["log_std"], hp, w,
-                              moments[m_root], ops, 0, grad, False)
+        fused.local_gradients(
+            ppo.source,
+            rows[a * blk : b * blk],
+            ppo._cols,
+            pol.params,
+            pol.p["log_std"],
+            hp,
+            w,
+            moments[m_root],
+            ops,
+            0,
+            grad,
+            False,
+        )
         nodes += part_nodes
         node_grads += [w.block_grads[r].copy() for r in node_rows]
         node_stats += [w.block_stats[r].copy() for r in node_rows]
@@ -111,7 +125,7 @@ def test_block_gradient_is_the_loss_gradient_and_placement_free():
     normalised over all of it); float32: every split of the blocks gives the same bytes."""
     policy, slab = _synthetic(np.float64)
     ppo = _ppo(policy, slab)
-    block, blk = 2, 12                       # 4 blocks of 2 actors, 12 of each block's 48 rows
+    block, blk = 2, 12  # 4 blocks of 2 actors, 12 of each block's 48 rows
     rows = _minibatch(slab, block, blk)
     grad, sums, _ = _gradient_split(ppo, rows, blk, [0, 4])
     ref = ppo_loss_grad(policy, policy.params.copy(), batch_dict(slab, rows), ppo.config)
@@ -120,7 +134,7 @@ def test_block_gradient_is_the_loss_gradient_and_placement_free():
 
     policy, slab = _synthetic(np.float32)
     ppo = _ppo(policy, slab)
-    block, blk = 1, 6                        # 8 blocks of one actor
+    block, blk = 1, 6  # 8 blocks of one actor
     rows = _minibatch(slab, block, blk)
     want = _gradient_split(ppo, rows, blk, [0, 8])
     for cuts in ([0, 1, 8], [0, 4, 8], [0, 3, 8], [0, 2, 5, 8], list(range(9))):
@@ -131,7 +145,7 @@ def test_block_gradient_is_the_loss_gradient_and_placement_free():
     before = policy.params.copy()
     ppo.minibatches(rows, rows.shape[0], 1, lr=0.0, blk=blk)
     assert ppo.grad.tobytes() == want[0].tobytes()
-    assert policy.params.tobytes() == before.tobytes()      # lr 0: nothing moved
+    assert policy.params.tobytes() == before.tobytes()  # lr 0: nothing moved
 
 
 def test_update_needs_whole_blocks():
@@ -191,13 +205,16 @@ def test_rank_split_and_launcher_detection():
     with pytest.raises(ranks.RankError, match="3 ranks for 2 actor blocks"):
         ranks.split_blocks(2, 3)
     assert not ranks.launched_by_mpi({})
-    assert not ranks.launched_by_mpi({"PMI_SIZE": "1", "SLURM_NTASKS": "8"})   # a batch script, not a step
+    assert not ranks.launched_by_mpi({"PMI_SIZE": "1", "SLURM_NTASKS": "8"})  # a batch script, not a step
     assert ranks.launched_by_mpi({"PMI_SIZE": "2"})
     assert ranks.launched_by_mpi({"OMPI_COMM_WORLD_SIZE": "4"})
     assert ranks.launched_by_mpi({"SLURM_STEP_NUM_TASKS": "16"})
     # a state split by rank and put back together is the whole state
-    full = {"pos": np.arange(24.0).reshape(8, 3), "rng_spawn": np.arange(12, dtype=np.uint64).reshape(2, 6),
-            "has_reset": np.array(True)}
+    full = {
+        "pos": np.arange(24.0).reshape(8, 3),
+        "rng_spawn": np.arange(12, dtype=np.uint64).reshape(2, 6),
+        "has_reset": np.array(True),
+    }
     parts = [ranks.env_state_part(full, 4, k, 1) for k in (0, 1)]
     assert np.array_equal(np.concatenate([p["pos"] for p in parts]), full["pos"])
     assert np.array_equal(parts[1]["rng_spawn"], full["rng_spawn"][1:])

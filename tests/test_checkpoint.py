@@ -1,4 +1,5 @@
 """Checkpoint files: atomic writes, crash safety, untrusted-input reading."""
+
 import io
 import os
 import signal
@@ -47,8 +48,7 @@ def _spec(arrays):
 
 def _save(folder, update, k=None):
     a = _arrays(update if k is None else k)
-    return save_checkpoint(Path(folder) / checkpoint_name(update), a,
-                           {"update": update, "config_hash": "abc"})
+    return save_checkpoint(Path(folder) / checkpoint_name(update), a, {"update": update, "config_hash": "abc"})
 
 
 def test_roundtrip_and_plain_numpy_reads_it(tmp_path):
@@ -77,9 +77,12 @@ def test_roundtrip_and_plain_numpy_reads_it(tmp_path):
 def test_bad_generator_state_refused_and_generator_untouched():
     g = np.random.default_rng(0)
     good = generator_to_array(g)
-    for bad, match in ((good.astype(np.int64), "uint64"), (good[:5], r"\(6,\)"),
-                       (np.array([1, 0, 1, 0, 2, 0], np.uint64), "has_uint32"),
-                       (np.array([1, 0, 1, 0, 1, 1 << 40], np.uint64), "uinteger")):
+    for bad, match in (
+        (good.astype(np.int64), "uint64"),
+        (good[:5], r"\(6,\)"),
+        (np.array([1, 0, 1, 0, 2, 0], np.uint64), "has_uint32"),
+        (np.array([1, 0, 1, 0, 1, 1 << 40], np.uint64), "uinteger"),
+    ):
         with pytest.raises(GeneratorStateError, match=match):
             restore_generator(g, bad)
     assert generator_to_array(g).tobytes() == good.tobytes()
@@ -102,12 +105,13 @@ def test_kill_at_every_write_step_leaves_previous_loadable(tmp_path):
     assert steps[:2] == ["open", "meta"] and steps[-2:] == ["rename", "fsync_dir"]
     assert len(steps) == 2 + len(_arrays()) + 5
     for step in steps:
+
         def hook(s, step=step):
             if s == step:
                 raise Kill(step)
+
         with pytest.raises(Kill):
-            save_checkpoint(tmp_path / checkpoint_name(2), _arrays(2), {"update": 2, "config_hash": "abc"},
-                            _hook=hook)
+            save_checkpoint(tmp_path / checkpoint_name(2), _arrays(2), {"update": 2, "config_hash": "abc"}, _hook=hook)
         latest = latest_checkpoint(tmp_path)
         arrays, meta = load_checkpoint(latest, _spec(_arrays()), expect_hash="abc")
         # before the rename only update 1 exists; after it, update 2 is complete
@@ -202,8 +206,10 @@ def test_huge_declared_array_refused_without_allocating(tmp_path):
     huge = _raw_npy_header((10**12,), "<f4") + b"\0" * 64
     p = _crafted(tmp_path, {"params.npy": huge})
     tracemalloc.start()
-    for spec in ({"params": ((100,), np.float32)},  # what the config implies
-                 {"params": ((10**12,), np.float32)}):  # even a spec that asks for it: over the limit
+    for spec in (
+        {"params": ((100,), np.float32)},  # what the config implies
+        {"params": ((10**12,), np.float32)},
+    ):  # even a spec that asks for it: over the limit
         with pytest.raises(CheckpointError, match="declares"):
             open_checkpoint(p).read_arrays(spec)
     peak = tracemalloc.get_traced_memory()[1]
@@ -235,7 +241,7 @@ def test_unexpected_missing_and_mistyped_members_refused(tmp_path):
     p = _crafted(tmp_path, good, meta=b'{"format_version": 99}')
     with pytest.raises(CheckpointError, match="format version"):
         open_checkpoint(p)
-    p = _crafted(tmp_path, good, meta=b'[1, 2')
+    p = _crafted(tmp_path, good, meta=b"[1, 2")
     with pytest.raises(CheckpointError, match="meta.json"):
         open_checkpoint(p)
     p = _crafted(tmp_path, good)

@@ -3,6 +3,7 @@
 Every bad input gives a clear one-line message, a non-zero exit, and leaves
 the run folder exactly as it was (names and bytes of every file).
 """
+
 import json
 import shutil
 from pathlib import Path
@@ -14,10 +15,35 @@ from navi_nb.cli import main
 from navi_nb.train import checkpoint as ck
 from navi_nb.train.metrics import read_metrics_csv, read_metrics_jsonl
 
-TINY = ["--scenes", "box", "--resolution", "32", "--actors", "4", "--sensor-az", "8", "--sensor-el", "4",
-        "--rollout-steps", "16", "--hidden", "16", "--update-epochs", "1", "--num-minibatches", "2",
-        "--total-steps", "128", "--checkpoint-every", "1", "--eval-episodes", "4", "--env", "max_steps=20",
-        "--no-progress"]
+TINY = [
+    "--scenes",
+    "box",
+    "--resolution",
+    "32",
+    "--actors",
+    "4",
+    "--sensor-az",
+    "8",
+    "--sensor-el",
+    "4",
+    "--rollout-steps",
+    "16",
+    "--hidden",
+    "16",
+    "--update-epochs",
+    "1",
+    "--num-minibatches",
+    "2",
+    "--total-steps",
+    "128",
+    "--checkpoint-every",
+    "1",
+    "--eval-episodes",
+    "4",
+    "--env",
+    "max_steps=20",
+    "--no-progress",
+]
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +86,16 @@ def fails_cleanly(argv, capsys, match, folder=None):
 
 def test_run_folder_layout_and_metrics(trained):
     names = set(snapshot(trained))
-    for required in ("config.json", "worlds.json", "metrics.csv", "metrics.jsonl", "policy.npz", "eval.json",
-                     "eval_episodes.npz", "checkpoints/ckpt_00000002.npz"):
+    for required in (
+        "config.json",
+        "worlds.json",
+        "metrics.csv",
+        "metrics.jsonl",
+        "policy.npz",
+        "eval.json",
+        "eval_episodes.npz",
+        "checkpoints/ckpt_00000002.npz",
+    ):
         assert required in names, names
     cfg = json.loads((trained / "config.json").read_text())
     assert cfg["config"]["actors"] == 4 and len(cfg["config_hash"]) == 16
@@ -78,12 +112,12 @@ def test_eval_command_json(trained, tmp_path, capsys):
     run = copy_run(trained, tmp_path)
     assert main(["eval", str(run), "--episodes", "3", "--json", "--no-save"]) == 0
     out = capsys.readouterr().out
-    res = json.loads(out[out.index("{"):])
+    res = json.loads(out[out.index("{") :])
     assert res["episodes"] == 3 and res["deterministic"] is True
     # deterministic: the same seed gives the same episodes
     assert main(["eval", str(run), "--episodes", "3", "--json", "--no-save"]) == 0
     out2 = capsys.readouterr().out
-    assert json.loads(out2[out2.index("{"):])["per_episode"] == res["per_episode"]
+    assert json.loads(out2[out2.index("{") :])["per_episode"] == res["per_episode"]
 
 
 def test_unknown_flag(capsys):
@@ -96,8 +130,11 @@ def test_unknown_flag(capsys):
 def test_unknown_scene_creates_nothing(tmp_path, capsys):
     fails_cleanly(["train", "--scenes", "castle", "--run-dir", str(tmp_path / "runs")], capsys, "'castle'")
     assert not (tmp_path / "runs").exists()
-    fails_cleanly(["train", "--scenes", str(tmp_path / "nope.gmdag"), "--run-dir", str(tmp_path / "runs")], capsys,
-                  "does not exist")
+    fails_cleanly(
+        ["train", "--scenes", str(tmp_path / "nope.gmdag"), "--run-dir", str(tmp_path / "runs")],
+        capsys,
+        "does not exist",
+    )
 
 
 def test_bad_values_and_config(tmp_path, capsys):
@@ -140,8 +177,10 @@ def test_corrupt_checkpoint(trained, tmp_path, capsys):
 
 def test_checkpoint_from_another_config(trained, tmp_path, capsys):
     other = tmp_path / "other"
-    assert main(["train", *TINY, "--seed", "5", "--eval-episodes", "0", "--run-dir", str(tmp_path),
-                 "--name", "other"]) == 0
+    assert (
+        main(["train", *TINY, "--seed", "5", "--eval-episodes", "0", "--run-dir", str(tmp_path), "--name", "other"])
+        == 0
+    )
     capsys.readouterr()
     run = copy_run(trained, tmp_path)
     for p in (run / "checkpoints").iterdir():
@@ -159,8 +198,23 @@ def test_checkpoint_from_another_config(trained, tmp_path, capsys):
     assert main(["train", "--resume", str(other), "--print-config"]) == 0
     assert "hash" in capsys.readouterr().out and snapshot(other) == before
     # naming the run's own folder again is not a change
-    assert main(["train", "--resume", str(other), "--name", "other", "--run-dir", str(tmp_path),
-                 "--no-progress", "--eval-episodes", "0"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--resume",
+                str(other),
+                "--name",
+                "other",
+                "--run-dir",
+                str(tmp_path),
+                "--no-progress",
+                "--eval-episodes",
+                "0",
+            ]
+        )
+        == 0
+    )
 
 
 def test_resume_of_finished_run_is_a_no_op(trained, tmp_path, capsys):
@@ -234,10 +288,20 @@ def test_run_header_shows_defining_and_changed_settings_only():
     out = io.StringIO()
     print_config(Console(width=80, file=out, color_system=None), cfg, "runs/t1")
     text = out.getvalue()
-    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in text.splitlines()
-            if line.startswith("│") and line.split("│")[1].strip()}
-    assert rows == {"scenes": "box", "task": "pointgoal", "actors": "8", "total_steps": "4096 (8 updates of 512 steps)",
-                    "seed": "0", "hidden": "[64, 64]", "name": "t1"}
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in text.splitlines()
+        if line.startswith("│") and line.split("│")[1].strip()
+    }
+    assert rows == {
+        "scenes": "box",
+        "task": "pointgoal",
+        "actors": "8",
+        "total_steps": "4096 (8 updates of 512 steps)",
+        "seed": "0",
+        "hidden": "[64, 64]",
+        "name": "t1",
+    }
     assert "navi-nb train --print-config" in text and "runs/t1" in text and cfg.hash() in text
     full = io.StringIO()
     print_config(Console(width=200, file=full, color_system=None), cfg, full=True)

@@ -1,4 +1,5 @@
 """`navi-nb compile / inspect / scenes`: outputs, and clean errors with non-zero exits."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,18 +45,21 @@ def test_compile_mesh_file(tmp_path, capsys):
     assert w.bmin[0] < -1.0 and w.bmax[0] > 1.0
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["compile", "-o", "x.gmdag"], "either a MESH file or --scene"),
-    (["compile", "--scene", "attic", "-o", "{tmp}/x.gmdag"], "unknown scene"),
-    (["compile", "--scene", "box", "-o", "{tmp}/x.gmdag", "--resolution", "100"], "power of two"),
-    (["compile", "--scene", "box", "-o", "{tmp}/x.txt"], "should end in .gmdag"),
-    (["compile", "--scene", "box", "-o", "{tmp}/nodir/x.gmdag"], "does not exist"),
-    (["compile", "{tmp}/missing.obj", "-o", "{tmp}/x.gmdag"], "does not exist"),
-    (["compile", "{tmp}/garbage.obj", "-o", "{tmp}/x.gmdag"], ""),
-    (["inspect", "{tmp}/missing.gmdag"], "no such file"),
-    (["inspect", "{tmp}/garbage.gmdag"], "wrong magic"),
-    (["scenes", "--bogus"], None),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["compile", "-o", "x.gmdag"], "either a MESH file or --scene"),
+        (["compile", "--scene", "attic", "-o", "{tmp}/x.gmdag"], "unknown scene"),
+        (["compile", "--scene", "box", "-o", "{tmp}/x.gmdag", "--resolution", "100"], "power of two"),
+        (["compile", "--scene", "box", "-o", "{tmp}/x.txt"], "should end in .gmdag"),
+        (["compile", "--scene", "box", "-o", "{tmp}/nodir/x.gmdag"], "does not exist"),
+        (["compile", "{tmp}/missing.obj", "-o", "{tmp}/x.gmdag"], "does not exist"),
+        (["compile", "{tmp}/garbage.obj", "-o", "{tmp}/x.gmdag"], ""),
+        (["inspect", "{tmp}/missing.gmdag"], "no such file"),
+        (["inspect", "{tmp}/garbage.gmdag"], "wrong magic"),
+        (["scenes", "--bogus"], None),
+    ],
+)
 def test_bad_arguments_exit_nonzero_with_a_clear_message(tmp_path, capsys, argv, message):
     (tmp_path / "garbage.obj").write_text("v 0 0 0\nf 1 2 3\n")
     (tmp_path / "garbage.gmdag").write_bytes(b"NOPE" + bytes(40))
@@ -88,8 +92,12 @@ def test_open_flat_mesh_compiles(tmp_path, capsys):
 def test_inspect_reports_an_invalid_file(tmp_path, capsys):
     from navi_nb.world import gmdag
 
-    w = gmdag.World(resolution=2, bmin=np.zeros(3, np.float32), voxel_size=1.0,
-                    nodes=np.array([int(gmdag.encode_inner(1, 1)), 0], np.uint64))
+    w = gmdag.World(
+        resolution=2,
+        bmin=np.zeros(3, np.float32),
+        voxel_size=1.0,
+        nodes=np.array([int(gmdag.encode_inner(1, 1)), 0], np.uint64),
+    )
     path = tmp_path / "cycle.gmdag"
     path.write_bytes(w.to_bytes())
     assert main(["inspect", str(path)]) == 1

@@ -1,4 +1,5 @@
 """The compiler: accuracy against the analytic fields (acceptance 2, 3, 4, 6)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,9 +37,14 @@ def check_accuracy(world, truth_fn, lo, hi, seed=0, n=N_POINTS, roi=None):
     if roi is not None:
         free_far &= np.all((p >= roi[0]) & (p <= roi[1]), axis=1)
     useful = np.mean(q[free_far] >= 0.5 * t[free_far]) if free_far.any() else 1.0
-    fig = {"near_points": int(near.sum()), "near_max_err_vox": float(err[near].max() / h),
-           "max_overstate_vox": float(over.max() / h), "sign_errors": int(sign_bad.sum()),
-           "far_points": int(free_far.sum()), "far_useful_fraction": float(useful)}
+    fig = {
+        "near_points": int(near.sum()),
+        "near_max_err_vox": float(err[near].max() / h),
+        "max_overstate_vox": float(over.max() / h),
+        "sign_errors": int(sign_bad.sum()),
+        "far_points": int(free_far.sum()),
+        "far_useful_fraction": float(useful),
+    }
     assert fig["near_points"] > 1000
     assert fig["near_max_err_vox"] <= 0.5, fig
     assert fig["max_overstate_vox"] <= 1.0, fig
@@ -57,7 +63,7 @@ def test_scene_accuracy_at_128(name):
 
 def test_house_compression_at_256():
     world = compiled_scene("house", 256)
-    dense = 4 * 256 ** 3
+    dense = 4 * 256**3
     ratio = dense / world.nbytes
     print(f"house @ 256: {world.nbytes:,} bytes vs dense float32 {dense:,}: {ratio:.1f}x smaller")
     assert ratio >= 100
@@ -92,8 +98,7 @@ def _subtree_keys(world, order):
             k = ("L", w)
         else:
             mask, base = (w >> 55) & 0xFF, w & 0xFFFFFFFF
-            k = ("I", mask, tuple(key(int(world.nodes[base + j]) & 0xFFFFFFFF)
-                                  for j in range(bin(mask).count("1"))))
+            k = ("I", mask, tuple(key(int(world.nodes[base + j]) & 0xFFFFFFFF) for j in range(bin(mask).count("1"))))
         memo[i] = hash(k)
         return memo[i]
 
@@ -129,8 +134,9 @@ class SphereField:
 def test_field_accuracy_pruning_and_sparsity():
     f = SphereField()
     world = compile_field(f, f.bounds_min, f.bounds_max, 128)
-    fig = check_accuracy(world, lambda p: np.linalg.norm(p, axis=1) - f.r, world.bmin, world.bmax,
-                         roi=(f.bounds_min, f.bounds_max))
+    fig = check_accuracy(
+        world, lambda p: np.linalg.norm(p, axis=1) - f.r, world.bmin, world.bmax, roi=(f.bounds_min, f.bounds_max)
+    )
     assert fig["far_points"] > 1000
     census = gmdag.node_census(world)
     assert sum(census["pruned"]) > 0  # free space outside the region of interest is pruned
@@ -172,12 +178,13 @@ def test_compile_errors():
 # meshes (acceptance 4)
 # --------------------------------------------------------------------------
 
+
 def _point_triangle_distance(p, tri):
     """Exact distance from points (N,3) to triangles (T,3,3): min over triangles (numpy)."""
     best = np.full(len(p), np.inf)
     a, b, c = tri[:, 0], tri[:, 1], tri[:, 2]
     for s in range(0, len(p), 1000):
-        q = p[s:s + 1000, None, :]  # (n,1,3)
+        q = p[s : s + 1000, None, :]  # (n,1,3)
         ab, ac = b - a, c - a
         n = np.cross(ab, ac)
         n /= np.linalg.norm(n, axis=1, keepdims=True)
@@ -195,7 +202,7 @@ def _point_triangle_distance(p, tri):
             e = e1 - e0
             t = np.clip(np.sum((q - e0) * e, -1) / np.sum(e * e, -1), 0, 1)
             dist = np.minimum(dist, np.linalg.norm(q - (e0 + t[..., None] * e), axis=2))
-        best[s:s + 1000] = dist.min(axis=1)
+        best[s : s + 1000] = dist.min(axis=1)
     return best
 
 

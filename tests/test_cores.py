@@ -1,4 +1,5 @@
 """allowed_cores on fake cgroup v1/v2 trees, and the shard report's fields."""
+
 import io
 import os
 
@@ -34,14 +35,17 @@ def v1_tree(root, quota, period, in_namespace=False):
 AFF4 = range(4)
 
 
-@pytest.mark.parametrize("cpu_max,expect,raw_cores", [
-    ("200000 100000", 2, 2.0),       # quota below affinity
-    ("400000 100000", 4, 4.0),       # equal
-    ("1600000 100000", 4, 16.0),     # above: affinity binds
-    ("250000 100000", 2, 2.5),       # fractional: rounded down
-    ("50000 100000", 1, 0.5),        # below one core: at least 1
-    ("max 100000", 4, None),         # no quota
-])
+@pytest.mark.parametrize(
+    "cpu_max,expect,raw_cores",
+    [
+        ("200000 100000", 2, 2.0),  # quota below affinity
+        ("400000 100000", 4, 4.0),  # equal
+        ("1600000 100000", 4, 16.0),  # above: affinity binds
+        ("250000 100000", 2, 2.5),  # fractional: rounded down
+        ("50000 100000", 1, 0.5),  # below one core: at least 1
+        ("max 100000", 4, None),  # no quota
+    ],
+)
 def test_cgroup_v2(tmp_path, cpu_max, expect, raw_cores):
     v2_tree(str(tmp_path), cpu_max)
     rep = allowed_cores(str(tmp_path), affinity=AFF4)
@@ -59,9 +63,10 @@ def test_cgroup_v2_parent_quota_binds(tmp_path):
     assert "quota allows 3 of" in rep.reason
 
 
-@pytest.mark.parametrize("quota,period,expect", [
-    (200000, 100000, 2), (400000, 100000, 4), (800000, 100000, 4), (150000, 100000, 1),
-    (-1, 100000, 4)])
+@pytest.mark.parametrize(
+    "quota,period,expect",
+    [(200000, 100000, 2), (400000, 100000, 4), (800000, 100000, 4), (150000, 100000, 1), (-1, 100000, 4)],
+)
 @pytest.mark.parametrize("in_namespace", [False, True])
 def test_cgroup_v1(tmp_path, quota, period, expect, in_namespace):
     v1_tree(str(tmp_path), quota, period, in_namespace)
@@ -84,6 +89,7 @@ def test_real_machine_is_sane():
 
 def render(report):
     from rich.console import Console
+
     buf = io.StringIO()
     report.print(Console(file=buf, width=200))
     return buf.getvalue()
@@ -91,21 +97,34 @@ def render(report):
 
 def test_report_prints_every_field(tmp_path):
     import numba
+
     v2_tree(str(tmp_path), "200000 100000")
     cores = allowed_cores(str(tmp_path), affinity=range(80))
     assert cores.reason.startswith("quota allows 2 of")
     from navi_nb.learn.policy import ActorCritic
     from navi_nb.learn.ppo import PPO, PPOConfig
     from navi_nb.learn.rollout import RolloutSlab
+
     pol = ActorCritic(10, 4, hidden=(8, 8))
     slab = RolloutSlab(4, 16, 10, 4)
     before = numba.get_num_threads()
     try:
-        rep = choose_shards(None, ppo=PPO(pol, PPOConfig(chunk_size=8)), slab=slab, minibatch_size=32,
-                            budget_s=0.1, cores=cores)
+        rep = choose_shards(
+            None, ppo=PPO(pol, PPOConfig(chunk_size=8)), slab=slab, minibatch_size=32, budget_s=0.1, cores=cores
+        )
         text = render(rep)
-        for field in ("os.cpu_count()", "affinity", "quota (raw)", "200000 100000", "quota (cores)",
-                      "allowed cores", "measured at 1", "choice", "reason", "measured fastest"):
+        for field in (
+            "os.cpu_count()",
+            "affinity",
+            "quota (raw)",
+            "200000 100000",
+            "quota (cores)",
+            "allowed cores",
+            "measured at 1",
+            "choice",
+            "reason",
+            "measured fastest",
+        ):
             assert field in text, field
         top = min(2, numba.config.NUMBA_NUM_THREADS)
         assert set(rep.rates) == set(range(1, top + 1))
@@ -145,12 +164,21 @@ def test_calibration_times_the_fused_minibatches_and_restores_the_learner(tmp_pa
 
     def not_this(*a, **k):
         raise AssertionError("calibration must time PPO.minibatches, not accumulate")
+
     ppo.minibatches, ppo.accumulate = counted, not_this
     before = ppo.get_state()
     threads = numba.get_num_threads()
     try:
-        rep = choose_shards(None, ppo=ppo, slab=slab, minibatch_size=16, budget_s=0.1, cores=cores,
-                            minibatches_per_update=8, minibatches_per_epoch=4)
+        rep = choose_shards(
+            None,
+            ppo=ppo,
+            slab=slab,
+            minibatch_size=16,
+            budget_s=0.1,
+            cores=cores,
+            minibatches_per_update=8,
+            minibatches_per_epoch=4,
+        )
     finally:
         numba.set_num_threads(threads)
     assert calls and all(c[:2] == (16, 4) for c in calls) and max(c[2] for c in calls) > 0
@@ -166,6 +194,7 @@ def test_calibration_times_the_fused_minibatches_and_restores_the_learner(tmp_pa
 
 def test_override_and_warning(monkeypatch, tmp_path):
     import numba
+
     v2_tree(str(tmp_path), "100000 100000")
     cores = allowed_cores(str(tmp_path), affinity=range(4))
     before = numba.get_num_threads()
@@ -196,7 +225,8 @@ def test_env_tick_leaves_the_environment_unchanged():
     class Stateful(PointGoalToy):
         def get_state(self):
             return {k: getattr(self, k).copy() for k in ("pos", "goal", "steps", "ep_return")} | {
-                "rng": self.rng.bit_generator.state}
+                "rng": self.rng.bit_generator.state
+            }
 
         def set_state(self, st):
             for k in ("pos", "goal", "steps", "ep_return"):
@@ -207,7 +237,7 @@ def test_env_tick_leaves_the_environment_unchanged():
     env.reset(seed=0)
     before = env.get_state()
     tick = env_tick(env, np.ones((8, 4), np.float32))
-    for _ in range(50):          # enough steps that some episodes would have ended
+    for _ in range(50):  # enough steps that some episodes would have ended
         tick()
     after = env.get_state()
     for k in ("pos", "goal", "steps", "ep_return"):

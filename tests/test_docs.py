@@ -5,6 +5,7 @@ The parsers are built from the command modules themselves (``navi_nb.cli.COMMAND
 given a new default without a matching line in docs/CLI.md fails here, with a
 message naming the section, the flag and what is missing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,7 @@ def _section(doc: str, heading: str) -> str | None:
     except ValueError:
         return None
     out = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         m = re.match(r"^(#+) ", line)
         if m and len(m.group(1)) <= len(level):
             break
@@ -83,7 +84,7 @@ def _flag_entry(section: str, flag: str) -> str | None:
         return None
     i = (listing or starts)[0]
     entry = [lines[i]]
-    for line in lines[i + 1:]:
+    for line in lines[i + 1 :]:
         if not line.strip() or line.lstrip().startswith(("-", "```")):
             break
         entry.append(line)
@@ -98,8 +99,10 @@ def test_cli_md_lists_every_command():
     for name, (_module, help_) in COMMANDS.items():
         section = _section(doc, f"## {name}")
         assert section is not None, f"docs/CLI.md has no section '## {name}' for the command `navi-nb {name}`"
-        assert help_ in section, (f"docs/CLI.md section '## {name}': the command's one-line help {help_!r} "
-                                  f"(navi_nb/cli.py COMMANDS) is not there")
+        assert help_ in section, (
+            f"docs/CLI.md section '## {name}': the command's one-line help {help_!r} "
+            f"(navi_nb/cli.py COMMANDS) is not there"
+        )
 
 
 @pytest.mark.parametrize("heading,parser", _parsers(), ids=lambda v: v if isinstance(v, str) else "")
@@ -134,8 +137,10 @@ def test_cli_md_documents_every_flag_and_default(heading, parser):
         entry = _flag_entry(own, flag) or ""
         spellings = _default_spellings(default)
         if not any(s in entry for s in spellings):
-            problems.append(f"flag {flag}: its default {default!r} is not in its entry "
-                            f"(write one of {sorted(spellings)}); the entry reads: {entry.strip()!r}")
+            problems.append(
+                f"flag {flag}: its default {default!r} is not in its entry "
+                f"(write one of {sorted(spellings)}); the entry reads: {entry.strip()!r}"
+            )
     # every flag the section names must exist (catches flags that were renamed or removed)
     for flag in sorted(set(re.findall(r"(?<![\w-])(--[a-z][\w-]*)", own))):
         if flag not in known:
@@ -237,6 +242,9 @@ def test_code_cites_only_the_repository():
     cited = []
     for path in sorted((ROOT / "navi_nb").rglob("*.py")) + sorted((ROOT / "examples").glob("*.py")):
         text = path.read_text()
-        cited += [f"{path.relative_to(ROOT)}: {name}" for name in ("../shared", "DESIGN.md", "GMDAG.md", "STYLE.md")
-                  if name in text]
+        cited += [
+            f"{path.relative_to(ROOT)}: {name}"
+            for name in ("../shared", "DESIGN.md", "GMDAG.md", "STYLE.md")
+            if name in text
+        ]
     assert not cited, f"code cites notes outside the repository: {cited}"

@@ -1,4 +1,5 @@
 """Autoreset (SAME_STEP), final observations, episode counts (issue 4, acceptance line 4)."""
+
 import math
 
 import numpy as np
@@ -9,8 +10,12 @@ def test_finished_actor_gets_a_fresh_episode_while_others_carry_on():
     env = make_env("box", n=3, seed=2)
     env.reset()
     # actor 1 reaches its goal on the next step; actors 0 and 2 walk on
-    place(env, [[0, 1.5, 0.0], [2, 1.5, 0.0], [-2, 1.5, 0.0]], [0.0, 0.0, 0.0],
-          goal=[[0, 1.5, 2.5], [2, 1.5, -0.6], [-2, 1.5, 2.5]])
+    place(
+        env,
+        [[0, 1.5, 0.0], [2, 1.5, 0.0], [-2, 1.5, 0.0]],
+        [0.0, 0.0, 0.0],
+        goal=[[0, 1.5, 2.5], [2, 1.5, -0.6], [-2, 1.5, 2.5]],
+    )
     before = env.get_state()
     obs, rew, term, trunc, info = env.step(act(3, f=1.0))
     after = env.get_state()
@@ -88,6 +93,7 @@ def test_reset_with_seed_repeats_spawns():
 
 def test_spawns_and_goals_are_free_reachable_and_in_range():
     from env_helpers import scene
+
     sc = scene("house")
     env = make_env("house", n=64, seed=4, goal_min_distance=2.0, goal_max_distance=6.0)
     env.reset()

@@ -5,6 +5,7 @@ depths, same rewards, terminations and poses.
 Numba reads NUMBA_ENABLE_CUDASIM when imported: the run is a subprocess. The
 simulator runs one Python thread per ray, so the setting is tiny.
 """
+
 import json
 import os
 import subprocess
@@ -42,13 +43,20 @@ print("RESULT" + json.dumps(out))
 
 
 def test_env_on_the_cuda_backend_matches_cpu_under_the_simulator():
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT / "tests")], env=env, cwd=str(ROOT),
-                          capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(ROOT / "tests")],
+        env=env,
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
-    res = json.loads(line[len("RESULT"):])
+    res = json.loads(line[len("RESULT") :])
     assert res["backend"] == "cuda"
     assert len(res["same"]) == 4 and all(res["same"]), res
     # observations hold depths scaled by max_distance: float32 rounding at most

@@ -1,4 +1,5 @@
 """Same seed and actions -> identical runs, at 1 and 2 threads; exact resume (issue 4, line 6)."""
+
 import numba
 import numpy as np
 from env_helpers import make_env, states_equal

@@ -1,4 +1,5 @@
 """The Gymnasium forms: spaces, autoreset infos, standard wrappers, check_env, registration, seeds, threads."""
+
 import configparser
 import os
 import subprocess
@@ -47,7 +48,7 @@ def test_spaces_and_steps():
         assert rew.shape == (4,) and rew.dtype == np.float64
         assert term.dtype == bool and trunc.dtype == bool
         assert info["success"].dtype == bool and info["_success"].all()
-        assert np.array_equal(info["success"], term)   # pointgoal ends exactly when the goal is reached
+        assert np.array_equal(info["success"], term)  # pointgoal ends exactly when the goal is reached
         assert set(info["reward_terms"]) >= {"progress", "success", "contact", "time"}
         done = term | trunc
         assert ("final_obs" in info) == bool(done.any()) and "episode" not in info
@@ -146,12 +147,17 @@ def test_registered_ids_and_make_vec():
     venv = gym.make_vec("navi_nb/PointNav-v0", num_envs=3, **kw)
     assert isinstance(venv.unwrapped, ga.NaviVectorEnv) and venv.num_envs == 3
     # Gymnasium's SyncVectorEnv over the single form (same-step autoreset): the same info layout and reward dtype
-    sync = gym.make_vec("navi_nb/PointNav-v0", num_envs=2, vectorization_mode="sync",
-                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}, **kw)
+    sync = gym.make_vec(
+        "navi_nb/PointNav-v0",
+        num_envs=2,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+        **kw,
+    )
     sync.reset(seed=0)
     venv.reset(seed=0)
     final_s = final_v = None
-    for _ in range(3):   # max_steps=3: every actor finishes by the third step
+    for _ in range(3):  # max_steps=3: every actor finishes by the third step
         _, rs, _, _, infos = sync.step(sync.action_space.sample())
         _, rv, _, _, infov = venv.step(venv.action_space.sample())
         assert rs.dtype == rv.dtype == np.float64
@@ -207,7 +213,7 @@ def test_threads_knob():
     assert venv.threads == 1
     venv.reset(seed=0)
     venv.step(np.zeros((4, 4), np.float32))
-    assert numba.get_num_threads() == before   # applied only while stepping
+    assert numba.get_num_threads() == before  # applied only while stepping
     assert NaviEnv(scene_world("box"), sensor=small_sensor()).threads == 1
     assert box_vec().threads == max(1, thread_limit() // 2)
     too_many = thread_limit() + 1
@@ -218,7 +224,7 @@ def test_threads_knob():
         navi_nb.set_threads(too_many)
     assert numba.get_num_threads() == before
     assert navi_nb.set_threads(1) == 1 and numba.get_num_threads() == 1
-    assert box_vec().threads == 1   # the chosen count is the adapters' default
+    assert box_vec().threads == 1  # the chosen count is the adapters' default
     assert navi_nb.set_threads(None) is None
     numba.set_num_threads(before)
 
@@ -226,11 +232,23 @@ def test_threads_knob():
 def test_threads_environment_variable():
     code = "from navi_nb.threads import chosen_threads; print(chosen_threads())"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", code], check=False, env=dict(env, NAVI_NB_THREADS="1"),
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        env=dict(env, NAVI_NB_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0 and out.stdout.strip() == "1", out.stderr
-    out = subprocess.run([sys.executable, "-c", code], check=False, env=dict(env, NAVI_NB_THREADS="lots"),
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        env=dict(env, NAVI_NB_THREADS="lots"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode != 0 and "NAVI_NB_THREADS must be a positive integer" in out.stderr
 
 

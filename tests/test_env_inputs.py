@@ -1,4 +1,5 @@
 """Bad actions, settings and states are rejected before anything changes (issue 4, line 5)."""
+
 import numpy as np
 import pytest
 from env_helpers import make_env, scene_world, snapshot, states_equal
@@ -49,14 +50,25 @@ def _bad(kind):
     return a
 
 
-@pytest.mark.parametrize("kind, words", [
-    ("nan", "actor 1, component 2 is nan"), ("inf", "actor 2, component 0 is inf"),
-    ("-inf64", "actor 0, component 3 is -inf"), ("shape_rows", "shape (3, 4)"),
-    ("shape_cols", "shape (3, 4)"), ("shape_flat", "shape (3, 4)"), ("shape_3d", "shape (3, 4)"),
-    ("int", "floating point"), ("bool", "floating point"), ("object", "floating point"),
-    ("complex", "floating point"), ("str", "floating point"), ("ragged", "not an array"),
-    ("none", "floating point"),
-])
+@pytest.mark.parametrize(
+    "kind, words",
+    [
+        ("nan", "actor 1, component 2 is nan"),
+        ("inf", "actor 2, component 0 is inf"),
+        ("-inf64", "actor 0, component 3 is -inf"),
+        ("shape_rows", "shape (3, 4)"),
+        ("shape_cols", "shape (3, 4)"),
+        ("shape_flat", "shape (3, 4)"),
+        ("shape_3d", "shape (3, 4)"),
+        ("int", "floating point"),
+        ("bool", "floating point"),
+        ("object", "floating point"),
+        ("complex", "floating point"),
+        ("str", "floating point"),
+        ("ragged", "not an array"),
+        ("none", "floating point"),
+    ],
+)
 def test_bad_actions_rejected_state_unchanged(env, kind, words):
     before = snapshot(env)
     with pytest.raises(ActionError) as exc:
@@ -80,13 +92,21 @@ def test_step_before_reset():
         e.step(np.zeros((2, 4), np.float32))
 
 
-@pytest.mark.parametrize("kw, words", [
-    ({"dt": 0.0}, "dt"), ({"radius": -1.0}, "radius"), ({"max_speed": float("nan")}, "max_speed"),
-    ({"max_steps": 0}, "max_steps"), ({"max_steps": 2.5}, "max_steps"), ({"spawn": "anywhere"}, "spawn"),
-    ({"goal_min_distance": 9.0, "goal_max_distance": 2.0}, "goal_min_distance"),
-    ({"speed": 1.0}, "unknown setting"), ({"semantic_obs": 1}, "semantic_obs"),
-    ({"visit_max_cells": 1000}, "visit_max_cells"),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        ({"dt": 0.0}, "dt"),
+        ({"radius": -1.0}, "radius"),
+        ({"max_speed": float("nan")}, "max_speed"),
+        ({"max_steps": 0}, "max_steps"),
+        ({"max_steps": 2.5}, "max_steps"),
+        ({"spawn": "anywhere"}, "spawn"),
+        ({"goal_min_distance": 9.0, "goal_max_distance": 2.0}, "goal_min_distance"),
+        ({"speed": 1.0}, "unknown setting"),
+        ({"semantic_obs": 1}, "semantic_obs"),
+        ({"visit_max_cells": 1000}, "visit_max_cells"),
+    ],
+)
 def test_bad_settings(kw, words):
     with pytest.raises(EnvConfigError, match=words):
         make_env("box", n=2, **kw)
@@ -94,10 +114,16 @@ def test_bad_settings(kw, words):
 
 def test_bad_constructor_arguments():
     from navi_nb.env.nav_env import NavEnv
+
     w = scene_world("box")
-    for args, kw, words in [((w, 0), {}, "n_actors"), ((w, 2.0), {}, "n_actors"), ((w, 2), {"task": "fly"}, "task"),
-                            ((w, 2), {"seed": -1}, "seed"), ((object(), 2), {}, "World"),
-                            ((w, 2), {"radius": 20.0}, "radius")]:
+    for args, kw, words in [
+        ((w, 0), {}, "n_actors"),
+        ((w, 2.0), {}, "n_actors"),
+        ((w, 2), {"task": "fly"}, "task"),
+        ((w, 2), {"seed": -1}, "seed"),
+        ((object(), 2), {}, "World"),
+        ((w, 2), {"radius": 20.0}, "radius"),
+    ]:
         with pytest.raises(NaviError, match=words):
             NavEnv(*args, **kw)
 

@@ -1,4 +1,5 @@
 """Kinematics, frames and collision of NavEnv (issue 4, acceptance lines 1 and 2)."""
+
 import math
 
 import numpy as np
@@ -12,13 +13,17 @@ DT = 0.1
 # 1. kinematics and frames against hand-computed poses
 # --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("action, expect", [
-    ((1, 0, 0, 0), (0.0, 0.0, -0.2)),     # forward along -z at yaw 0
-    ((-1, 0, 0, 0), (0.0, 0.0, 0.2)),
-    ((0, 0, 1, 0), (0.1, 0.0, 0.0)),      # lateral +1 along +x (the right)
-    ((0, 1, 0, 0), (0.0, 0.1, 0.0)),      # vertical +1 along +y
-    ((0.5, 0, -0.5, 0), (-0.05, 0.0, -0.1)),
-])
+
+@pytest.mark.parametrize(
+    "action, expect",
+    [
+        ((1, 0, 0, 0), (0.0, 0.0, -0.2)),  # forward along -z at yaw 0
+        ((-1, 0, 0, 0), (0.0, 0.0, 0.2)),
+        ((0, 0, 1, 0), (0.1, 0.0, 0.0)),  # lateral +1 along +x (the right)
+        ((0, 1, 0, 0), (0.0, 0.1, 0.0)),  # vertical +1 along +y
+        ((0.5, 0, -0.5, 0), (-0.05, 0.0, -0.1)),
+    ],
+)
 def test_translation_at_yaw_zero(action, expect):
     env = make_env("box", n=1)
     env.reset()
@@ -90,6 +95,7 @@ def test_velocity_observation_in_own_frame():
 # --------------------------------------------------------------------------
 # 2. collision
 # --------------------------------------------------------------------------
+
 
 def _segment_min_sdf(sc, a, b, samples=24):
     t = np.linspace(0.0, 1.0, samples)[None, :, None]
@@ -173,8 +179,11 @@ def test_no_tunnelling_through_a_thin_wall_at_any_speed():
     assert w.voxel_size == pytest.approx(0.25)
     env = NavEnv(w, 4, sensor=small_sensor(), task="explore", max_speed=60.0, dt=0.1)  # 6 m per step
     env.reset()
-    place(env, np.array([[-2.0, 0.0, 0.0], [-1.0, 1.0, 1.0], [3.0, 0.0, 0.0], [2.0, -1.0, 0.0]]),
-          [math.pi / 2, math.pi / 2, -math.pi / 2, -math.pi / 2])
+    place(
+        env,
+        np.array([[-2.0, 0.0, 0.0], [-1.0, 1.0, 1.0], [3.0, 0.0, 0.0], [2.0, -1.0, 0.0]]),
+        [math.pi / 2, math.pi / 2, -math.pi / 2, -math.pi / 2],
+    )
     for _ in range(5):
         env.step(act(4, f=1.0))
         x = env.positions[:, 0]

@@ -1,4 +1,5 @@
 """Observation layout and contents against the tracer's own output."""
+
 import math
 
 import numpy as np
@@ -11,8 +12,12 @@ def test_layout_and_depth_semantic_blocks_match_the_tracer():
     lay = env.obs_layout
     R = 8 * 4
     assert [(k, s.start, s.stop) for k, s in lay.items()] == [
-        ("depth", 0, R), ("semantic", R, 2 * R), ("prev_action", 2 * R, 2 * R + 4),
-        ("velocity", 2 * R + 4, 2 * R + 7), ("goal", 2 * R + 7, 2 * R + 11)]
+        ("depth", 0, R),
+        ("semantic", R, 2 * R),
+        ("prev_action", 2 * R, 2 * R + 4),
+        ("velocity", 2 * R + 4, 2 * R + 7),
+        ("goal", 2 * R + 7, 2 * R + 11),
+    ]
     assert env.obs_dim == 2 * R + 11
     obs = env.step(act(3, f=0.3, w=0.5))[0]
     depth, sem, hit = env._tracer.trace(env.positions.copy(), env.yaws.copy())

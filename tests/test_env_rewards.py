@@ -1,4 +1,5 @@
 """Reward terms, success, SPL, coverage and episode statistics (issue 4, acceptance line 3)."""
+
 import math
 
 import numpy as np
@@ -30,14 +31,13 @@ def test_goal_bearing_in_own_frame():
     env = make_env("box", n=3)
     env.reset()
     # goal to the right (+x at yaw 0), to the left and above, behind and below
-    place(env, np.tile([0, 1.5, 0], (3, 1)), [0.0, 0.0, math.pi / 2],
-          goal=[[2, 1.5, 0], [-1, 2.5, 0], [-2, 0.5, 0]])
+    place(env, np.tile([0, 1.5, 0], (3, 1)), [0.0, 0.0, math.pi / 2], goal=[[2, 1.5, 0], [-1, 2.5, 0], [-2, 0.5, 0]])
     obs = env.step(act(3))[0]
     g = obs[:, env.obs_layout["goal"]]
     s = env.config.goal_scale
-    np.testing.assert_allclose(g, [[2 / s, 1, 0, 0], [math.sqrt(2) / s, -1, 0, 1 / s],
-                                   [math.sqrt(5) / s, 0, -1, -1 / s]],
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        g, [[2 / s, 1, 0, 0], [math.sqrt(2) / s, -1, 0, 1 / s], [math.sqrt(5) / s, 0, -1, -1 / s]], atol=1e-5
+    )
 
 
 def test_success_bonus_terminates_and_reports_spl():

@@ -1,4 +1,5 @@
 """The quick examples run as written (each in its own process, like a user)."""
+
 import os
 import subprocess
 import sys
@@ -12,8 +13,14 @@ EXAMPLES = ROOT / "examples"
 
 def run_example(name, *args, cwd):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, str(EXAMPLES / name), *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, f"{name} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 

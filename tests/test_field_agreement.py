@@ -7,6 +7,7 @@ and an actor driven straight at a wall stops where its own rays said the wall
 was, less its radius and margin. Also the contract for leaves that hold no
 finite distance (hand-made worlds that skip validation).
 """
+
 import math
 
 import numpy as np
@@ -80,8 +81,7 @@ def _box_with_leaves(value):
     assert neg.any()
     bits = np.array([value], np.float16).view(np.uint16)[0]
     nodes[neg] = (nodes[neg] & ~np.uint64(0xFFFF)) | np.uint64(bits)
-    bad = gmdag.World(resolution=w.resolution, bmin=w.bmin, voxel_size=w.voxel_size, nodes=nodes,
-                      source="<hand-made>")
+    bad = gmdag.World(resolution=w.resolution, bmin=w.bmin, voxel_size=w.voxel_size, nodes=nodes, source="<hand-made>")
     bad.deep_checked = True  # skip validation: the readers must cope on their own
     return bad
 

@@ -1,4 +1,5 @@
 """The .gmdag v1 format: round trips, validation rules, the other writers' dialect."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,9 @@ from navi_nb.world.query import distance
 
 
 def _world(nodes, res=2, bmin=(0.0, 0.0, 0.0), voxel=1.0):
-    return World(resolution=res, bmin=np.array(bmin, np.float32), voxel_size=voxel,
-                 nodes=np.asarray(nodes, dtype=np.uint64))
+    return World(
+        resolution=res, bmin=np.array(bmin, np.float32), voxel_size=voxel, nodes=np.asarray(nodes, dtype=np.uint64)
+    )
 
 
 def test_round_trip_identical_bytes(tmp_path):
@@ -61,18 +63,21 @@ def _header(magic=b"GDAG", version=1, res=2, bmin=(0.0, 0.0, 0.0), voxel=1.0, co
 LEAF = int(encode_leaf(0, 1.0))
 
 
-@pytest.mark.parametrize("data, rule", [
-    (b"GDA", "shorter than the 32-byte header"),
-    (_header(magic=b"GDAX") + LEAF.to_bytes(8, "little"), "wrong magic"),
-    (_header(version=2) + LEAF.to_bytes(8, "little"), "version 2"),
-    (_header(res=0) + LEAF.to_bytes(8, "little"), "resolution is 0"),
-    (_header(bmin=(float("nan"), 0.0, 0.0)) + LEAF.to_bytes(8, "little"), "non-finite bounds"),
-    (_header(voxel=0.0) + LEAF.to_bytes(8, "little"), "voxel_size"),
-    (_header(voxel=float("inf")) + LEAF.to_bytes(8, "little"), "voxel_size"),
-    (_header(count=0), "node_count is 0"),
-    (_header(count=2) + LEAF.to_bytes(8, "little"), "payload holds 1 words"),
-    (_header() + LEAF.to_bytes(8, "little") + b"\0", "1 trailing bytes"),
-])
+@pytest.mark.parametrize(
+    "data, rule",
+    [
+        (b"GDA", "shorter than the 32-byte header"),
+        (_header(magic=b"GDAX") + LEAF.to_bytes(8, "little"), "wrong magic"),
+        (_header(version=2) + LEAF.to_bytes(8, "little"), "version 2"),
+        (_header(res=0) + LEAF.to_bytes(8, "little"), "resolution is 0"),
+        (_header(bmin=(float("nan"), 0.0, 0.0)) + LEAF.to_bytes(8, "little"), "non-finite bounds"),
+        (_header(voxel=0.0) + LEAF.to_bytes(8, "little"), "voxel_size"),
+        (_header(voxel=float("inf")) + LEAF.to_bytes(8, "little"), "voxel_size"),
+        (_header(count=0), "node_count is 0"),
+        (_header(count=2) + LEAF.to_bytes(8, "little"), "payload holds 1 words"),
+        (_header() + LEAF.to_bytes(8, "little") + b"\0", "1 trailing bytes"),
+    ],
+)
 def test_header_rules(data, rule):
     with pytest.raises(GmdagError, match=rule) as err:
         from_bytes(data, source="bad.gmdag")
@@ -91,15 +96,18 @@ def _inner(mask, base):
     return int(encode_inner(mask, base))
 
 
-@pytest.mark.parametrize("nodes, rule", [
-    ([_inner(1, 1), 0], "cycle"),  # slot points back at the root
-    ([_inner(1, 1), 7], "child index 7 out of range"),
-    ([_inner(3, 1), 2], "child slots run past the end"),
-    ([(1 << 55) | (1 << 40) | 1, LEAF], "reserved bits 54..32"),
-    ([_inner(1, 1), 2, LEAF | (1 << 40)], "reserved bits 62..32"),
-    ([_inner(1, 1), 2, (1 << 63) | 0x7E00], "NaN"),
-    ([1, 2, LEAF], "empty child mask"),
-])
+@pytest.mark.parametrize(
+    "nodes, rule",
+    [
+        ([_inner(1, 1), 0], "cycle"),  # slot points back at the root
+        ([_inner(1, 1), 7], "child index 7 out of range"),
+        ([_inner(3, 1), 2], "child slots run past the end"),
+        ([(1 << 55) | (1 << 40) | 1, LEAF], "reserved bits 54..32"),
+        ([_inner(1, 1), 2, LEAF | (1 << 40)], "reserved bits 62..32"),
+        ([_inner(1, 1), 2, (1 << 63) | 0x7E00], "NaN"),
+        ([1, 2, LEAF], "empty child mask"),
+    ],
+)
 def test_deep_rules(nodes, rule):
     with pytest.raises(GmdagError, match=rule):
         validate_world(_world(nodes))
@@ -146,8 +154,14 @@ def test_other_dialect_loads_and_answers(tmp_path):
     path = save_world(world, tmp_path / "other.gmdag")
     back = load_world(path)
     assert back.to_bytes() == path.read_bytes()
-    centres = np.array([[-1.0 + 0.5 * (i + 0.5), 0.5 * (j + 0.5), 2.0 + 0.5 * (k + 0.5)]
-                        for i in range(2) for j in range(2) for k in range(2)])
+    centres = np.array(
+        [
+            [-1.0 + 0.5 * (i + 0.5), 0.5 * (j + 0.5), 2.0 + 0.5 * (k + 0.5)]
+            for i in range(2)
+            for j in range(2)
+            for k in range(2)
+        ]
+    )
     d, s = distance(back, centres)
     np.testing.assert_array_equal(d, expect.reshape(-1).astype(np.float32))
     np.testing.assert_array_equal(s, flags.reshape(-1))
@@ -162,8 +176,7 @@ def test_other_dialect_loads_and_answers(tmp_path):
 
 
 def test_inf_quirk_and_decoders():
-    w = np.array([(1 << 63) | (3 << 16) | 0x7C00,
-                  (1 << 63) | 0x7C00, int(encode_leaf(7, -0.5))], dtype=np.uint64)
+    w = np.array([(1 << 63) | (3 << 16) | 0x7C00, (1 << 63) | 0x7C00, int(encode_leaf(7, -0.5))], dtype=np.uint64)
     d, s = gmdag.decode_leaf(w)
     assert d[0] == 0.0 and s[0] == 3  # flagged +inf reads as 0
     assert d[1] == np.inf and s[1] == 0  # unflagged +inf stays (far)
@@ -184,7 +197,7 @@ def test_half_encoder_matches_numpy():
     x = rng.normal(0, 1, 50000) * 10.0 ** rng.integers(-7, 5, 50000)
     x = x[np.abs(x) < 65000]
     # every finite half, the exact midpoints between neighbours (ties) and their neighbours
-    h = gmdag.HALF_TO_FLOAT[:0x7BFF + 1].astype(np.float64)
+    h = gmdag.HALF_TO_FLOAT[: 0x7BFF + 1].astype(np.float64)
     mid = (h[:-1] + h[1:]) / 2
     x = np.concatenate([x, h, -h, mid, -mid, np.nextafter(mid, 0), np.nextafter(mid, np.inf)])
     near = enc(x, gmdag.ROUND_NEAREST).astype(np.uint16)
@@ -194,4 +207,4 @@ def test_half_encoder_matches_numpy():
     tz = enc(x, gmdag.ROUND_TOWARD_ZERO).astype(np.uint16)
     back = gmdag.HALF_TO_FLOAT[tz].astype(np.float64)
     assert np.all(np.abs(back) <= np.abs(x))
-    assert np.all(np.abs(back - x) <= np.abs(x) * 2.0 ** -10 + 2.0 ** -24)
+    assert np.all(np.abs(back - x) <= np.abs(x) * 2.0**-10 + 2.0**-24)

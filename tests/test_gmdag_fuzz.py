@@ -1,5 +1,6 @@
 """Fuzz: mutated .gmdag files end in GmdagError or a valid load, and queries on
 every valid one run without crashing (acceptance 5)."""
+
 from __future__ import annotations
 
 import time
@@ -16,10 +17,26 @@ N_CASES = 6000
 
 def _bases():
     small = compiled_scene("box", 16)
-    hand = gmdag.World(resolution=4, bmin=np.zeros(3, np.float32), voxel_size=0.5,
-                       nodes=np.array([int(gmdag.encode_inner(0b10110101, 3)), int(gmdag.encode_leaf(0, 1.0)),
-                                       int(gmdag.encode_leaf(2, 0.25)), 1, 2, 1, 2, 8,
-                                       int(gmdag.encode_inner(0xFF, 9))] + [2] * 8, dtype=np.uint64))
+    hand = gmdag.World(
+        resolution=4,
+        bmin=np.zeros(3, np.float32),
+        voxel_size=0.5,
+        nodes=np.array(
+            [
+                int(gmdag.encode_inner(0b10110101, 3)),
+                int(gmdag.encode_leaf(0, 1.0)),
+                int(gmdag.encode_leaf(2, 0.25)),
+                1,
+                2,
+                1,
+                2,
+                8,
+                int(gmdag.encode_inner(0xFF, 9)),
+            ]
+            + [2] * 8,
+            dtype=np.uint64,
+        ),
+    )
     return [small.to_bytes(), hand.to_bytes()]
 
 
@@ -28,7 +45,7 @@ def _mutate(data: bytes, rng) -> bytes:
     words = (len(b) - 32) // 8
     kind = rng.integers(8)
     if kind == 0:  # truncation
-        return bytes(b[:rng.integers(0, len(b))])
+        return bytes(b[: rng.integers(0, len(b))])
     if kind == 1:  # trailing bytes
         return bytes(b) + bytes(rng.integers(0, 256, rng.integers(1, 17), dtype=np.uint8))
     if kind == 2:  # byte flips anywhere
@@ -45,7 +62,7 @@ def _mutate(data: bytes, rng) -> bytes:
     slots = np.nonzero(~leaf)[0]
     i = int(rng.integers(words))
     if kind == 4:  # out-of-range child / child_base
-        w[i] = (w[i] & np.uint64(0xFFFFFFFF00000000)) | np.uint64(int(rng.integers(words, 2 ** 32)))
+        w[i] = (w[i] & np.uint64(0xFFFFFFFF00000000)) | np.uint64(int(rng.integers(words, 2**32)))
     elif kind == 5 and slots.size:  # cycles: a slot or base pointing back up
         j = int(slots[rng.integers(slots.size)])
         w[j] = (w[j] & np.uint64(0xFFFFFFFF00000000)) | np.uint64(int(rng.integers(0, max(1, j + 1))))
@@ -86,6 +103,7 @@ def test_fuzz_mutated_files():
 # --------------------------------------------------------------------------
 # navi_nb.bench.fuzz: the fast deterministic subset of `navi-nb fuzz`
 # --------------------------------------------------------------------------
+
 
 def _in_process(target, seed, n, tmp_path):
     from collections import Counter
@@ -182,8 +200,15 @@ def test_fuzz_runner_counts_crashes_and_hangs_in_child_processes():
     target = fuzz.Target(_selftest_bases, _selftest_make, _selftest_run, _selftest_label)
     report = fuzz.run_fuzz(target, 16, seed=0, jobs=2, timeout=1.5, batch=4)
     # cases 0..15: fine x3 (0, 7, 14), bad x3 (1, 8, 15), crash x2, hang x2, bug x2, nan x2, warn x2
-    assert dict(report.counts) == {"ok": 3, "rejected": 3, "crash": 2, "hang": 2, "traceback": 2, "non-finite": 2,
-                                   "warning": 2}
+    assert dict(report.counts) == {
+        "ok": 3,
+        "rejected": 3,
+        "crash": 2,
+        "hang": 2,
+        "traceback": 2,
+        "non-finite": 2,
+        "warning": 2,
+    }
     assert report.restarts == 4
     assert sorted(f[0] for f in report.failures if f[1] == "crash") == [2, 9]
     assert sorted(f[0] for f in report.failures if f[1] == "hang") == [3, 10]
@@ -198,8 +223,25 @@ def test_fuzz_command_prints_the_outcome_table(tmp_path, capsys):
     from navi_nb.cli import main
 
     out = tmp_path / "r.json"
-    assert main(["fuzz", "--target", "gmdag", "--cases", "80", "--seed", "3", "--jobs", "1", "--no-progress",
-                 "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "fuzz",
+                "--target",
+                "gmdag",
+                "--cases",
+                "80",
+                "--seed",
+                "3",
+                "--jobs",
+                "1",
+                "--no-progress",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     for word in ("ok", "rejected", "crash", "hang", "non-finite", "traceback", "warning", "leaf-half", "mmap", "all"):
         assert word in text

@@ -5,6 +5,7 @@ Every bad input ends in one line naming the file or argument, exit status 2
 from the CLI, and the run folder exactly as it was (names and bytes of every
 file); never a traceback, a half-applied state or a silent wrong answer.
 """
+
 import errno
 import io
 import json
@@ -21,10 +22,35 @@ from navi_nb.cli import main
 from navi_nb.errors import NaviError
 from navi_nb.train import checkpoint as ck
 
-TINY = ["--scenes", "box", "--resolution", "32", "--actors", "4", "--sensor-az", "8", "--sensor-el", "4",
-        "--rollout-steps", "16", "--hidden", "16", "--update-epochs", "1", "--num-minibatches", "2",
-        "--total-steps", "128", "--checkpoint-every", "1", "--eval-episodes", "4", "--env", "max_steps=20",
-        "--no-progress"]
+TINY = [
+    "--scenes",
+    "box",
+    "--resolution",
+    "32",
+    "--actors",
+    "4",
+    "--sensor-az",
+    "8",
+    "--sensor-el",
+    "4",
+    "--rollout-steps",
+    "16",
+    "--hidden",
+    "16",
+    "--update-epochs",
+    "1",
+    "--num-minibatches",
+    "2",
+    "--total-steps",
+    "128",
+    "--checkpoint-every",
+    "1",
+    "--eval-episodes",
+    "4",
+    "--env",
+    "max_steps=20",
+    "--no-progress",
+]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +71,11 @@ def _cache(tmp_path_factory, monkeypatch):
 
 
 def snapshot(folder: Path):
-    return {str(p.relative_to(folder)) + ("/" if p.is_dir() else ""): (p.read_bytes() if p.is_file() else b"")
-            for p in sorted(folder.rglob("*")) if p.name != "tb" and "tb" not in p.relative_to(folder).parts}
+    return {
+        str(p.relative_to(folder)) + ("/" if p.is_dir() else ""): (p.read_bytes() if p.is_file() else b"")
+        for p in sorted(folder.rglob("*"))
+        if p.name != "tb" and "tb" not in p.relative_to(folder).parts
+    }
 
 
 def copy_run(trained, tmp_path, name="run"):
@@ -71,6 +100,7 @@ def fails_cleanly(argv, capsys, match, folder=None):
 
 # ---------------------------------------------------------------- rewriting members of a real file
 
+
 def members_of(path):
     with zipfile.ZipFile(path) as zf:
         return [(i.filename, zf.read(i)) for i in zf.infolist()]
@@ -82,8 +112,9 @@ def rewrite(path, change, deflate=()):
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         for n, b in members:
-            zf.writestr(zipfile.ZipInfo(n), b,
-                        compress_type=zipfile.ZIP_DEFLATED if n in deflate else zipfile.ZIP_STORED)
+            zf.writestr(
+                zipfile.ZipInfo(n), b, compress_type=zipfile.ZIP_DEFLATED if n in deflate else zipfile.ZIP_STORED
+            )
     path.write_bytes(buf.getvalue())
 
 
@@ -112,6 +143,7 @@ DEEP_META = b"[" * 100_000 + b"]" * 100_000
 
 # ---------------------------------------------------------------- 3, 4: parser errors in headers and meta.json
 
+
 @pytest.mark.parametrize("damage", ["npy header", "meta.json"])
 def test_unparsable_header_or_meta_is_one_line(trained, tmp_path, capsys, damage):
     run = copy_run(trained, tmp_path)
@@ -134,6 +166,7 @@ def test_unparsable_header_or_meta_is_one_line(trained, tmp_path, capsys, damage
 
 # ---------------------------------------------------------------- 5: non-finite weights in policy.npz
 
+
 @pytest.mark.parametrize("bad", [np.inf, np.nan, -np.inf])
 def test_non_finite_policy_weights_refused(trained, tmp_path, capsys, bad):
     run = copy_run(trained, tmp_path)
@@ -151,6 +184,7 @@ def test_non_finite_policy_weights_refused(trained, tmp_path, capsys, bad):
 
 
 # ---------------------------------------------------------------- 6: eval_episodes.npz that inflates past its size
+
 
 def _deflated_zeros_member(zf, name, header, nbytes, chunk=8 << 20):
     with zf.open(name, "w", force_zip64=True) as f:  # deflated at the ZipFile's level
@@ -170,9 +204,16 @@ def test_episode_file_sized_by_its_meta_is_refused_unread(trained, tmp_path, cap
     path = run / "eval_episodes.npz"
     meta = json.loads(dict(members_of(path))["meta.json"])
     meta.update(episodes=n, steps=steps)
-    spec = {"positions": ((steps, n, 3), "<f4"), "yaws": ((steps, n), "<f4"), "goals": ((n, 3), "<f4"),
-            "length": ((n,), "<i4"), "success": ((n,), "|b1"), "return": ((n,), "<f4"), "spl": ((n,), "<f4"),
-            "collisions": ((n,), "<i4")}
+    spec = {
+        "positions": ((steps, n, 3), "<f4"),
+        "yaws": ((steps, n), "<f4"),
+        "goals": ((n, 3), "<f4"),
+        "length": ((n,), "<i4"),
+        "success": ((n,), "|b1"),
+        "return": ((n,), "<f4"),
+        "spl": ((n,), "<f4"),
+        "collisions": ((n,), "<i4"),
+    }
     zf = zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1)
     with zf:
         zf.writestr("meta.json", json.dumps(meta))
@@ -182,8 +223,9 @@ def test_episode_file_sized_by_its_meta_is_refused_unread(trained, tmp_path, cap
     assert path.stat().st_size < 8 << 20
     tracemalloc.start()
     try:
-        err = fails_cleanly(["render", str(run), "--episode", "0", "-o", str(tmp_path / "ep.png")], capsys,
-                            "eval_episodes.npz", run)
+        err = fails_cleanly(
+            ["render", str(run), "--episode", "0", "-o", str(tmp_path / "ep.png")], capsys, "eval_episodes.npz", run
+        )
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -206,10 +248,20 @@ def test_deflated_real_files_still_read(trained, tmp_path):
 
 # ---------------------------------------------------------------- 7: impossible values in eval_episodes.npz
 
-@pytest.mark.parametrize("member,value,match", [
-    ("positions", np.nan, "non-finite"), ("positions", 1e30, "outside the world"), ("goals", np.inf, "non-finite"),
-    ("yaws", np.nan, "non-finite"), ("length", -5, "'length'"), ("length", 10_000, "'length'"),
-    ("spl", 3.0, "'spl'"), ("collisions", -1, "'collisions'")])
+
+@pytest.mark.parametrize(
+    "member,value,match",
+    [
+        ("positions", np.nan, "non-finite"),
+        ("positions", 1e30, "outside the world"),
+        ("goals", np.inf, "non-finite"),
+        ("yaws", np.nan, "non-finite"),
+        ("length", -5, "'length'"),
+        ("length", 10_000, "'length'"),
+        ("spl", 3.0, "'spl'"),
+        ("collisions", -1, "'collisions'"),
+    ],
+)
 def test_impossible_episode_values_refused(trained, tmp_path, capsys, member, value, match):
     run = copy_run(trained, tmp_path)
 
@@ -219,12 +271,14 @@ def test_impossible_episode_values_refused(trained, tmp_path, capsys, member, va
         return body
 
     rewrite(run / "eval_episodes.npz", change)
-    err = fails_cleanly(["render", str(run), "--episode", "0", "-o", str(tmp_path / "ep.png")], capsys,
-                        "eval_episodes.npz", run)
+    err = fails_cleanly(
+        ["render", str(run), "--episode", "0", "-o", str(tmp_path / "ep.png")], capsys, "eval_episodes.npz", run
+    )
     assert match in err
 
 
 # ---------------------------------------------------------------- 10, 11, 13: environment and optimizer state
+
 
 @pytest.fixture(scope="module")
 def env():
@@ -284,12 +338,29 @@ def test_set_state_all_or_nothing_for_generator_words_and_flags(env):
         assert _state_bytes(env) == before
 
 
-@pytest.mark.parametrize("name,value,match", [
-    ("pos", 1e30, "outside"), ("pos", -1e30, "outside"), ("goal", 1e30, "outside"), ("yaw", 1e30, "yaw"),
-    ("yaw", 4.0, "yaw"), ("ep_len", -1, "negative"), ("ep_len", 10**6, "max_steps"), ("goal_dist", -1.0, "negative"),
-    ("start_dist", -1.0, "negative"), ("path_len", -2.0, "negative"), ("collisions", -1, "negative"),
-    ("episodes", -1, "negative"), ("cells", -1, "negative"), ("cells", 2**30, "cells"), ("vel", 1e30, "vel"),
-    ("prev_action", 5.0, "prev_action"), ("ep_return", np.inf, "non-finite"), ("obs", np.nan, "non-finite")])
+@pytest.mark.parametrize(
+    "name,value,match",
+    [
+        ("pos", 1e30, "outside"),
+        ("pos", -1e30, "outside"),
+        ("goal", 1e30, "outside"),
+        ("yaw", 1e30, "yaw"),
+        ("yaw", 4.0, "yaw"),
+        ("ep_len", -1, "negative"),
+        ("ep_len", 10**6, "max_steps"),
+        ("goal_dist", -1.0, "negative"),
+        ("start_dist", -1.0, "negative"),
+        ("path_len", -2.0, "negative"),
+        ("collisions", -1, "negative"),
+        ("episodes", -1, "negative"),
+        ("cells", -1, "negative"),
+        ("cells", 2**30, "cells"),
+        ("vel", 1e30, "vel"),
+        ("prev_action", 5.0, "prev_action"),
+        ("ep_return", np.inf, "non-finite"),
+        ("obs", np.nan, "non-finite"),
+    ],
+)
 def test_set_state_refuses_finite_impossible_values(env, name, value, match):
     from navi_nb.env.config import StateError
 
@@ -319,8 +390,12 @@ def test_ppo_and_adam_refuse_impossible_optimizer_state():
 
     ppo = PPO(ActorCritic(10, 4, hidden=(8,), seed=0), PPOConfig(), seed=0)
     good = ppo.get_state()
-    for key, value, match in (("adam_v", -1e-3, "negative"), ("adam_v", np.inf, "non-finite"),
-                              ("adam_m", np.nan, "non-finite"), ("adam_t", -1, "negative")):
+    for key, value, match in (
+        ("adam_v", -1e-3, "negative"),
+        ("adam_v", np.inf, "non-finite"),
+        ("adam_m", np.nan, "non-finite"),
+        ("adam_t", -1, "negative"),
+    ):
         state = {k: np.copy(v) for k, v in good.items()}
         state[key].reshape(-1)[0] = value
         before = {k: np.asarray(v).tobytes() for k, v in ppo.get_state().items()}
@@ -344,16 +419,25 @@ def test_ppo_and_adam_refuse_impossible_optimizer_state():
         adam.load_state({"m": np.ones(4, np.float32), "v": np.ones(5, np.float32), "t": np.array(3)})
 
 
-@pytest.mark.parametrize("member,word,value,match", [
-    ("env.rng_spawn", 4, 2**64 - 1, "rng_spawn"), ("env.pos", 0, 1e30, "pos"), ("env.yaw", 0, 1e30, "yaw"),
-    ("env.ep_len", 0, -1, "ep_len"), ("env.goal_dist", 0, -1.0, "goal_dist"), ("ppo.adam_v", 0, -1.0, "second moment")])
+@pytest.mark.parametrize(
+    "member,word,value,match",
+    [
+        ("env.rng_spawn", 4, 2**64 - 1, "rng_spawn"),
+        ("env.pos", 0, 1e30, "pos"),
+        ("env.yaw", 0, 1e30, "yaw"),
+        ("env.ep_len", 0, -1, "ep_len"),
+        ("env.goal_dist", 0, -1.0, "goal_dist"),
+        ("ppo.adam_v", 0, -1.0, "second moment"),
+    ],
+)
 def test_resume_refuses_impossible_checkpoint_state(trained, tmp_path, capsys, member, word, value, match):
     run = copy_run(trained, tmp_path)
 
     def change(name, body):
         if name == member + ".npy":
-            return npy_values(body, lambda a: np.where(np.arange(a.size).reshape(a.shape) == word,
-                                                       np.array(value).astype(a.dtype), a))
+            return npy_values(
+                body, lambda a: np.where(np.arange(a.size).reshape(a.shape) == word, np.array(value).astype(a.dtype), a)
+            )
         return body
 
     rewrite(latest_ckpt(run), change)
@@ -363,9 +447,11 @@ def test_resume_refuses_impossible_checkpoint_state(trained, tmp_path, capsys, m
 
 # ---------------------------------------------------------------- 14: file system and sizes
 
+
 def _raise(err, path=None):
     def fail(*args, **kwargs):
         raise OSError(err, os.strerror(err), str(path if path is not None else (args[0] if args else "?")))
+
     return fail
 
 
@@ -379,8 +465,9 @@ def test_read_only_run_dir_new_run(tmp_path, capsys, monkeypatch):
         return real_mkdir(path, *a, **kw)
 
     monkeypatch.setattr(os, "mkdir", mkdir)
-    err = fails_cleanly(["train", *TINY, "--run-dir", str(tmp_path / "ro"), "--name", "r"], capsys,
-                        "Read-only file system")
+    err = fails_cleanly(
+        ["train", *TINY, "--run-dir", str(tmp_path / "ro"), "--name", "r"], capsys, "Read-only file system"
+    )
     assert str(tmp_path / "ro") in err
     assert not (tmp_path / "ro").exists()
 
@@ -417,11 +504,13 @@ def test_disk_full_during_checkpoint(trained, tmp_path, capsys, monkeypatch):
         def hook(step):
             if step == "fsync":  # the data no longer fits: what the kernel reports on flush or fsync
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+
         return real_save(target, arrays, meta, _hook=hook)
 
     monkeypatch.setattr(ck, "save_checkpoint", disk_full)
-    err = fails_cleanly(["train", "--resume", str(run), "--no-progress", "--eval-episodes", "0"], capsys,
-                        "No space left on device")
+    err = fails_cleanly(
+        ["train", "--resume", str(run), "--no-progress", "--eval-episodes", "0"], capsys, "No space left on device"
+    )
     assert "ckpt_00000002.npz" in err and "older checkpoints are kept" in err
     assert {p.name: p.read_bytes() for p in (run / "checkpoints").iterdir()} == before
     monkeypatch.undo()
@@ -467,8 +556,22 @@ def test_too_many_actors_refused_before_allocating(tmp_path, capsys, monkeypatch
     monkeypatch.setattr(runs, "available_memory", lambda: 2 << 30)
     cfg = tmp_path / "big.json"
     cfg.write_text(json.dumps({"actors": 2_000_000}))
-    err = fails_cleanly(["train", *TINY, "--config", str(cfg), "--actors", "2000000", "--run-dir",
-                         str(tmp_path / "runs"), "--name", "big"], capsys, "actors=2000000")
+    err = fails_cleanly(
+        [
+            "train",
+            *TINY,
+            "--config",
+            str(cfg),
+            "--actors",
+            "2000000",
+            "--run-dir",
+            str(tmp_path / "runs"),
+            "--name",
+            "big",
+        ],
+        capsys,
+        "actors=2000000",
+    )
     assert "GiB" in err
     assert not (tmp_path / "runs").exists()
 
@@ -481,8 +584,17 @@ def test_memory_estimate_is_a_lower_bound():
     from navi_nb.train.loop import Trainer
 
     for task in ("pointgoal", "explore"):
-        cfg = TrainConfig(scenes="box", resolution=32, actors=6, sensor_az=8, sensor_el=4, rollout_steps=16,
-                          hidden=[16], num_minibatches=2, task=task).validate()
+        cfg = TrainConfig(
+            scenes="box",
+            resolution=32,
+            actors=6,
+            sensor_az=8,
+            sensor_el=4,
+            rollout_steps=16,
+            hidden=[16],
+            num_minibatches=2,
+            task=task,
+        ).validate()
         trainer = Trainer(cfg, Path("unused"), compiled_scene("box", 32))
         assert cfg.obs_dim() == trainer.env.obs_dim
         held = trainer.env.memory_report()["bytes_per_actor"] * cfg.actors + trainer.slab.buffer.nbytes
@@ -497,6 +609,7 @@ def test_deeply_nested_config_file_refused(tmp_path, capsys):
 
 # ---------------------------------------------------------------- 15: a kill during the first checkpoint
 
+
 def test_kill_during_first_checkpoint_leaves_a_run_that_can_be_started_over(tmp_path, capsys, monkeypatch):
     real_save = ck.save_checkpoint
 
@@ -504,6 +617,7 @@ def test_kill_during_first_checkpoint_leaves_a_run_that_can_be_started_over(tmp_
         def hook(step):
             if step == "fsync":  # the temporary file exists, the final name does not: a SIGKILL here
                 raise KeyboardInterrupt
+
         return real_save(path, arrays, meta, _hook=hook)
 
     monkeypatch.setattr(ck, "save_checkpoint", killed)
@@ -519,6 +633,7 @@ def test_kill_during_first_checkpoint_leaves_a_run_that_can_be_started_over(tmp_
     assert [u for u, _ in ck.list_checkpoints(run / "checkpoints")] == [0, 1, 2]
     assert not [p for p in (run / "checkpoints").iterdir() if p.name.endswith(".tmp")]
     from navi_nb.train.metrics import read_metrics_csv
+
     assert [r["update"] for r in read_metrics_csv(run / "metrics.csv")] == [1, 2]
 
 
@@ -535,13 +650,13 @@ def test_a_folder_with_other_files_is_still_refused(trained, tmp_path, capsys):
 
 # ---------------------------------------------------------------- fuzzing the three files
 
+
 def test_fuzz_subset_has_no_failure(trained, tmp_path):
     """A fixed, deterministic subset of mutated checkpoints, policy.npz and eval_episodes.npz files."""
     from navi_nb.train.fuzz_checkpoint import FAILURES, MUTATORS, fuzz
 
     failures = []
-    counts = fuzz(trained, cases=150, seed=0, work=tmp_path,
-                  on_failure=lambda *case: failures.append(case))
+    counts = fuzz(trained, cases=150, seed=0, work=tmp_path, on_failure=lambda *case: failures.append(case))
     assert not failures, failures[:3]
     for target, c in counts.items():
         assert sum(c.values()) == 150 and not any(c[o] for o in FAILURES), (target, c)

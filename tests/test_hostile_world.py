@@ -1,5 +1,6 @@
 """Hostile world, sidecar and mesh files: each ends in one clean NaviError line, never a
 traceback, a warning first, or a file the package's own loader would refuse."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,9 @@ def _with_negative_leaves_as(world, half_bits):
     idx = np.flatnonzero(leaf)[dist < 0]
     assert idx.size > 0
     nodes[idx] = (nodes[idx] & ~np.uint64(0xFFFF)) | np.uint64(half_bits)
-    return gmdag.World(resolution=world.resolution, bmin=world.bmin.copy(), voxel_size=world.voxel_size,
-                       nodes=nodes), int(idx.min())
+    return gmdag.World(
+        resolution=world.resolution, bmin=world.bmin.copy(), voxel_size=world.voxel_size, nodes=nodes
+    ), int(idx.min())
 
 
 def _one_error_line(err):
@@ -41,6 +43,7 @@ def _one_error_line(err):
 # --------------------------------------------------------------------------
 # -inf leaves
 # --------------------------------------------------------------------------
+
 
 def test_negative_infinity_leaves_fail_validation_in_every_load_mode(tmp_path):
     bad, _ = _with_negative_leaves_as(compiled_scene("box", 64), NEG_INF_HALF)
@@ -78,6 +81,7 @@ def test_inspect_names_the_negative_infinity_leaf(tmp_path, capsys):
 # header bounds that overflow float32
 # --------------------------------------------------------------------------
 
+
 def _header_file(tmp_path, bmin, voxel, resolution=2):
     leaf = int(gmdag.encode_leaf(0, 1.0))
     data = gmdag.HEADER.pack(gmdag.MAGIC, 1, resolution, *bmin, voxel, 1) + leaf.to_bytes(8, "little")
@@ -100,23 +104,27 @@ def test_header_whose_maximum_corner_overflows_is_refused_without_warnings(tmp_p
 # sidecars with wrong types
 # --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("sidecar, key", [
-    ({"spawn_points": "abc"}, "spawn_points"),
-    ({"class_names": 5}, "class_names"),
-    ({"spawn_points": [[1, 2]]}, "spawn_points"),
-    ({"spawn_points": [[1, 2, "x"]]}, "spawn_points"),
-    ({"spawn_points": [[1, 2, 1e300]]}, "spawn_points"),
-    ({"spawn_points": [[1, 2, True]]}, "spawn_points"),
-    ({"class_names": []}, "class_names"),
-    ({"class_names": ["none", 3]}, "class_names"),
-    ({"bounds_of_interest": "ab"}, "bounds_of_interest"),
-    ({"bounds_of_interest": [[0, 0, 0], [1, 1]]}, "bounds_of_interest"),
-    ({"bounds_of_interest": [[2, 0, 0], [1, 1, 1]]}, "bounds_of_interest"),
-    ({"scene": ["x"]}, "scene"),
-    ({"seed": 1.5}, "seed"),
-    ({"triangles": -1}, "triangles"),
-    ({"compiler": 3}, "compiler"),
-])
+
+@pytest.mark.parametrize(
+    "sidecar, key",
+    [
+        ({"spawn_points": "abc"}, "spawn_points"),
+        ({"class_names": 5}, "class_names"),
+        ({"spawn_points": [[1, 2]]}, "spawn_points"),
+        ({"spawn_points": [[1, 2, "x"]]}, "spawn_points"),
+        ({"spawn_points": [[1, 2, 1e300]]}, "spawn_points"),
+        ({"spawn_points": [[1, 2, True]]}, "spawn_points"),
+        ({"class_names": []}, "class_names"),
+        ({"class_names": ["none", 3]}, "class_names"),
+        ({"bounds_of_interest": "ab"}, "bounds_of_interest"),
+        ({"bounds_of_interest": [[0, 0, 0], [1, 1]]}, "bounds_of_interest"),
+        ({"bounds_of_interest": [[2, 0, 0], [1, 1, 1]]}, "bounds_of_interest"),
+        ({"scene": ["x"]}, "scene"),
+        ({"seed": 1.5}, "seed"),
+        ({"triangles": -1}, "triangles"),
+        ({"compiler": 3}, "compiler"),
+    ],
+)
 def test_sidecar_with_wrong_types_is_refused_at_load(tmp_path, sidecar, key):
     path = tmp_path / "w.gmdag"
     save_world(compiled_scene("box", 16), path, sidecar=False)
@@ -161,6 +169,7 @@ def test_render_with_a_bad_sidecar_prints_one_error_line(tmp_path, capsys):
 # meshes
 # --------------------------------------------------------------------------
 
+
 def _binary_stl(path, triangles):
     rec = np.zeros(len(triangles), dtype=[("n", "<f4", 3), ("v", "<f4", (3, 3)), ("attr", "<u2")])
     rec["v"] = triangles
@@ -194,8 +203,10 @@ def test_huge_mesh_coordinates_are_refused_before_any_warning(tmp_path, scale):
 
 def _ply(head_faces, face_bytes):
     verts = np.array([0, 0, 0, 1, 0, 0, 0, 1, 0], "<f4").tobytes()
-    return (b"ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
-            b"property float z\nelement face 1\n" + head_faces + b"\nend_header\n" + verts + face_bytes)
+    return (
+        b"ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+        b"property float z\nelement face 1\n" + head_faces + b"\nend_header\n" + verts + face_bytes
+    )
 
 
 def test_ply_list_count_of_four_billion_is_a_mesh_error(tmp_path):
@@ -213,9 +224,11 @@ def test_ply_float_face_indices_must_be_integers(tmp_path):
     p.write_bytes(_ply(b"property list uchar float vertex_indices", bytes([3]) + struct.pack("<3f", 0, 1, 2)))
     np.testing.assert_array_equal(read_mesh(p).faces, [[0, 1, 2]])  # integral floats are fine
     a = tmp_path / "a.ply"
-    a.write_text("ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\n"
-                 "element face 1\nproperty list uchar float vertex_indices\nend_header\n"
-                 "0 0 0\n1 0 0\n0 1 0\n3 0 1.5 2\n")
+    a.write_text(
+        "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\n"
+        "element face 1\nproperty list uchar float vertex_indices\nend_header\n"
+        "0 0 0\n1 0 0\n0 1 0\n3 0 1.5 2\n"
+    )
     with pytest.raises(MeshError, match="non-integer vertex index 1.5"):
         read_mesh(a)
 
@@ -232,6 +245,7 @@ def test_obj_file_ending_inside_a_continuation_is_refused(tmp_path):
 # --------------------------------------------------------------------------
 # the CLI's error line
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["x[/].gmdag", "[bold]x.gmdag", "x[/]y[red].gmdag"])
 def test_markup_in_user_text_prints_as_typed(tmp_path, capsys, name):
@@ -257,12 +271,26 @@ def test_inspect_of_a_valid_file_with_markup_in_its_name(tmp_path, capsys):
 
 
 def test_markup_in_a_run_name_prints_as_typed(tmp_path, capsys):
-    assert main(["train", "--scenes", "box", "--name", "x[/]y", "--total-steps", "64", "--no-progress",
-                 "--run-dir", str(tmp_path)]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--scenes",
+                "box",
+                "--name",
+                "x[/]y",
+                "--total-steps",
+                "64",
+                "--no-progress",
+                "--run-dir",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
     line = _one_error_line(capsys.readouterr().err)
     assert "'x[/]y'" in line
     assert list(tmp_path.iterdir()) == []  # refused before any run folder is made
-
 
 
 def test_mesh_with_one_far_vertex_compiles_without_a_division_error(tmp_path):

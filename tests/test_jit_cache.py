@@ -2,6 +2,7 @@
 
 Numba keys a cached kernel on its own file only; a kernel that inlines code
 from another file kept running the old code after that file changed."""
+
 import os
 import subprocess
 import sys
@@ -18,30 +19,36 @@ def _package(tmp_path, dep_value):
     pkg = tmp_path / "pkg"
     pkg.mkdir(exist_ok=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "dep.py").write_text(textwrap.dedent(f"""
+    (pkg / "dep.py").write_text(
+        textwrap.dedent(f"""
         from numba import njit
 
         @njit(inline="always")
         def value():
             return {dep_value}
-    """))
-    (pkg / "kernel.py").write_text(textwrap.dedent("""
+    """)
+    )
+    (pkg / "kernel.py").write_text(
+        textwrap.dedent("""
         from numba import njit
         from pkg.dep import value
 
         @njit(cache=True)
         def answer():
             return value()
-    """))
+    """)
+    )
     (pkg / "plain.py").write_text("X = 1  # no compiled code here\n")
     return pkg
 
 
 def _answer(tmp_path, refresh):
-    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(0, {ROOT!r}); "
-            "from pathlib import Path; from navi_nb import jit_cache; "
-            + (f"jit_cache.refresh(Path({str(tmp_path / 'pkg')!r})); " if refresh else "")
-            + "from pkg.kernel import answer; print(answer())")
+    code = (
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(0, {ROOT!r}); "
+        "from pathlib import Path; from navi_nb import jit_cache; "
+        + (f"jit_cache.refresh(Path({str(tmp_path / 'pkg')!r})); " if refresh else "")
+        + "from pkg.kernel import answer; print(answer())"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "NUMBA_DISABLE_CACHE")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -51,9 +58,9 @@ def _answer(tmp_path, refresh):
 def test_a_changed_dependency_recompiles_the_cached_kernel(tmp_path):
     _package(tmp_path, 1)
     assert _answer(tmp_path, refresh=True) == 1
-    _package(tmp_path, 2)                       # only the inlined helper's file changes
+    _package(tmp_path, 2)  # only the inlined helper's file changes
     assert _answer(tmp_path, refresh=False) == 1  # Numba alone: the stale kernel from its cache
-    assert _answer(tmp_path, refresh=True) == 2   # with the stamp check: recompiled
+    assert _answer(tmp_path, refresh=True) == 2  # with the stamp check: recompiled
 
 
 def test_refresh_removes_only_cached_kernels_and_writes_a_stamp(tmp_path, monkeypatch):
@@ -69,14 +76,15 @@ def test_refresh_removes_only_cached_kernels_and_writes_a_stamp(tmp_path, monkey
         f.write_bytes(b"x")
     sources = [p.name for p in jit_cache.numba_sources(pkg)]
     assert sources == ["dep.py", "kernel.py"]
-    assert jit_cache.refresh(pkg) is True          # no stamp yet: drop and stamp
+    assert jit_cache.refresh(pkg) is True  # no stamp yet: drop and stamp
     assert not any(f.exists() for f in stale) and all(f.exists() for f in kept)
     assert (cache / jit_cache.STAMP_NAME).read_text().strip() == jit_cache.sources_hash(
-        jit_cache.numba_sources(pkg), pkg)
+        jit_cache.numba_sources(pkg), pkg
+    )
     stale[0].write_bytes(b"x")
-    assert jit_cache.refresh(pkg) is False         # nothing changed: the cache stays
+    assert jit_cache.refresh(pkg) is False  # nothing changed: the cache stays
     assert stale[0].exists()
-    (pkg / "plain.py").write_text("X = 2\n")      # not a Numba source: still nothing to do
+    (pkg / "plain.py").write_text("X = 2\n")  # not a Numba source: still nothing to do
     assert jit_cache.refresh(pkg) is False
     (pkg / "dep.py").write_text((pkg / "dep.py").read_text().replace("return 1", "return 3"))
     assert jit_cache.refresh(pkg) is True

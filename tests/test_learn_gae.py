@@ -1,4 +1,5 @@
 """GAE against a plain reference loop, with terminations and truncations mixed."""
+
 import numpy as np
 
 import navi_nb  # noqa: F401
@@ -44,11 +45,17 @@ def test_gae_matches_reference():
     last_v = rng.standard_normal(A).astype(np.float32)
     assert term.sum() > 5 and trunc.sum() > 5
     for gamma, lam in ((0.99, 0.95), (0.9, 1.0), (1.0, 0.0)):
-        adv, ret = compute_gae(r, v, term.astype(np.float32), trunc.astype(np.float32), final_v,
-                               last_v, gamma, lam)
-        ref_adv, ref_ret = reference_gae(r.astype(np.float64), v.astype(np.float64), term, trunc,
-                                         final_v.astype(np.float64), last_v.astype(np.float64),
-                                         gamma, lam)
+        adv, ret = compute_gae(r, v, term.astype(np.float32), trunc.astype(np.float32), final_v, last_v, gamma, lam)
+        ref_adv, ref_ret = reference_gae(
+            r.astype(np.float64),
+            v.astype(np.float64),
+            term,
+            trunc,
+            final_v.astype(np.float64),
+            last_v.astype(np.float64),
+            gamma,
+            lam,
+        )
         np.testing.assert_allclose(adv, ref_adv, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(ret, ref_ret, rtol=1e-5, atol=1e-5)
 
@@ -59,9 +66,17 @@ def test_truncation_bootstraps_termination_does_not():
     v = np.array([[0.5], [0.5]], np.float32)
     zeros = np.zeros((2, 1), np.float32)
     final_v = np.array([[10.0], [0.0]], np.float32)
-    adv, _ = compute_gae(r, v, np.array([[0.0], [1.0]], np.float32), np.array([[1.0], [0.0]], np.float32),
-                         final_v, np.array([100.0], np.float32), 0.5, 0.5)
-    assert adv[0, 0] == 1.0 + 0.5 * 10.0 - 0.5      # truncated: bootstrap from the final obs
-    assert adv[1, 0] == 1.0 - 0.5                    # terminated: no bootstrap, last_v unused
+    adv, _ = compute_gae(
+        r,
+        v,
+        np.array([[0.0], [1.0]], np.float32),
+        np.array([[1.0], [0.0]], np.float32),
+        final_v,
+        np.array([100.0], np.float32),
+        0.5,
+        0.5,
+    )
+    assert adv[0, 0] == 1.0 + 0.5 * 10.0 - 0.5  # truncated: bootstrap from the final obs
+    assert adv[1, 0] == 1.0 - 0.5  # terminated: no bootstrap, last_v unused
     adv, _ = compute_gae(r, v, zeros, zeros, final_v, np.array([100.0], np.float32), 0.5, 0.5)
-    assert adv[1, 0] == 1.0 + 0.5 * 100.0 - 0.5      # neither: bootstrap from last_values
+    assert adv[1, 0] == 1.0 + 0.5 * 100.0 - 0.5  # neither: bootstrap from last_values

@@ -3,6 +3,7 @@ plain NumPy float64): every statistic against the reference's value; every
 parameter's gradient against central finite differences of the reference, and
 against the reference's chain-rule gradient (itself checked against the same
 finite differences)."""
+
 import numpy as np
 import pytest
 
@@ -32,9 +33,14 @@ def make_batch(policy, n, seed):
 def batch_dict(slab, rows):
     f = slab.flat[rows]
     c = slab.col
-    return {"obs": f[:, :slab.obs_dim], "actions": f[:, c("actions"):c("actions") + slab.act_dim],
-            "logp": f[:, c("logp")], "value": f[:, c("value")],
-            "advantages": f[:, c("advantages")], "returns": f[:, c("returns")]}
+    return {
+        "obs": f[:, : slab.obs_dim],
+        "actions": f[:, c("actions") : c("actions") + slab.act_dim],
+        "logp": f[:, c("logp")],
+        "value": f[:, c("value")],
+        "advantages": f[:, c("advantages")],
+        "returns": f[:, c("returns")],
+    }
 
 
 def fd_gradient(fn, x, h):
@@ -51,15 +57,17 @@ def fd_gradient(fn, x, h):
     return g
 
 
-@pytest.mark.parametrize("activation,grad_mode,clip_vloss,ent,norm_adv", [
-    ("tanh", "chunk", True, 0.01, True),
-    ("relu", "tile", True, 0.0, True),
-    ("tanh", "tile", False, 0.005, True),
-    ("tanh", "chunk", True, 0.0, False),
-])
+@pytest.mark.parametrize(
+    "activation,grad_mode,clip_vloss,ent,norm_adv",
+    [
+        ("tanh", "chunk", True, 0.01, True),
+        ("relu", "tile", True, 0.0, True),
+        ("tanh", "tile", False, 0.005, True),
+        ("tanh", "chunk", True, 0.0, False),
+    ],
+)
 def test_gradient_matches_finite_differences(activation, grad_mode, clip_vloss, ent, norm_adv):
-    policy = ActorCritic(6, 4, hidden=(7, 5), activation=activation, seed=3, dtype=np.float64,
-                         log_std_init=-0.3)
+    policy = ActorCritic(6, 4, hidden=(7, 5), activation=activation, seed=3, dtype=np.float64, log_std_init=-0.3)
     # small chunks and tiles so every layer is split into several pieces
     # a generic point: non-zero biases (zero-init biases put relu exactly on its kink
     # for samples whose previous layer is all zero)
@@ -67,14 +75,22 @@ def test_gradient_matches_finite_differences(activation, grad_mode, clip_vloss, 
     for name in policy.layout.names():
         if name.endswith(".b"):
             policy.p[name][...] = rng.uniform(-0.2, 0.2, policy.p[name].shape)
-    cfg = PPOConfig(grad_mode=grad_mode, chunk_size=8, tile_rows=3, tile_cols=2,
-                    clip_vloss=clip_vloss, ent_coef=ent, norm_adv=norm_adv)
+    cfg = PPOConfig(
+        grad_mode=grad_mode,
+        chunk_size=8,
+        tile_rows=3,
+        tile_cols=2,
+        clip_vloss=clip_vloss,
+        ent_coef=ent,
+        norm_adv=norm_adv,
+    )
     ppo = PPO(policy, cfg)
     slab = make_batch(policy, 40, seed=11)
-    ppo.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
-                   ("actions", "logp", "value", "advantages", "returns")})
+    ppo.set_source(
+        slab.flat, slab.obs_dim, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")}
+    )
     order = np.random.default_rng(5).permutation(40)
-    start, stop = 3, 38            # an odd-sized range: a partial last chunk
+    start, stop = 3, 38  # an odd-sized range: a partial last chunk
     stats = ppo.accumulate(order, start, stop)
     batch = batch_dict(slab, order[start:stop])
     x0 = policy.params.copy()

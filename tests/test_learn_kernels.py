@@ -1,6 +1,7 @@
 """Kernel pieces against independent answers: gemm (both bindings), tanh32,
 the forward layer and the activation derivative, the parameter layout, the
 policy's distribution, bad input, and the one-call minibatches path."""
+
 import os
 import subprocess
 import sys
@@ -22,8 +23,12 @@ def test_gemm_all_transposes(dtype):
     a = rng.standard_normal((7, 5)).astype(dtype)
     b = rng.standard_normal((5, 3)).astype(dtype)
     tol = 1e-5 if dtype == np.float32 else 1e-12
-    for ta, tb, A, B in ((False, False, a, b), (True, False, a.T.copy(), b),
-                         (False, True, a, b.T.copy()), (True, True, a.T.copy(), b.T.copy())):
+    for ta, tb, A, B in (
+        (False, False, a, b),
+        (True, False, a.T.copy(), b),
+        (False, True, a, b.T.copy()),
+        (True, True, a.T.copy(), b.T.copy()),
+    ):
         c = np.zeros((7, 3), dtype)
         blas.matmul_into(A, B, c, ta, tb)
         np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=tol, atol=tol)
@@ -31,15 +36,24 @@ def test_gemm_all_transposes(dtype):
 
 def test_gemm_numba_fallback_agrees():
     """The plain-loop gemm (NAVI_NB_GEMM=numba) gives the same products to rounding."""
-    code = ("import numpy as np, navi_nb; from navi_nb.learn import blas; "
-            "rng=np.random.default_rng(1); a=rng.standard_normal((33,17)).astype(np.float32); "
-            "b=rng.standard_normal((17,9)).astype(np.float32); c=np.zeros((33,9),np.float32); "
-            "blas.matmul_into(a,b,c,False,False); c2=np.zeros((17,17),np.float32); "
-            "blas.matmul_into(a,a,c2,True,False); "
-            "print(blas.GEMM_BACKEND, float(abs(c-a.astype(np.float64)@b).max()), "
-            "float(abs(c2-a.T.astype(np.float64)@a).max()))")
-    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=ROOT,
-                         env=dict(os.environ, NAVI_NB_GEMM="numba"), timeout=300)
+    code = (
+        "import numpy as np, navi_nb; from navi_nb.learn import blas; "
+        "rng=np.random.default_rng(1); a=rng.standard_normal((33,17)).astype(np.float32); "
+        "b=rng.standard_normal((17,9)).astype(np.float32); c=np.zeros((33,9),np.float32); "
+        "blas.matmul_into(a,b,c,False,False); c2=np.zeros((17,17),np.float32); "
+        "blas.matmul_into(a,a,c2,True,False); "
+        "print(blas.GEMM_BACKEND, float(abs(c-a.astype(np.float64)@b).max()), "
+        "float(abs(c2-a.T.astype(np.float64)@a).max()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, NAVI_NB_GEMM="numba"),
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     name, e1, e2 = out.stdout.split()
     assert name == "numba" and float(e1) < 1e-4 and float(e2) < 1e-4
@@ -73,14 +87,25 @@ def test_layer_forward_and_activation_derivative(act):
     dH = rng.standard_normal((B, n_out))
     dZ = dH.copy()
     mlp.times_dact_rows(dZ, H, 0, B, code)
-    dact = 1 - ref ** 2 if act == "tanh" else (Z > 0).astype(float)
+    dact = 1 - ref**2 if act == "tanh" else (Z > 0).astype(float)
     np.testing.assert_allclose(dZ, dH * dact, rtol=1e-12, atol=1e-12)
 
 
 def test_layout_walk_order_and_views():
     lay = ParamLayout.actor_critic(10, 4, (8, 6), (5,))
-    assert lay.names() == ["pi.0.W", "pi.0.b", "pi.1.W", "pi.1.b", "pi.out.W", "pi.out.b", "log_std",
-                           "v.0.W", "v.0.b", "v.out.W", "v.out.b"]
+    assert lay.names() == [
+        "pi.0.W",
+        "pi.0.b",
+        "pi.1.W",
+        "pi.1.b",
+        "pi.out.W",
+        "pi.out.b",
+        "log_std",
+        "v.0.W",
+        "v.0.b",
+        "v.out.W",
+        "v.out.b",
+    ]
     assert lay.size == 10 * 8 + 8 + 8 * 6 + 6 + 6 * 4 + 4 + 4 + 10 * 5 + 5 + 5 + 1
     flat = np.arange(lay.size, dtype=np.float32)
     v = lay.views(flat)
@@ -92,15 +117,16 @@ def test_layout_walk_order_and_views():
 
 def test_init_gains_and_distribution():
     pol = ActorCritic(40, 4, hidden=(32, 16), seed=1)
-    W0 = pol.p["pi.0.W"]            # (40, 32): orthonormal columns times sqrt(2)
+    W0 = pol.p["pi.0.W"]  # (40, 32): orthonormal columns times sqrt(2)
     np.testing.assert_allclose(W0.T @ W0, 2 * np.eye(32), atol=1e-5)
-    Wo = pol.p["pi.out.W"]          # (16, 4): orthonormal columns times 0.01
+    Wo = pol.p["pi.out.W"]  # (16, 4): orthonormal columns times 0.01
     np.testing.assert_allclose(Wo.T @ Wo, 1e-4 * np.eye(4), atol=1e-9)
-    Wv = pol.p["v.out.W"]           # (16, 1): a unit column times 1.0
+    Wv = pol.p["v.out.W"]  # (16, 1): a unit column times 1.0
     assert abs(float(np.linalg.norm(Wv)) - 1.0) < 1e-5
     assert np.all(pol.p["pi.0.b"] == 0) and np.all(pol.p["log_std"] == 0)
     # log_prob and entropy against scipy's Gaussian
     from scipy.stats import norm
+
     pol.p["log_std"][...] = [-0.5, 0.0, 0.3, -1.0]
     obs = np.random.default_rng(0).standard_normal((9, 40)).astype(np.float32)
     a, lp, _ = pol.act(obs, np.random.default_rng(3))
@@ -121,6 +147,7 @@ def test_bad_input_raises_before_any_change():
     from navi_nb.errors import NaviError
     from navi_nb.learn.ppo import PPO, PPOConfig, PPOConfigError
     from navi_nb.learn.rollout import RolloutSlab
+
     pol = ActorCritic(5, 4, hidden=(8,), seed=0)
     ppo = PPO(pol, PPOConfig(num_minibatches=2))
     slab = RolloutSlab(4, 3, 5, 4)
@@ -156,11 +183,13 @@ def test_bad_input_raises_before_any_change():
 def _ppo_on_synthetic(grad_mode, seed=0):
     from navi_nb.bench.ppo import synthetic
     from navi_nb.learn.ppo import PPO, PPOConfig
+
     pol = ActorCritic(23, 4, hidden=(16, 12), seed=seed)
     ppo = PPO(pol, PPOConfig(chunk_size=8, grad_mode=grad_mode, tile_rows=5, tile_cols=7))
     slab = synthetic(pol, 96, seed=seed)
-    ppo.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
-                   ("actions", "logp", "value", "advantages", "returns")})
+    ppo.set_source(
+        slab.flat, slab.obs_dim, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")}
+    )
     return ppo
 
 
@@ -197,6 +226,7 @@ def test_minibatches_stop_early_on_target_kl():
 
 def test_ppo_state_round_trip_and_bad_state():
     from navi_nb.learn.ppo import PPOConfigError
+
     ppo = _ppo_on_synthetic("chunk")
     ppo.minibatches(np.arange(96), 32, 2, 1e-3)
     ppo.rng.permutation(5)
@@ -207,9 +237,12 @@ def test_ppo_state_round_trip_and_bad_state():
         assert np.asarray(val).tobytes() == np.asarray(saved[key]).tobytes(), key
     assert np.array_equal(other.rng.permutation(9), ppo.rng.permutation(9))
     before = other.get_state()
-    for bad in ({**saved, "rng": saved["rng"].astype(np.int64)},
-                {**saved, "rng": np.array([1, 0, 1, 0, 2, 0], np.uint64)},  # has_uint32 must be 0 or 1
-                {**saved, "adam_t": np.array(-1)}, {k: v for k, v in saved.items() if k != "updates_done"}):
+    for bad in (
+        {**saved, "rng": saved["rng"].astype(np.int64)},
+        {**saved, "rng": np.array([1, 0, 1, 0, 2, 0], np.uint64)},  # has_uint32 must be 0 or 1
+        {**saved, "adam_t": np.array(-1)},
+        {k: v for k, v in saved.items() if k != "updates_done"},
+    ):
         with pytest.raises(PPOConfigError, match="PPO state"):
             other.set_state(bad)
         for key, val in other.get_state().items():
@@ -220,17 +253,39 @@ def test_hyper_params_and_statistics_by_name():
     """Each hyper-parameter lands at its named index; the statistics' names and
     indices agree, and the stats PPO reports carry every name."""
     from navi_nb.learn import fused
-    hp = fused.hyper_params(clip_coef=0.1, clip_vloss=True, vf_coef=0.3, ent_coef=0.01, norm_adv=False,
-                            max_grad_norm=0.7, lr=1e-3, beta1=0.8, beta2=0.99, adam_eps=1e-6)
-    expect = {fused.CLIP_COEF: 0.1, fused.CLIP_VLOSS: 1.0, fused.VF_COEF: 0.3, fused.ENT_COEF: 0.01,
-              fused.NORM_ADV: 0.0, fused.MAX_GRAD_NORM: 0.7, fused.LR: 1e-3, fused.BETA1: 0.8, fused.BETA2: 0.99,
-              fused.ADAM_EPS: 1e-6, fused.TARGET_KL: -1.0}
+
+    hp = fused.hyper_params(
+        clip_coef=0.1,
+        clip_vloss=True,
+        vf_coef=0.3,
+        ent_coef=0.01,
+        norm_adv=False,
+        max_grad_norm=0.7,
+        lr=1e-3,
+        beta1=0.8,
+        beta2=0.99,
+        adam_eps=1e-6,
+    )
+    expect = {
+        fused.CLIP_COEF: 0.1,
+        fused.CLIP_VLOSS: 1.0,
+        fused.VF_COEF: 0.3,
+        fused.ENT_COEF: 0.01,
+        fused.NORM_ADV: 0.0,
+        fused.MAX_GRAD_NORM: 0.7,
+        fused.LR: 1e-3,
+        fused.BETA1: 0.8,
+        fused.BETA2: 0.99,
+        fused.ADAM_EPS: 1e-6,
+        fused.TARGET_KL: -1.0,
+    }
     assert hp.dtype == np.float64 and hp.shape == (len(fused.HYPER_NAMES),) == (len(expect),)
     assert {i: float(hp[i]) for i in expect} == expect
     assert fused.hyper_params(0.1, False, 0.3, 0.0, True, 0.5, 1e-3, 0.9, 0.999, 1e-5, 0.02)[fused.TARGET_KL] == 0.02
-    names = [fused.STAT_NAMES[i] for i in (fused.PG_LOSS, fused.V_LOSS, fused.APPROX_KL, fused.CLIPFRAC,
-                                           fused.OLD_APPROX_KL)]
+    names = [
+        fused.STAT_NAMES[i] for i in (fused.PG_LOSS, fused.V_LOSS, fused.APPROX_KL, fused.CLIPFRAC, fused.OLD_APPROX_KL)
+    ]
     assert names == ["pg_loss", "v_loss", "approx_kl", "clipfrac", "old_approx_kl"]
     assert fused.STEP_STAT_NAMES[fused.ENTROPY] == "entropy" and fused.STEP_STAT_NAMES[fused.GRAD_NORM] == "grad_norm"
-    (stats, _), = _ppo_on_synthetic("chunk").minibatches(np.arange(96), 32, 1, 1e-3)
+    ((stats, _),) = _ppo_on_synthetic("chunk").minibatches(np.arange(96), 32, 1, 1e-3)
     assert set(stats) == set(fused.STAT_NAMES) | {"entropy", "loss"}

@@ -3,6 +3,7 @@
 - the toy point-goal task (self-contained, a few seconds);
 - NavEnv's `box` scene, point-goal, a small sensor and a few actors.
 """
+
 import time
 
 import numpy as np
@@ -33,6 +34,7 @@ def one_thread():
     """Results do not depend on the thread count (test_learn_same_sum); one thread
     is the fastest for 16 actors on a shared 2-core machine."""
     import numba
+
     before = numba.get_num_threads()
     numba.set_num_threads(1)
     yield
@@ -47,8 +49,8 @@ def test_box_point_goal_learns(one_thread):
     world = compile_scene("box", resolution=32, seed=0)
 
     def make():
-        return NavEnv(world, 16, sensor=Sensor(8, 3), task="pointgoal", seed=0, max_steps=60,
-                      goal_max_distance=3.0)
+        return NavEnv(world, 16, sensor=Sensor(8, 3), task="pointgoal", seed=0, max_steps=60, goal_max_distance=3.0)
+
     env = make()
     pol = ActorCritic(env.obs_dim, 4, hidden=(64, 64), seed=0)
     before, n0 = evaluate(make(), pol, 240, seed=1)
@@ -60,8 +62,10 @@ def test_box_point_goal_learns(one_thread):
     t_train = time.perf_counter() - t0
     after, n1 = evaluate(make(), pol, 240, seed=1)
     det, _ = evaluate(make(), pol, 240, seed=1, deterministic=True)
-    print(f"box: success {before:.2f} ({n0} episodes) -> {after:.2f} ({n1}; deterministic {det:.2f}) "
-          f"after 30 updates x 1024 samples in {t_train:.1f} s")
+    print(
+        f"box: success {before:.2f} ({n0} episodes) -> {after:.2f} ({n1}; deterministic {det:.2f}) "
+        f"after 30 updates x 1024 samples in {t_train:.1f} s"
+    )
     assert after >= 0.8, (after, [round(r["success_rate"], 2) for r in rows])
 
 
@@ -70,6 +74,7 @@ def test_toy_point_goal_learns(one_thread):
 
     def make():
         return PointGoalToy(32, seed=0, size=3.0, success_radius=0.25, max_steps=40, speed=0.3)
+
     env = make()
     pol = ActorCritic(env.obs_dim, 4, hidden=(64, 64), seed=0)
     before, n0 = evaluate(make(), pol, 200, seed=1)
@@ -80,6 +85,8 @@ def test_toy_point_goal_learns(one_thread):
     rows = train(env, ppo, slab, 15, seed=0)
     t_train = time.perf_counter() - t0
     after, n1 = evaluate(make(), pol, 200, seed=1)
-    print(f"toy: success {before:.2f} ({n0} episodes) -> {after:.2f} ({n1}) "
-          f"after 15 updates x 2048 samples in {t_train:.1f} s")
+    print(
+        f"toy: success {before:.2f} ({n0} episodes) -> {after:.2f} ({n1}) "
+        f"after 15 updates x 2048 samples in {t_train:.1f} s"
+    )
     assert after >= 0.8, (after, [round(r["success_rate"], 2) for r in rows])

@@ -4,6 +4,7 @@ Runs in a subprocess with NUMBA_NUM_THREADS=4 (Numba fixes its pool size at
 import, and this machine may report fewer cores), so 3 and 4 shards are real
 thread counts even on 2 cores.
 """
+
 import json
 import os
 import subprocess
@@ -17,8 +18,13 @@ def run_specs(kind, specs):
     # otherwise spin at every barrier; the wait policy cannot change the results
     env = dict(os.environ, NUMBA_NUM_THREADS="4", OMP_WAIT_POLICY="PASSIVE")
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, os.path.join(HERE, "learn_same_sum_run.py"), kind, *specs],
-                         capture_output=True, text=True, env=env, timeout=600)
+    out = subprocess.run(
+        [sys.executable, os.path.join(HERE, "learn_same_sum_run.py"), kind, *specs],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
@@ -26,8 +32,8 @@ def run_specs(kind, specs):
 def check(results):
     by = {(r["shards"], r["chunk"]): r for r in results}
     assert [r["threads"] for r in results[:4]] == [1, 2, 3, 4]
-    assert results[0]["modes"] == ["chunk", "tile"]          # both decompositions in play
-    assert results[0]["minibatches"] == 3 * 3 * 4             # 3 updates x 3 epochs x 4 minibatches
+    assert results[0]["modes"] == ["chunk", "tile"]  # both decompositions in play
+    assert results[0]["minibatches"] == 3 * 3 * 4  # 3 updates x 3 epochs x 4 minibatches
     base = by[(1, 32)]["hash"]
     for k in (2, 3, 4):
         assert by[(k, 32)]["hash"] == base, f"{k} shards differ from 1 shard"

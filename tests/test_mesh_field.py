@@ -1,4 +1,5 @@
 """MeshField: distances against brute force and analytic shapes, signs, winding numbers, cap, errors."""
+
 import numpy as np
 import pytest
 
@@ -19,6 +20,7 @@ from navi_nb.world.mesh_scene import (
 
 # ---------------------------------------------------------------- independent answers
 
+
 def brute_distance(vertices, faces, points):
     """Unsigned distance to the nearest triangle, every triangle, float64.
 
@@ -34,9 +36,11 @@ def brute_distance(vertices, faces, points):
     for i, p in enumerate(points):
         h = np.einsum("ij,ij->i", p - a, n)
         q = p - h[:, None] * n
-        inside = ((np.einsum("ij,ij->i", np.cross(b - a, q - a), n) >= 0)
-                  & (np.einsum("ij,ij->i", np.cross(c - b, q - b), n) >= 0)
-                  & (np.einsum("ij,ij->i", np.cross(a - c, q - c), n) >= 0))
+        inside = (
+            (np.einsum("ij,ij->i", np.cross(b - a, q - a), n) >= 0)
+            & (np.einsum("ij,ij->i", np.cross(c - b, q - b), n) >= 0)
+            & (np.einsum("ij,ij->i", np.cross(a - c, q - c), n) >= 0)
+        )
         best = np.where(inside, np.abs(h), np.inf)
         for u, v in ((a, b), (b, c), (c, a)):
             e = v - u
@@ -54,8 +58,12 @@ def brute_winding(vertices, faces, points):
         a, b, c = tri[:, 0] - p, tri[:, 1] - p, tri[:, 2] - p
         la, lb, lc = (np.linalg.norm(x, axis=1) for x in (a, b, c))
         det = np.einsum("ij,ij->i", a, np.cross(b, c))
-        den = la * lb * lc + np.einsum("ij,ij->i", a, b) * lc + np.einsum("ij,ij->i", b, c) * la \
+        den = (
+            la * lb * lc
+            + np.einsum("ij,ij->i", a, b) * lc
+            + np.einsum("ij,ij->i", b, c) * la
             + np.einsum("ij,ij->i", c, a) * lb
+        )
         out[i] = (2 * np.arctan2(det, den)).sum() / (4 * np.pi)
     return out
 
@@ -71,6 +79,7 @@ RNG = np.random.default_rng(7)
 
 
 # ---------------------------------------------------------------- distances
+
 
 def test_box_exact_against_analytic():
     lo, hi = np.array([-1.0, -0.5, -2.0]), np.array([1.5, 0.75, 0.25])
@@ -131,6 +140,7 @@ def test_room_shell_nested_boxes():
 
 # ---------------------------------------------------------------- winding numbers and open meshes
 
+
 def test_winding_number_against_exact_sum():
     meshes = [icosphere(2), torus_mesh(1.0, 0.3, 24, 12)]
     open_box = box_mesh()
@@ -180,6 +190,7 @@ def test_mixed_closed_and_open_components():
 
 # ---------------------------------------------------------------- cap, classes, threads, errors
 
+
 def test_cap_returns_cap_beyond_and_exact_within():
     m = merge_meshes([box_mesh((-1, -1, -1), (1, 1, 1)), icosphere(2, 0.5, (3, 0, 0))])
     cl = np.r_[np.full(12, 4), np.full(320, 9)].astype(np.int32)
@@ -202,6 +213,7 @@ def test_cap_returns_cap_beyond_and_exact_within():
 
 def test_threads_give_identical_results():
     import numba
+
     m, cls = benchmark_mesh_scene()
     f = MeshField(m.vertices, m.faces, cls)
     p = RNG.uniform(f.bounds_min, f.bounds_max, (3000, 3))
@@ -250,6 +262,7 @@ def test_bad_input_raises_mesh_error():
 
 # ---------------------------------------------------------------- the benchmark scene
 
+
 def test_benchmark_scene():
     """The shipped meshes in the room: counts, classes, distances against brute force, signs."""
     m, cls = benchmark_mesh_scene()
@@ -278,12 +291,16 @@ def test_closed_scene_of_procedural_parts():
     sdf, _ = f.evaluate(p)
     np.testing.assert_allclose(np.abs(sdf[:40]), brute_distance(scene.vertices, scene.faces, p[:40]), atol=1e-12)
     q = p - ring
-    solid = ((np.linalg.norm(p - ball, axis=1) < 0.98)
-             | (np.hypot(np.hypot(q[:, 0], q[:, 2]) - 1.0, q[:, 1]) < 0.33)
-             | (box_sdf(p, ROOM_MIN - WALL, ROOM_MAX + WALL) < 0) & (box_sdf(p, ROOM_MIN, ROOM_MAX) > 0))
-    free = ((np.linalg.norm(p - ball, axis=1) > 1.0)
-            & (np.hypot(np.hypot(q[:, 0], q[:, 2]) - 1.0, q[:, 1]) > 0.35)
-            & ((box_sdf(p, ROOM_MIN, ROOM_MAX) < 0) | (box_sdf(p, ROOM_MIN - WALL, ROOM_MAX + WALL) > 0)))
+    solid = (
+        (np.linalg.norm(p - ball, axis=1) < 0.98)
+        | (np.hypot(np.hypot(q[:, 0], q[:, 2]) - 1.0, q[:, 1]) < 0.33)
+        | (box_sdf(p, ROOM_MIN - WALL, ROOM_MAX + WALL) < 0) & (box_sdf(p, ROOM_MIN, ROOM_MAX) > 0)
+    )
+    free = (
+        (np.linalg.norm(p - ball, axis=1) > 1.0)
+        & (np.hypot(np.hypot(q[:, 0], q[:, 2]) - 1.0, q[:, 1]) > 0.35)
+        & ((box_sdf(p, ROOM_MIN, ROOM_MAX) < 0) | (box_sdf(p, ROOM_MIN - WALL, ROOM_MAX + WALL) > 0))
+    )
     assert solid.sum() > 100 and free.sum() > 1000
     assert np.all(sdf[solid] < 0) and np.all(sdf[free] > 0)
 
@@ -330,9 +347,9 @@ def test_overlapping_nested_and_inverted_closed_parts():
     """auto trusts a closed part's pseudonormal only where the other parts allow it; the rest
     (parts inside or crossing another solid, a lone inverted part) follow the winding number."""
     big = box_mesh((-1, -1, -1), (1, 1, 1))
-    small = box_mesh((-0.3, -0.3, -0.3), (0.3, 0.3, 0.3))          # a solid inside a solid
-    cross = box_mesh((0.5, -0.5, -0.5), (1.8, 0.5, 0.5))            # pokes out of the big box
-    far = icosphere(2, 0.4, (4.0, 0.0, 0.0))                         # alone: trusted
+    small = box_mesh((-0.3, -0.3, -0.3), (0.3, 0.3, 0.3))  # a solid inside a solid
+    cross = box_mesh((0.5, -0.5, -0.5), (1.8, 0.5, 0.5))  # pokes out of the big box
+    far = icosphere(2, 0.4, (4.0, 0.0, 0.0))  # alone: trusted
     m = merge_meshes([big, small, cross, far])
     f = MeshField(m.vertices, m.faces)
     assert f.closed and f.n_components == 4 and f.n_trusted_components < 4
@@ -343,7 +360,7 @@ def test_overlapping_nested_and_inverted_closed_parts():
     np.testing.assert_allclose(np.abs(sdf), d, atol=1e-12)
     clear = np.abs(w - 0.5) > 0.05
     np.testing.assert_array_equal(sdf[clear] < 0, w[clear] >= 0.5)
-    inv = Mesh(big.vertices, big.faces[:, ::-1].copy())              # a void in nothing
+    inv = Mesh(big.vertices, big.faces[:, ::-1].copy())  # a void in nothing
     fi = MeshField(inv.vertices, inv.faces)
     assert fi.closed and fi.n_trusted_components == 0
     si, _ = fi.evaluate(p)

@@ -1,4 +1,5 @@
 """Mesh readers and writers: the same box through every format, OBJ/PLY/STL corner cases, bad files."""
+
 import struct
 from pathlib import Path
 
@@ -27,13 +28,16 @@ def triangle_set(vertices, faces):
 BOX = box_mesh((-1.0, -0.5, -2.0), (1.5, 0.75, 0.25))  # coordinates exact in float32
 
 
-@pytest.mark.parametrize("writer,kwargs,name", [
-    (write_obj, {}, "box.obj"),
-    (write_stl, {}, "box.stl"),
-    (write_stl, {"ascii": True}, "box_ascii.stl"),
-    (write_ply, {}, "box.ply"),
-    (write_ply, {"binary": False}, "box_ascii.ply"),
-])
+@pytest.mark.parametrize(
+    "writer,kwargs,name",
+    [
+        (write_obj, {}, "box.obj"),
+        (write_stl, {}, "box.stl"),
+        (write_stl, {"ascii": True}, "box_ascii.stl"),
+        (write_ply, {}, "box.ply"),
+        (write_ply, {"binary": False}, "box_ascii.ply"),
+    ],
+)
 def test_same_box_through_every_format(tmp_path, writer, kwargs, name):
     path = tmp_path / name
     writer(path, BOX.vertices, BOX.faces, **kwargs)
@@ -87,13 +91,15 @@ def test_binary_stl_whose_header_starts_with_solid(tmp_path):
 def test_ply_extra_properties_lists_and_elements(tmp_path):
     # vertex with normals and colours, a face with an extra list and a scalar, an extra element
     verts = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], np.float64)
-    head = (b"ply\nformat binary_little_endian 1.0\ncomment test\n"
-            b"element vertex 4\nproperty float x\nproperty float y\nproperty float z\n"
-            b"property float nx\nproperty float ny\nproperty float nz\n"
-            b"property uchar red\nproperty uchar green\nproperty uchar blue\n"
-            b"element face 2\nproperty uchar flags\nproperty list uchar int vertex_indices\n"
-            b"property list uchar float texcoord\nproperty int material\n"
-            b"element edge 1\nproperty int vertex1\nproperty int vertex2\nend_header\n")
+    head = (
+        b"ply\nformat binary_little_endian 1.0\ncomment test\n"
+        b"element vertex 4\nproperty float x\nproperty float y\nproperty float z\n"
+        b"property float nx\nproperty float ny\nproperty float nz\n"
+        b"property uchar red\nproperty uchar green\nproperty uchar blue\n"
+        b"element face 2\nproperty uchar flags\nproperty list uchar int vertex_indices\n"
+        b"property list uchar float texcoord\nproperty int material\n"
+        b"element edge 1\nproperty int vertex1\nproperty int vertex2\nend_header\n"
+    )
     body = b""
     for v in verts:
         body += struct.pack("<3f3f3B", *v, 0, 0, 1, 255, 0, 0)
@@ -114,10 +120,12 @@ def test_ply_uniform_fast_path_and_big_endian(tmp_path):
     verts = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], np.float64)
     faces = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
     for endian, tag in (("<", "binary_little_endian"), (">", "binary_big_endian")):
-        head = (f"ply\nformat {tag} 1.0\nelement vertex 4\nproperty double x\nproperty double y\n"
-                "property double z\nproperty uchar quality\n"
-                "element face 4\nproperty list uchar uint vertex_indices\nproperty ushort tag\n"
-                "end_header\n").encode()
+        head = (
+            f"ply\nformat {tag} 1.0\nelement vertex 4\nproperty double x\nproperty double y\n"
+            "property double z\nproperty uchar quality\n"
+            "element face 4\nproperty list uchar uint vertex_indices\nproperty ushort tag\n"
+            "end_header\n"
+        ).encode()
         body = b"".join(struct.pack(endian + "3dB", *v, 9) for v in verts)
         body += b"".join(struct.pack(endian + "B3IH", 3, *f, 5) for f in faces)
         path = tmp_path / f"t{tag}.ply"
@@ -129,10 +137,12 @@ def test_ply_uniform_fast_path_and_big_endian(tmp_path):
 
 def test_ascii_ply_polygons(tmp_path):
     path = tmp_path / "quad.ply"
-    path.write_text("ply\nformat ascii 1.0\nelement vertex 5\nproperty float x\nproperty float y\n"
-                    "property float z\nproperty float confidence\nelement face 2\n"
-                    "property list uchar int vertex_index\nend_header\n"
-                    "0 0 0 1\n1 0 0 1\n1 1 0 1\n0 1 0 1\n2 2 2 0.5\n4 0 1 2 3\n3 1 4 2\n")
+    path.write_text(
+        "ply\nformat ascii 1.0\nelement vertex 5\nproperty float x\nproperty float y\n"
+        "property float z\nproperty float confidence\nelement face 2\n"
+        "property list uchar int vertex_index\nend_header\n"
+        "0 0 0 1\n1 0 0 1\n1 1 0 1\n0 1 0 1\n2 2 2 0.5\n4 0 1 2 3\n3 1 4 2\n"
+    )
     m = read_mesh(path)
     np.testing.assert_array_equal(m.faces, [[0, 1, 2], [0, 2, 3], [1, 4, 2]])
 
@@ -153,23 +163,23 @@ BAD_FILES = {
     "zero.stl": b"bin".ljust(80, b" ") + struct.pack("<I", 0),
     "trunc_ascii.stl": b"solid x\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\n",
     "twovert_ascii.stl": b"solid x\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\nendloop\n"
-                         b"endfacet\nendsolid\n",
+    b"endfacet\nendsolid\n",
     "nofacets_ascii.stl": b"solid x\nendsolid x\n",
     "magic.ply": b"plx\nformat ascii 1.0\nend_header\n",
     "noend.ply": b"ply\nformat ascii 1.0\nelement vertex 3\n",
     "format.ply": b"ply\nformat binary_middle_endian 1.0\nelement vertex 0\nelement face 0\nend_header\n",
     "type.ply": b"ply\nformat ascii 1.0\nelement vertex 1\nproperty quad x\nend_header\n",
     "noface.ply": b"ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\n"
-                  b"property float z\nend_header\n0 0 0\n",
+    b"property float z\nend_header\n0 0 0\n",
     "trunc_ascii.ply": b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
-                       b"property float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n"
-                       b"0 0 0\n1 0 0\n0 1 0\n3 0 1\n",
+    b"property float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n"
+    b"0 0 0\n1 0 0\n0 1 0\n3 0 1\n",
     "trunc_bin.ply": b"ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\n"
-                     b"property float y\nproperty float z\nelement face 1\n"
-                     b"property list uchar int vertex_indices\nend_header\n" + b"\x00" * 20,
+    b"property float y\nproperty float z\nelement face 1\n"
+    b"property list uchar int vertex_indices\nend_header\n" + b"\x00" * 20,
     "range.ply": b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
-                 b"property float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n"
-                 b"0 0 0\n1 0 0\n0 1 0\n3 0 1 3\n",
+    b"property float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n"
+    b"0 0 0\n1 0 0\n0 1 0\n3 0 1 3\n",
     "unknown.xyzmesh": b"\x00\x01 not a mesh",
 }
 
@@ -208,8 +218,13 @@ def test_fuzzed_meshes_never_crash(tmp_path):
     """Random byte flips and truncations of valid files end in MeshError or a valid mesh."""
     rng = np.random.default_rng(1)
     sources = {}
-    for name, writer, kw in (("a.obj", write_obj, {}), ("b.stl", write_stl, {}), ("c.ply", write_ply, {}),
-                             ("d.ply", write_ply, {"binary": False}), ("e.stl", write_stl, {"ascii": True})):
+    for name, writer, kw in (
+        ("a.obj", write_obj, {}),
+        ("b.stl", write_stl, {}),
+        ("c.ply", write_ply, {}),
+        ("d.ply", write_ply, {"binary": False}),
+        ("e.stl", write_stl, {"ascii": True}),
+    ):
         write_path = tmp_path / name
         writer(write_path, BOX.vertices, BOX.faces, **kw)
         sources[name] = write_path.read_bytes()
@@ -218,7 +233,7 @@ def test_fuzzed_meshes_never_crash(tmp_path):
         name = list(sources)[trial % len(sources)]
         data = bytearray(sources[name])
         if trial % 3 == 0:
-            data = data[:int(rng.integers(0, len(data)))]
+            data = data[: int(rng.integers(0, len(data)))]
         else:
             for _ in range(int(rng.integers(1, 6))):
                 data[int(rng.integers(0, len(data)))] = int(rng.integers(0, 256))
@@ -235,8 +250,10 @@ def test_fuzzed_meshes_never_crash(tmp_path):
     assert outcomes["ok"] > 0 and outcomes["error"] > 0
 
 
-@pytest.mark.parametrize("name,faces", [("fandisk.obj", 5750), ("featuretype.STL", 3476), ("teapot.stl", 894),
-                                        ("wallhole.obj", 66), ("rabbit.obj", 1252)])
+@pytest.mark.parametrize(
+    "name,faces",
+    [("fandisk.obj", 5750), ("featuretype.STL", 3476), ("teapot.stl", 894), ("wallhole.obj", 66), ("rabbit.obj", 1252)],
+)
 def test_sample_meshes_read(name, faces):
     m = read_mesh(sample_mesh_path(name))
     assert m.faces.shape == (faces, 3)
@@ -244,8 +261,9 @@ def test_sample_meshes_read(name, faces):
 
 
 def test_sample_mesh_path_names_the_set():
-    assert sorted(SAMPLE_MESHES) == sorted(p.name for p in sample_mesh_path("teapot.stl").parent.iterdir()
-                                           if p.suffix.lower() in (".obj", ".stl"))
+    assert sorted(SAMPLE_MESHES) == sorted(
+        p.name for p in sample_mesh_path("teapot.stl").parent.iterdir() if p.suffix.lower() in (".obj", ".stl")
+    )
     with pytest.raises(MeshError, match="'bunny.obj'"):
         sample_mesh_path("bunny.obj")
 
@@ -255,14 +273,19 @@ def test_sample_meshes_agree_with_trimesh():
     for name in ("fandisk.obj", "featuretype.STL", "teapot.stl"):
         ours = read_mesh(sample_mesh_path(name))
         theirs = trimesh.load(str(sample_mesh_path(name)), force="mesh")
-        area_ours = 0.5 * np.linalg.norm(np.cross(*(ours.vertices[ours.faces][:, 1:] -
-                                                    ours.vertices[ours.faces][:, :1]).transpose(1, 0, 2)),
-                                         axis=1).sum()
+        area_ours = (
+            0.5
+            * np.linalg.norm(
+                np.cross(*(ours.vertices[ours.faces][:, 1:] - ours.vertices[ours.faces][:, :1]).transpose(1, 0, 2)),
+                axis=1,
+            ).sum()
+        )
         assert abs(area_ours - theirs.area) <= 1e-6 * theirs.area, name
 
 
 def test_other_formats_without_trimesh_name_the_extra(tmp_path, monkeypatch):
     import sys
+
     monkeypatch.setitem(sys.modules, "trimesh", None)  # import trimesh now raises ImportError
     path = tmp_path / "model.glb"
     path.write_bytes(b"glTF")

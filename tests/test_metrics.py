@@ -1,4 +1,5 @@
 """metrics.csv / metrics.jsonl: one row per update, documented columns, resume truncation."""
+
 import csv
 import json
 import math
@@ -67,6 +68,7 @@ def test_tensorboard_absent_is_said_once(tmp_path):
     log.close()
     try:
         import tensorboardX  # noqa: F401
+
         assert log.tb_note.startswith("TensorBoard event files:")
     except ImportError:
         assert "skipped" in log.tb_note

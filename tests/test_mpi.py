@@ -2,6 +2,7 @@
 state, generators and environment state, and a run saved at 2 ranks continues at 4 and at 1 with the same
 bits. Runs ``tests/mpi_run.py`` under the ``mpiexec`` next to this Python (the ``mpi`` extra's ``mpich``
 wheel puts it there); oversubscribed on a 2-core machine, which is fine for bits."""
+
 import json
 import os
 import shutil
@@ -18,15 +19,20 @@ def mpirun(n, *args):
     assert MPIEXEC, "mpi4py is installed but no mpiexec was found"
     env = dict(os.environ, NUMBA_NUM_THREADS="2", OMP_WAIT_POLICY="PASSIVE")
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
-    out = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, os.path.join(HERE, "mpi_run.py"), *map(str, args)],
-                         capture_output=True, text=True, env=env, timeout=900)
+    out = subprocess.run(
+        [MPIEXEC, "-n", str(n), sys.executable, os.path.join(HERE, "mpi_run.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-3000:])
     lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     return lines[0] if lines else None
 
 
 def test_same_bits_at_any_rank_and_thread_count(tmp_path):
-    one = mpirun(1, 1, 3)                    # first: compiles the kernels once for the others
+    one = mpirun(1, 1, 3)  # first: compiles the kernels once for the others
     assert one["ranks"] == 1 and one["threads"] == 1 and one["adam_t"] == 3 * 2 * 2
     assert one["episodes"] > 0 and one["bytes_sent"] == 0
     runs = [mpirun(1, 2, 3), mpirun(2, 1, 3), mpirun(4, 1, 3)]
@@ -34,7 +40,7 @@ def test_same_bits_at_any_rank_and_thread_count(tmp_path):
     for r in runs:
         assert r["ranks_agree"]
         assert (r["learner"], r["env"]) == (one["learner"], one["env"]), r
-        assert json.dumps(r["stats"]) == json.dumps(one["stats"])   # reported losses, explained variance too
+        assert json.dumps(r["stats"]) == json.dumps(one["stats"])  # reported losses, explained variance too
     assert runs[1]["bytes_sent"] > 0 and runs[2]["bytes_sent"] > 0
     # the hashes see the state: one update fewer gives others
     short = mpirun(2, 1, 2)
@@ -48,10 +54,40 @@ def test_same_bits_at_any_rank_and_thread_count(tmp_path):
         assert (resumed["learner"], resumed["env"]) == (one["learner"], one["env"]), n
 
 
-TINY = ["train", "--scenes", "box", "--resolution", "32", "--actors", "8", "--actor-block", "4", "--sensor-az", "8",
-        "--sensor-el", "4", "--rollout-steps", "16", "--hidden", "16", "--update-epochs", "1", "--num-minibatches",
-        "2", "--total-steps", "384", "--checkpoint-every", "1", "--eval-episodes", "2", "--env", "max_steps=20",
-        "--no-progress", "--shards", "1"]
+TINY = [
+    "train",
+    "--scenes",
+    "box",
+    "--resolution",
+    "32",
+    "--actors",
+    "8",
+    "--actor-block",
+    "4",
+    "--sensor-az",
+    "8",
+    "--sensor-el",
+    "4",
+    "--rollout-steps",
+    "16",
+    "--hidden",
+    "16",
+    "--update-epochs",
+    "1",
+    "--num-minibatches",
+    "2",
+    "--total-steps",
+    "384",
+    "--checkpoint-every",
+    "1",
+    "--eval-episodes",
+    "2",
+    "--env",
+    "max_steps=20",
+    "--no-progress",
+    "--shards",
+    "1",
+]
 
 
 def navi(n, *args):
@@ -78,8 +114,8 @@ def test_cli_train_over_ranks(tmp_path):
     assert one.returncode == 0, one.stderr[-3000:]
     two = navi(2, *TINY, "--run-dir", str(tmp_path), "--name", "two")
     assert two.returncode == 0, two.stderr[-3000:]
-    assert two.stdout.count("run folder:") == 1            # rank 0 alone prints
-    for u in range(1, 4):   # the three kept
+    assert two.stdout.count("run folder:") == 1  # rank 0 alone prints
+    for u in range(1, 4):  # the three kept
         name = f"checkpoints/ckpt_{u:08d}.npz"
         assert arrays(tmp_path / "one" / name) == arrays(tmp_path / "two" / name), name
     topo = json.loads((tmp_path / "two" / "config.json").read_text())["topology"]
@@ -97,30 +133,42 @@ def test_cli_train_over_ranks(tmp_path):
 def test_ranks_with_different_configs_are_refused(tmp_path):
     base = [sys.executable, "-m", "navi_nb", *TINY, "--run-dir", str(tmp_path)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([MPIEXEC, "-n", "1", *base, "--seed", "1", ":", "-n", "1", *base, "--seed", "2"],
-                         capture_output=True, text=True, env=env, timeout=600)
+    out = subprocess.run(
+        [MPIEXEC, "-n", "1", *base, "--seed", "1", ":", "-n", "1", *base, "--seed", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert out.returncode != 0
     assert "rank 1 was started with config hash" in out.stderr
-    assert not any(tmp_path.iterdir())                      # refused before any file was written
-    out = subprocess.run([MPIEXEC, "-n", "1", *base, ":", "-n", "1", *base, "--checkpoint-every", "2"],
-                         capture_output=True, text=True, env=env, timeout=600)
+    assert not any(tmp_path.iterdir())  # refused before any file was written
+    out = subprocess.run(
+        [MPIEXEC, "-n", "1", *base, ":", "-n", "1", *base, "--checkpoint-every", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert out.returncode != 0 and "rank 1 was started with checkpoint_every 2, rank 0 with 1" in out.stderr
 
 
 def test_more_ranks_than_blocks_is_refused(tmp_path):
-    out = navi(4, *TINY, "--run-dir", str(tmp_path))        # 8 actors in blocks of 4: two blocks
+    out = navi(4, *TINY, "--run-dir", str(tmp_path))  # 8 actors in blocks of 4: two blocks
     assert out.returncode != 0
     assert "4 ranks for 2 actor blocks" in out.stderr
 
 
 def _ranks_of(launcher_pid):
     """The rank processes under ``mpiexec`` (its children's children: Hydra starts a proxy per host)."""
+
     def children(pid):
         try:
             with open(f"/proc/{pid}/task/{pid}/children") as f:
                 return [int(x) for x in f.read().split()]
         except OSError:
             return []
+
     found = []
     for c in children(launcher_pid):
         found += [g for g in children(c)] or [c]
@@ -136,8 +184,13 @@ def test_a_lost_rank_stops_the_job_and_the_run_resumes(tmp_path, how):
     args[args.index("--total-steps") + 1] = str(128 * 400)
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
-    proc = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable, "-m", "navi_nb", *args, "--run-dir", str(tmp_path),
-                             "--name", "r"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [MPIEXEC, "-n", "2", sys.executable, "-m", "navi_nb", *args, "--run-dir", str(tmp_path), "--name", "r"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     ckpts = tmp_path / "r" / "checkpoints"
     deadline = time.time() + 300
     while time.time() < deadline and not (ckpts.exists() and len(list(ckpts.glob("ckpt_*.npz"))) >= 3):

@@ -2,6 +2,7 @@
 
 The rule (``navi_nb/world/field.py``) is checked against ``reference_field``, a
 plain-Python reading of the node words (tests/sense_helpers.py)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,7 +40,7 @@ def test_planes_are_exact_near_the_surface():
     t = t[np.abs(t) < 2 * h]
     d, s = distance(world, p)
     # only the float16 storage rounds (relative 2**-11 of values below 3 voxels)
-    np.testing.assert_allclose(d, t, atol=3 * h * 2.0 ** -10)
+    np.testing.assert_allclose(d, t, atol=3 * h * 2.0**-10)
     assert np.all(s[np.abs(t) < h] == 2)
 
 
@@ -49,8 +50,9 @@ def _pruned_world():
     free = int(gmdag.encode_leaf(0, 1.5))
     solid = int(gmdag.encode_leaf(0, -0.5))
     nodes = [int(gmdag.encode_inner(0xFE, 3)), free, solid] + [1] + [2] * 6
-    return gmdag.World(resolution=4, bmin=np.array([10.0, 0.0, 0.0], np.float32), voxel_size=1.0,
-                       nodes=np.array(nodes, np.uint64))
+    return gmdag.World(
+        resolution=4, bmin=np.array([10.0, 0.0, 0.0], np.float32), voxel_size=1.0, nodes=np.array(nodes, np.uint64)
+    )
 
 
 def test_pruned_octant_coarse_leaf_and_outside():
@@ -77,8 +79,12 @@ def test_queries_follow_the_rule_written_out_over_the_words(name):
     if name == "pruned":
         w = _pruned_world()
     elif name == "one_voxel":  # the root is a leaf: no neighbour to interpolate with
-        w = gmdag.World(resolution=1, bmin=np.array([1.0, 2.0, 3.0], np.float32), voxel_size=0.5,
-                        nodes=np.array([int(gmdag.encode_leaf(4, 0.75))], np.uint64))
+        w = gmdag.World(
+            resolution=1,
+            bmin=np.array([1.0, 2.0, 3.0], np.float32),
+            voxel_size=0.5,
+            nodes=np.array([int(gmdag.encode_leaf(4, 0.75))], np.uint64),
+        )
     elif name == "sphere":
         w = sphere_world(32, radius=9.0, voxel_size=0.5, bmin=(-3.0, 1.0, 2.0))[0]
     else:
@@ -96,8 +102,9 @@ def test_semantic_ids_are_surface_classes():
     world = compiled_scene("box", 128)
     s = scene("box")
     mid = (s.bounds_min + s.bounds_max) / 2
-    p = np.array([[mid[0], 0.05, mid[2]], [mid[0], 2.95, mid[2]], [s.bounds_min[0] + 0.05, 1.5, mid[2]],
-                  [mid[0], 1.5, mid[2]]])
+    p = np.array(
+        [[mid[0], 0.05, mid[2]], [mid[0], 2.95, mid[2]], [s.bounds_min[0] + 0.05, 1.5, mid[2]], [mid[0], 1.5, mid[2]]]
+    )
     _, sem = distance(world, p)
     assert [s.class_names[k] for k in sem] == ["floor", "ceiling", "wall", "none"]
 
@@ -115,13 +122,16 @@ def test_dtypes_and_empty():
     assert d.shape == (5,)
 
 
-@pytest.mark.parametrize("points, match", [
-    (np.zeros((4, 2)), "shaped"),
-    (np.zeros(3), "shaped"),
-    (np.array([[0.0, np.nan, 0.0]]), "point 0 is not finite"),
-    (np.array([[0.0, 0.0, 0.0], [np.inf, 0, 0]]), "point 1 is not finite"),
-    (np.array([["a", "b", "c"]]), "real numbers"),
-])
+@pytest.mark.parametrize(
+    "points, match",
+    [
+        (np.zeros((4, 2)), "shaped"),
+        (np.zeros(3), "shaped"),
+        (np.array([[0.0, np.nan, 0.0]]), "point 0 is not finite"),
+        (np.array([[0.0, 0.0, 0.0], [np.inf, 0, 0]]), "point 1 is not finite"),
+        (np.array([["a", "b", "c"]]), "real numbers"),
+    ],
+)
 def test_bad_points(points, match):
     world = compiled_scene("house", 64)
     with pytest.raises(QueryError, match=match):
@@ -130,8 +140,12 @@ def test_bad_points(points, match):
 
 
 def test_bad_world_is_rejected_before_querying():
-    w = gmdag.World(resolution=2, bmin=np.zeros(3, np.float32), voxel_size=1.0,
-                    nodes=np.array([int(gmdag.encode_inner(1, 1)), 9], np.uint64))
+    w = gmdag.World(
+        resolution=2,
+        bmin=np.zeros(3, np.float32),
+        voxel_size=1.0,
+        nodes=np.array([int(gmdag.encode_inner(1, 1)), 9], np.uint64),
+    )
     with pytest.raises(gmdag.GmdagError, match="out of range"):
         distance(w, np.zeros((1, 3)))
     with pytest.raises(QueryError, match="World"):
@@ -156,5 +170,5 @@ def test_query_point_inlines_into_other_kernels():
     # large batches take the parallel kernel: same answers
     big = rng.uniform(world.bmin, world.bmax, size=(5000, 3))
     d_big, _ = distance(world, big)
-    d_small = np.concatenate([distance(world, big[i:i + 100])[0] for i in range(0, 5000, 100)])
+    d_small = np.concatenate([distance(world, big[i : i + 100])[0] for i in range(0, 5000, 100)])
     np.testing.assert_array_equal(d_big, d_small)

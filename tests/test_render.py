@@ -1,4 +1,5 @@
 """Pictures: the PNG is written and shows what the tracer saw; clear errors otherwise."""
+
 import math
 import sys
 
@@ -69,8 +70,7 @@ def test_render_command(tmp_path):
     path = save_world(world, tmp_path / "ball.gmdag")
     out = tmp_path / "ball.png"
     pose = f"{centre[0]},{centre[1]},{centre[2] + 2.0},0"
-    assert main(["render", str(path), "--pose", pose, "-o", str(out), "--az", "32", "--el", "8",
-                 "--size", "96"]) == 0
+    assert main(["render", str(path), "--pose", pose, "-o", str(out), "--az", "32", "--el", "8", "--size", "96"]) == 0
     assert Image.open(out).size[0] > 96
     assert main(["render", str(path), "--pose", "1,2", "-o", str(out)]) == 2
     assert main(["render", "no_such_scene", "--pose", pose, "-o", str(out)]) == 2
@@ -81,11 +81,35 @@ def test_render_command(tmp_path):
 # a trained run's episode: the picture and the animation
 # --------------------------------------------------------------------------
 
-TINY_RUN = ["--scenes", "box", "--resolution", "32", "--actors", "4", "--sensor-az", "16", "--sensor-el", "4",
-            "--rollout-steps", "16",
-            "--hidden", "16", "--update-epochs", "1", "--num-minibatches", "2", "--total-steps", "64",
-            "--checkpoint-every", "1",
-            "--eval-episodes", "3", "--env", "max_steps=20", "--no-progress"]
+TINY_RUN = [
+    "--scenes",
+    "box",
+    "--resolution",
+    "32",
+    "--actors",
+    "4",
+    "--sensor-az",
+    "16",
+    "--sensor-el",
+    "4",
+    "--rollout-steps",
+    "16",
+    "--hidden",
+    "16",
+    "--update-epochs",
+    "1",
+    "--num-minibatches",
+    "2",
+    "--total-steps",
+    "64",
+    "--checkpoint-every",
+    "1",
+    "--eval-episodes",
+    "3",
+    "--env",
+    "max_steps=20",
+    "--no-progress",
+]
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +118,7 @@ def tiny_run(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("runs")
     mp = pytest.MonkeyPatch()
-    mp.setenv("NAVI_NB_CACHE", str(root / "cache"))   # the compiled scene stays inside the test's folder
+    mp.setenv("NAVI_NB_CACHE", str(root / "cache"))  # the compiled scene stays inside the test's folder
     try:
         assert main(["train", *TINY_RUN, "--run-dir", str(root), "--name", "r"]) == 0
     finally:
@@ -122,21 +146,29 @@ def test_episode_picture_reads_without_the_docs(tiny_run, tmp_path):
     arr = np.asarray(img)
     white = np.all(arr == 255, axis=-1)
     # the panoramas (the lowest rows) span the width: both halves are drawn, not left blank
-    band = white[-img.height // 5:, re_.MARGIN:img.width - re_.MARGIN - re_.KEY_WIDTH]
+    band = white[-img.height // 5 :, re_.MARGIN : img.width - re_.MARGIN - re_.KEY_WIDTH]
     half = band.shape[1] // 2
     assert band[:, :half].mean() < 0.6 and band[:, half:].mean() < 0.6
     # the marks and their keys, by their exact colours
-    for colour in (re_.START_COLOUR, re_.GOAL_COLOUR, re_.SCALE_BAR_COLOUR, MISS_COLOUR,
-                   re_.time_colour(0.0), re_.time_colour(1.0), colour_map(0.0), colour_map(1.0)):
+    for colour in (
+        re_.START_COLOUR,
+        re_.GOAL_COLOUR,
+        re_.SCALE_BAR_COLOUR,
+        MISS_COLOUR,
+        re_.time_colour(0.0),
+        re_.time_colour(1.0),
+        colour_map(0.0),
+        colour_map(1.0),
+    ):
         assert _has(arr, colour), colour
     # the scale bar: a solid bar of its colour inside the map, bottom left
     top = re_.MARGIN + 40
-    map_area = arr[top:top + mh, re_.MARGIN:re_.MARGIN + mw]
+    map_area = arr[top : top + mh, re_.MARGIN : re_.MARGIN + mw]
     bar = np.all(map_area == np.asarray(re_.SCALE_BAR_COLOUR, np.uint8), axis=-1)
     ys, xs = np.nonzero(bar)
     assert ys.size and ys.min() > mh - 30 and xs.min() < 20 and xs.max() - xs.min() > 10
     # the legend's time ramp runs from the start colour to the end colour, left to right, beside the map
-    ramp = np.all(arr[:, re_.MARGIN + mw:] == re_.time_colour(0.0), axis=-1)
+    ramp = np.all(arr[:, re_.MARGIN + mw :] == re_.time_colour(0.0), axis=-1)
     assert ramp.any()
     assert re_.nice_length(7.3) == 5 and re_.nice_length(0.31) == pytest.approx(0.2)
     assert re_.nice_length(1.0) == 1

@@ -5,6 +5,7 @@ A corner-sampled file is written here from an analytic sphere in the unsigned,
 voxel's minimum corner ``bmin + i * voxel``, no navi_nb sidecar key), then
 traced and queried against the exact answers.
 """
+
 from __future__ import annotations
 
 import json

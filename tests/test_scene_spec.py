@@ -1,4 +1,5 @@
 """Scene specs: the syntax, de-duplication, held-out seeds and every bad input."""
+
 from __future__ import annotations
 
 import functools
@@ -61,8 +62,14 @@ def test_ranges_seeds_and_families():
 
 
 def test_duplicates_keep_their_first_place(tmp_path):
-    assert labels(parse_spec("house:2-4,house:0-3,maze:1,house:4")) == \
-        ["house:2", "house:3", "house:4", "house:0", "house:1", "maze:1"]
+    assert labels(parse_spec("house:2-4,house:0-3,maze:1,house:4")) == [
+        "house:2",
+        "house:3",
+        "house:4",
+        "house:0",
+        "house:1",
+        "maze:1",
+    ]
     a = write_box(tmp_path / "w" / "a.gmdag")
     # the same file by another path (relative, through a link) is one world
     os.symlink(a, tmp_path / "link.gmdag")
@@ -105,22 +112,25 @@ def test_heldout_range():
         heldout_spec("house", 0)
 
 
-@pytest.mark.parametrize("spec,match", [
-    ("house:a", "'house:a': seeds must be N or A-B"),
-    ("house:1-", "'house:1-': seeds must be"),
-    ("house:-3", "'house:-3': seeds must be"),
-    ("house:5-3", "'house:5-3': empty range 5-3"),
-    ("house:", "'house:': seeds must be"),
-    ("house:1,,maze:2", "empty item"),
-    ("house:1,", "empty item"),
-    ("", "empty item"),
-    ("attic:1", "'attic:1': unknown family 'attic'"),
-    ("attic", "'attic': .*does not exist"),
-    ("box:1-3", "'box:1-3': box has a single layout"),
-    ("3-5", "'3-5': seeds need a family first"),
-    ("house:0-999999999", "names 1,000,000,000 worlds, more than the limit"),
-    ("house:99999999999999999999", "larger than"),
-])
+@pytest.mark.parametrize(
+    "spec,match",
+    [
+        ("house:a", "'house:a': seeds must be N or A-B"),
+        ("house:1-", "'house:1-': seeds must be"),
+        ("house:-3", "'house:-3': seeds must be"),
+        ("house:5-3", "'house:5-3': empty range 5-3"),
+        ("house:", "'house:': seeds must be"),
+        ("house:1,,maze:2", "empty item"),
+        ("house:1,", "empty item"),
+        ("", "empty item"),
+        ("attic:1", "'attic:1': unknown family 'attic'"),
+        ("attic", "'attic': .*does not exist"),
+        ("box:1-3", "'box:1-3': box has a single layout"),
+        ("3-5", "'3-5': seeds need a family first"),
+        ("house:0-999999999", "names 1,000,000,000 worlds, more than the limit"),
+        ("house:99999999999999999999", "larger than"),
+    ],
+)
 def test_malformed_specs(spec, match):
     with pytest.raises(SceneSpecError, match=match):
         parse_spec(spec)
@@ -159,8 +169,12 @@ def test_bad_files(tmp_path):
 
 
 def test_world_too_small_to_spawn_in(tmp_path):
-    tiny = World(resolution=16, bmin=np.zeros(3, np.float32), voxel_size=0.01,
-                 nodes=np.array([encode_leaf(0, 0.05)], dtype=np.uint64))
+    tiny = World(
+        resolution=16,
+        bmin=np.zeros(3, np.float32),
+        voxel_size=0.01,
+        nodes=np.array([encode_leaf(0, 0.05)], dtype=np.uint64),
+    )
     save_world(tiny, tmp_path / "tiny.gmdag")
     with pytest.raises(SceneSpecError, match=r"'tiny.gmdag': world .*tiny.gmdag is too small to spawn in \(0.16 m"):
         parse_spec("tiny.gmdag", base_dir=tmp_path)

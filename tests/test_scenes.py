@@ -1,4 +1,5 @@
 """Built-in scenes: the analytic oracles against independent answers."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -52,8 +53,9 @@ def test_primitives_against_independent_formulas():
         return out_d.copy()
 
     # sphere
-    np.testing.assert_allclose(run([sdf.sphere([0.1, 0.2, -0.3], 0.7, 4)]),
-                               np.linalg.norm(p - [0.1, 0.2, -0.3], axis=1) - 0.7, atol=1e-12)
+    np.testing.assert_allclose(
+        run([sdf.sphere([0.1, 0.2, -0.3], 0.7, 4)]), np.linalg.norm(p - [0.1, 0.2, -0.3], axis=1) - 0.7, atol=1e-12
+    )
     # capsule: distance to a densely sampled segment
     a, b = np.array([-0.5, 0.0, 0.2]), np.array([0.6, 0.4, -0.1])
     np.testing.assert_allclose(run([sdf.capsule(a, b, 0.3, 4)]), _segment_distance(p, a, b) - 0.3, atol=2e-4)
@@ -151,8 +153,12 @@ def test_seed_zero_is_the_classic_layout():
     (hashes of their programs and spawn points as built before seeds drew layouts)."""
     import hashlib
 
-    want = {"house": ("82c5601bff651e69", "603a41bb962d314e"), "maze": ("1db407ac591857e9", "f7c835f5abfd62e0"),
-            "pillars": ("e1566c4bb4c33546", "8743a6dd625bffd6"), "box": ("993a1d480782c5f8", "cde8c228be6a3367")}
+    want = {
+        "house": ("82c5601bff651e69", "603a41bb962d314e"),
+        "maze": ("1db407ac591857e9", "f7c835f5abfd62e0"),
+        "pillars": ("e1566c4bb4c33546", "8743a6dd625bffd6"),
+        "box": ("993a1d480782c5f8", "cde8c228be6a3367"),
+    }
     for name, (prog, spawns) in want.items():
         s = get_scene(name, 0)
         assert hashlib.sha256(s.program.tobytes()).hexdigest()[:16] == prog, name
@@ -207,7 +213,7 @@ def _spawn_grid_connected(s, radius=0.2, margin=0.0625, cell=0.2):
     if len(main) != 1:
         return False
     for p in c[at == 0]:  # a spawn point whose own cell centre lacks clearance
-        near = labels[max(p[0] - 1, 0):p[0] + 2, max(p[1] - 1, 0):p[1] + 2, max(p[2] - 1, 0):p[2] + 2]
+        near = labels[max(p[0] - 1, 0) : p[0] + 2, max(p[1] - 1, 0) : p[1] + 2, max(p[2] - 1, 0) : p[2] + 2]
         if not main & set(near.ravel().tolist()):
             return False
     return True
@@ -250,8 +256,18 @@ def test_the_env_pool_is_one_component():
             s = get_scene(name, seed)
             cube_lo = s.cube_min
             cube_hi = s.cube_min + s.cube_side
-            sampler = SpawnSampler(lambda p, s=s: s.evaluate(p)[0], cube_lo, cube_hi, s.bounds_min, s.bounds_max,
-                                   0.2, 0.0625, 0.2, s.spawn_points, "free")
+            sampler = SpawnSampler(
+                lambda p, s=s: s.evaluate(p)[0],
+                cube_lo,
+                cube_hi,
+                s.bounds_min,
+                s.bounds_max,
+                0.2,
+                0.0625,
+                0.2,
+                s.spawn_points,
+                "free",
+            )
             idx = np.round((sampler.pool - sampler.lo) / sampler.cell - 0.5).astype(int)
             grid = np.zeros(tuple(sampler.dims), dtype=bool)
             grid[idx[:, 0], idx[:, 1], idx[:, 2]] = True

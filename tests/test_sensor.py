@@ -1,4 +1,5 @@
 """Sensor geometry against the conventions of DESIGN.md, computed by hand."""
+
 import math
 
 import numpy as np
@@ -19,17 +20,18 @@ def test_default_shape_and_units():
 def test_hand_computed_rays():
     s = Sensor(4, 3)  # azimuths 0, 90, 180, 270 degrees; elevations +90, 0, -90
     d = s.directions
-    np.testing.assert_allclose(d[0, 1], [0, 0, -1], atol=1e-7)   # straight ahead: -z
-    np.testing.assert_allclose(d[1, 1], [1, 0, 0], atol=1e-7)    # azimuth grows to the right: +x
-    np.testing.assert_allclose(d[2, 1], [0, 0, 1], atol=1e-7)    # behind
-    np.testing.assert_allclose(d[3, 1], [-1, 0, 0], atol=1e-7)   # left
-    np.testing.assert_allclose(d[0, 0], [0, 1, 0], atol=1e-7)    # top row looks up
-    np.testing.assert_allclose(d[2, 2], [0, -1, 0], atol=1e-7)   # bottom row looks down
+    np.testing.assert_allclose(d[0, 1], [0, 0, -1], atol=1e-7)  # straight ahead: -z
+    np.testing.assert_allclose(d[1, 1], [1, 0, 0], atol=1e-7)  # azimuth grows to the right: +x
+    np.testing.assert_allclose(d[2, 1], [0, 0, 1], atol=1e-7)  # behind
+    np.testing.assert_allclose(d[3, 1], [-1, 0, 0], atol=1e-7)  # left
+    np.testing.assert_allclose(d[0, 0], [0, 1, 0], atol=1e-7)  # top row looks up
+    np.testing.assert_allclose(d[2, 2], [0, -1, 0], atol=1e-7)  # bottom row looks down
     # the formula (cos e sin a, sin e, -cos e cos a) at a generic bin
     s = Sensor(7, 5)
     a, e = 2 * math.pi * 3 / 7, math.pi / 2 - 2 * math.pi / 4
-    np.testing.assert_allclose(s.directions[3, 2], [math.cos(e) * math.sin(a), math.sin(e),
-                                                    -math.cos(e) * math.cos(a)], atol=1e-6)
+    np.testing.assert_allclose(
+        s.directions[3, 2], [math.cos(e) * math.sin(a), math.sin(e), -math.cos(e) * math.cos(a)], atol=1e-6
+    )
 
 
 def test_canonical_and_lidar_band():
@@ -55,9 +57,19 @@ def test_world_directions_follow_yaw():
     np.testing.assert_allclose(w[2, 1, 1], [math.sin(a), 0, -math.cos(a)], atol=1e-6)
 
 
-@pytest.mark.parametrize("kwargs", [dict(az=0), dict(el=0), dict(az=2.5), dict(az=True),
-                                    dict(fov_up=2.0), dict(fov_down=float("nan")),
-                                    dict(fov_up=-0.5, fov_down=0.5), dict(az="64")])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(az=0),
+        dict(el=0),
+        dict(az=2.5),
+        dict(az=True),
+        dict(fov_up=2.0),
+        dict(fov_down=float("nan")),
+        dict(fov_up=-0.5, fov_down=0.5),
+        dict(az="64"),
+    ],
+)
 def test_bad_sensor(kwargs):
     with pytest.raises(SenseError) as info:
         Sensor(**kwargs)

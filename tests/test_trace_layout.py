@@ -6,6 +6,7 @@ voxel index bits and the general float one) must find the same cell, leaf
 distance (times the voxel scale) and semantic id at random points, including
 points just outside the cube, in pruned octants and in collapsed leaves.
 """
+
 import numpy as np
 import pytest
 from sense_helpers import reference_descend, slab_world, sphere_world
@@ -38,10 +39,12 @@ def test_layout_descents_match_the_words(name, top_depth):
     for p in pts:
         kind, dist, sem, lo, size = reference_descend(world, np.clip(p, 0.0, np.nextafter(res, 0)), dscale)
         kinds.add(kind)
-        got_f = nb_descend_float(lay.child, lay.leaf_dist, lay.leaf_sem, lay.top_code, lay.top_level,
-                                 p[0], p[1], p[2], float(res))
-        got_i = nb_descend(lay.child, lay.leaf_dist, lay.leaf_sem, lay.top_code, lay.top_level,
-                           p[0], p[1], p[2], float(res), shift)
+        got_f = nb_descend_float(
+            lay.child, lay.leaf_dist, lay.leaf_sem, lay.top_code, lay.top_level, p[0], p[1], p[2], float(res)
+        )
+        got_i = nb_descend(
+            lay.child, lay.leaf_dist, lay.leaf_sem, lay.top_code, lay.top_level, p[0], p[1], p[2], float(res), shift
+        )
         want = (kind, dist, sem, lo[0], lo[1], lo[2], size)
         assert tuple(got_f) == want, (p, got_f, want)
         assert tuple(got_i) == want, (p, got_i, want)

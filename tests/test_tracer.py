@@ -1,4 +1,5 @@
 """The CPU tracer against analytic answers, its contract, and its input checks."""
+
 import math
 import sys
 
@@ -15,7 +16,7 @@ from navi_nb.sense.tracer import Tracer, trace
 from navi_nb.world import gmdag
 
 VS = 0.25  # voxel size of the hand-built worlds (metres)
-R = 32     # their resolution: a cube of 8 m
+R = 32  # their resolution: a cube of 8 m
 
 
 def cube_exit(origins, dirs, side):
@@ -107,12 +108,13 @@ def test_unsigned_dialect_and_infinite_zero_quirk():
     nodes = quirk.nodes.copy()
     leaves = np.nonzero(gmdag.is_leaf(nodes))[0]
     for i in leaves:
-        _, sm = gmdag.decode_leaf(nodes[i:i + 1])
+        _, sm = gmdag.decode_leaf(nodes[i : i + 1])
         if sm[0] == 7:
             nodes[i] = gmdag.LEAF_BIT | (np.uint64(7) << np.uint64(16)) | np.uint64(0x7C00)  # +inf
     q = gmdag.World(resolution=2, bmin=np.zeros(3, np.float32), voxel_size=1.0, nodes=nodes)
-    depth, sem, hit = trace(q, np.array([[0.5, 0.5, 0.5]], np.float32), np.array([math.pi / 2], np.float32),
-                            Sensor(1, 1), 5.0, refine=0)
+    depth, sem, hit = trace(
+        q, np.array([[0.5, 0.5, 0.5]], np.float32), np.array([math.pi / 2], np.float32), Sensor(1, 1), 5.0, refine=0
+    )
     assert hit[0, 0, 0] and sem[0, 0, 0] == 7
     assert abs(depth[0, 0, 0] - 0.5) <= 1e-3  # the first point inside the flagged cell
 
@@ -125,7 +127,7 @@ def test_contract_inside_solid_outside_cube_and_limits(sphere):
     assert np.all(depth == 0.0) and np.all(hit) and np.all(sem == 1)
     # outside the cube: looking away misses; looking at the sphere enters the cube and hits it
     outside = np.array([[-3.0, centre[1], centre[2]]], np.float32)
-    away = np.array([-math.pi / 2], np.float32)   # faces -x
+    away = np.array([-math.pi / 2], np.float32)  # faces -x
     toward = np.array([math.pi / 2], np.float32)  # faces +x
     one = Sensor(1, 1)
     d, s, h = trace(world, outside, away, one, 50.0)
@@ -246,10 +248,32 @@ def _sentinel_out(n, sensor):
     return (np.full(shape, 7.0, np.float32), np.full(shape, 9, np.uint16), np.ones(shape, np.bool_))
 
 
-@pytest.mark.parametrize("case", ["origins_shape", "yaws_shape", "origins_int", "yaws_object", "nan_origin",
-                                  "inf_yaw", "max_zero", "max_negative", "max_nan", "max_inf", "max_bool",
-                                  "epsilon", "steps_negative", "steps_float", "refine", "sensor",
-                                  "world", "out_shape", "out_dtype", "out_tuple", "backend_name"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "origins_shape",
+        "yaws_shape",
+        "origins_int",
+        "yaws_object",
+        "nan_origin",
+        "inf_yaw",
+        "max_zero",
+        "max_negative",
+        "max_nan",
+        "max_inf",
+        "max_bool",
+        "epsilon",
+        "steps_negative",
+        "steps_float",
+        "refine",
+        "sensor",
+        "world",
+        "out_shape",
+        "out_dtype",
+        "out_tuple",
+        "backend_name",
+    ],
+)
 def test_bad_input_raises_before_writing(sphere, case):
     world, centre, radius = sphere
     sensor = Sensor(8, 4)
@@ -312,8 +336,12 @@ def test_bad_input_raises_before_writing(sphere, case):
 
 
 def test_corrupt_world_rejected_before_tracing():
-    bad = gmdag.World(resolution=2, bmin=np.zeros(3, np.float32), voxel_size=1.0,
-                      nodes=np.array([gmdag.encode_inner(1, 5)], np.uint64))  # slots past the end
+    bad = gmdag.World(
+        resolution=2,
+        bmin=np.zeros(3, np.float32),
+        voxel_size=1.0,
+        nodes=np.array([gmdag.encode_inner(1, 5)], np.uint64),
+    )  # slots past the end
     with pytest.raises(gmdag.GmdagError):
         trace(bad, np.zeros((1, 3), np.float32), np.zeros(1, np.float32), Sensor(2, 2), 1.0)
 
@@ -328,8 +356,7 @@ def test_unusable_cuda_backend_names_what_is_missing(monkeypatch):
     world, _ = sphere_world(4, radius=1.0)
     out = _sentinel_out(1, Sensor(2, 2))
     with pytest.raises(BackendError):
-        trace(world, np.zeros((1, 3), np.float32), np.zeros(1, np.float32), Sensor(2, 2), 1.0,
-              backend="cuda", out=out)
+        trace(world, np.zeros((1, 3), np.float32), np.zeros(1, np.float32), Sensor(2, 2), 1.0, backend="cuda", out=out)
     assert np.all(out[0] == 7.0)
     with pytest.raises(BackendError, match="unknown backend"):
         resolve_backend("tpu")

@@ -4,6 +4,7 @@ Numba reads NUMBA_ENABLE_CUDASIM when it is imported, so the comparison runs
 in a fresh subprocess with the variable set. The simulator runs one Python
 thread per CUDA thread: the inputs are tiny.
 """
+
 import json
 import os
 import subprocess
@@ -68,13 +69,20 @@ print("RESULT" + json.dumps(results))
 
 
 def test_cuda_simulator_matches_cpu():
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT / "tests")], env=env, cwd=str(ROOT),
-                          capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(ROOT / "tests")],
+        env=env,
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
-    res = json.loads(line[len("RESULT"):])
+    res = json.loads(line[len("RESULT") :])
     assert res["backend"] == "cuda" and res["auto"] == "cpu"
     assert len(res["cases"]) == 12
     assert sum(c["hits"] for c in res["cases"]) > 0

@@ -1,4 +1,5 @@
 """`bench train` runs the real trainer loop and accounts for its time."""
+
 import pytest
 
 from navi_nb.bench.train import measure
@@ -11,8 +12,19 @@ def _world_cache(tmp_path_factory, monkeypatch):
 
 
 def test_bench_train_measures_and_splits_time():
-    cfg = TrainConfig(scenes="box", resolution=32, actors=4, sensor_az=8, sensor_el=4, rollout_steps=16,
-                      hidden=[16], update_epochs=1, num_minibatches=2, total_steps=4096, eval_episodes=0).validate()
+    cfg = TrainConfig(
+        scenes="box",
+        resolution=32,
+        actors=4,
+        sensor_az=8,
+        sensor_el=4,
+        rollout_steps=16,
+        hidden=[16],
+        update_epochs=1,
+        num_minibatches=2,
+        total_steps=4096,
+        eval_episodes=0,
+    ).validate()
     rows = measure(cfg, [1, 2], updates=2)
     assert [r["shards"] for r in rows] == [1, 2]
     for r in rows:

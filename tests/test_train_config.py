@@ -1,4 +1,5 @@
 """TrainConfig: defaults, file + flag layering, validation, hash."""
+
 import argparse
 import json
 
@@ -52,19 +53,32 @@ def test_file_then_flags_override(tmp_path):
     with pytest.raises(ConfigError, match="unknown setting.*lr"):
         train_cmd.resolve_config(_args(["--config", str(js)]))
     js.write_text(json.dumps({"task": "explore", "learning_rate": 1}))
-    cfg = train_cmd.resolve_config(_args(["--config", str(js), "--sensor-az", "32", "--sensor-el", "8",
-                                                    "--hidden", "16"]))
+    cfg = train_cmd.resolve_config(
+        _args(["--config", str(js), "--sensor-az", "32", "--sensor-el", "8", "--hidden", "16"])
+    )
     assert (cfg.task, cfg.learning_rate, cfg.sensor_az, cfg.sensor_el, cfg.hidden) == ("explore", 1.0, 32, 8, [16])
 
 
-@pytest.mark.parametrize("data, match", [
-    ({"actors": 0}, "actors"), ({"actors": 2.5}, "actors"), ({"task": "fly"}, "task"),
-    ({"hidden": []}, "hidden"), ({"learning_rate": -1.0}, "learning_rate"), ({"gamma": 1.5}, "gamma"),
-    ({"actors": 3, "rollout_steps": 3, "num_minibatches": 4}, "minibatches"), ({"name": "a/b"}, "name"),
-    ({"anneal_lr": 1}, "anneal_lr"), ({"target_kl": float("nan")}, "target_kl"), ({"target_kl": 0.0}, "target_kl"),
-    ({"grad_mode": "rows"}, "grad_mode"), ({"chunk_size": 0}, "chunk_size"),
-    ({"epochs": 2}, "epochs is now update_epochs"), ({"minibatches": 2}, "minibatches is now num_minibatches"),
-])
+@pytest.mark.parametrize(
+    "data, match",
+    [
+        ({"actors": 0}, "actors"),
+        ({"actors": 2.5}, "actors"),
+        ({"task": "fly"}, "task"),
+        ({"hidden": []}, "hidden"),
+        ({"learning_rate": -1.0}, "learning_rate"),
+        ({"gamma": 1.5}, "gamma"),
+        ({"actors": 3, "rollout_steps": 3, "num_minibatches": 4}, "minibatches"),
+        ({"name": "a/b"}, "name"),
+        ({"anneal_lr": 1}, "anneal_lr"),
+        ({"target_kl": float("nan")}, "target_kl"),
+        ({"target_kl": 0.0}, "target_kl"),
+        ({"grad_mode": "rows"}, "grad_mode"),
+        ({"chunk_size": 0}, "chunk_size"),
+        ({"epochs": 2}, "epochs is now update_epochs"),
+        ({"minibatches": 2}, "minibatches is now num_minibatches"),
+    ],
+)
 def test_bad_values_refused(data, match):
     with pytest.raises(ConfigError, match=match):
         from_dict(data)
@@ -88,8 +102,15 @@ def test_bad_config_files(tmp_path):
 
 
 def test_flag_parsing_errors():
-    for argv in (["--sensor-az", "64x16"], ["--hidden", "a,b"], ["--env", "novalue"], ["--task", "fly"],
-                 ["--target-kl", "x"], ["--anneal-lr", "1"], ["--epochs", "2"]):
+    for argv in (
+        ["--sensor-az", "64x16"],
+        ["--hidden", "a,b"],
+        ["--env", "novalue"],
+        ["--task", "fly"],
+        ["--target-kl", "x"],
+        ["--anneal-lr", "1"],
+        ["--epochs", "2"],
+    ):
         with pytest.raises(SystemExit):
             _args(argv)
 
@@ -126,8 +147,9 @@ def test_flags_override_the_file_only_when_given(tmp_path):
     js.write_text(json.dumps({"target_kl": 0.02, "anneal_lr": False, "update_epochs": 2}))
     cfg = train_cmd.resolve_config(_args(["--config", str(js)]))
     assert (cfg.target_kl, cfg.anneal_lr, cfg.update_epochs) == (0.02, False, 2)
-    cfg = train_cmd.resolve_config(_args(["--config", str(js), "--target-kl", "none", "--anneal-lr",
-                                          "--update-epochs", "3", "--no-clip-vloss"]))
+    cfg = train_cmd.resolve_config(
+        _args(["--config", str(js), "--target-kl", "none", "--anneal-lr", "--update-epochs", "3", "--no-clip-vloss"])
+    )
     assert (cfg.target_kl, cfg.anneal_lr, cfg.update_epochs, cfg.clip_vloss) == (None, True, 3, False)
     cfg = train_cmd.resolve_config(_args(["--target-kl", "0.05"]))
     assert cfg.target_kl == 0.05 and TrainConfig().target_kl is None

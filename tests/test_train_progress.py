@@ -1,4 +1,5 @@
 """The live training display at 80 and 120 columns: every key figure whole, no line past the edge."""
+
 import io
 
 import pytest
@@ -7,9 +8,18 @@ from rich.console import Console
 from navi_nb.train.config import TrainConfig
 from navi_nb.train.progress import TrainDisplay, TrainProgress, clock, pack
 
-ROW = {"update": 1_220, "global_step": 12_492_800, "actor_steps_per_s": 123_456.7, "success_rate": 0.4567,
-       "ep_return_mean": 1.2345, "ep_length_mean": 181.4, "policy_loss": 0.00345, "value_loss": 12.5,
-       "approx_kl": 0.00123, "entropy": 1.4189}
+ROW = {
+    "update": 1_220,
+    "global_step": 12_492_800,
+    "actor_steps_per_s": 123_456.7,
+    "success_rate": 0.4567,
+    "ep_return_mean": 1.2345,
+    "ep_length_mean": 181.4,
+    "policy_loss": 0.00345,
+    "value_loss": 12.5,
+    "approx_kl": 0.00123,
+    "entropy": 1.4189,
+}
 KEY = ["upd 1,220/2,442", "12,492,800 steps", "123,457 steps/s", "ETA ", "success 46%", "return 1.23"]
 REST = ["len 181", "pg 0.00345", "v 12.5", "kl 0.00123", "ent 1.42"]
 

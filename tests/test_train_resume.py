@@ -1,4 +1,5 @@
 """Exact resume: a run stopped after update k and resumed equals the uninterrupted run, byte for byte."""
+
 import numpy as np
 import pytest
 
@@ -11,9 +12,23 @@ TIMING = {"time_s", "actor_steps_per_s", "t_collect_s", "t_learn_s"}
 
 
 def tiny_config(tmp_path, **kw):
-    cfg = TrainConfig(scenes="box", resolution=32, actors=4, sensor_az=8, sensor_el=4, rollout_steps=16,
-                      hidden=[16], update_epochs=2, num_minibatches=2, total_steps=4 * 16 * 4, checkpoint_every=1,
-                      keep_checkpoints=0, eval_episodes=0, run_dir=str(tmp_path), env={"max_steps": 20})
+    cfg = TrainConfig(
+        scenes="box",
+        resolution=32,
+        actors=4,
+        sensor_az=8,
+        sensor_el=4,
+        rollout_steps=16,
+        hidden=[16],
+        update_epochs=2,
+        num_minibatches=2,
+        total_steps=4 * 16 * 4,
+        checkpoint_every=1,
+        keep_checkpoints=0,
+        eval_episodes=0,
+        run_dir=str(tmp_path),
+        env={"max_steps": 20},
+    )
     for k, v in kw.items():
         setattr(cfg, k, v)
     return cfg.validate()
@@ -52,10 +67,12 @@ def test_resume_is_exact(tmp_path):
     assert full.rng_action.bit_generator.state == resumed.rng_action.bit_generator.state
     assert full.ppo.rng.bit_generator.state == resumed.ppo.rng.bit_generator.state
     # the final policies are the same bytes, and training did change the weights
-    fa = ck.load_checkpoint(tmp_path / "full" / "policy.npz", {"policy.params": (full.policy.params.shape,
-                                                                                 np.float32)})[0]
-    fb = ck.load_checkpoint(tmp_path / "part" / "policy.npz", {"policy.params": (full.policy.params.shape,
-                                                                                 np.float32)})[0]
+    fa = ck.load_checkpoint(
+        tmp_path / "full" / "policy.npz", {"policy.params": (full.policy.params.shape, np.float32)}
+    )[0]
+    fb = ck.load_checkpoint(
+        tmp_path / "part" / "policy.npz", {"policy.params": (full.policy.params.shape, np.float32)}
+    )[0]
     assert fa["policy.params"].tobytes() == fb["policy.params"].tobytes()
     fresh = Trainer.create(tiny_config(tmp_path), run_path=tmp_path / "fresh")
     assert fresh.policy.params.tobytes() != full.policy.params.tobytes()
@@ -106,6 +123,7 @@ def test_checkpoint_holds_the_learner_states_and_refuses_the_old_layout(tmp_path
     with zipfile.ZipFile(path) as z:
         members = {n: z.read(n) for n in z.namelist()}
     import json
+
     old_meta = json.loads(members["meta.json"])
     del old_meta["layout"]
     members["meta.json"] = json.dumps(old_meta).encode()

@@ -6,6 +6,7 @@ weights do not depend on the shard count; evaluation splits episodes into
 train and held-out worlds and refuses an overlap unless it is asked for; every
 bad set is one line naming the item, exit 2, nothing written.
 """
+
 import json
 import shutil
 from pathlib import Path
@@ -19,15 +20,51 @@ from navi_nb.train.evaluate import bootstrap_interval, wilson_interval
 from navi_nb.world.gmdag import World, encode_leaf, load_world, save_world
 
 SET = "box,house:1-2"
-TINY = ["--resolution", "32", "--actors", "4", "--sensor-az", "8", "--sensor-el", "4", "--rollout-steps", "16",
-        "--hidden", "16", "--update-epochs", "1", "--num-minibatches", "2", "--total-steps", "128",
-        "--checkpoint-every", "1", "--eval-episodes", "6", "--env", "max_steps=20", "--no-progress"]
+TINY = [
+    "--resolution",
+    "32",
+    "--actors",
+    "4",
+    "--sensor-az",
+    "8",
+    "--sensor-el",
+    "4",
+    "--rollout-steps",
+    "16",
+    "--hidden",
+    "16",
+    "--update-epochs",
+    "1",
+    "--num-minibatches",
+    "2",
+    "--total-steps",
+    "128",
+    "--checkpoint-every",
+    "1",
+    "--eval-episodes",
+    "6",
+    "--env",
+    "max_steps=20",
+    "--no-progress",
+]
 
 
 def tiny_config(**kw):
-    base = dict(scenes=SET, resolution=32, actors=4, sensor_az=8, sensor_el=4, rollout_steps=16, hidden=[16],
-                update_epochs=1, num_minibatches=2, total_steps=128, checkpoint_every=1, eval_episodes=0,
-                env={"max_steps": 20})
+    base = dict(
+        scenes=SET,
+        resolution=32,
+        actors=4,
+        sensor_az=8,
+        sensor_el=4,
+        rollout_steps=16,
+        hidden=[16],
+        update_epochs=1,
+        num_minibatches=2,
+        total_steps=128,
+        checkpoint_every=1,
+        eval_episodes=0,
+        env={"max_steps": 20},
+    )
     base.update(kw)
     return from_dict(base)
 
@@ -111,6 +148,7 @@ def test_run_records_its_set(trained, world_file):
     copy = trained / rec["worlds"][3]["file"]
     assert copy.read_bytes() == world_file.read_bytes()  # the file item is kept in the run folder
     from navi_nb.train.runs import world_digest
+
     assert rec["worlds"][3]["digest"] == world_digest(load_world(world_file))
     ev = json.loads((trained / "eval.json").read_text())
     assert set(ev["splits"]) == {"train"} and ev["splits"]["train"]["episodes"] == 6
@@ -124,10 +162,10 @@ def test_resume_and_eval_refuse_a_changed_world(trained, tmp_path, capsys, world
     # a changed copy of the file world
     other = tmp_path / "other.gmdag"
     from navi_nb.world.compiler import compile_scene
+
     save_world(compile_scene("box", 64), other)
     shutil.copy(other, run / rec["worlds"][3]["file"])
-    fails_cleanly(["train", "--resume", str(run)], capsys,
-                  "is not the one the run trained in", run)
+    fails_cleanly(["train", "--resume", str(run)], capsys, "is not the one the run trained in", run)
     fails_cleanly(["eval", str(run), "--episodes", "2"], capsys, "is not the one the run trained in", run)
     # a built-in world whose recorded hash no longer matches (as after a generator change)
     shutil.rmtree(run)
@@ -182,8 +220,12 @@ def test_eval_splits_train_and_heldout(trained, tmp_path, capsys):
     # an overlapping set is refused without the flag, nothing written
     fails_cleanly(["eval", str(run), "--scenes", "house:2-3"], capsys, "training worlds of run", run)
     # with it: the training world's episodes are the train split, the others held-out
-    assert main(["eval", str(run), "--scenes", "house:2,house:1000000", "--allow-overlap", "--episodes", "8",
-                 "--json", "-"]) == 0
+    assert (
+        main(
+            ["eval", str(run), "--scenes", "house:2,house:1000000", "--allow-overlap", "--episodes", "8", "--json", "-"]
+        )
+        == 0
+    )
     res = json.loads(capsys.readouterr().out)
     assert res["overlap_worlds"] == 1
     for world, split in zip(res["per_episode"]["world"], res["per_episode"]["split"]):
@@ -195,12 +237,15 @@ def test_eval_splits_train_and_heldout(trained, tmp_path, capsys):
         assert g["success_rate"] == sum(succ) / len(succ)
         assert g["spl_ci95"][0] <= g["spl"] <= g["spl_ci95"][1]
     if len(res["splits"]) == 2:
-        assert res["generalization_gap"] == res["splits"]["train"]["success_rate"] - \
-            res["splits"]["held-out"]["success_rate"]
+        assert (
+            res["generalization_gap"]
+            == res["splits"]["train"]["success_rate"] - res["splits"]["held-out"]["success_rate"]
+        )
     # the final distance is the distance from the last position to the goal
     assert main(["eval", str(run), "--episodes", "4"]) == 0
     capsys.readouterr()
     from navi_nb.train.evaluate import load_episodes
+
     eps, _ = load_episodes(run)
     ev = json.loads((run / "eval.json").read_text())
     last = eps["positions"][eps["length"], np.arange(4)].astype(np.float64)
@@ -213,8 +258,11 @@ def test_train_and_heldout_disjoint(tmp_path, capsys):
     a training set of ordinary seeds."""
     from navi_nb.world.scene_spec import HELDOUT_SEED_START, heldout_spec, overlap, parse_spec
 
-    fails_cleanly(["train", "--scenes", f"house:0-3,{HELDOUT_SEED_START + 7}", "--run-dir", str(tmp_path / "r")],
-                  capsys, f"scene house:{HELDOUT_SEED_START + 7} (from '{HELDOUT_SEED_START + 7}') is held out")
+    fails_cleanly(
+        ["train", "--scenes", f"house:0-3,{HELDOUT_SEED_START + 7}", "--run-dir", str(tmp_path / "r")],
+        capsys,
+        f"scene house:{HELDOUT_SEED_START + 7} (from '{HELDOUT_SEED_START + 7}') is held out",
+    )
     assert not (tmp_path / "r").exists()
     train = parse_spec("house:0-199,maze:0-99,clutter:0-99")
     for fam in ("house", "maze", "clutter"):
@@ -237,11 +285,16 @@ def test_bad_sets_exit_2_and_write_nothing(tmp_path, capsys, monkeypatch):
     bad("house:0-3," + str(tmp_path / "nope.gmdag"), "nope.gmdag does not exist")
     (tmp_path / "junk.gmdag").write_bytes(b"not a world")
     bad(str(tmp_path / "junk.gmdag"), "junk.gmdag")
-    tiny = World(resolution=16, bmin=np.zeros(3, np.float32), voxel_size=0.01,
-                 nodes=np.array([encode_leaf(0, 0.05)], dtype=np.uint64))
+    tiny = World(
+        resolution=16,
+        bmin=np.zeros(3, np.float32),
+        voxel_size=0.01,
+        nodes=np.array([encode_leaf(0, 0.05)], dtype=np.uint64),
+    )
     save_world(tiny, tmp_path / "tiny.gmdag")
     bad(f"box,{tmp_path / 'tiny.gmdag'}", "too small to spawn in")
     import navi_nb.world.scene_spec as ss
+
     monkeypatch.setattr(ss, "available_memory", lambda: 10 * 2**20)
     bad("box,maze:0-99", "'maze:0-99': 101 worlds at resolution 128 need about")
     monkeypatch.undo()

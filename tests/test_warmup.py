@@ -3,6 +3,7 @@ navi_nb.bench.peers (benchmark peers in child processes).
 
 Each warm-up test runs in a subprocess with its own empty NUMBA_CACHE_DIR, so
 it sees a truly cold cache and leaves the package's cache alone."""
+
 import json
 import os
 import subprocess
@@ -20,15 +21,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _run(script, cache_dir, timeout=1200):
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT)
     env.pop("NAVI_NB_WARMUP", None)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
-                          env=env, timeout=timeout, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_cold_groups_follow_the_numba_cache(tmp_path):
     """A group is cold until Numba has cached a kernel of each of its files (here: the GAE kernel only)."""
-    out = _run("""
+    out = _run(
+        """
         import json
         import numpy as np
         from navi_nb.train import warmup
@@ -43,7 +51,9 @@ def test_cold_groups_follow_the_numba_cache(tmp_path):
         print(json.dumps({"before": before, "cuda": cuda,
                           "cold": cold_sources(["navi_nb.learn.gae", "navi_nb.learn.fused"]),
                           "after": warmup.cold_groups(TrainConfig())}))
-    """, tmp_path / "numba")
+    """,
+        tmp_path / "numba",
+    )
     assert out["before"] == ["tracer", "learn"]
     assert out["cuda"] == ["learn"]  # the tracer group compiles the CPU kernel only
     assert out["cold"] == ["navi_nb.learn.fused"]
@@ -53,7 +63,8 @@ def test_cold_groups_follow_the_numba_cache(tmp_path):
 def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
     """After the learn group's child ran, this process's policy, GAE, shard calibration and PPO update (the
     trainer's calls, with the run's sizes) load every learning kernel from the cache: no compilation."""
-    out = _run("""
+    out = _run(
+        """
         import json
         from numba.core import event
         from navi_nb.train import warmup
@@ -91,7 +102,9 @@ def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
         print(json.dumps({"groups": groups, "report": report, "cold_after": warmup.cold_groups(cfg),
                           "learn_compiled": sorted(set(m for m in compiled if m.startswith("navi_nb.learn"))),
                           "grad_norm": float(stats["grad_norm"])}))
-    """, tmp_path / "numba")
+    """,
+        tmp_path / "numba",
+    )
     assert out["groups"] == ["learn"]
     assert out["report"]["learn"][0] == 0
     assert out["cold_after"] == []
@@ -101,7 +114,8 @@ def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
 
 def test_warm_cache_starts_no_child(tmp_path):
     """Nothing cold, or the warm-up turned off: ``start`` starts no process."""
-    out = _run("""
+    out = _run(
+        """
         import json, os
         import numpy as np
         from navi_nb.learn.gae import compute_gae
@@ -116,7 +130,9 @@ def test_warm_cache_starts_no_child(tmp_path):
         os.environ["NAVI_NB_WARMUP"] = "0"
         print(json.dumps({"warm": warm, "cold": warmup.cold_groups(TrainConfig()),
                           "off": warmup.start(TrainConfig()).groups}))
-    """, tmp_path / "numba")
+    """,
+        tmp_path / "numba",
+    )
     assert out == {"warm": [], "cold": ["tracer", "learn"], "off": []}
 
 

@@ -1,4 +1,5 @@
 """The world compile cache: keys, bit-identical entries, parallel compiles, loading, bad input."""
+
 from __future__ import annotations
 
 import mmap
@@ -20,9 +21,11 @@ def test_entries_are_keyed_and_bit_identical(tmp_path):
     paths = compile_worlds(items, RES, tmp_path, jobs=1, progress=lambda done, total: calls.append((done, total)))
     assert calls == [(1, 3), (2, 3), (3, 3)]
     g = scenes.GENERATOR_VERSION
-    assert paths == [tmp_path / f"house-g{g['house']}-c{COMPILER_VERSION}" / f"r{RES}" / "0.gmdag",
-                     tmp_path / f"house-g{g['house']}-c{COMPILER_VERSION}" / f"r{RES}" / "1.gmdag",
-                     tmp_path / f"box-g{g['box']}-c{COMPILER_VERSION}" / f"r{RES}" / "0.gmdag"]
+    assert paths == [
+        tmp_path / f"house-g{g['house']}-c{COMPILER_VERSION}" / f"r{RES}" / "0.gmdag",
+        tmp_path / f"house-g{g['house']}-c{COMPILER_VERSION}" / f"r{RES}" / "1.gmdag",
+        tmp_path / f"box-g{g['box']}-c{COMPILER_VERSION}" / f"r{RES}" / "0.gmdag",
+    ]
     for it, p in zip(items, paths):
         assert p.read_bytes() == compile_scene(it.family, RES, it.seed).to_bytes()
         side = read_sidecar(p)
@@ -71,8 +74,9 @@ def test_load_worlds_in_order_mapped_and_repaired(tmp_path):
     assert [w.sidecar.get("seed") for w in worlds] == [2, 0, 5]
     assert worlds[0].to_bytes() == compile_scene("maze", RES, 2).to_bytes()
     assert worlds[1].to_bytes() == src.to_bytes()
-    assert isinstance(worlds[2].nodes.base, mmap.mmap) or isinstance(getattr(worlds[2].nodes.base, "obj", None),
-                                                                      mmap.mmap)
+    assert isinstance(worlds[2].nodes.base, mmap.mmap) or isinstance(
+        getattr(worlds[2].nodes.base, "obj", None), mmap.mmap
+    )
     # a damaged entry is compiled again
     entry = entry_path(tmp_path / "cache", "house", 5, RES)
     entry.write_bytes(entry.read_bytes()[:100])

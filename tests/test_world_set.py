@@ -1,5 +1,6 @@
 """World sets: one packed structure, one batched trace over every actor's own world,
 per-world collision, spawns, visit grids and a seeded world schedule."""
+
 from __future__ import annotations
 
 import json
@@ -227,8 +228,9 @@ print(json.dumps({"depth": float(np.max(np.abs(cpu[0] - gpu[0]))), "equal": [boo
 
 def test_cuda_kernel_traces_each_actor_in_its_world_under_the_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", CUDA_SCRIPT, str(ROOT / "tests")], env=env, capture_output=True,
-                         text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-c", CUDA_SCRIPT, str(ROOT / "tests")], env=env, capture_output=True, text=True, timeout=900
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["depth"] <= 1e-6 and res["equal"] == [True, True] and res["hits"] > 0

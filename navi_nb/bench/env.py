@@ -15,6 +15,7 @@ Actions are uniform random in [-1, 1] (pre-drawn), so actors collide, slide
 and reset as in training. Wall time per step is the best of ``--repeats``
 rounds; the spread across rounds is printed (the machine is shared).
 """
+
 from __future__ import annotations
 
 import time
@@ -34,8 +35,9 @@ def add_arguments(parser):
     parser.add_argument("--threads", default="1,2", help="Numba thread counts to time (default 1,2)")
     parser.add_argument("--seconds", type=float, default=2.0, help="timing budget per figure (default 2 s)")
     parser.add_argument("--repeats", type=int, default=3, help="timing rounds per figure, best kept (default 3)")
-    parser.add_argument("--scaling", default="16,64,256,1024,4096",
-                        help="actor counts for the scaling sweep ('' to skip)")
+    parser.add_argument(
+        "--scaling", default="16,64,256,1024,4096", help="actor counts for the scaling sweep ('' to skip)"
+    )
     parser.add_argument("--no-canonical", action="store_true", help="skip Navi's canonical setting")
 
 
@@ -121,36 +123,80 @@ def _table(title, *columns):
 def main_tables(result, args) -> list:
     """The main figure at 80 columns: the rates, then where a step's time goes."""
     rows = {t: r for t, r in result["main"].items() if isinstance(r, dict)}
-    rates = _table(f"NavEnv: {args.scene}, {args.actors} actors, {args.az}x{args.el} rays, "
-                   f"{args.max_distance:g} m", "threads", "actor-steps/s", "ms/step", "spread",
-                   "vs 3,000/s")
-    split = _table("NavEnv: a step's time (no-trace: tracer output replayed)", "threads", "trace ms",
-                   "rest ms", "CPU ms/step", "no-trace steps/s")
+    rates = _table(
+        f"NavEnv: {args.scene}, {args.actors} actors, {args.az}x{args.el} rays, {args.max_distance:g} m",
+        "threads",
+        "actor-steps/s",
+        "ms/step",
+        "spread",
+        "vs 3,000/s",
+    )
+    split = _table(
+        "NavEnv: a step's time (no-trace: tracer output replayed)",
+        "threads",
+        "trace ms",
+        "rest ms",
+        "CPU ms/step",
+        "no-trace steps/s",
+    )
     for t, r in rows.items():
-        rates.add_row(str(t), f"{r['actor_steps_per_s']:,.0f}", f"{r['ms_per_step']:.2f}", f"{r['spread']:.0%}",
-                      f"{r['actor_steps_per_s'] / 3000:.2f}x")
-        split.add_row(str(t), f"{r['trace_ms']:.2f}", f"{r['rest_ms']:.2f}", f"{r['cpu_ms_per_step']:.2f}",
-                      f"{r['no_trace_actor_steps_per_s']:,.0f}")
+        rates.add_row(
+            str(t),
+            f"{r['actor_steps_per_s']:,.0f}",
+            f"{r['ms_per_step']:.2f}",
+            f"{r['spread']:.0%}",
+            f"{r['actor_steps_per_s'] / 3000:.2f}x",
+        )
+        split.add_row(
+            str(t),
+            f"{r['trace_ms']:.2f}",
+            f"{r['rest_ms']:.2f}",
+            f"{r['cpu_ms_per_step']:.2f}",
+            f"{r['no_trace_actor_steps_per_s']:,.0f}",
+        )
     return [rates, split]
 
 
 def canonical_table(result):
-    table = _table("Navi canonical: 4 actors, 256x48 rays, 30 m", "threads", "ms/step", "spread", "trace ms",
-                   f"vs Navi GPU {NAVI_CANONICAL_MS} ms")
+    table = _table(
+        "Navi canonical: 4 actors, 256x48 rays, 30 m",
+        "threads",
+        "ms/step",
+        "spread",
+        "trace ms",
+        f"vs Navi GPU {NAVI_CANONICAL_MS} ms",
+    )
     for t, r in result["canonical"].items():
         ms = r["ms_per_step"]
-        table.add_row(str(t), f"{ms:.1f}", f"{r['spread']:.0%}", f"{r['trace_ms']:.1f}",
-                      f"{NAVI_CANONICAL_MS / ms:.2f}x faster" if ms < NAVI_CANONICAL_MS
-                      else f"{ms / NAVI_CANONICAL_MS:.2f}x slower")
+        table.add_row(
+            str(t),
+            f"{ms:.1f}",
+            f"{r['spread']:.0%}",
+            f"{r['trace_ms']:.1f}",
+            f"{NAVI_CANONICAL_MS / ms:.2f}x faster"
+            if ms < NAVI_CANONICAL_MS
+            else f"{ms / NAVI_CANONICAL_MS:.2f}x slower",
+        )
     return table
 
 
 def scaling_table(result, args, threads):
-    table = _table(f"us per actor-step vs actors ({args.az}x{args.el} rays, {threads} threads)",
-                   "actors", "us/step", "trace us", "rest us", "bytes/actor")
+    table = _table(
+        f"us per actor-step vs actors ({args.az}x{args.el} rays, {threads} threads)",
+        "actors",
+        "us/step",
+        "trace us",
+        "rest us",
+        "bytes/actor",
+    )
     for n, r in result["scaling"].items():
-        table.add_row(f"{n:,}", f"{r['us_per_actor_step']:.1f}", f"{r['trace_us_per_actor_step']:.1f}",
-                      f"{r['rest_us_per_actor_step']:.2f}", f"{r['bytes_per_actor']:,.0f}")
+        table.add_row(
+            f"{n:,}",
+            f"{r['us_per_actor_step']:.1f}",
+            f"{r['trace_us_per_actor_step']:.1f}",
+            f"{r['rest_us_per_actor_step']:.2f}",
+            f"{r['bytes_per_actor']:,.0f}",
+        )
     return table
 
 
@@ -169,10 +215,18 @@ def run(args) -> dict:
     old_threads = numba.get_num_threads()
     t0 = time.perf_counter()
     world = compile_scene(args.scene, args.resolution)
-    console.print(f"world: {args.scene} at {args.resolution} ({world.node_count} nodes, "
-                  f"{time.perf_counter() - t0:.1f} s to compile)")
-    result = {"machine": machine, "scene": args.scene, "resolution": args.resolution, "main": {},
-              "canonical": {}, "scaling": {}}
+    console.print(
+        f"world: {args.scene} at {args.resolution} ({world.node_count} nodes, "
+        f"{time.perf_counter() - t0:.1f} s to compile)"
+    )
+    result = {
+        "machine": machine,
+        "scene": args.scene,
+        "resolution": args.resolution,
+        "main": {},
+        "canonical": {},
+        "scaling": {},
+    }
     summary = []
     try:
         # 1. the main figure -------------------------------------------------
@@ -186,10 +240,16 @@ def run(args) -> dict:
             tr = _time_trace(env, args.seconds, args.repeats)
             rate = args.actors / s
             s_nt, _sp, _c = _time_without_trace(env, actions, args.seconds, args.repeats)
-            result["main"][t] = {"actor_steps_per_s": rate, "ms_per_step": s * 1e3, "spread": spread,
-                                 "trace_ms": tr * 1e3, "rest_ms": max(0.0, s - tr) * 1e3,
-                                 "cpu_ms_per_step": cpu * 1e3, "cpu_actor_steps_per_s": args.actors / cpu,
-                                 "no_trace_actor_steps_per_s": args.actors / s_nt}
+            result["main"][t] = {
+                "actor_steps_per_s": rate,
+                "ms_per_step": s * 1e3,
+                "spread": spread,
+                "trace_ms": tr * 1e3,
+                "rest_ms": max(0.0, s - tr) * 1e3,
+                "cpu_ms_per_step": cpu * 1e3,
+                "cpu_actor_steps_per_s": args.actors / cpu,
+                "no_trace_actor_steps_per_s": args.actors / s_nt,
+            }
             summary.append([f"actor-steps/s ({args.actors} actors, {args.az}x{args.el}, {t} thr)", f"{rate:,.0f}"])
         if len(threads) > 1:
             a, b = result["main"][threads[0]], result["main"][threads[-1]]
@@ -199,10 +259,12 @@ def run(args) -> dict:
         mem = env.memory_report()
         result["memory"] = mem
         summary.append(["bytes per actor", f"{mem['bytes_per_actor']:,.0f}"])
-        console.print(f"memory per actor: {mem['bytes_per_actor']:,.0f} B (state {mem['state_bytes_per_actor']:,.0f}, "
-                      f"visit grid {mem['visit_grid_bytes_per_actor']}, ray buffers "
-                      f"{mem['ray_buffer_bytes_per_actor']:,}); shared: world {mem['shared_world_bytes']:,} B, "
-                      f"spawn pool {mem['shared_spawn_pool_bytes']:,} B")
+        console.print(
+            f"memory per actor: {mem['bytes_per_actor']:,.0f} B (state {mem['state_bytes_per_actor']:,.0f}, "
+            f"visit grid {mem['visit_grid_bytes_per_actor']}, ray buffers "
+            f"{mem['ray_buffer_bytes_per_actor']:,}); shared: world {mem['shared_world_bytes']:,} B, "
+            f"spawn pool {mem['shared_spawn_pool_bytes']:,} B"
+        )
         del env
 
         # 2. Navi's canonical setting ----------------------------------------
@@ -212,8 +274,12 @@ def run(args) -> dict:
                 numba.set_num_threads(t)
                 s, spread, _cpu = _time_steps(env, actions, args.seconds, args.repeats)
                 tr = _time_trace(env, args.seconds, args.repeats)
-                result["canonical"][t] = {"ms_per_step": s * 1e3, "spread": spread, "trace_ms": tr * 1e3,
-                                          "ratio_to_navi": NAVI_CANONICAL_MS / (s * 1e3)}
+                result["canonical"][t] = {
+                    "ms_per_step": s * 1e3,
+                    "spread": spread,
+                    "trace_ms": tr * 1e3,
+                    "ratio_to_navi": NAVI_CANONICAL_MS / (s * 1e3),
+                }
                 summary.append([f"canonical ms/step ({t} thr)", f"{s * 1e3:.1f} (Navi GPU {NAVI_CANONICAL_MS})"])
             console.print(canonical_table(result))
             del env
@@ -229,9 +295,12 @@ def run(args) -> dict:
                 s, spread, _cpu = _time_steps(env, actions, budget, max(1, min(args.repeats, 2)))
                 tr = _time_trace(env, budget, 1)
                 per = s / n * 1e6
-                result["scaling"][n] = {"us_per_actor_step": per, "trace_us_per_actor_step": tr / n * 1e6,
-                                        "rest_us_per_actor_step": max(0.0, s - tr) / n * 1e6,
-                                        "bytes_per_actor": env.memory_report()["bytes_per_actor"]}
+                result["scaling"][n] = {
+                    "us_per_actor_step": per,
+                    "trace_us_per_actor_step": tr / n * 1e6,
+                    "rest_us_per_actor_step": max(0.0, s - tr) / n * 1e6,
+                    "bytes_per_actor": env.memory_report()["bytes_per_actor"],
+                }
                 del env
             console.print(scaling_table(result, args, t))
             per = [v["us_per_actor_step"] for v in result["scaling"].values()]

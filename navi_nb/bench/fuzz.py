@@ -33,6 +33,7 @@ and the inspect path, a header-only load then ``validate_world``; then
 ``compile_mesh`` at resolution 16, the written bytes loaded back validated, and
 ``distance``).
 """
+
 from __future__ import annotations
 
 import json
@@ -60,6 +61,7 @@ MESH_FORMATS = ("obj", "stl-ascii", "stl-binary", "ply-ascii", "ply-binary")
 # the files mutated
 # --------------------------------------------------------------------------
 
+
 def gmdag_bases():
     """Real compiled worlds (bytes, sidecar dict): box at 16 and 32, pillars at 16."""
     from navi_nb.world.compiler import compile_scene
@@ -77,17 +79,21 @@ def mesh_bases():
     from navi_nb.world.mesh_scene import box_mesh
 
     box = box_mesh((-1.0, -0.5, -1.0), (1.0, 1.5, 0.5))
-    fan = (np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0.5]], np.float64),
-           np.array([[0, 1, 2], [0, 2, 3], [0, 3, 1]], np.int64))
+    fan = (
+        np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0.5]], np.float64),
+        np.array([[0, 1, 2], [0, 2, 3], [0, 3, 1]], np.int64),
+    )
     out = {f: [] for f in MESH_FORMATS}
     tmp = tempfile.mkdtemp(prefix="navi_nb_fuzz_")
     try:
         for v, f in ((box.vertices, box.faces), fan):
-            for fmt, ext, write, kw in (("obj", ".obj", write_obj, {}),
-                                        ("stl-ascii", ".stl", write_stl, {"ascii": True}),
-                                        ("stl-binary", ".stl", write_stl, {}),
-                                        ("ply-ascii", ".ply", write_ply, {"binary": False}),
-                                        ("ply-binary", ".ply", write_ply, {})):
+            for fmt, ext, write, kw in (
+                ("obj", ".obj", write_obj, {}),
+                ("stl-ascii", ".stl", write_stl, {"ascii": True}),
+                ("stl-binary", ".stl", write_stl, {}),
+                ("ply-ascii", ".ply", write_ply, {"binary": False}),
+                ("ply-binary", ".ply", write_ply, {}),
+            ):
                 p = os.path.join(tmp, "m" + ext)
                 write(p, v, f, **kw)
                 with open(p, "rb") as fh:
@@ -102,8 +108,22 @@ def mesh_bases():
 # --------------------------------------------------------------------------
 
 HALF_SPECIALS = (0x7E00, 0x7C00, 0xFC00, 0x8000, 0x0000, 0x7BFF, 0xFBFF, 0x0001, 0x8001, 0xFE00, 0x7C01)
-FLOAT_SPECIALS = (float("nan"), float("inf"), float("-inf"), 3.4e38, -3.4e38, 1e38, -1e38, 1e-45, 0.0, -0.0,
-                  1e30, -1e30, 65504.0, 1e-30)
+FLOAT_SPECIALS = (
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    3.4e38,
+    -3.4e38,
+    1e38,
+    -1e38,
+    1e-45,
+    0.0,
+    -0.0,
+    1e30,
+    -1e30,
+    65504.0,
+    1e-30,
+)
 INT_SPECIALS = (0, 1, 2, 3, 7, 8, 16, 1 << 13, 1 << 24, (1 << 31) - 1, 1 << 31, (1 << 32) - 1)
 
 
@@ -134,7 +154,7 @@ def _slot_candidates(words):
 
 
 def g_truncate(data, side, rng):
-    return data[:int(rng.integers(0, len(data)))], None
+    return data[: int(rng.integers(0, len(data)))], None
 
 
 def g_trailing(data, side, rng):
@@ -159,7 +179,7 @@ def g_header_field(data, side, rng):
     elif which == 2:
         b[8:12] = struct.pack("<I", int(rng.choice(INT_SPECIALS)))
     elif which in (3, 4, 5):
-        b[12 + 4 * (which - 3):16 + 4 * (which - 3)] = struct.pack("<f", float(rng.choice(FLOAT_SPECIALS)))
+        b[12 + 4 * (which - 3) : 16 + 4 * (which - 3)] = struct.pack("<f", float(rng.choice(FLOAT_SPECIALS)))
     elif which == 6:
         b[24:28] = struct.pack("<f", float(rng.choice(FLOAT_SPECIALS + (-1.0, 1e37, 2e38))))
     else:
@@ -261,18 +281,38 @@ def g_root_leaf(data, side, rng):
     """Word 0 replaced: a leaf root (a whole world of one value) or an inner root over junk."""
     w = _words(data)
     leaves = _leaf_index(w)
-    w[0] = w[int(leaves[rng.integers(leaves.size)])] if leaves.size and rng.random() < 0.5 else \
-        np.uint64(int(rng.integers(0, 1 << 63)))
+    w[0] = (
+        w[int(leaves[rng.integers(leaves.size)])]
+        if leaves.size and rng.random() < 0.5
+        else np.uint64(int(rng.integers(0, 1 << 63)))
+    )
     return _join(data, w), None
 
 
 HOSTILE_SIDECARS = (
-    "", "null", "[]", "5", '"x"', "{", "{}", '{"spawn_points": "abc"}', '{"class_names": 5}',
-    '{"spawn_points": [[1, 2]]}', '{"spawn_points": [[0, NaN, 0]]}', '{"spawn_points": [[0, 1e999, 0]]}',
-    '{"spawn_points": [[0, 1e300, 0]]}', '{"class_names": []}', '{"class_names": [1, 2]}',
-    '{"bounds_of_interest": "ab"}', '{"bounds_of_interest": [[0, 0, 0], [1, 1]]}',
-    '{"bounds_of_interest": [[1, 1, 1], [0, 0, 0]]}', '{"scene": 3}', '{"seed": "x"}',
-    '{"spawn_points": [[0, 0, ' + "9" * 400 + "]]}", "[" * 50000 + "]" * 50000, "\xff\xfe garbage",
+    "",
+    "null",
+    "[]",
+    "5",
+    '"x"',
+    "{",
+    "{}",
+    '{"spawn_points": "abc"}',
+    '{"class_names": 5}',
+    '{"spawn_points": [[1, 2]]}',
+    '{"spawn_points": [[0, NaN, 0]]}',
+    '{"spawn_points": [[0, 1e999, 0]]}',
+    '{"spawn_points": [[0, 1e300, 0]]}',
+    '{"class_names": []}',
+    '{"class_names": [1, 2]}',
+    '{"bounds_of_interest": "ab"}',
+    '{"bounds_of_interest": [[0, 0, 0], [1, 1]]}',
+    '{"bounds_of_interest": [[1, 1, 1], [0, 0, 0]]}',
+    '{"scene": 3}',
+    '{"seed": "x"}',
+    '{"spawn_points": [[0, 0, ' + "9" * 400 + "]]}",
+    "[" * 50000 + "]" * 50000,
+    "\xff\xfe garbage",
 )
 
 
@@ -282,16 +322,28 @@ def g_sidecar(data, side, rng):
         return data, str(rng.choice(HOSTILE_SIDECARS))
     s = dict(side)
     key = str(rng.choice(sorted(s) + ["spawn_points", "class_names", "bounds_of_interest"]))
-    s[key] = [None, "x", 5, -1, 1.5, [], {}, [[1, 2, 3]], [[1e38, 0, 0]], True, float("nan"),
-              [["a", "b", "c"]]][int(rng.integers(12))]
+    s[key] = [None, "x", 5, -1, 1.5, [], {}, [[1, 2, 3]], [[1e38, 0, 0]], True, float("nan"), [["a", "b", "c"]]][
+        int(rng.integers(12))
+    ]
     return data, json.dumps(s)
 
 
 GMDAG_MUTATORS = {
-    "truncate": g_truncate, "trailing": g_trailing, "byte-flips": g_byte_flips, "header-field": g_header_field,
-    "bounds-extreme": g_bounds_extreme, "child-range": g_child_out_of_range, "cycle": g_cycle,
-    "retarget": g_retarget, "high-bits": g_high_bits, "mask": g_mask, "leaf-half": g_leaf_half,
-    "leaf-semantic": g_leaf_semantic, "swap": g_swap, "root": g_root_leaf, "sidecar": g_sidecar,
+    "truncate": g_truncate,
+    "trailing": g_trailing,
+    "byte-flips": g_byte_flips,
+    "header-field": g_header_field,
+    "bounds-extreme": g_bounds_extreme,
+    "child-range": g_child_out_of_range,
+    "cycle": g_cycle,
+    "retarget": g_retarget,
+    "high-bits": g_high_bits,
+    "mask": g_mask,
+    "leaf-half": g_leaf_half,
+    "leaf-semantic": g_leaf_semantic,
+    "swap": g_swap,
+    "root": g_root_leaf,
+    "sidecar": g_sidecar,
 }
 
 
@@ -299,8 +351,29 @@ GMDAG_MUTATORS = {
 # mesh mutators: each takes (bytes, format, rng) and returns bytes
 # --------------------------------------------------------------------------
 
-NUMBER_SPECIALS = ("nan", "inf", "-inf", "1e300", "-1e300", "3e38", "-3e38", "1e-320", "0", "-0", "1.5", "-1",
-                   "2147483648", "4000000000", "1e19", "x", "", "0x10", "1e", "+", "9" * 400)
+NUMBER_SPECIALS = (
+    "nan",
+    "inf",
+    "-inf",
+    "1e300",
+    "-1e300",
+    "3e38",
+    "-3e38",
+    "1e-320",
+    "0",
+    "-0",
+    "1.5",
+    "-1",
+    "2147483648",
+    "4000000000",
+    "1e19",
+    "x",
+    "",
+    "0x10",
+    "1e",
+    "+",
+    "9" * 400,
+)
 
 
 def m_token(data, fmt, rng):
@@ -332,7 +405,7 @@ def m_lines(data, fmt, rng):
 
 
 def m_truncate(data, fmt, rng):
-    return data[:int(rng.integers(0, len(data)))]
+    return data[: int(rng.integers(0, len(data)))]
 
 
 def m_byte_flips(data, fmt, rng):
@@ -383,21 +456,21 @@ def m_binary_value(data, fmt, rng):
         if n <= 0:
             return m_byte_flips(data, fmt, rng)
         off = 84 + 50 * int(rng.integers(n)) + 12 + 4 * int(rng.integers(9))
-        b[off:off + 4] = struct.pack("<f", float(rng.choice(FLOAT_SPECIALS)))
+        b[off : off + 4] = struct.pack("<f", float(rng.choice(FLOAT_SPECIALS)))
         return bytes(b)
     if fmt == "ply-binary":
         start = b.find(b"\n", b.find(b"end_header")) + 1
         if rng.random() < 0.5:  # a vertex coordinate (float64)
             off = start + 8 * int(rng.integers(24))
             if off + 8 <= len(b):
-                b[off:off + 8] = struct.pack("<d", float(rng.choice(FLOAT_SPECIALS + (1e300, -1e300))))
+                b[off : off + 8] = struct.pack("<d", float(rng.choice(FLOAT_SPECIALS + (1e300, -1e300))))
         else:  # a face index (int32)
             if rng.random() < 0.5:
                 b = bytearray(bytes(b).replace(b"list uchar int", b"list uchar float"))
                 start = b.find(b"\n", b.find(b"end_header")) + 1
             off = len(b) - 4 * int(rng.integers(1, 10))
             if off >= start:
-                b[off:off + 4] = struct.pack("<i", int(rng.choice([-1, 8, 1 << 30, -(1 << 31), 3])))
+                b[off : off + 4] = struct.pack("<i", int(rng.choice([-1, 8, 1 << 30, -(1 << 31), 3])))
         return bytes(b)
     return m_token(data, fmt, rng)
 
@@ -408,10 +481,21 @@ def m_header(data, fmt, rng):
         end = data.find(b"end_header")
         lines = data[:end].split(b"\n")
         i = int(rng.integers(len(lines)))
-        lines[i] = rng.choice([b"", b"format binary_big_endian 1.0", b"format ascii 2.0", b"property list",
-                               b"property float", b"property quad x", b"element face", b"element vertex x",
-                               b"property list uchar double vertex_indices", b"element face 1\nproperty uchar n",
-                               b"format binary_little_endian 1.0"])
+        lines[i] = rng.choice(
+            [
+                b"",
+                b"format binary_big_endian 1.0",
+                b"format ascii 2.0",
+                b"property list",
+                b"property float",
+                b"property quad x",
+                b"element face",
+                b"element vertex x",
+                b"property list uchar double vertex_indices",
+                b"element face 1\nproperty uchar n",
+                b"format binary_little_endian 1.0",
+            ]
+        )
         return b"\n".join(lines) + data[end:]
     if fmt == "stl-binary":
         b = bytearray(data)
@@ -423,14 +507,20 @@ def m_header(data, fmt, rng):
 
 
 MESH_MUTATORS = {
-    "token": m_token, "lines": m_lines, "truncate": m_truncate, "byte-flips": m_byte_flips, "count": m_count,
-    "binary-value": m_binary_value, "header": m_header,
+    "token": m_token,
+    "lines": m_lines,
+    "truncate": m_truncate,
+    "byte-flips": m_byte_flips,
+    "count": m_count,
+    "binary-value": m_binary_value,
+    "header": m_header,
 }
 
 
 # --------------------------------------------------------------------------
 # cases
 # --------------------------------------------------------------------------
+
 
 @dataclass
 class Case:
@@ -453,16 +543,24 @@ def gmdag_label(seed, index) -> tuple:
     """(generator, base number, mutator, load mode) of a case, without building any file."""
     rng = case_rng(seed, index)
     base = int(rng.integers(N_GMDAG_BASES))
-    return rng, base, sorted(GMDAG_MUTATORS)[int(rng.integers(len(GMDAG_MUTATORS)))], \
-        LOAD_MODES[index % len(LOAD_MODES)]
+    return (
+        rng,
+        base,
+        sorted(GMDAG_MUTATORS)[int(rng.integers(len(GMDAG_MUTATORS)))],
+        LOAD_MODES[index % len(LOAD_MODES)],
+    )
 
 
 def mesh_label(seed, index) -> tuple:
     """(generator, base number, mutator, format) of a case, without building any file."""
     rng = case_rng(seed, index)
     base = int(rng.integers(N_MESH_BASES))
-    return rng, base, sorted(MESH_MUTATORS)[int(rng.integers(len(MESH_MUTATORS)))], \
-        MESH_FORMATS[index % len(MESH_FORMATS)]
+    return (
+        rng,
+        base,
+        sorted(MESH_MUTATORS)[int(rng.integers(len(MESH_MUTATORS)))],
+        MESH_FORMATS[index % len(MESH_FORMATS)],
+    )
 
 
 def make_gmdag_case(bases, seed, index) -> Case:
@@ -652,14 +750,20 @@ def run_case(target, bases, seed: int, index: int, folder) -> tuple:
                     pass
     if caught and outcome in ("ok", "rejected"):  # a user would see the warning printed before the answer
         w = caught[0]
-        outcome, detail = "warning", (f"{w.category.__name__}: {w.message} at {os.path.basename(w.filename)}:"
-                                      f"{w.lineno} (then {outcome}) {detail}")
+        outcome, detail = (
+            "warning",
+            (
+                f"{w.category.__name__}: {w.message} at {os.path.basename(w.filename)}:"
+                f"{w.lineno} (then {outcome}) {detail}"
+            ),
+        )
     return outcome, case.mutator, case.mode, detail[:300]
 
 
 # --------------------------------------------------------------------------
 # the process pool
 # --------------------------------------------------------------------------
+
 
 def _worker(conn, target, seed):
     """Build the bases, warm the kernels, then run batches of case indices until told to stop.
@@ -715,12 +819,19 @@ class Report:
             self.failures.append((index, outcome, mutator, mode, detail))
 
     def to_dict(self):
-        return {"target": self.target, "seed": self.seed, "cases": self.cases, "jobs": self.jobs,
-                "timeout_s": self.timeout, "seconds": round(self.seconds, 2), "worker_restarts": self.restarts,
-                "counts": {o: self.counts[o] for o in OUTCOMES},
-                "by_mutator": {k: dict(v) for k, v in sorted(self.by_mutator.items())},
-                "by_mode": {k: dict(v) for k, v in sorted(self.by_mode.items())},
-                "failures": [list(f) for f in self.failures]}
+        return {
+            "target": self.target,
+            "seed": self.seed,
+            "cases": self.cases,
+            "jobs": self.jobs,
+            "timeout_s": self.timeout,
+            "seconds": round(self.seconds, 2),
+            "worker_restarts": self.restarts,
+            "counts": {o: self.counts[o] for o in OUTCOMES},
+            "by_mutator": {k: dict(v) for k, v in sorted(self.by_mutator.items())},
+            "by_mode": {k: dict(v) for k, v in sorted(self.by_mode.items())},
+            "failures": [list(f) for f in self.failures],
+        }
 
 
 class _Slot:
@@ -749,8 +860,9 @@ class _Slot:
         self.conn.close()
 
 
-def run_fuzz(target="gmdag", cases=1000, seed=0, jobs=None, timeout=10.0, batch=64, warmup_timeout=600.0,
-             progress=None) -> Report:
+def run_fuzz(
+    target="gmdag", cases=1000, seed=0, jobs=None, timeout=10.0, batch=64, warmup_timeout=600.0, progress=None
+) -> Report:
     """Run cases 0..cases-1 of `target` in `jobs` worker processes; return a Report.
 
     timeout: seconds one case may take before its worker is killed (a hang).

@@ -1,4 +1,5 @@
 """What machine a benchmark ran on (printed first, once per process), and the benchmarks' summary table."""
+
 from __future__ import annotations
 
 import os
@@ -22,6 +23,7 @@ def machine_info() -> dict:
 
     try:
         from navi_nb.parallel.cores import allowed_cores
+
         allowed = int(allowed_cores().allowed)
     except Exception:  # the cores module is optional here; fall back to affinity
         allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -58,10 +60,13 @@ def print_machine(console=None, info=None) -> dict:
     if _printed:
         return info
     _printed.append(True)
-    console.print(f"[bold]machine[/]: {info['cpu']}, {info['cpu_count']} reported cores, "
-                  f"{info['allowed_cores']} allowed")
-    console.print(f"[bold]software[/]: numba {info['numba']} ({info['numba_threads']} threads), "
-                  f"numpy {info['numpy']}, Python {info['python']}")
+    console.print(
+        f"[bold]machine[/]: {info['cpu']}, {info['cpu_count']} reported cores, {info['allowed_cores']} allowed"
+    )
+    console.print(
+        f"[bold]software[/]: numba {info['numba']} ({info['numba_threads']} threads), "
+        f"numpy {info['numpy']}, Python {info['python']}"
+    )
     return info
 
 

@@ -12,6 +12,7 @@ Workloads (each Morton-ordered, as a compiler's cells would be):
 Each is timed at 1 and 2 Numba threads (best of 3): points per second of wall
 time, and per CPU-second (process time; less sensitive to other load).
 """
+
 from __future__ import annotations
 
 import time
@@ -24,7 +25,7 @@ def add_arguments(parser) -> None:
 
 
 def _morton(p, bits=10):
-    q = ((p - p.min(0)) / max(np.ptp(p, 0).max(), 1e-300) * (2 ** bits - 1)).astype(np.int64)
+    q = ((p - p.min(0)) / max(np.ptp(p, 0).max(), 1e-300) * (2**bits - 1)).astype(np.int64)
     code = np.zeros(len(p), np.int64)
     for b in range(bits):
         for a in range(3):
@@ -50,8 +51,14 @@ def rate_table(results):
     for col in ("workload", "points", "1 thr", "2 thr", "2/1", "1 thr CPU"):
         table.add_column(col, justify="left" if col == "workload" else "right", no_wrap=True)
     for r in results:
-        table.add_row(r["workload"], f"{r['points']:,}", f"{r['mpts_s_1t']:.2f}", f"{r['mpts_s_2t']:.2f}",
-                      f"{r['mpts_s_2t'] / r['mpts_s_1t']:.2f}", f"{r['mpts_cpu_s_1t']:.2f}")
+        table.add_row(
+            r["workload"],
+            f"{r['points']:,}",
+            f"{r['mpts_s_1t']:.2f}",
+            f"{r['mpts_s_2t']:.2f}",
+            f"{r['mpts_s_2t'] / r['mpts_s_1t']:.2f}",
+            f"{r['mpts_cpu_s_1t']:.2f}",
+        )
     table.caption = "1 thr CPU: per CPU-second of process time at 1 thread"
     return table
 
@@ -86,8 +93,12 @@ def run(args) -> dict:
     uniform = uniform[_morton(uniform)]
     field.evaluate(near[:64])
     field.evaluate(near[:64], cap=1.0)
-    work = (("cells@512, cap 4 voxels", cells, 4 * voxel), ("near (2-voxel noise)", near, None),
-            ("uniform", uniform, None), ("uniform, cap 16 voxels", uniform, 16 * voxel))
+    work = (
+        ("cells@512, cap 4 voxels", cells, 4 * voxel),
+        ("near (2-voxel noise)", near, None),
+        ("uniform", uniform, None),
+        ("uniform, cap 16 voxels", uniform, 16 * voxel),
+    )
     saved = numba.get_num_threads()
     results = []
     try:
@@ -106,13 +117,19 @@ def run(args) -> dict:
             results.append(row)
     finally:
         numba.set_num_threads(saved)
-    console.print(f"MeshField.evaluate: {mesh.faces.shape[0]:,} triangles, {field.n_closed_components} of "
-                  f"{field.n_components} parts closed, build {build_s:.2f} s")
+    console.print(
+        f"MeshField.evaluate: {mesh.faces.shape[0]:,} triangles, {field.n_closed_components} of "
+        f"{field.n_components} parts closed, build {build_s:.2f} s"
+    )
     console.print(rate_table(results))
-    return {"machine": info, "triangles": int(mesh.faces.shape[0]), "closed": bool(field.closed),
-            "build_s": build_s, "workloads": results,
-            "summary": [(r["workload"] + " Mpts/s 1t/2t", f"{r['mpts_s_1t']:.2f}/{r['mpts_s_2t']:.2f}")
-                        for r in results]}
+    return {
+        "machine": info,
+        "triangles": int(mesh.faces.shape[0]),
+        "closed": bool(field.closed),
+        "build_s": build_s,
+        "workloads": results,
+        "summary": [(r["workload"] + " Mpts/s 1t/2t", f"{r['mpts_s_1t']:.2f}/{r['mpts_s_2t']:.2f}") for r in results],
+    }
 
 
 if __name__ == "__main__":

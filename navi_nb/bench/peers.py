@@ -17,6 +17,7 @@ value), raising ``PeerError`` with the child's last error line when it fails.
 ``bench trace``, timed round-robin with navi_nb's calls): arrays go to it
 through a ``.npz`` file, calls and answers through its standard streams.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -66,8 +67,14 @@ def _last_error_line(text: str) -> str:
 def call_in_child(function: str, timeout: float = 600.0, **kwargs):
     """``function(**kwargs)`` (a dotted name in navi_nb.bench) run in a fresh child process; its result."""
     request = json.dumps({"function": function, "kwargs": kwargs})
-    proc = subprocess.run([sys.executable, "-c", _CHILD], input=request + "\n", capture_output=True, text=True,
-                          env=_child_env(), timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD],
+        input=request + "\n",
+        capture_output=True,
+        text=True,
+        env=_child_env(),
+        timeout=timeout,
+    )
     answer = proc.stdout.strip().splitlines()[-1:] if proc.returncode == 0 else []
     if not answer:
         raise PeerError(f"{function} failed in its child process: {_last_error_line(proc.stderr)}")
@@ -92,8 +99,14 @@ class PeerProcess:
         self._dir = tempfile.TemporaryDirectory(prefix="navi_nb_peer_")
         path = os.path.join(self._dir.name, "in.npz")
         np.savez(path, **arrays)
-        self._proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, env=_child_env())
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _CHILD],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_child_env(),
+        )
         self._send({"setup": setup, "arrays": path, "kwargs": kwargs, "dir": self._dir.name})
 
     def _send(self, message):

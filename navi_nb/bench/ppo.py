@@ -19,6 +19,7 @@ PyTorch on the CPU with its default threads, run in a child process
 would slow and flatten the navi_nb rows timed after it); and NumPy's float32 matmul rate
 (4096^2, BLAS at the allowed cores), which bounds any implementation.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,13 +40,18 @@ minibatches), run as ``PPO.update`` runs it (``PPO.minibatches``)."""
 
 
 def add_arguments(parser):
-    parser.add_argument("--nets", default="default,wide,small", help="networks to run (comma list of "
-                        + ", ".join(NETS) + ")")
+    parser.add_argument(
+        "--nets", default="default,wide,small", help="networks to run (comma list of " + ", ".join(NETS) + ")"
+    )
     parser.add_argument("--shards", default="1,2", help="shard counts to measure (comma list)")
     parser.add_argument("--seconds", type=float, default=2.0, help="timing budget per measurement")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch peer")
-    parser.add_argument("--repeats", type=int, default=5,
-                        help="independent timing rounds per measurement (the best and the spread are reported)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="independent timing rounds per measurement (the best and the spread are reported)",
+    )
 
 
 def default_obs_dim():
@@ -54,6 +60,7 @@ def default_obs_dim():
         from navi_nb.env.config import EnvConfig
         from navi_nb.env.observation import obs_layout, obs_size
         from navi_nb.sense.sensor import Sensor
+
         return int(obs_size(obs_layout(Sensor(64, 16), EnvConfig())))
     except Exception:  # the env stage's signature may differ: the documented estimate
         return FALLBACK_OBS
@@ -71,6 +78,7 @@ def net_flops(obs, hidden, act_dim=4):
 
 def synthetic(policy, n, seed=0):
     from navi_nb.learn.rollout import RolloutSlab
+
     rng = np.random.default_rng(seed)
     slab = RolloutSlab(n, 1, policy.obs_dim, policy.act_dim)
     slab.obs[...] = rng.standard_normal(slab.obs.shape)
@@ -135,16 +143,19 @@ def bench_navi(obs, hidden, mb, shards, seconds, repeats):
 
     from navi_nb.learn.policy import ActorCritic
     from navi_nb.learn.ppo import PPO, PPOConfig
+
     pol = ActorCritic(obs, 4, hidden=hidden, seed=0)
     ppo = PPO(pol, PPOConfig())
     slab = synthetic(pol, mb * MINIBATCHES)
-    ppo.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
-                   ("actions", "logp", "value", "advantages", "returns")})
+    ppo.set_source(
+        slab.flat, slab.obs_dim, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")}
+    )
     order = np.random.default_rng(1).permutation(slab.n_samples)
     params0 = pol.params.copy()
 
     def step():  # one epoch as PPO.update runs it: MINIBATCHES minibatches in one call
         ppo.minibatches(order, mb, MINIBATCHES, 3e-4)
+
     # the shard counts are timed round-robin (one round of each in turn), so a
     # busy moment on a shared machine hits them alike and their ratio holds
     means = {k: [] for k in shards}
@@ -172,8 +183,7 @@ def bench_navi(obs, hidden, mb, shards, seconds, repeats):
     out = {}
     for k in shards:
         t = min(means[k])
-        out[k] = {"samples_per_s": mb / t, "ms_per_minibatch": 1e3 * t,
-                  "spread": max(means[k]) / t - 1.0}
+        out[k] = {"samples_per_s": mb / t, "ms_per_minibatch": 1e3 * t, "spread": max(means[k]) / t - 1.0}
         if k == 1:
             out[k]["samples_per_cpu_s"] = mb / min(cpus[k])
         if paths[k]:
@@ -238,17 +248,25 @@ def bench_torch(obs, hidden, mb, seconds, repeats, threads):
         loss.backward()
         nn.utils.clip_grad_norm_(params, 0.5)
         opt.step()
+
     t, spread = _time(step, seconds, repeats)
-    torch.set_num_threads(1)       # the per-core figure, in CPU time
+    torch.set_num_threads(1)  # the per-core figure, in CPU time
     cpu = {}
     _time(step, seconds / 2, max(1, repeats - 1), cpu)
     torch.set_num_threads(threads)
-    return {"samples_per_s": mb / t, "ms_per_minibatch": 1e3 * t, "spread": spread,
-            "samples_per_cpu_s_1t": mb / cpu["s"], "threads": threads, "version": torch.__version__}
+    return {
+        "samples_per_s": mb / t,
+        "ms_per_minibatch": 1e3 * t,
+        "spread": spread,
+        "samples_per_cpu_s_1t": mb / cpu["s"],
+        "threads": threads,
+        "version": torch.__version__,
+    }
 
 
 def bench_matmul(threads, seconds):
     from navi_nb.learn.blas import set_blas_threads
+
     n = 4096
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
@@ -260,8 +278,12 @@ def bench_matmul(threads, seconds):
         set_blas_threads(1)
     cpu = {}
     _time(lambda: a @ b, seconds / 2, 1, cpu)
-    return {"gflops": 2 * n ** 3 / t / 1e9, "threads": threads, "spread": spread,
-            "gflops_per_cpu_s_1t": 2 * n ** 3 / cpu["s"] / 1e9}
+    return {
+        "gflops": 2 * n**3 / t / 1e9,
+        "threads": threads,
+        "spread": spread,
+        "gflops_per_cpu_s_1t": 2 * n**3 / cpu["s"] / 1e9,
+    }
 
 
 def run(args) -> dict:
@@ -277,7 +299,7 @@ def run(args) -> dict:
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)
-    if not hasattr(args, "bench_name"):      # called directly, not through `navi-nb bench`
+    if not hasattr(args, "bench_name"):  # called directly, not through `navi-nb bench`
         print_machine(console)
     cap = numba.config.NUMBA_NUM_THREADS
     shards = [int(s) for s in str(args.shards).split(",") if s.strip()]
@@ -286,16 +308,34 @@ def run(args) -> dict:
     have_torch = not args.no_torch and peer_available("torch")
     torch_note = "" if have_torch or args.no_torch else "; PyTorch not installed"
     from navi_nb.parallel.cores import allowed_cores
+
     allowed = allowed_cores().allowed
     res = {"machine": machine_info(), "gemm": GEMM_BACKEND, "nets": {}}
     t_start = time.perf_counter()
     mm = bench_matmul(allowed, args.seconds)
     res["matmul"] = mm
-    table = Table(title=f"PPO update = one minibatch: gather, forward, loss, backward, clip, Adam "
-                        f"(gemm={GEMM_BACKEND})")
-    for col in ("net", "obs", "hidden", "mb", "params", "who", "samples/s", "spread", "vs 1 shard",
-                "vs torch", "GFLOP/s", "% matmul", "samples/cpu-s (1 thr)", "per core vs torch",
-                "per core % matmul", "critical path ms", "idle est. vs 1 shard"):
+    table = Table(
+        title=f"PPO update = one minibatch: gather, forward, loss, backward, clip, Adam (gemm={GEMM_BACKEND})"
+    )
+    for col in (
+        "net",
+        "obs",
+        "hidden",
+        "mb",
+        "params",
+        "who",
+        "samples/s",
+        "spread",
+        "vs 1 shard",
+        "vs torch",
+        "GFLOP/s",
+        "% matmul",
+        "samples/cpu-s (1 thr)",
+        "per core vs torch",
+        "per core % matmul",
+        "critical path ms",
+        "idle est. vs 1 shard",
+    ):
         table.add_column(col, justify="right")
     summary = [["numpy matmul GFLOP/s", f"{mm['gflops']:.1f} ({allowed} threads)"]]
     for name in [n.strip() for n in args.nets.split(",") if n.strip()]:
@@ -307,28 +347,51 @@ def run(args) -> dict:
         tr = None
         if have_torch:
             try:
-                tr = call_in_child("navi_nb.bench.ppo.bench_torch", obs=obs, hidden=list(hidden), mb=mb,
-                                   seconds=args.seconds, repeats=args.repeats, threads=allowed)
+                tr = call_in_child(
+                    "navi_nb.bench.ppo.bench_torch",
+                    obs=obs,
+                    hidden=list(hidden),
+                    mb=mb,
+                    seconds=args.seconds,
+                    repeats=args.repeats,
+                    threads=allowed,
+                )
             except PeerError as exc:
                 console.print(f"[yellow]no PyTorch peer: {exc}[/]")
                 have_torch, torch_note = False, f"; PyTorch peer failed ({exc})"
-        entry = {"obs": obs, "hidden": list(hidden), "minibatch": mb, "n_params": r["n_params"],
-                 "flops_per_sample": flops, "modes": r["modes"], "shards": {}, "torch": tr}
+        entry = {
+            "obs": obs,
+            "hidden": list(hidden),
+            "minibatch": mb,
+            "n_params": r["n_params"],
+            "flops_per_sample": flops,
+            "modes": r["modes"],
+            "shards": {},
+            "torch": tr,
+        }
         base = r[shards[0]]["samples_per_s"]
         crit1 = r[shards[0]].get("critical_ms_per_minibatch")
         hid = "x".join(map(str, hidden))
         for k in shards:
             sps = r[k]["samples_per_s"]
             gf = sps * flops / 1e9
-            e = dict(r[k], gflops=gf, pct_matmul=100 * gf / mm["gflops"], speedup_vs_1=sps / base,
-                     vs_torch=(sps / tr["samples_per_s"]) if tr else None)
+            e = dict(
+                r[k],
+                gflops=gf,
+                pct_matmul=100 * gf / mm["gflops"],
+                speedup_vs_1=sps / base,
+                vs_torch=(sps / tr["samples_per_s"]) if tr else None,
+            )
             cells = ["", "", ""]
             if "samples_per_cpu_s" in e:
                 cps = e["samples_per_cpu_s"]
                 e["per_core_vs_torch"] = cps / tr["samples_per_cpu_s_1t"] if tr else None
                 e["per_core_pct_matmul"] = 100 * cps * flops / 1e9 / mm["gflops_per_cpu_s_1t"]
-                cells = [f"{cps:,.0f}", f"{e['per_core_vs_torch']:.2f}x" if tr else "-",
-                         f"{e['per_core_pct_matmul']:.0f}%"]
+                cells = [
+                    f"{cps:,.0f}",
+                    f"{e['per_core_vs_torch']:.2f}x" if tr else "-",
+                    f"{e['per_core_pct_matmul']:.0f}%",
+                ]
             crit = e.get("critical_ms_per_minibatch")
             if crit and crit1:
                 e["idle_speedup_estimate"] = crit1 / crit
@@ -336,19 +399,42 @@ def run(args) -> dict:
             else:
                 cells += ["-", "-"]
             entry["shards"][k] = e
-            table.add_row(name, str(obs), hid, str(mb), f"{r['n_params']:,}", f"navi {k}sh",
-                          f"{sps:,.0f}", f"{100 * e['spread']:.0f}%", f"{e['speedup_vs_1']:.2f}x",
-                          f"{e['vs_torch']:.2f}x" if tr else "-", f"{gf:.1f}", f"{e['pct_matmul']:.0f}%",
-                          *cells)
+            table.add_row(
+                name,
+                str(obs),
+                hid,
+                str(mb),
+                f"{r['n_params']:,}",
+                f"navi {k}sh",
+                f"{sps:,.0f}",
+                f"{100 * e['spread']:.0f}%",
+                f"{e['speedup_vs_1']:.2f}x",
+                f"{e['vs_torch']:.2f}x" if tr else "-",
+                f"{gf:.1f}",
+                f"{e['pct_matmul']:.0f}%",
+                *cells,
+            )
             summary.append([f"{name} {k} shard(s) samples/s", f"{sps:,.0f}"])
         if tr:
-            table.add_row(name, str(obs), hid, str(mb), "", f"torch {tr['threads']}t",
-                          f"{tr['samples_per_s']:,.0f}", f"{100 * tr['spread']:.0f}%", "", "1.00x",
-                          f"{tr['samples_per_s'] * flops / 1e9:.1f}",
-                          f"{100 * tr['samples_per_s'] * flops / 1e9 / mm['gflops']:.0f}%",
-                          f"{tr['samples_per_cpu_s_1t']:,.0f}", "1.00x",
-                          f"{100 * tr['samples_per_cpu_s_1t'] * flops / 1e9 / mm['gflops_per_cpu_s_1t']:.0f}%",
-                          "", "")
+            table.add_row(
+                name,
+                str(obs),
+                hid,
+                str(mb),
+                "",
+                f"torch {tr['threads']}t",
+                f"{tr['samples_per_s']:,.0f}",
+                f"{100 * tr['spread']:.0f}%",
+                "",
+                "1.00x",
+                f"{tr['samples_per_s'] * flops / 1e9:.1f}",
+                f"{100 * tr['samples_per_s'] * flops / 1e9 / mm['gflops']:.0f}%",
+                f"{tr['samples_per_cpu_s_1t']:,.0f}",
+                "1.00x",
+                f"{100 * tr['samples_per_cpu_s_1t'] * flops / 1e9 / mm['gflops_per_cpu_s_1t']:.0f}%",
+                "",
+                "",
+            )
             summary.append([f"{name} torch samples/s", f"{tr['samples_per_s']:,.0f}"])
         res["nets"][name] = entry
     numba.set_num_threads(cap)
@@ -362,17 +448,23 @@ def run(args) -> dict:
     spin = os.environ.get("GOMP_SPINCOUNT", "unset (GNU default 300000)")
     res["omp_wait_policy"], res["gomp_spincount"] = wait, spin
     res["seconds"] = time.perf_counter() - t_start
-    console.print(f"numpy float32 matmul 4096^2: {mm['gflops']:.1f} GFLOP/s with {allowed} BLAS threads "
-                  f"(spread {100 * mm['spread']:.0f}%), {mm['gflops_per_cpu_s_1t']:.1f} GFLOP per CPU-second "
-                  f"on 1 thread" + torch_note)
-    console.print(f"load average {load}: on a shared machine wall-clock rates and the 2-shard "
-                  "speedup are only as good as the idle cores; the per-CPU-second columns are not "
-                  "inflated by other processes")
-    console.print(f"OMP_WAIT_POLICY={wait}, GOMP_SPINCOUNT={spin}, threading layer "
-                  f"{numba.threading_layer()}. 'critical path': CPU time of the busiest thread per "
-                  "minibatch, in the quietest timing round; where waiting threads sleep instead of "
-                  "spinning (passive waits, or a short spin count) it is about the wall-clock time "
-                  "on idle cores, less wake-up latencies, so 'idle est.' estimates the speed-up an "
-                  "idle machine would show; with long spins it counts the spinning and means little")
+    console.print(
+        f"numpy float32 matmul 4096^2: {mm['gflops']:.1f} GFLOP/s with {allowed} BLAS threads "
+        f"(spread {100 * mm['spread']:.0f}%), {mm['gflops_per_cpu_s_1t']:.1f} GFLOP per CPU-second "
+        f"on 1 thread" + torch_note
+    )
+    console.print(
+        f"load average {load}: on a shared machine wall-clock rates and the 2-shard "
+        "speedup are only as good as the idle cores; the per-CPU-second columns are not "
+        "inflated by other processes"
+    )
+    console.print(
+        f"OMP_WAIT_POLICY={wait}, GOMP_SPINCOUNT={spin}, threading layer "
+        f"{numba.threading_layer()}. 'critical path': CPU time of the busiest thread per "
+        "minibatch, in the quietest timing round; where waiting threads sleep instead of "
+        "spinning (passive waits, or a short spin count) it is about the wall-clock time "
+        "on idle cores, less wake-up latencies, so 'idle est.' estimates the speed-up an "
+        "idle machine would show; with long spins it counts the spinning and means little"
+    )
     res["summary"] = summary
     return res

@@ -22,6 +22,7 @@ the load average before and after is reported.
 Targets: >= 0.25 x Embree's single-thread rate per thread, >= 1.7x
 from 1 to 2 threads, p99 |depth difference| within one voxel.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,9 +46,12 @@ def add_arguments(parser):
     parser.add_argument("--threads", default="1,2", help="Numba thread counts to time (default 1,2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-embree", action="store_true", help="skip the Embree peer")
-    parser.add_argument("--worlds", type=int, default=0,
-                        help="instead: N actors over N worlds (house:0..N-1 at 128) vs N actors in one world "
-                             "(default 0: off)")
+    parser.add_argument(
+        "--worlds",
+        type=int,
+        default=0,
+        help="instead: N actors over N worlds (house:0..N-1 at 128) vs N actors in one world (default 0: off)",
+    )
 
 
 def free_positions(world, lo, hi, n, seed, clearance=0.3):
@@ -83,6 +87,7 @@ def embree_peer(arrays):
     def result():
         res = scene.run(origins, directions, output=1)
         return {"tfar": np.asarray(res["tfar"]), "primID": np.asarray(res["primID"])}
+
     return {"run": run, "result": result}
 
 
@@ -96,9 +101,11 @@ def rate_tables(result) -> list:
 
     scene, embree = result["scene"], result.get("embree")
     az, el = result["sensor"]
-    rates = Table(title=f"trace: {result['rays']:,} rays ({result['actors']} x {az}x{el}), "
-                        f"{scene['triangles']:,} triangles at {scene['resolution']}, "
-                        f"voxel {scene['voxel_m'] * 100:.1f} cm")
+    rates = Table(
+        title=f"trace: {result['rays']:,} rays ({result['actors']} x {az}x{el}), "
+        f"{scene['triangles']:,} triangles at {scene['resolution']}, "
+        f"voxel {scene['voxel_m'] * 100:.1f} cm"
+    )
     rates.add_column("tracer", no_wrap=True)
     for col in ("rays/s", "best rays/s", "spread", "rays/CPU-s"):
         rates.add_column(col, justify="right", no_wrap=True)
@@ -108,15 +115,22 @@ def rate_tables(result) -> list:
         vs.add_column(col, justify="right", no_wrap=True)
     for t, r in result["threads"].items():
         name = f"navi_nb, {t} thread{'s' if t > 1 else ''}"
-        rates.add_row(name, f"{r['rays_per_s']:,.0f}", f"{r['rays_per_s_best']:,.0f}", _spread(r),
-                      f"{r['rays_per_cpu_s']:,.0f}")
+        rates.add_row(
+            name, f"{r['rays_per_s']:,.0f}", f"{r['rays_per_s_best']:,.0f}", _spread(r), f"{r['rays_per_cpu_s']:,.0f}"
+        )
         if embree:
             ratio = r["rays_per_s"] / embree["rays_per_s"]
-            vs.add_row(name, f"{ratio:.2f}x", f"{ratio / t:.2f}x",
-                       f"{r['rays_per_cpu_s'] / embree['rays_per_cpu_s']:.2f}x")
+            vs.add_row(
+                name, f"{ratio:.2f}x", f"{ratio / t:.2f}x", f"{r['rays_per_cpu_s'] / embree['rays_per_cpu_s']:.2f}x"
+            )
     if embree:
-        rates.add_row("Embree, 1 thread", f"{embree['rays_per_s']:,.0f}", f"{embree['rays_per_s_best']:,.0f}",
-                      _spread(embree), f"{embree['rays_per_cpu_s']:,.0f}")
+        rates.add_row(
+            "Embree, 1 thread",
+            f"{embree['rays_per_s']:,.0f}",
+            f"{embree['rays_per_s_best']:,.0f}",
+            _spread(embree),
+            f"{embree['rays_per_cpu_s']:,.0f}",
+        )
     return [rates, vs] if embree else [rates]
 
 
@@ -152,12 +166,23 @@ def run(args) -> dict:
     for t in skipped:
         console.print(f"[yellow]skipping {t} threads: numba allows {allowed}[/]")
     before = numba.get_num_threads()
-    result = {"machine": machine_info(), "scene": {"triangles": int(mesh.faces.shape[0]),
-                                                   "resolution": args.resolution, "voxel_m": vs,
-                                                   "nodes": world.node_count, "compile_s": compile_s},
-              "rays": n_rays, "actors": args.actors, "sensor": [args.az, args.el],
-              "max_distance": args.max_distance, "threads": {}, "canonical": {},
-              "load_average_before": list(os.getloadavg())}
+    result = {
+        "machine": machine_info(),
+        "scene": {
+            "triangles": int(mesh.faces.shape[0]),
+            "resolution": args.resolution,
+            "voxel_m": vs,
+            "nodes": world.node_count,
+            "compile_s": compile_s,
+        },
+        "rays": n_rays,
+        "actors": args.actors,
+        "sensor": [args.az, args.el],
+        "max_distance": args.max_distance,
+        "threads": {},
+        "canonical": {},
+        "load_average_before": list(os.getloadavg()),
+    }
 
     # the contenders, timed round-robin (one call of each per round) so that a
     # busy moment on this shared machine hits them all alike
@@ -176,9 +201,14 @@ def run(args) -> dict:
             e_dirs = np.ascontiguousarray(sensor.world_directions(yaws).reshape(-1, 3), dtype=np.float32)
             e_orig = np.repeat(pos, sensor.n_rays, axis=0).astype(np.float32)
             try:
-                scene = PeerProcess("navi_nb.bench.trace.embree_peer", {
-                    "triangles": mesh.vertices[mesh.faces].astype(np.float32), "origins": e_orig,
-                    "directions": e_dirs})
+                scene = PeerProcess(
+                    "navi_nb.bench.trace.embree_peer",
+                    {
+                        "triangles": mesh.vertices[mesh.faces].astype(np.float32),
+                        "origins": e_orig,
+                        "directions": e_dirs,
+                    },
+                )
             except PeerError as exc:
                 console.print(f"[yellow]no Embree peer: {exc}[/]")
             else:
@@ -213,13 +243,22 @@ def run(args) -> dict:
         cs = np.array(cpu_times[(kind, t)])
         med = float(np.median(ts))
         if kind == "rays":
-            result["threads"][t] = {"median_s": med, "min_s": float(ts.min()), "max_s": float(ts.max()),
-                                    "rays_per_s": n_rays / med, "rays_per_s_best": n_rays / float(ts.min()),
-                                    "cpu_s_median": float(np.median(cs)),
-                                    "rays_per_cpu_s": n_rays / max(float(np.median(cs)), 1e-9)}
+            result["threads"][t] = {
+                "median_s": med,
+                "min_s": float(ts.min()),
+                "max_s": float(ts.max()),
+                "rays_per_s": n_rays / med,
+                "rays_per_s_best": n_rays / float(ts.min()),
+                "cpu_s_median": float(np.median(cs)),
+                "rays_per_cpu_s": n_rays / max(float(np.median(cs)), 1e-9),
+            }
         elif kind == "canonical":
-            result["canonical"][t] = {"median_ms": 1e3 * med, "min_ms": 1e3 * float(ts.min()),
-                                      "max_ms": 1e3 * float(ts.max()), "cpu_ms_median": 1e3 * float(np.median(cs))}
+            result["canonical"][t] = {
+                "median_ms": 1e3 * med,
+                "min_ms": 1e3 * float(ts.min()),
+                "max_ms": 1e3 * float(ts.max()),
+                "cpu_ms_median": 1e3 * float(np.median(cs)),
+            }
     result["hit_fraction"] = float(hit.mean())
     embree = None
     if scene is not None:
@@ -230,14 +269,19 @@ def run(args) -> dict:
         diff = np.abs(tfar[both] - depth.reshape(-1)[both].astype(np.float64))
         med = float(np.median(ts))
         cs = np.array(cpu_times[("embree", 1)])
-        embree = {"median_s": med, "min_s": float(ts.min()), "max_s": float(ts.max()), "rays_per_s": n_rays / med,
-                  "rays_per_s_best": n_rays / float(ts.min()),
-                  "rays_per_cpu_s": n_rays / max(float(np.median(cs)), 1e-9),
-                  "hit_agreement": float(np.mean(e_hit == hit.reshape(-1))),
-                  "depth_diff_median_m": float(np.median(diff)) if diff.size else float("nan"),
-                  "depth_diff_p99_m": float(np.percentile(diff, 99)) if diff.size else float("nan"),
-                  "depth_diff_max_m": float(diff.max()) if diff.size else float("nan"),
-                  "rays_compared": int(both.sum())}
+        embree = {
+            "median_s": med,
+            "min_s": float(ts.min()),
+            "max_s": float(ts.max()),
+            "rays_per_s": n_rays / med,
+            "rays_per_s_best": n_rays / float(ts.min()),
+            "rays_per_cpu_s": n_rays / max(float(np.median(cs)), 1e-9),
+            "hit_agreement": float(np.mean(e_hit == hit.reshape(-1))),
+            "depth_diff_median_m": float(np.median(diff)) if diff.size else float("nan"),
+            "depth_diff_p99_m": float(np.percentile(diff, 99)) if diff.size else float("nan"),
+            "depth_diff_max_m": float(diff.max()) if diff.size else float("nan"),
+            "rays_compared": int(both.sum()),
+        }
         embree["depth_diff_p99_voxels"] = embree["depth_diff_p99_m"] / vs
         result["embree"] = embree
 
@@ -248,30 +292,57 @@ def run(args) -> dict:
     if one and 2 in result["threads"]:
         result["scaling_1_to_2"] = result["threads"][2]["rays_per_s"] / one
         summary.append(["speed-up 1 -> 2 threads", f"{result['scaling_1_to_2']:.2f}x (target >= {TARGET_SCALING})"])
-        result["cpu_efficiency_2_threads"] = (result["threads"][2]["rays_per_cpu_s"]
-                                              / result["threads"][1]["rays_per_cpu_s"])
-        summary.append(["rays per CPU-s, 2 threads / 1 thread",
-                        f"{result['cpu_efficiency_2_threads']:.2f} (2x this is the speed-up on 2 free cores)"])
+        result["cpu_efficiency_2_threads"] = (
+            result["threads"][2]["rays_per_cpu_s"] / result["threads"][1]["rays_per_cpu_s"]
+        )
+        summary.append(
+            [
+                "rays per CPU-s, 2 threads / 1 thread",
+                f"{result['cpu_efficiency_2_threads']:.2f} (2x this is the speed-up on 2 free cores)",
+            ]
+        )
     if embree and one:
-        result["per_thread_vs_embree"] = min(r["rays_per_s"] / t / embree["rays_per_s"]
-                                             for t, r in result["threads"].items())
-        summary.append(["per thread vs Embree 1 thread",
-                        f"{result['per_thread_vs_embree']:.2f}x (target >= {TARGET_EMBREE_RATIO})"])
-        result["per_cpu_s_vs_embree"] = min(r["rays_per_cpu_s"] / embree["rays_per_cpu_s"]
-                                            for r in result["threads"].values())
-        summary.append(["per CPU-second vs Embree per CPU-second",
-                        f"{result['per_cpu_s_vs_embree']:.2f}x (target >= {TARGET_EMBREE_RATIO})"])
-        summary.append(["|depth - Embree| median / p99",
-                        f"{embree['depth_diff_median_m'] * 100:.2f} / {embree['depth_diff_p99_m'] * 100:.2f} cm "
-                        f"({embree['depth_diff_p99_voxels']:.2f} voxel at p99; target <= 1)"])
+        result["per_thread_vs_embree"] = min(
+            r["rays_per_s"] / t / embree["rays_per_s"] for t, r in result["threads"].items()
+        )
+        summary.append(
+            [
+                "per thread vs Embree 1 thread",
+                f"{result['per_thread_vs_embree']:.2f}x (target >= {TARGET_EMBREE_RATIO})",
+            ]
+        )
+        result["per_cpu_s_vs_embree"] = min(
+            r["rays_per_cpu_s"] / embree["rays_per_cpu_s"] for r in result["threads"].values()
+        )
+        summary.append(
+            [
+                "per CPU-second vs Embree per CPU-second",
+                f"{result['per_cpu_s_vs_embree']:.2f}x (target >= {TARGET_EMBREE_RATIO})",
+            ]
+        )
+        summary.append(
+            [
+                "|depth - Embree| median / p99",
+                f"{embree['depth_diff_median_m'] * 100:.2f} / {embree['depth_diff_p99_m'] * 100:.2f} cm "
+                f"({embree['depth_diff_p99_voxels']:.2f} voxel at p99; target <= 1)",
+            ]
+        )
         summary.append(["hit flags equal to Embree", f"{100 * embree['hit_agreement']:.2f}%"])
     for t, r in result["canonical"].items():
-        summary.append([f"canonical 4 x 256 x 48, {t} thread{'s' if t > 1 else ''}",
-                        f"{r['median_ms']:.1f} ms/call, best {r['min_ms']:.1f}, {r['cpu_ms_median']:.1f} CPU-ms "
-                        f"(Navi GPU: {NAVI_CANONICAL_MS} ms/step; {NAVI_CANONICAL_MS / r['median_ms']:.2f}x)"])
+        summary.append(
+            [
+                f"canonical 4 x 256 x 48, {t} thread{'s' if t > 1 else ''}",
+                f"{r['median_ms']:.1f} ms/call, best {r['min_ms']:.1f}, {r['cpu_ms_median']:.1f} CPU-ms "
+                f"(Navi GPU: {NAVI_CANONICAL_MS} ms/step; {NAVI_CANONICAL_MS / r['median_ms']:.2f}x)",
+            ]
+        )
     summary.append(["rays that hit", f"{100 * result['hit_fraction']:.1f}%"])
-    summary.append(["load average before / after", " / ".join(
-        f"{a[0]:.1f}" for a in (result["load_average_before"], result["load_average_after"]))])
+    summary.append(
+        [
+            "load average before / after",
+            " / ".join(f"{a[0]:.1f}" for a in (result["load_average_before"], result["load_average_after"])),
+        ]
+    )
     console.print(summary_table("trace: summary", summary))
     result["summary"] = summary
     return result
@@ -350,19 +421,27 @@ def run_world_set(args) -> dict:
             times["many"].append(time.perf_counter() - t0)
         rate = {k: rays / np.median(v) for k, v in times.items()}
         spread = {k: (rays / max(v), rays / min(v)) for k, v in times.items()}
-        rows.append({"threads": t, "one_world_rays_per_s": rate["one"], "many_worlds_rays_per_s": rate["many"],
-                     "ratio": rate["many"] / rate["one"], "spread_one": spread["one"],
-                     "spread_many": spread["many"]})
+        rows.append(
+            {
+                "threads": t,
+                "one_world_rays_per_s": rate["one"],
+                "many_worlds_rays_per_s": rate["many"],
+                "ratio": rate["many"] / rate["one"],
+                "spread_one": spread["one"],
+                "spread_many": spread["many"],
+            }
+        )
     table = Table(title=f"{n} actors x {sensor.n_rays} rays: {n} worlds vs 1 world")
     for col in ("threads", "1 world Mrays/s", f"{n} worlds Mrays/s", "ratio"):
         table.add_column(col, justify="right")
     for r in rows:
-        table.add_row(str(r["threads"]),
-                      f"{r['one_world_rays_per_s'] / 1e6:.2f} ({r['spread_one'][0] / 1e6:.2f}-"
-                      f"{r['spread_one'][1] / 1e6:.2f})",
-                      f"{r['many_worlds_rays_per_s'] / 1e6:.2f} ({r['spread_many'][0] / 1e6:.2f}-"
-                      f"{r['spread_many'][1] / 1e6:.2f})",
-                      f"{r['ratio']:.2f}")
+        table.add_row(
+            str(r["threads"]),
+            f"{r['one_world_rays_per_s'] / 1e6:.2f} ({r['spread_one'][0] / 1e6:.2f}-{r['spread_one'][1] / 1e6:.2f})",
+            f"{r['many_worlds_rays_per_s'] / 1e6:.2f} ({r['spread_many'][0] / 1e6:.2f}-"
+            f"{r['spread_many'][1] / 1e6:.2f})",
+            f"{r['ratio']:.2f}",
+        )
     console.print(table)
     per = many.nbytes_per_world()
     mem = Table(title="packed memory per world (decoded layout; file nodes beside it)")
@@ -372,9 +451,18 @@ def run_world_set(args) -> dict:
         mem.add_row(many.names[w], f"{per[w] / 1024:.0f}", f"{worlds[w].nodes.nbytes / 1024:.0f}")
     console.print(mem)
     total = many.packed.nbytes
-    console.print(f"sum over worlds {per.sum() / 2**20:.1f} MiB + constant {many.constant_nbytes()} B "
-                  f"= packed {total / 2**20:.1f} MiB; one world alone {one.packed.nbytes / 2**20:.1f} MiB")
+    console.print(
+        f"sum over worlds {per.sum() / 2**20:.1f} MiB + constant {many.constant_nbytes()} B "
+        f"= packed {total / 2**20:.1f} MiB; one world alone {one.packed.nbytes / 2**20:.1f} MiB"
+    )
     ok = all(r["ratio"] >= TARGET_SET_RATIO for r in rows)
     console.print(f"target: {n} worlds >= {TARGET_SET_RATIO}x one world's rays/s: {'met' if ok else 'NOT met'}")
-    return {"machine": info, "rows": rows, "bytes_per_world": per.tolist(), "names": list(many.names),
-            "constant_bytes": many.constant_nbytes(), "packed_bytes": int(total), "target_met": ok}
+    return {
+        "machine": info,
+        "rows": rows,
+        "bytes_per_world": per.tolist(),
+        "names": list(many.names),
+        "constant_bytes": many.constant_nbytes(),
+        "packed_bytes": int(total),
+        "target_met": ok,
+    }

@@ -22,6 +22,7 @@ that rank count only. Rows then also show the bytes each rank sent per update
 and the share of time spent exchanging (waiting included), and each rank's
 resident and proportional set sizes.
 """
+
 from __future__ import annotations
 
 import time
@@ -44,7 +45,7 @@ def measure(cfg, shard_counts, updates, console=None):
     from navi_nb.train.loop import Trainer
     from navi_nb.train.runs import load_scene_set, resolve_scenes
 
-    ranks = rank_context(cfg.actors, cfg.actor_block)   # under mpiexec: this rank's blocks
+    ranks = rank_context(cfg.actors, cfg.actor_block)  # under mpiexec: this rank's blocks
     world_set = load_scene_set(resolve_scenes(cfg.scenes, cfg), cfg.resolution, console)
     out = []
     for shards in shard_counts:
@@ -67,13 +68,25 @@ def measure(cfg, shard_counts, updates, console=None):
         tracing = tr.env.trace_seconds - trace0
         steps = updates * cfg.batch_size
         other = wall - spent["env"] - spent["policy"] - spent["ppo"]
-        out.append({"shards": int(shards), "actor_steps_per_s": steps / wall, "wall_s": wall, "actor_steps": steps,
-                    "split_s": {"tracing": tracing, "environment": spent["env"] - tracing,
-                                "policy": spent["policy"], "ppo": spent["ppo"], "other": other},
-                    "ranks": 1 if ranks is None else ranks.size,
-                    "bytes_sent_per_update": 0 if ex is None else (ex.bytes_sent - sent0) / updates,
-                    "exchange_share": 0.0 if ex is None else (ex.seconds - comm0) / wall,
-                    "memory": [memory_sizes()] if ranks is None else ranks.comm.gather(memory_sizes(), root=0)})
+        out.append(
+            {
+                "shards": int(shards),
+                "actor_steps_per_s": steps / wall,
+                "wall_s": wall,
+                "actor_steps": steps,
+                "split_s": {
+                    "tracing": tracing,
+                    "environment": spent["env"] - tracing,
+                    "policy": spent["policy"],
+                    "ppo": spent["ppo"],
+                    "other": other,
+                },
+                "ranks": 1 if ranks is None else ranks.size,
+                "bytes_sent_per_update": 0 if ex is None else (ex.bytes_sent - sent0) / updates,
+                "exchange_share": 0.0 if ex is None else (ex.seconds - comm0) / wall,
+                "memory": [memory_sizes()] if ranks is None else ranks.comm.gather(memory_sizes(), root=0),
+            }
+        )
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     return out
 
@@ -82,18 +95,24 @@ def split_table(cfg, rows):
     """The rates and the time split at 80 columns (the split in percent of the wall time)."""
     from rich.table import Table
 
-    t = Table(title=f"bench train: {cfg.scenes}, {cfg.actors} actors, {cfg.sensor_az}x{cfg.sensor_el} rays, "
-                    f"hidden {cfg.hidden}, {cfg.rollout_steps} steps x {cfg.update_epochs} epochs x "
-                    f"{cfg.num_minibatches} minibatches; time split in % of wall")
-    ranks = any(r.get("ranks", 1) > 1 for r in rows)   # a ranks column only when several were run
+    t = Table(
+        title=f"bench train: {cfg.scenes}, {cfg.actors} actors, {cfg.sensor_az}x{cfg.sensor_el} rays, "
+        f"hidden {cfg.hidden}, {cfg.rollout_steps} steps x {cfg.update_epochs} epochs x "
+        f"{cfg.num_minibatches} minibatches; time split in % of wall"
+    )
+    ranks = any(r.get("ranks", 1) > 1 for r in rows)  # a ranks column only when several were run
     for c in ("ranks",) * ranks + ("shards", "actor-steps/s", "speed-up", "trace", "env", "policy", "PPO", "other"):
         t.add_column(c, justify="right", no_wrap=True)
     base = rows[0]["actor_steps_per_s"] if rows else 1.0
     for r in rows:
         s, tot = r["split_s"], r["wall_s"]
-        t.add_row(*(str(r.get("ranks", 1)),) * ranks, str(r["shards"]), f"{r['actor_steps_per_s']:,.0f}",
-                  f"{r['actor_steps_per_s'] / base:.2f}x",
-                  *(f"{100 * s[k] / tot:.0f}%" for k in ("tracing", "environment", "policy", "ppo", "other")))
+        t.add_row(
+            *(str(r.get("ranks", 1)),) * ranks,
+            str(r["shards"]),
+            f"{r['actor_steps_per_s']:,.0f}",
+            f"{r['actor_steps_per_s'] / base:.2f}x",
+            *(f"{100 * s[k] / tot:.0f}%" for k in ("tracing", "environment", "policy", "ppo", "other")),
+        )
     return t
 
 
@@ -107,8 +126,13 @@ def ranks_table(rows):
         t.add_column(c, justify="right")
     for r in rows:
         mem = " ".join(f"{m['rss'] / 2**20:.0f}/{m['pss'] / 2**20:.0f}M" for m in r["memory"] if m)
-        t.add_row(str(r["ranks"]), str(r["shards"]), f"{r['bytes_sent_per_update'] / 2**20:.2f} MiB",
-                  f"{100 * r['exchange_share']:.1f}%", mem)
+        t.add_row(
+            str(r["ranks"]),
+            str(r["shards"]),
+            f"{r['bytes_sent_per_update'] / 2**20:.2f} MiB",
+            f"{100 * r['exchange_share']:.1f}%",
+            mem,
+        )
     return t
 
 
@@ -119,16 +143,18 @@ def run(args) -> dict:
 
     console = Console()
     az, el = (int(x) for x in args.sensor.lower().split("x"))
-    cfg = TrainConfig(scenes=args.scene, actors=args.actors, sensor_az=az, sensor_el=el,
-                      resolution=args.resolution, eval_episodes=0).validate()
+    cfg = TrainConfig(
+        scenes=args.scene, actors=args.actors, sensor_az=az, sensor_el=el, resolution=args.resolution, eval_episodes=0
+    ).validate()
     shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
     from navi_nb.parallel.ranks import launched_by_mpi, run_under_mpiexec, world
 
-    if launched_by_mpi():   # one rank count, this one; rank 0 prints
+    if launched_by_mpi():  # one rank count, this one; rank 0 prints
         rows = measure(cfg, shard_counts, args.updates, console)
         if world().Get_rank() != 0:
             return {}
         import json
+
         for r in rows:
             print("bench-train-row " + json.dumps(r), flush=True)
     else:
@@ -137,16 +163,43 @@ def run(args) -> dict:
             if n == 1:
                 rows += measure(cfg, shard_counts, args.updates, console)
             else:
-                rows += run_under_mpiexec(n, ["bench", "train", "--scene", args.scene, "--actors", str(args.actors),
-                                              "--sensor", args.sensor, "--updates", str(args.updates), "--shards",
-                                              str(args.shards), "--resolution", str(args.resolution)],
-                                          "bench-train-row ")
+                rows += run_under_mpiexec(
+                    n,
+                    [
+                        "bench",
+                        "train",
+                        "--scene",
+                        args.scene,
+                        "--actors",
+                        str(args.actors),
+                        "--sensor",
+                        args.sensor,
+                        "--updates",
+                        str(args.updates),
+                        "--shards",
+                        str(args.shards),
+                        "--resolution",
+                        str(args.resolution),
+                    ],
+                    "bench-train-row ",
+                )
     console.print(split_table(cfg, rows))
     if any(r["ranks"] > 1 for r in rows):
         console.print(ranks_table(rows))
-    summary = [[f"actor-steps/s at {r['ranks']} rank(s) x {r['shards']} shard(s)", f"{r['actor_steps_per_s']:,.0f}"]
-               for r in rows]
-    return {"setting": {"scene": cfg.scenes, "actors": cfg.actors, "rays": [az, el], "hidden": cfg.hidden,
-                        "rollout_steps": cfg.rollout_steps, "update_epochs": cfg.update_epochs,
-                        "num_minibatches": cfg.num_minibatches},
-            "runs": rows, "summary": summary}
+    summary = [
+        [f"actor-steps/s at {r['ranks']} rank(s) x {r['shards']} shard(s)", f"{r['actor_steps_per_s']:,.0f}"]
+        for r in rows
+    ]
+    return {
+        "setting": {
+            "scene": cfg.scenes,
+            "actors": cfg.actors,
+            "rays": [az, el],
+            "hidden": cfg.hidden,
+            "rollout_steps": cfg.rollout_steps,
+            "update_epochs": cfg.update_epochs,
+            "num_minibatches": cfg.num_minibatches,
+        },
+        "runs": rows,
+        "summary": summary,
+    }

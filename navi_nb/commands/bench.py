@@ -6,6 +6,7 @@ Each benchmark is a module ``navi_nb/bench/NAME.py`` with
 top-level scalars are shown otherwise. The tables are laid out for 80 columns;
 ``--json`` keeps every figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,14 @@ def _module(name):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", metavar="FILE", nargs="?", const="-", default=None,
-                        help="also write the results as JSON (to FILE, or stdout with no FILE)")
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        nargs="?",
+        const="-",
+        default=None,
+        help="also write the results as JSON (to FILE, or stdout with no FILE)",
+    )
     sub = parser.add_subparsers(dest="bench_name", metavar="NAME")
     for name, help_ in BENCHES.items():
         p = sub.add_parser(name, help=help_, description=help_)
@@ -41,8 +48,11 @@ def _summary_rows(result):
     rows = result.get("summary")
     if rows:
         return [(str(m), str(v)) for m, v in rows]
-    return [(k, f"{v:.4g}" if isinstance(v, float) else str(v))
-            for k, v in result.items() if isinstance(v, (int, float, str)) and k != "machine"]
+    return [
+        (k, f"{v:.4g}" if isinstance(v, float) else str(v))
+        for k, v in result.items()
+        if isinstance(v, (int, float, str)) and k != "machine"
+    ]
 
 
 def run(args) -> int:
@@ -64,8 +74,13 @@ def run(args) -> int:
         console.rule(f"bench {name}")
         results[name] = mod.run(bench_args) or {}
     if len(names) > 1:
-        console.print(summary_table("navi-nb bench: summary", None,
-                                    sections=[(name, _summary_rows(results.get(name, {}))) for name in names]))
+        console.print(
+            summary_table(
+                "navi-nb bench: summary",
+                None,
+                sections=[(name, _summary_rows(results.get(name, {}))) for name in names],
+            )
+        )
     if args.json is not None:
         text = json.dumps(results, indent=1, default=str)
         if args.json == "-":

@@ -6,6 +6,7 @@
 Writes OUT.gmdag and its sidecar OUT.gmdag.json, then prints a summary:
 triangles, resolution, nodes, bytes, ratio to a dense float32 grid, time.
 """
+
 from __future__ import annotations
 
 import time
@@ -13,14 +14,23 @@ from pathlib import Path
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("mesh", nargs="?", metavar="MESH",
-                        help="triangle mesh file (.obj, .stl, .ply; others through trimesh)")
+    parser.add_argument(
+        "mesh", nargs="?", metavar="MESH", help="triangle mesh file (.obj, .stl, .ply; others through trimesh)"
+    )
     parser.add_argument("--scene", metavar="NAME", help="compile a built-in scene instead (see `navi-nb scenes`)")
     parser.add_argument("-o", "--output", metavar="OUT.gmdag", required=True, help="file to write")
-    parser.add_argument("--resolution", type=int, default=None,
-                        help="voxels along each axis, a power of two (default: 256 for meshes, 128 for scenes)")
-    parser.add_argument("--margin", type=float, default=None,
-                        help="metres of space around the geometry (default: 4 voxels; scenes: their own cube)")
+    parser.add_argument(
+        "--resolution",
+        type=int,
+        default=None,
+        help="voxels along each axis, a power of two (default: 256 for meshes, 128 for scenes)",
+    )
+    parser.add_argument(
+        "--margin",
+        type=float,
+        default=None,
+        help="metres of space around the geometry (default: 4 voxels; scenes: their own cube)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="scene seed (maze and clutter layouts)")
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
 
@@ -58,15 +68,25 @@ def run(args) -> int:
     out = _validate(args)
     console = Console()
     res = args.resolution or (128 if args.scene else 256)
-    progress = Progress(TextColumn("[bold]compiling[/] {task.description}"), BarColumn(),
-                        TextColumn("depth {task.completed:.0f}/{task.total:.0f}"), TimeElapsedColumn(),
-                        console=console, disable=args.no_progress, transient=True)
+    progress = Progress(
+        TextColumn("[bold]compiling[/] {task.description}"),
+        BarColumn(),
+        TextColumn("depth {task.completed:.0f}/{task.total:.0f}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=args.no_progress,
+        transient=True,
+    )
     with progress:
         task = progress.add_task(escape(args.scene or Path(args.mesh).name), total=res.bit_length() - 1)
 
         def tick(depth, depths, cells):
-            progress.update(task, completed=depth + 1, total=depths + 1,
-                            description=escape(f"{args.scene or Path(args.mesh).name}: {cells:,} cells"))
+            progress.update(
+                task,
+                completed=depth + 1,
+                total=depths + 1,
+                description=escape(f"{args.scene or Path(args.mesh).name}: {cells:,} cells"),
+            )
 
         t0 = time.perf_counter()
         if args.scene:
@@ -77,17 +97,22 @@ def run(args) -> int:
             triangles = f"{world.sidecar.get('triangles', 0):,}"
         seconds = time.perf_counter() - t0
     save_world(world, out)
-    dense = 4 * res ** 3
+    dense = 4 * res**3
     table = Table(title=escape(f"compiled {out}"))
     table.add_column("quantity")
     table.add_column("value", justify="right")
-    for k, v in (("source", args.scene and f"scene {args.scene} (seed {args.seed})" or str(args.mesh)),
-                 ("triangles", triangles), ("resolution", str(res)),
-                 ("voxel size (m)", f"{world.voxel_size:.4g}"),
-                 ("cube min (m)", ", ".join(f"{x:.3f}" for x in world.bmin)),
-                 ("nodes (64-bit words)", f"{world.node_count:,}"), ("bytes", f"{world.nbytes:,}"),
-                 ("dense float32 grid bytes", f"{dense:,}"), ("ratio to dense", f"{dense / world.nbytes:,.1f}x"),
-                 ("time (s)", f"{seconds:.2f}")):
+    for k, v in (
+        ("source", args.scene and f"scene {args.scene} (seed {args.seed})" or str(args.mesh)),
+        ("triangles", triangles),
+        ("resolution", str(res)),
+        ("voxel size (m)", f"{world.voxel_size:.4g}"),
+        ("cube min (m)", ", ".join(f"{x:.3f}" for x in world.bmin)),
+        ("nodes (64-bit words)", f"{world.node_count:,}"),
+        ("bytes", f"{world.nbytes:,}"),
+        ("dense float32 grid bytes", f"{dense:,}"),
+        ("ratio to dense", f"{dense / world.nbytes:,.1f}x"),
+        ("time (s)", f"{seconds:.2f}"),
+    ):
         table.add_row(k, escape(v))
     console.print(table)
     return 0

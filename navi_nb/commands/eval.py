@@ -7,6 +7,7 @@ overall, per split (``train``: worlds the run trained in; ``held-out``: the
 others) and per family. Worlds of SPEC that the run trained in are refused
 unless ``--allow-overlap`` is given.
 """
+
 from __future__ import annotations
 
 from rich.markup import escape
@@ -15,16 +16,37 @@ from rich.markup import escape
 def add_arguments(parser) -> None:
     parser.add_argument("run", metavar="RUN", help="run folder, e.g. runs/house-pointgoal-s0")
     parser.add_argument("--episodes", type=int, default=100, metavar="N", help="episodes (default 100)")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="evaluation seed (default: the run's seed + 1,000,003, never used in training)")
-    parser.add_argument("--scenes", metavar="SPEC", default=None,
-                        help="evaluate in these worlds, a scene spec (default: the run's own set)")
-    parser.add_argument("--allow-overlap", action="store_true",
-                        help="allow worlds of --scenes that the run trained in (reported as the train split)")
-    parser.add_argument("--policy", choices=("auto", "final", "latest"), default="auto",
-                        help="final policy.npz, the newest checkpoint, or auto (final if present)")
-    parser.add_argument("--json", metavar="FILE", nargs="?", const="-", default=None,
-                        help="also write the results as JSON (to FILE, or stdout with no FILE)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="evaluation seed (default: the run's seed + 1,000,003, never used in training)",
+    )
+    parser.add_argument(
+        "--scenes",
+        metavar="SPEC",
+        default=None,
+        help="evaluate in these worlds, a scene spec (default: the run's own set)",
+    )
+    parser.add_argument(
+        "--allow-overlap",
+        action="store_true",
+        help="allow worlds of --scenes that the run trained in (reported as the train split)",
+    )
+    parser.add_argument(
+        "--policy",
+        choices=("auto", "final", "latest"),
+        default="auto",
+        help="final policy.npz, the newest checkpoint, or auto (final if present)",
+    )
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        nargs="?",
+        const="-",
+        default=None,
+        help="also write the results as JSON (to FILE, or stdout with no FILE)",
+    )
     parser.add_argument("--no-save", action="store_true", help="do not write eval.json / eval_episodes.npz")
 
 
@@ -45,8 +67,16 @@ def _run(args) -> int:
     from navi_nb.train.evaluate import evaluate, print_results, results_json
 
     console = Console(stderr=args.json == "-")
-    res = evaluate(args.run, episodes=args.episodes, seed=args.seed, source=args.policy, save=not args.no_save,
-                   console=console, scenes=args.scenes, allow_overlap=args.allow_overlap)
+    res = evaluate(
+        args.run,
+        episodes=args.episodes,
+        seed=args.seed,
+        source=args.policy,
+        save=not args.no_save,
+        console=console,
+        scenes=args.scenes,
+        allow_overlap=args.allow_overlap,
+    )
     print_results(console, res)
     if not args.no_save:
         console.print(f"[dim]saved {escape(str(args.run))}/eval.json and eval_episodes.npz[/]")

@@ -8,21 +8,30 @@
 Exit status 0 when no case failed (crash, hang, non-finite, traceback), else 1.
 See docs/FUZZING.md and navi_nb/bench/fuzz.py.
 """
+
 from __future__ import annotations
 
 HELP = "fuzz the .gmdag and mesh readers with mutated files (a table of outcomes)"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--target", choices=("gmdag", "mesh", "checkpoint"), default="gmdag",
-                        help="what to fuzz: worlds, meshes, or a run's checkpoint, policy.npz and "
-                             "eval_episodes.npz (default gmdag)")
+    parser.add_argument(
+        "--target",
+        choices=("gmdag", "mesh", "checkpoint"),
+        default="gmdag",
+        help="what to fuzz: worlds, meshes, or a run's checkpoint, policy.npz and eval_episodes.npz (default gmdag)",
+    )
     parser.add_argument("--cases", type=int, default=10000, help="number of cases (default 10000)")
     parser.add_argument("--seed", type=int, default=0, help="seed: the same seed gives the same cases (default 0)")
     parser.add_argument("--jobs", type=int, default=0, help="worker processes (default: the usable cores)")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds one case may take (default 10)")
-    parser.add_argument("--case", type=int, default=None, metavar="I",
-                        help="run only case I, in this process, and print its outcome and traceback")
+    parser.add_argument(
+        "--case",
+        type=int,
+        default=None,
+        metavar="I",
+        help="run only case I, in this process, and print its outcome and traceback",
+    )
     parser.add_argument("--keep", metavar="DIR", default=None, help="write the failing cases' input files to DIR")
     parser.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
@@ -69,8 +78,7 @@ def _replay(args, console) -> int:
             os.makedirs(args.keep, exist_ok=True)
             console.print(f"input: {escape(fuzz.write_case(case, args.target, args.keep))}")
         outcome, mutator, mode, detail = fuzz.run_case(args.target, bases, args.seed, args.case, folder)
-        console.print(escape(f"case {args.case}: mutator {mutator}, mode {mode}: {outcome} {detail}"),
-                      soft_wrap=True)
+        console.print(escape(f"case {args.case}: mutator {mutator}, mode {mode}: {outcome} {detail}"), soft_wrap=True)
         if outcome == "traceback":  # run it again unguarded for the full traceback
             try:
                 t.run(case, folder, __import__("numpy").random.default_rng([args.seed, args.case, 1]))
@@ -113,8 +121,15 @@ def run(args) -> int:
     console = Console()
     if args.case is not None:
         return _replay(args, console)
-    progress = Progress(TextColumn(f"fuzz {args.target}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=console, disable=args.no_progress, transient=True)
+    progress = Progress(
+        TextColumn(f"fuzz {args.target}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=args.no_progress,
+        transient=True,
+    )
     with progress:
         task = progress.add_task("cases", total=args.cases)
         last = [0.0]
@@ -128,11 +143,19 @@ def run(args) -> int:
                 progress.update(task, completed=done)
 
         report = fuzz.run_fuzz(args.target, args.cases, args.seed, args.jobs or None, args.timeout, progress=tick)
-    console.print(outcome_table(report, f"navi-nb fuzz --target {args.target} --cases {args.cases} "
-                                        f"--seed {args.seed}: {report.jobs} jobs, {report.seconds:.1f} s"))
-    console.print(f"{report.cases:,} cases in {report.seconds:.1f} s "
-                  f"({report.cases / max(report.seconds, 1e-9):,.0f} cases/s), {report.jobs} worker processes, "
-                  f"{report.restarts} worker restarts; failures: {report.failed:,}", soft_wrap=True)
+    console.print(
+        outcome_table(
+            report,
+            f"navi-nb fuzz --target {args.target} --cases {args.cases} "
+            f"--seed {args.seed}: {report.jobs} jobs, {report.seconds:.1f} s",
+        )
+    )
+    console.print(
+        f"{report.cases:,} cases in {report.seconds:.1f} s "
+        f"({report.cases / max(report.seconds, 1e-9):,.0f} cases/s), {report.jobs} worker processes, "
+        f"{report.restarts} worker restarts; failures: {report.failed:,}",
+        soft_wrap=True,
+    )
     for index, outcome, mutator, mode, detail in report.failures[:20]:
         console.print(escape(f"  case {index} ({mutator}, {mode}): {outcome}: {detail}"), soft_wrap=True)
     if report.failed:

@@ -1,4 +1,5 @@
 """`navi-nb info`: versions, backends (and why not), cores, Numba threading and caches."""
+
 from __future__ import annotations
 
 import importlib
@@ -6,8 +7,7 @@ import os
 import platform
 import sys
 
-OPTIONAL = ("cupy", "gymnasium", "trimesh", "PIL", "embreex", "tensorboardX", "tensorboard", "torch",
-            "scipy", "tomli")
+OPTIONAL = ("cupy", "gymnasium", "trimesh", "PIL", "embreex", "tensorboardX", "tensorboard", "torch", "scipy", "tomli")
 
 
 def add_arguments(parser) -> None:
@@ -79,8 +79,9 @@ def gather() -> dict:
         "cache_dir": nconfig.CACHE_DIR or "(beside each module, in __pycache__)",
         "cuda_simulator": bool(getattr(nconfig, "ENABLE_CUDASIM", 0)),
     }
-    facts["blas_threads"] = {v: os.environ.get(v) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
-                                                             "MKL_NUM_THREADS")}
+    facts["blas_threads"] = {
+        v: os.environ.get(v) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    }
     facts["world_cache_dir"] = str(world_cache_dir())
     return facts
 

@@ -1,4 +1,5 @@
 """`navi-nb inspect FILE`: header, node counts by kind and depth, size, deep validation."""
+
 from __future__ import annotations
 
 
@@ -32,13 +33,17 @@ def run(args) -> int:
     head.add_column("field")
     head.add_column("value", justify="right")
     res = world.resolution
-    rows = [("magic / version", f"GDAG / {world.version}"), ("resolution", str(res)),
-            ("bmin (m)", ", ".join(f"{x:.4f}" for x in world.bmin)),
-            ("bmax (m)", ", ".join(f"{x:.4f}" for x in world.bmax)),
-            ("voxel size (m)", f"{world.voxel_size:.6g}"), ("node_count (words)", f"{world.node_count:,}"),
-            ("file bytes", f"{world.nbytes:,}"),
-            ("ratio to dense float32", f"{4 * res ** 3 / world.nbytes:,.1f}x"),
-            ("deep validation", verdict)]
+    rows = [
+        ("magic / version", f"GDAG / {world.version}"),
+        ("resolution", str(res)),
+        ("bmin (m)", ", ".join(f"{x:.4f}" for x in world.bmin)),
+        ("bmax (m)", ", ".join(f"{x:.4f}" for x in world.bmax)),
+        ("voxel size (m)", f"{world.voxel_size:.6g}"),
+        ("node_count (words)", f"{world.node_count:,}"),
+        ("file bytes", f"{world.nbytes:,}"),
+        ("ratio to dense float32", f"{4 * res**3 / world.nbytes:,.1f}x"),
+        ("deep validation", verdict),
+    ]
     sc = world.sidecar
     if sc:
         rows.append(("sidecar scene", escape(str(sc.get("scene", "-")))))
@@ -65,6 +70,6 @@ def run(args) -> int:
     for col in ("depth", "cell (voxels)", "inner", "leaf", "pruned octants"):
         depth.add_column(col, justify="right")
     for d in range(len(c["inner"])):
-        depth.add_row(str(d), f"{res / 2 ** d:g}", f"{c['inner'][d]:,}", f"{c['leaf'][d]:,}", f"{c['pruned'][d]:,}")
+        depth.add_row(str(d), f"{res / 2**d:g}", f"{c['inner'][d]:,}", f"{c['leaf'][d]:,}", f"{c['pruned'][d]:,}")
     console.print(depth)
     return 0

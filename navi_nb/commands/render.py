@@ -8,6 +8,7 @@ SOURCE is a built-in scene name, a `.gmdag` file, or a run directory (then
     navi-nb render runs/mine --episode 0 -o episode.png
     navi-nb render runs/mine --episode 0 -o episode.gif    (an animation of the episode)
 """
+
 from __future__ import annotations
 
 import math
@@ -15,14 +16,27 @@ from pathlib import Path
 
 
 def add_arguments(parser):
-    parser.add_argument("source", nargs="?", default=None, metavar="SOURCE",
-                        help="a built-in scene name, a .gmdag file, or a run directory (default: house)")
+    parser.add_argument(
+        "source",
+        nargs="?",
+        default=None,
+        metavar="SOURCE",
+        help="a built-in scene name, a .gmdag file, or a run directory (default: house)",
+    )
     parser.add_argument("--scene", default=None, help="a built-in scene (same as giving its name as SOURCE)")
-    parser.add_argument("--pose", default=None, metavar="X,Y,Z,YAW",
-                        help="actor position (metres) and yaw (radians, growing to the right); "
-                             "default: the scene's first spawn point, yaw 0")
-    parser.add_argument("-o", "--output", default="view.png",
-                        help="PNG to write (default view.png); with --episode, NAME.gif writes an animation")
+    parser.add_argument(
+        "--pose",
+        default=None,
+        metavar="X,Y,Z,YAW",
+        help="actor position (metres) and yaw (radians, growing to the right); "
+        "default: the scene's first spawn point, yaw 0",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        default="view.png",
+        help="PNG to write (default view.png); with --episode, NAME.gif writes an animation",
+    )
     parser.add_argument("--resolution", type=int, default=128, help="compile resolution for scenes (default 128)")
     parser.add_argument("--seed", type=int, default=0, help="scene seed (default 0)")
     parser.add_argument("--az", type=int, default=256, help="azimuth bins (default 256)")
@@ -30,10 +44,12 @@ def add_arguments(parser):
     parser.add_argument("--max-distance", type=float, default=20.0, help="metres (default 20)")
     parser.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "auto"))
     parser.add_argument("--size", type=int, default=520, help="width of the slice in pixels (default 520)")
-    parser.add_argument("--episode", type=int, default=None,
-                        help="with a run directory as SOURCE: the evaluation episode to draw")
-    parser.add_argument("--gif", action="store_true",
-                        help="with --episode: write an animated GIF of the episode (as does -o NAME.gif)")
+    parser.add_argument(
+        "--episode", type=int, default=None, help="with a run directory as SOURCE: the evaluation episode to draw"
+    )
+    parser.add_argument(
+        "--gif", action="store_true", help="with --episode: write an animated GIF of the episode (as does -o NAME.gif)"
+    )
 
 
 def _world(args):
@@ -50,8 +66,7 @@ def _world(args):
     from navi_nb.world.scenes import SCENES
 
     if source not in SCENES:
-        raise CliError(f"{source!r} is neither a .gmdag file nor a built-in scene "
-                       f"({', '.join(SCENES)})")
+        raise CliError(f"{source!r} is neither a .gmdag file nor a built-in scene ({', '.join(SCENES)})")
     from navi_nb.world.compiler import compile_scene
 
     if args.resolution < 8 or args.resolution & (args.resolution - 1):
@@ -94,11 +109,22 @@ def run(args) -> int:
         if len(spawns) == 0:
             raise CliError("this world has no spawn points: give --pose X,Y,Z,YAW")
         pose = [float(spawns[0][0]), float(spawns[0][1]), float(spawns[0][2]), 0.0]
-    title = (f"{label}: depth seen from ({pose[0]:.2f}, {pose[1]:.2f}, {pose[2]:.2f}), "
-             f"yaw {math.degrees(pose[3]):.0f} deg")
-    stats = render_view(world, pose, args.output, sensor=sensor, max_distance=args.max_distance,
-                        title=title, slice_size=args.size, backend=args.backend)
-    console.print(f"wrote {escape(str(stats['path']))} ({stats['width']}x{stats['height']}): "
-                  f"{100 * stats['hit_fraction']:.1f}% of {stats['rays']} rays hit, depth "
-                  f"{stats['depth_min']:.2f} .. {stats['depth_max']:.2f} m (median {stats['depth_median']:.2f})")
+    title = (
+        f"{label}: depth seen from ({pose[0]:.2f}, {pose[1]:.2f}, {pose[2]:.2f}), yaw {math.degrees(pose[3]):.0f} deg"
+    )
+    stats = render_view(
+        world,
+        pose,
+        args.output,
+        sensor=sensor,
+        max_distance=args.max_distance,
+        title=title,
+        slice_size=args.size,
+        backend=args.backend,
+    )
+    console.print(
+        f"wrote {escape(str(stats['path']))} ({stats['width']}x{stats['height']}): "
+        f"{100 * stats['hit_fraction']:.1f}% of {stats['rays']} rays hit, depth "
+        f"{stats['depth_min']:.2f} .. {stats['depth_max']:.2f} m (median {stats['depth_median']:.2f})"
+    )
     return 0

@@ -1,4 +1,5 @@
 """`navi-nb scenes`: list the built-in scene families, resolve scene specs, fill the compile cache."""
+
 from __future__ import annotations
 
 SPEC_SYNTAX = """\
@@ -15,16 +16,25 @@ held out for evaluation: seeds >= {heldout:,} of every family (training refuses 
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--details", action="store_true",
-                        help="also build each family's seed 0 and show its classes, spawn points and size")
+    parser.add_argument(
+        "--details",
+        action="store_true",
+        help="also build each family's seed 0 and show its classes, spawn points and size",
+    )
     parser.add_argument("--spec", metavar="SPEC", help="resolve a scene spec and summarise its worlds")
-    parser.add_argument("--compile", metavar="SPEC", dest="compile_spec",
-                        help="compile a spec's built-in worlds into the cache (skips those already there)")
+    parser.add_argument(
+        "--compile",
+        metavar="SPEC",
+        dest="compile_spec",
+        help="compile a spec's built-in worlds into the cache (skips those already there)",
+    )
     parser.add_argument("--resolution", type=int, default=128, help="resolution for --compile (default 128)")
-    parser.add_argument("--jobs", type=int, default=0,
-                        help="processes for --compile (default: the cores this process may use)")
-    parser.add_argument("--cache", metavar="DIR", help="cache folder (default: $NAVI_NB_CACHE/worlds or "
-                        "~/.cache/navi_nb/worlds)")
+    parser.add_argument(
+        "--jobs", type=int, default=0, help="processes for --compile (default: the cores this process may use)"
+    )
+    parser.add_argument(
+        "--cache", metavar="DIR", help="cache folder (default: $NAVI_NB_CACHE/worlds or ~/.cache/navi_nb/worlds)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -83,9 +93,13 @@ def _resolve(args, console) -> int:
         key = it.family if it.builtin else "files"
         families[key] = families.get(key, 0) + 1
     heldout = sum(is_heldout(it) for it in items)
-    console.print(f"{len(items)} worlds: " + ", ".join(f"{k} {v}" for k, v in families.items())
-                  + f"; held-out {heldout}; about {estimate / 2**20:.1f} MiB at resolution {args.resolution}",
-                  markup=False, highlight=False)
+    console.print(
+        f"{len(items)} worlds: "
+        + ", ".join(f"{k} {v}" for k, v in families.items())
+        + f"; held-out {heldout}; about {estimate / 2**20:.1f} MiB at resolution {args.resolution}",
+        markup=False,
+        highlight=False,
+    )
     if args.compile_spec is None:
         return 0
     jobs = args.jobs
@@ -98,6 +112,7 @@ def _resolve(args, console) -> int:
     cache = args.cache or default_cache_dir()
     t0 = time.perf_counter()
     compile_worlds(items, args.resolution, cache, jobs, progress=not args.no_progress)
-    console.print(f"cache {cache}: ready in {time.perf_counter() - t0:.1f} s ({jobs} processes)",
-                  markup=False, highlight=False)
+    console.print(
+        f"cache {cache}: ready in {time.perf_counter() - t0:.1f} s ({jobs} processes)", markup=False, highlight=False
+    )
     return 0

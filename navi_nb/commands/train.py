@@ -20,6 +20,7 @@ The setting flags are generated from ``TrainConfig``'s fields
 (``navi_nb.train.config.add_config_arguments``): one flag per field, named as
 the field, with its docstring's first sentence as help.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,10 +28,23 @@ import os
 
 from rich.markup import escape
 
-TRAIN_KERNELS = ("navi_nb.env.motion", "navi_nb.env.observation", "navi_nb.env.spawn", "navi_nb.env.tasks",
-                 "navi_nb.learn.adam", "navi_nb.learn.blas", "navi_nb.learn.blocks", "navi_nb.learn.fused",
-                 "navi_nb.learn.gae", "navi_nb.learn.loss_reference", "navi_nb.learn.mlp", "navi_nb.sense.tracer",
-                 "navi_nb.world.field", "navi_nb.world.gmdag", "navi_nb.world.layout")
+TRAIN_KERNELS = (
+    "navi_nb.env.motion",
+    "navi_nb.env.observation",
+    "navi_nb.env.spawn",
+    "navi_nb.env.tasks",
+    "navi_nb.learn.adam",
+    "navi_nb.learn.blas",
+    "navi_nb.learn.blocks",
+    "navi_nb.learn.fused",
+    "navi_nb.learn.gae",
+    "navi_nb.learn.loss_reference",
+    "navi_nb.learn.mlp",
+    "navi_nb.sense.tracer",
+    "navi_nb.world.field",
+    "navi_nb.world.gmdag",
+    "navi_nb.world.layout",
+)
 """The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache)."""
 COLD_COMPILE_S = 75
 """Roughly how many CPU-seconds compiling all of them takes (one core of a 2-core x86 machine; Numba compiles
@@ -44,8 +58,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--config", metavar="FILE", help="TOML or JSON file of settings (flags override it)")
     g.add_argument("--resume", metavar="RUN", help="continue the run in folder RUN from its newest checkpoint")
     g.add_argument("--no-progress", action="store_true", help="plain log lines instead of the live display")
-    g.add_argument("--print-config", action="store_true",
-                   help="print every setting with its meaning and exit (a run prints only the changed ones)")
+    g.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print every setting with its meaning and exit (a run prints only the changed ones)",
+    )
     add_config_arguments(p)
 
 
@@ -74,8 +91,9 @@ def announce_cold_kernels(console) -> bool:
         seconds = COLD_COMPILE_S * len(cold) / len(TRAIN_KERNELS)
         busy = os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else 0.0
         seconds *= max(1.0, busy)  # a busy machine shares its cores with the compile
-        console.print(f"compiling kernels, first run only: ~{max(5, round(seconds, -1)):.0f} s "
-                      "(an estimate; cached afterwards)")
+        console.print(
+            f"compiling kernels, first run only: ~{max(5, round(seconds, -1)):.0f} s (an estimate; cached afterwards)"
+        )
     return bool(cold)
 
 
@@ -105,7 +123,7 @@ def _run(args) -> int:
     from navi_nb.train.report import print_config, print_summary
 
     console = Console()
-    if launched_by_mpi():   # rank 0 alone prints
+    if launched_by_mpi():  # rank 0 alone prints
         from navi_nb.parallel.ranks import world
 
         if world().Get_rank() != 0:
@@ -113,6 +131,7 @@ def _run(args) -> int:
     if args.resume:
         if args.config:
             from navi_nb.errors import CliError
+
             raise CliError("--resume uses the run's own config.json; --config cannot be combined with it")
         from navi_nb.train.config import overrides_from_args
 

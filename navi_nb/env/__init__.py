@@ -9,8 +9,10 @@
 def __getattr__(name):
     if name == "NavEnv":
         from navi_nb.env.nav_env import NavEnv
+
         return NavEnv
     if name in ("EnvConfig", "ActionError", "EnvConfigError", "StateError"):
         from navi_nb.env import config
+
         return getattr(config, name)
     raise AttributeError(f"module 'navi_nb.env' has no attribute {name!r}")

@@ -4,6 +4,7 @@ Pass any field as a keyword to :class:`navi_nb.env.NavEnv` (``NavEnv(world, 64,
 max_steps=300)``); unknown names and bad values raise :class:`EnvConfigError`
 before anything is allocated.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -114,12 +115,28 @@ class EnvConfig:
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise EnvConfigError(f"env config: {name} must be a finite number >= 0, got {v!r}")
 
-        for name in ("dt", "max_speed", "max_vertical_speed", "max_lateral_speed", "max_yaw_rate",
-                     "radius", "goal_max_distance", "success_radius", "goal_scale", "visit_cell",
-                     "max_distance"):
+        for name in (
+            "dt",
+            "max_speed",
+            "max_vertical_speed",
+            "max_lateral_speed",
+            "max_yaw_rate",
+            "radius",
+            "goal_max_distance",
+            "success_radius",
+            "goal_scale",
+            "visit_cell",
+            "max_distance",
+        ):
             positive(name)
-        for name in ("goal_min_distance", "reward_progress", "reward_success", "reward_new_cell",
-                     "penalty_contact", "penalty_time"):
+        for name in (
+            "goal_min_distance",
+            "reward_progress",
+            "reward_success",
+            "reward_new_cell",
+            "penalty_contact",
+            "penalty_time",
+        ):
             non_negative(name)
         for name in ("contact_margin", "spawn_cell"):
             v = getattr(self, name)
@@ -134,12 +151,14 @@ class EnvConfig:
         if self.goal_min_distance > self.goal_max_distance:
             raise EnvConfigError(
                 f"env config: goal_min_distance ({self.goal_min_distance}) > goal_max_distance "
-                f"({self.goal_max_distance})")
+                f"({self.goal_max_distance})"
+            )
         if self.spawn not in ("free", "points"):
             raise EnvConfigError(f"env config: spawn must be 'free' or 'points', got {self.spawn!r}")
         if self.world_schedule not in WORLD_SCHEDULES:
-            raise EnvConfigError(f"env config: world_schedule must be one of {', '.join(WORLD_SCHEDULES)}, "
-                                 f"got {self.world_schedule!r}")
+            raise EnvConfigError(
+                f"env config: world_schedule must be one of {', '.join(WORLD_SCHEDULES)}, got {self.world_schedule!r}"
+            )
         if not isinstance(self.semantic_obs, bool):
             raise EnvConfigError(f"env config: semantic_obs must be True or False, got {self.semantic_obs!r}")
         return self
@@ -149,8 +168,9 @@ class EnvConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(kwargs) - names)
         if unknown:
-            raise EnvConfigError(f"env config: unknown setting(s) {', '.join(unknown)}; "
-                                 f"known: {', '.join(sorted(names))}")
+            raise EnvConfigError(
+                f"env config: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}"
+            )
         return cls(**kwargs).validate()
 
     def to_dict(self) -> dict:

@@ -45,6 +45,7 @@ cores for the vector form and 1 for the single form) while they reset and
 step, so they share the cores with the trainer that embeds them
 (:mod:`navi_nb.threads`).
 """
+
 from __future__ import annotations
 
 import numbers
@@ -68,18 +69,22 @@ class GymnasiumMissing(NaviError, ImportError):
 try:
     import gymnasium as gym
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise GymnasiumMissing(f"navi_nb.env.gym_adapter needs gymnasium >= {GYMNASIUM_MIN}, which is not "
-                           "installed: pip install 'navi-nb[gym]'") from exc
+    raise GymnasiumMissing(
+        f"navi_nb.env.gym_adapter needs gymnasium >= {GYMNASIUM_MIN}, which is not "
+        "installed: pip install 'navi-nb[gym]'"
+    ) from exc
 try:
     from gymnasium.vector import AutoresetMode, VectorEnv
     from gymnasium.vector.utils import batch_space
 except ImportError as exc:  # pragma: no cover - exercised only with an old gymnasium
-    raise GymnasiumMissing(f"navi_nb.env.gym_adapter needs gymnasium >= {GYMNASIUM_MIN} (for AutoresetMode); "
-                           f"gymnasium {getattr(gym, '__version__', '?')} is installed: "
-                           f"pip install -U 'gymnasium>={GYMNASIUM_MIN}'") from exc
+    raise GymnasiumMissing(
+        f"navi_nb.env.gym_adapter needs gymnasium >= {GYMNASIUM_MIN} (for AutoresetMode); "
+        f"gymnasium {getattr(gym, '__version__', '?')} is installed: "
+        f"pip install -U 'gymnasium>={GYMNASIUM_MIN}'"
+    ) from exc
 
 
-_SCENES: dict = {}   # (name, resolution, scene_seed) -> World, compiled once per process
+_SCENES: dict = {}  # (name, resolution, scene_seed) -> World, compiled once per process
 
 
 def make_world(world, resolution=128, scene_seed=0):
@@ -95,8 +100,7 @@ def make_world(world, resolution=128, scene_seed=0):
         from navi_nb.world.scenes import SCENES
 
         if world not in SCENES:
-            raise EnvConfigError(f"world {world!r} is neither a .gmdag file nor a built-in scene "
-                                 f"({', '.join(SCENES)})")
+            raise EnvConfigError(f"world {world!r} is neither a .gmdag file nor a built-in scene ({', '.join(SCENES)})")
         key = (world, int(resolution), int(scene_seed))
         if key not in _SCENES:
             _SCENES[key] = compile_scene(world, int(resolution), seed=int(scene_seed))
@@ -116,17 +120,19 @@ def observation_bounds(layout: dict, dim: int):
     high[layout["prev_action"]] = 1.0
     if "goal" in layout:
         g = layout["goal"].start
-        low[g] = 0.0                  # distance / goal_scale
-        low[g + 1:g + 3] = -1.0       # sin, cos of the bearing
-        high[g + 1:g + 3] = 1.0
+        low[g] = 0.0  # distance / goal_scale
+        low[g + 1 : g + 3] = -1.0  # sin, cos of the bearing
+        high[g + 1 : g + 3] = 1.0
     return low, high
 
 
 def single_spaces(env: NavEnv):
     """(observation space, action space) of one actor of ``env``."""
     low, high = observation_bounds(env.obs_layout, env.obs_dim)
-    return (gym.spaces.Box(low, high, (env.obs_dim,), np.float32),
-            gym.spaces.Box(-1.0, 1.0, (NavEnv.action_dim,), np.float32))
+    return (
+        gym.spaces.Box(low, high, (env.obs_dim,), np.float32),
+        gym.spaces.Box(-1.0, 1.0, (NavEnv.action_dim,), np.float32),
+    )
 
 
 def combined_seed(seed, n):
@@ -169,8 +175,17 @@ class NaviVectorEnv(VectorEnv):
 
     metadata: ClassVar[dict] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
-    def __init__(self, world="house", num_envs=None, *, env: NavEnv | None = None, threads=None,
-                 resolution=128, scene_seed=0, **kwargs):
+    def __init__(
+        self,
+        world="house",
+        num_envs=None,
+        *,
+        env: NavEnv | None = None,
+        threads=None,
+        resolution=128,
+        scene_seed=0,
+        **kwargs,
+    ):
         if env is None:
             if num_envs is None:
                 raise TypeError("NaviVectorEnv needs num_envs (and a world) or env=NavEnv(...)")
@@ -201,9 +216,14 @@ class NaviVectorEnv(VectorEnv):
         every = np.ones(n, bool)
         terms = {k: v.copy() for k, v in info["reward_terms"].items()}
         terms.update({"_" + k: every.copy() for k in info["reward_terms"]})
-        out = {"success": info["success"].copy(), "_success": every.copy(),
-               "contact": info["contact"].copy(), "_contact": every.copy(),
-               "reward_terms": terms, "_reward_terms": every.copy()}
+        out = {
+            "success": info["success"].copy(),
+            "_success": every.copy(),
+            "contact": info["contact"].copy(),
+            "_contact": every.copy(),
+            "reward_terms": terms,
+            "_reward_terms": every.copy(),
+        }
         done = info["done"]
         if done.any():
             navi = {k: v.copy() for k, v in info["episode"].items()}
@@ -216,10 +236,16 @@ class NaviVectorEnv(VectorEnv):
 
             final_terms = {k: last(v) for k, v in info["reward_terms"].items()}
             final_terms.update({"_" + k: done.copy() for k in info["reward_terms"]})
-            out["final_info"] = {"success": last(info["success"]), "_success": done.copy(),
-                                 "contact": last(info["contact"]), "_contact": done.copy(),
-                                 "reward_terms": final_terms, "_reward_terms": done.copy(),
-                                 "navi": {k: v.copy() for k, v in navi.items()}, "_navi": done.copy()}
+            out["final_info"] = {
+                "success": last(info["success"]),
+                "_success": done.copy(),
+                "contact": last(info["contact"]),
+                "_contact": done.copy(),
+                "reward_terms": final_terms,
+                "_reward_terms": done.copy(),
+                "navi": {k: v.copy() for k, v in navi.items()},
+                "_navi": done.copy(),
+            }
             out["_final_info"] = done.copy()
         return obs.copy(), reward.astype(np.float64), terminated.copy(), truncated.copy(), out
 
@@ -251,12 +277,16 @@ class NaviEnv(gym.Env):
     def step(self, action):
         a = np.asarray(action)
         if a.shape != (NavEnv.action_dim,):
-            raise ActionError(f"NaviEnv.step: action must have shape (4,) (forward, vertical, lateral, yaw rate), "
-                              f"got {a.shape}")
+            raise ActionError(
+                f"NaviEnv.step: action must have shape (4,) (forward, vertical, lateral, yaw rate), got {a.shape}"
+            )
         with using_threads(self.threads):
             obs, reward, terminated, truncated, info = self.env.step(a.reshape(1, NavEnv.action_dim))
-        out = {"success": bool(info["success"][0]), "contact": bool(info["contact"][0]),
-               "reward_terms": {k: float(v[0]) for k, v in info["reward_terms"].items()}}
+        out = {
+            "success": bool(info["success"][0]),
+            "contact": bool(info["contact"][0]),
+            "reward_terms": {k: float(v[0]) for k, v in info["reward_terms"].items()},
+        }
         if info["done"][0]:
             # NavEnv has already started the next episode; return the one that ended
             obs = info["final_obs"]
@@ -268,8 +298,12 @@ def _register():
     for task, name in (("pointgoal", "PointNav"), ("explore", "Explore")):
         env_id = f"navi_nb/{name}-v0"
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=f"{__name__}:NaviEnv", vector_entry_point=f"{__name__}:NaviVectorEnv",
-                         kwargs={"task": task})
+            gym.register(
+                id=env_id,
+                entry_point=f"{__name__}:NaviEnv",
+                vector_entry_point=f"{__name__}:NaviVectorEnv",
+                kwargs={"task": task},
+            )
 
 
 _register()

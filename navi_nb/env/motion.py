@@ -28,6 +28,7 @@ the surface, so the actor slides along it. Such a step reports a contact. The
 centre is also kept within the world cube shrunk by the radius (touching the
 cube's side is a contact too).
 """
+
 from __future__ import annotations
 
 import math
@@ -92,8 +93,8 @@ def world_motion_params(world_set, margins, radius):
         lo, hi = field_cube(world)
         out[w, WP_MARGIN] = margins[w]
         out[w, WP_H_MIN] = 0.25 * voxel
-        out[w, WP_LO:WP_LO + 3] = lo + radius
-        out[w, WP_HI:WP_HI + 3] = hi - radius
+        out[w, WP_LO : WP_LO + 3] = lo + radius
+        out[w, WP_HI : WP_HI + 3] = hi - radius
     return out
 
 
@@ -106,8 +107,9 @@ def field_cube(world):
 
 
 @njit(parallel=True, cache=True)
-def move_actors(packed, world_index, wparams, pos, yaw, act, speeds, dt, radius, max_substeps, vel_out, contact_out,
-                moved_out):
+def move_actors(
+    packed, world_index, wparams, pos, yaw, act, speeds, dt, radius, max_substeps, vel_out, contact_out, moved_out
+):
     """Advance every actor one step with collision, each in its own world.
 
     packed: the world set's packed layouts (``WorldSet.packed.arrays``);
@@ -125,8 +127,8 @@ def move_actors(packed, world_index, wparams, pos, yaw, act, speeds, dt, radius,
         field = world_field(packed, w)
         rpm = np.float64(radius) + wparams[w, WP_MARGIN]
         h_min = wparams[w, WP_H_MIN]
-        lo = wparams[w, WP_LO:WP_LO + 3]
-        hi = wparams[w, WP_HI:WP_HI + 3]
+        lo = wparams[w, WP_LO : WP_LO + 3]
+        hi = wparams[w, WP_HI : WP_HI + 3]
         psi = np.float64(yaw[i])
         s, c = math.sin(psi), math.cos(psi)
         f = np.float64(act[i, 0]) * speeds[0] * dt
@@ -162,8 +164,7 @@ def move_actors(packed, world_index, wparams, pos, yaw, act, speeds, dt, radius,
                 if c2 >= 0.0:
                     break
                 contact = True
-                gx, gy, gz = _normal(field, nx, ny, nz,
-                                     -sx / (L * t), -sy / (L * t), -sz / (L * t))
+                gx, gy, gz = _normal(field, nx, ny, nz, -sx / (L * t), -sy / (L * t), -sz / (L * t))
                 nx -= gx * c2
                 ny -= gy * c2
                 nz -= gz * c2

@@ -24,6 +24,7 @@ collision, the visit grid and SPL's straight-line distance are each actor's
 world's; ``info["episode"]["world"]`` names the world of each finished
 episode.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -101,16 +102,27 @@ class NavEnv:
     action_dim = 4
     metadata = {"autoreset_mode": "same_step"}
 
-    def __init__(self, world, n_actors, sensor=None, task="pointgoal", seed=0, backend="cpu", actor_block=0,
-                 first_block=0, **config):
+    def __init__(
+        self,
+        world,
+        n_actors,
+        sensor=None,
+        task="pointgoal",
+        seed=0,
+        backend="cpu",
+        actor_block=0,
+        first_block=0,
+        **config,
+    ):
         from navi_nb.sense.sensor import Sensor
         from navi_nb.sense.tracer import Tracer
 
         if isinstance(world, (str, Path)):
             world = gmdag.load_world(world)
         if not isinstance(world, (gmdag.World, WorldSet)):
-            raise EnvConfigError(f"NavEnv: world must be a World, a WorldSet or a .gmdag path, "
-                                 f"got {type(world).__name__}")
+            raise EnvConfigError(
+                f"NavEnv: world must be a World, a WorldSet or a .gmdag path, got {type(world).__name__}"
+            )
         if isinstance(n_actors, bool) or not isinstance(n_actors, numbers.Integral) or n_actors < 1:
             raise EnvConfigError(f"NavEnv: n_actors must be a positive integer, got {n_actors!r}")
         if task not in TASKS:
@@ -151,10 +163,12 @@ class NavEnv:
         self._wparams = world_motion_params(world_set, margins, cfg.radius)
         for w in range(W):
             if np.any(self._wparams[w, 5:8] <= self._wparams[w, 2:5]):
-                raise EnvConfigError(f"NavEnv: radius {cfg.radius} does not fit in the cube of world "
-                                     f"{world_set.names[w]}")
-        self._speeds = np.array([cfg.max_speed, cfg.max_vertical_speed, cfg.max_lateral_speed,
-                                 cfg.max_yaw_rate], dtype=np.float64)
+                raise EnvConfigError(
+                    f"NavEnv: radius {cfg.radius} does not fit in the cube of world {world_set.names[w]}"
+                )
+        self._speeds = np.array(
+            [cfg.max_speed, cfg.max_vertical_speed, cfg.max_lateral_speed, cfg.max_yaw_rate], dtype=np.float64
+        )
         self._inv_speeds = 1.0 / self._speeds[:3]
         self._coefs = reward_coefficients(task, cfg)
 
@@ -170,8 +184,18 @@ class NavEnv:
             def distance_fn(points, _w=w):
                 return clearance_distances((world_set, _w), points)
 
-            spawner = SpawnSampler(distance_fn, cube_lo, cube_hi, roi_lo, roi_hi, cfg.radius,
-                                   margins[w], spawn_cell, wd.spawn_points, cfg.spawn)
+            spawner = SpawnSampler(
+                distance_fn,
+                cube_lo,
+                cube_hi,
+                roi_lo,
+                roi_hi,
+                cfg.radius,
+                margins[w],
+                spawn_cell,
+                wd.spawn_points,
+                cfg.spawn,
+            )
             grid = VisitGrid(cube_lo, cube_hi, cfg.visit_cell, cfg.visit_max_cells)
             reach = np.zeros(grid.n_cells, dtype=bool)
             reach[grid.cell_of(spawner.pool)] = True
@@ -200,14 +224,23 @@ class NavEnv:
         # per-actor state (plain arrays; everything get_state saves)
         T = len(self.reward_names)
         self._state_spec = {
-            "pos": ((A, 3), np.float32), "yaw": ((A,), np.float32), "vel": ((A, 3), np.float32),
-            "prev_action": ((A, 4), np.float32), "goal": ((A, 3), np.float32),
-            "goal_dist": ((A,), np.float64), "start_dist": ((A,), np.float64),
-            "visit": ((A, visit_bytes), np.uint8), "cells": ((A,), np.int32),
-            "ep_return": ((A,), np.float64), "ep_len": ((A,), np.int32), "path_len": ((A,), np.float64),
-            "collisions": ((A,), np.int32), "episodes": ((A,), np.int64),
+            "pos": ((A, 3), np.float32),
+            "yaw": ((A,), np.float32),
+            "vel": ((A, 3), np.float32),
+            "prev_action": ((A, 4), np.float32),
+            "goal": ((A, 3), np.float32),
+            "goal_dist": ((A,), np.float64),
+            "start_dist": ((A,), np.float64),
+            "visit": ((A, visit_bytes), np.uint8),
+            "cells": ((A,), np.int32),
+            "ep_return": ((A,), np.float64),
+            "ep_len": ((A,), np.int32),
+            "path_len": ((A,), np.float64),
+            "collisions": ((A,), np.int32),
+            "episodes": ((A,), np.int64),
             "obs": ((A, self.obs_dim), np.float32),
-            "world_index": ((A,), np.int32), "world_seed": ((), np.uint64),
+            "world_index": ((A,), np.int32),
+            "world_seed": ((), np.uint64),
         }
         rng_shape = (self._n_blocks,) + STATE_SHAPE if self._n_blocks else STATE_SHAPE
         self._state_spec.update({"rng_spawn": (rng_shape, STATE_DTYPE), "rng_goal": (rng_shape, STATE_DTYPE)})
@@ -225,12 +258,17 @@ class NavEnv:
         self._success = np.zeros(A, bool)
         self._done = np.zeros(A, bool)
         self._final_obs = np.zeros((A, self.obs_dim), np.float32)
-        self._final_pos = np.zeros((A, 3), np.float32)   # where a finished episode ended (before its reset)
+        self._final_pos = np.zeros((A, 3), np.float32)  # where a finished episode ended (before its reset)
         self._final_yaw = np.zeros(A, np.float32)
-        self._ep_out = {"return": np.zeros(A, np.float32), "length": np.zeros(A, np.int32),
-                        "success": np.zeros(A, bool), "spl": np.zeros(A, np.float32),
-                        "coverage": np.zeros(A, np.float32), "collisions": np.zeros(A, np.int32),
-                        "world": np.zeros(A, np.int32)}
+        self._ep_out = {
+            "return": np.zeros(A, np.float32),
+            "length": np.zeros(A, np.int32),
+            "success": np.zeros(A, bool),
+            "spl": np.zeros(A, np.float32),
+            "coverage": np.zeros(A, np.float32),
+            "collisions": np.zeros(A, np.int32),
+            "world": np.zeros(A, np.int32),
+        }
         self._all_rows = np.arange(A, dtype=np.int64)
         self._seed(seed)
         self._has_reset = False
@@ -255,18 +293,34 @@ class NavEnv:
         n_worlds = len(self.world_set)
         if n_worlds > 1:  # by the actor's global index (a block run alone draws what it draws in the whole)
             first = self.first_block * self.actor_block if self._n_blocks else 0
-            self._world_index[rows] = scheduled_worlds(self.config.world_schedule, n_worlds,
-                                                       int(self._world_seed), rows + first, self._episodes[rows])
+            self._world_index[rows] = scheduled_worlds(
+                self.config.world_schedule, n_worlds, int(self._world_seed), rows + first, self._episodes[rows]
+            )
         if not self._n_blocks:
             self._sample_episodes(rows, self._rng_spawn, self._rng_goal)
-        else:   # each block's actors from the block's own generators
+        else:  # each block's actors from the block's own generators
             block_of = rows // self.actor_block
             for k in np.unique(block_of):
                 self._sample_episodes(rows[block_of == k], self._rng_spawn[k], self._rng_goal[k])
-        start_episodes(rows, self._pos, self._goal, self._goal_dist, self._start_dist, self._visit,
-                       self._cells, self._world_index, self._grid_lo, self._inv_cell_w, self._grid_dims,
-                       self._ep_return, self._ep_len, self._path_len, self._collisions, self._prev_action,
-                       self._vel)
+        start_episodes(
+            rows,
+            self._pos,
+            self._goal,
+            self._goal_dist,
+            self._start_dist,
+            self._visit,
+            self._cells,
+            self._world_index,
+            self._grid_lo,
+            self._inv_cell_w,
+            self._grid_dims,
+            self._ep_return,
+            self._ep_len,
+            self._path_len,
+            self._collisions,
+            self._prev_action,
+            self._vel,
+        )
         self._observe(rows)
 
     def _sample_episodes(self, rows, rng_spawn, rng_goal):
@@ -277,8 +331,7 @@ class NavEnv:
             pos, yaw = self._spawner.sample_spawns(rng_spawn, rows.shape[0])
             self._pos[rows] = pos
             self._yaw[rows] = yaw
-            self._goal[rows] = self._spawner.sample_goals(rng_goal, pos, cfg.goal_min_distance,
-                                                          cfg.goal_max_distance)
+            self._goal[rows] = self._spawner.sample_goals(rng_goal, pos, cfg.goal_min_distance, cfg.goal_max_distance)
             return
         wi = self._world_index[rows]
         for w in np.unique(wi):
@@ -286,8 +339,9 @@ class NavEnv:
             self._pos[sub], self._yaw[sub] = self._spawners[w].sample_spawns(rng_spawn, sub.shape[0])
         for w in np.unique(wi):
             sub = rows[wi == w]
-            self._goal[sub] = self._spawners[w].sample_goals(rng_goal, self._pos[sub], cfg.goal_min_distance,
-                                                             cfg.goal_max_distance)
+            self._goal[sub] = self._spawners[w].sample_goals(
+                rng_goal, self._pos[sub], cfg.goal_min_distance, cfg.goal_max_distance
+            )
 
     def _observe(self, rows):
         if rows.shape[0] == self.n_actors:
@@ -298,9 +352,23 @@ class NavEnv:
         depth, sem, _hit = self._tracer.trace(origins, yaws, to_host=True, world_index=wi)
         self.trace_seconds += time.perf_counter() - t0
         cfg = self.config
-        build_obs(rows, depth, sem, self._inv_log_max, cfg.semantic_obs, self._sem_scale,
-                  self._prev_action, self._vel, self._yaw, self._inv_speeds, self.task == "pointgoal",
-                  self._goal, self._pos, 1.0 / cfg.goal_scale, self._obs)
+        build_obs(
+            rows,
+            depth,
+            sem,
+            self._inv_log_max,
+            cfg.semantic_obs,
+            self._sem_scale,
+            self._prev_action,
+            self._vel,
+            self._yaw,
+            self._inv_speeds,
+            self.task == "pointgoal",
+            self._goal,
+            self._pos,
+            1.0 / cfg.goal_scale,
+            self._obs,
+        )
 
     # ------------------------------------------------------------------
     def reset(self, seed=None):
@@ -320,8 +388,9 @@ class NavEnv:
         A = self.n_actors
         if isinstance(actions, np.ma.MaskedArray):
             # a mask would hide NaN from the check below while the kernels read the data under it
-            raise ActionError("NavEnv.step: actions must be a plain array, not a masked array "
-                              "(fill the masked values first)")
+            raise ActionError(
+                "NavEnv.step: actions must be a plain array, not a masked array (fill the masked values first)"
+            )
         if type(actions) is np.ndarray:
             a = actions
         else:
@@ -330,16 +399,19 @@ class NavEnv:
             except (ValueError, TypeError) as exc:
                 raise ActionError(f"NavEnv.step: actions are not an array of numbers ({exc})") from None
         if a.dtype.kind != "f":
-            raise ActionError(f"NavEnv.step: actions must be floating point (float32 recommended), "
-                              f"got dtype {a.dtype}")
+            raise ActionError(f"NavEnv.step: actions must be floating point (float32 recommended), got dtype {a.dtype}")
         if a.shape != (A, 4):
-            raise ActionError(f"NavEnv.step: actions must have shape ({A}, 4) (actors x forward, vertical, "
-                              f"lateral, yaw rate), got {a.shape}")
+            raise ActionError(
+                f"NavEnv.step: actions must have shape ({A}, 4) (actors x forward, vertical, "
+                f"lateral, yaw rate), got {a.shape}"
+            )
         finite = np.isfinite(a)
         if not finite.all():
             i, j = np.argwhere(~finite)[0]
-            raise ActionError(f"NavEnv.step: action of actor {i}, component {j} is {a[i, j]} "
-                              f"({int((~finite).sum())} non-finite values in all); nothing was changed")
+            raise ActionError(
+                f"NavEnv.step: action of actor {i}, component {j} is {a[i, j]} "
+                f"({int((~finite).sum())} non-finite values in all); nothing was changed"
+            )
         return a
 
     def step(self, actions):
@@ -352,13 +424,47 @@ class NavEnv:
             raise StateError("NavEnv.step called before reset()")
         np.clip(a, -1.0, 1.0, out=self._act, casting="unsafe")
         cfg = self.config
-        move_actors(self._packed, self._world_index, self._wparams, self._pos, self._yaw, self._act, self._speeds,
-                    cfg.dt, cfg.radius, cfg.max_substeps, self._vel, self._contact, self._moved)
-        score_step(self._task_code, self._pos, self._goal, self._goal_dist, self._contact, self._moved,
-                   self._visit, self._cells, self._world_index, self._grid_lo, self._inv_cell_w, self._grid_dims,
-                   self._coefs, cfg.success_radius,
-                   cfg.max_steps, self._terms, self._reward, self._terminated, self._truncated,
-                   self._success, self._ep_return, self._ep_len, self._path_len, self._collisions)
+        move_actors(
+            self._packed,
+            self._world_index,
+            self._wparams,
+            self._pos,
+            self._yaw,
+            self._act,
+            self._speeds,
+            cfg.dt,
+            cfg.radius,
+            cfg.max_substeps,
+            self._vel,
+            self._contact,
+            self._moved,
+        )
+        score_step(
+            self._task_code,
+            self._pos,
+            self._goal,
+            self._goal_dist,
+            self._contact,
+            self._moved,
+            self._visit,
+            self._cells,
+            self._world_index,
+            self._grid_lo,
+            self._inv_cell_w,
+            self._grid_dims,
+            self._coefs,
+            cfg.success_radius,
+            cfg.max_steps,
+            self._terms,
+            self._reward,
+            self._terminated,
+            self._truncated,
+            self._success,
+            self._ep_return,
+            self._ep_len,
+            self._path_len,
+            self._collisions,
+        )
         self._prev_action[:] = self._act
         self._observe(self._all_rows)
         np.logical_or(self._terminated, self._truncated, out=self._done)
@@ -381,10 +487,16 @@ class NavEnv:
             ep["world"][rows] = self._world_index[rows]  # the finished episode's world (before the reset)
             self._episodes[rows] += 1
             self._start(rows.astype(np.int64))
-        info = {"done": self._done, "final_obs": self._final_obs, "final_pos": self._final_pos,
-                "final_yaw": self._final_yaw, "episode": ep,
-                "reward_terms": {n: self._terms[k] for k, n in enumerate(self.reward_names)},
-                "contact": self._contact, "success": self._success}
+        info = {
+            "done": self._done,
+            "final_obs": self._final_obs,
+            "final_pos": self._final_pos,
+            "final_yaw": self._final_yaw,
+            "episode": ep,
+            "reward_terms": {n: self._terms[k] for k, n in enumerate(self.reward_names)},
+            "contact": self._contact,
+            "success": self._success,
+        }
         return self._obs, self._reward, self._terminated, self._truncated, info
 
     # ------------------------------------------------------------------
@@ -394,8 +506,9 @@ class NavEnv:
         for name in self._state_spec:
             if name in ("rng_spawn", "rng_goal"):
                 gens = getattr(self, "_" + name)
-                out[name] = (np.stack([generator_to_array(g) for g in gens]) if self._n_blocks
-                             else generator_to_array(gens))
+                out[name] = (
+                    np.stack([generator_to_array(g) for g in gens]) if self._n_blocks else generator_to_array(gens)
+                )
             else:
                 out[name] = getattr(self, "_" + name).copy()
         out["has_reset"] = np.array(self._has_reset)
@@ -411,12 +524,21 @@ class NavEnv:
         for name, (shape, dtype) in self._state_spec.items():
             v = np.asarray(state[name])
             if v.shape != shape or v.dtype != np.dtype(dtype):
-                raise StateError(f"NavEnv.set_state: {name} must be {np.dtype(dtype)} {shape}, "
-                                 f"got {v.dtype} {v.shape}")
+                raise StateError(f"NavEnv.set_state: {name} must be {np.dtype(dtype)} {shape}, got {v.dtype} {v.shape}")
         # plain arrays from here on (a masked array's mask would hide values from the checks)
         values = {name: np.array(state[name], copy=True, subok=False) for name in self._state_spec}
-        for name in ("pos", "yaw", "vel", "prev_action", "goal", "goal_dist", "start_dist", "ep_return",
-                     "path_len", "obs"):
+        for name in (
+            "pos",
+            "yaw",
+            "vel",
+            "prev_action",
+            "goal",
+            "goal_dist",
+            "start_dist",
+            "ep_return",
+            "path_len",
+            "obs",
+        ):
             if not np.isfinite(values[name]).all():
                 raise StateError(f"NavEnv.set_state: {name} holds non-finite values")
         wi = values["world_index"]
@@ -427,8 +549,7 @@ class NavEnv:
         for name in ("rng_spawn", "rng_goal"):
             try:
                 a = values[name]
-                generators[name] = ([generator_from_array(r) for r in a] if self._n_blocks
-                                    else generator_from_array(a))
+                generators[name] = [generator_from_array(r) for r in a] if self._n_blocks else generator_from_array(a)
             except GeneratorStateError as exc:
                 raise StateError(f"NavEnv.set_state: {name}: {exc}") from None
         has_reset = state.get("has_reset", True)
@@ -454,8 +575,11 @@ class NavEnv:
         # float32 rounding of positions clamped in float64: a small tolerance around the exact bounds
         tol = 1e-4 * max(1.0, float(np.max(self._wparams[:, 5:8] - self._wparams[:, 2:5])))
         if np.any(v["pos"] < lo - tol) or np.any(v["pos"] > hi + tol):
-            where = (f"{self._wparams[0, 2:5].tolist()}..{self._wparams[0, 5:8].tolist()}"
-                     if len(self.world_set) == 1 else "of the actor's world")
+            where = (
+                f"{self._wparams[0, 2:5].tolist()}..{self._wparams[0, 5:8].tolist()}"
+                if len(self.world_set) == 1
+                else "of the actor's world"
+            )
             refuse("pos", f"holds positions outside the reachable cube {where}")
         cube_lo, cube_hi = lo - cfg.radius, hi + cfg.radius
         if np.any(v["goal"] < cube_lo - tol) or np.any(v["goal"] > cube_hi + tol):
@@ -504,18 +628,39 @@ class NavEnv:
 
     def memory_report(self) -> dict:
         """Bytes held: per actor (state + step buffers + ray buffers) and shared."""
-        per = sum(int(np.prod(s)) * np.dtype(d).itemsize for n, (s, d) in self._state_spec.items()
-                  if not n.startswith("rng_"))
-        steps = (self._act.nbytes + self._contact.nbytes + self._moved.nbytes + self._terms.nbytes
-                 + self._reward.nbytes + self._terminated.nbytes + self._truncated.nbytes
-                 + self._success.nbytes + self._done.nbytes + self._final_obs.nbytes
-                 + self._final_pos.nbytes + self._final_yaw.nbytes
-                 + sum(v.nbytes for v in self._ep_out.values()) + self._all_rows.nbytes)
+        per = sum(
+            int(np.prod(s)) * np.dtype(d).itemsize for n, (s, d) in self._state_spec.items() if not n.startswith("rng_")
+        )
+        steps = (
+            self._act.nbytes
+            + self._contact.nbytes
+            + self._moved.nbytes
+            + self._terms.nbytes
+            + self._reward.nbytes
+            + self._terminated.nbytes
+            + self._truncated.nbytes
+            + self._success.nbytes
+            + self._done.nbytes
+            + self._final_obs.nbytes
+            + self._final_pos.nbytes
+            + self._final_yaw.nbytes
+            + sum(v.nbytes for v in self._ep_out.values())
+            + self._all_rows.nbytes
+        )
         rays = self.sensor.az_count * self.sensor.el_count * (4 + 2 + 1)  # depth, semantic, hit
         total_actor = per + steps + rays * self.n_actors
-        return {"bytes_per_actor": total_actor / self.n_actors, "state_bytes_per_actor": per / self.n_actors,
-                "visit_grid_bytes_per_actor": self._grid.nbytes, "ray_buffer_bytes_per_actor": rays,
-                "shared_world_bytes": int(sum(int(w.nodes.nbytes) for k, w in enumerate(self.world_set.worlds)
-                                              if self.world_set.packed.distinct[k] == k)),
-                "shared_layout_bytes": int(self.world_set.packed.nbytes),
-                "shared_spawn_pool_bytes": int(sum(s.nbytes for s in self._spawners))}
+        return {
+            "bytes_per_actor": total_actor / self.n_actors,
+            "state_bytes_per_actor": per / self.n_actors,
+            "visit_grid_bytes_per_actor": self._grid.nbytes,
+            "ray_buffer_bytes_per_actor": rays,
+            "shared_world_bytes": int(
+                sum(
+                    int(w.nodes.nbytes)
+                    for k, w in enumerate(self.world_set.worlds)
+                    if self.world_set.packed.distinct[k] == k
+                )
+            ),
+            "shared_layout_bytes": int(self.world_set.packed.nbytes),
+            "shared_spawn_pool_bytes": int(sum(s.nbytes for s in self._spawners)),
+        }

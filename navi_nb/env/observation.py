@@ -15,6 +15,7 @@ ray ``(a, e)`` sits at ``a * El + e``, the order of the tracer's
                     bearing is the goal's horizontal angle from the heading,
                     positive to the right (the sensor's azimuth sense)
 """
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,13 @@ def obs_layout(n_rays: int, semantic: bool, goal: bool) -> dict:
     """Name -> slice of the flat observation."""
     layout = {}
     at = 0
-    for name, size, on in (("depth", n_rays, True), ("semantic", n_rays, semantic),
-                           ("prev_action", 4, True), ("velocity", 3, True), ("goal", 4, goal)):
+    for name, size, on in (
+        ("depth", n_rays, True),
+        ("semantic", n_rays, semantic),
+        ("prev_action", 4, True),
+        ("velocity", 3, True),
+        ("goal", 4, goal),
+    ):
         if on:
             layout[name] = slice(at, at + size)
             at += size
@@ -40,8 +46,23 @@ def obs_size(layout: dict) -> int:
 
 
 @njit(parallel=True, cache=True)
-def build_obs(rows, depth, semantic, inv_log_max, use_semantic, sem_scale, prev_action, vel, yaw,
-              inv_speeds, use_goal, goal, pos, inv_goal_scale, out):
+def build_obs(
+    rows,
+    depth,
+    semantic,
+    inv_log_max,
+    use_semantic,
+    sem_scale,
+    prev_action,
+    vel,
+    yaw,
+    inv_speeds,
+    use_goal,
+    goal,
+    pos,
+    inv_goal_scale,
+    out,
+):
     """Write observation rows.
 
     rows (K,) int64: the actor of each traced row j (depth[j] belongs to actor
@@ -73,8 +94,8 @@ def build_obs(rows, depth, semantic, inv_log_max, use_semantic, sem_scale, prev_
         vx = np.float64(vel[i, 0])
         vy = np.float64(vel[i, 1])
         vz = np.float64(vel[i, 2])
-        out[i, o] = np.float32((vx * s - vz * c) * inv_speeds[0])      # forward
-        out[i, o + 1] = np.float32(vy * inv_speeds[1])                 # vertical
+        out[i, o] = np.float32((vx * s - vz * c) * inv_speeds[0])  # forward
+        out[i, o + 1] = np.float32(vy * inv_speeds[1])  # vertical
         out[i, o + 2] = np.float32((vx * c + vz * s) * inv_speeds[2])  # lateral (right)
         o += 3
         if use_goal:

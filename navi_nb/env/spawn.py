@@ -23,6 +23,7 @@ on thread counts or on the order of kernels.
   ``[goal_min_distance, goal_max_distance]`` wins, else the candidate closest to
   that range.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -102,13 +103,13 @@ def _largest_component(free):
 class SpawnSampler:
     """The pool of reachable free-space points and the batched samplers."""
 
-    def __init__(self, distance_fn, cube_lo, cube_hi, roi_lo, roi_hi, radius, margin, cell,
-                 spawn_points, mode):
+    def __init__(self, distance_fn, cube_lo, cube_hi, roi_lo, roi_hi, radius, margin, cell, spawn_points, mode):
         lo = np.maximum(np.asarray(roi_lo, np.float64), np.asarray(cube_lo, np.float64) + radius)
         hi = np.minimum(np.asarray(roi_hi, np.float64), np.asarray(cube_hi, np.float64) - radius)
         if np.any(hi <= lo):
-            raise EnvConfigError(f"spawn: the region of interest {roi_lo}..{roi_hi} leaves no room "
-                                 f"for an actor of radius {radius}")
+            raise EnvConfigError(
+                f"spawn: the region of interest {roi_lo}..{roi_hi} leaves no room for an actor of radius {radius}"
+            )
         cell = float(max(cell, float(np.max(hi - lo)) / MAX_GRID_CELLS))
         dims = np.maximum(1, np.floor((hi - lo) / cell).astype(np.int64))
         self.cell = cell
@@ -143,7 +144,8 @@ class SpawnSampler:
         if self.pool.shape[0] == 0:
             raise EnvConfigError(
                 f"spawn: no free space with clearance {radius + margin + 0.5 * cell:.3g} m "
-                f"(radius {radius}, margin {margin:.3g}, cell {cell:.3g}) in this world")
+                f"(radius {radius}, margin {margin:.3g}, cell {cell:.3g}) in this world"
+            )
         if mode == "points" and self.spawn_points.shape[0] == 0:
             self.mode = "free"
 

@@ -23,6 +23,7 @@ SPL (``success * l / max(p, l)``, l the spawn-to-goal straight-line
 distance, p the path length travelled), coverage (fraction of the reachable
 visit-grid cells visited) and collisions (steps with a contact).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,7 @@ from numba import njit, prange
 
 POINTGOAL = 0
 EXPLORE = 1
-TERMS = {"pointgoal": ("progress", "success", "contact", "time"),
-         "explore": ("new_cell", "contact", "time")}
+TERMS = {"pointgoal": ("progress", "success", "contact", "time"), "explore": ("new_cell", "contact", "time")}
 TASK_CODES = {"pointgoal": POINTGOAL, "explore": EXPLORE}
 
 
@@ -90,8 +90,25 @@ def _cell_index(x, y, z, lo, inv_cell, dims):
 
 
 @njit(parallel=True, cache=True)
-def start_episodes(rows, pos, goal, goal_dist, start_dist, visit, cells, world_index, grid_lo, inv_cell, dims,
-                   ep_return, ep_len, path_len, collisions, prev_action, vel):
+def start_episodes(
+    rows,
+    pos,
+    goal,
+    goal_dist,
+    start_dist,
+    visit,
+    cells,
+    world_index,
+    grid_lo,
+    inv_cell,
+    dims,
+    ep_return,
+    ep_len,
+    path_len,
+    collisions,
+    prev_action,
+    vel,
+):
     """Zero the episode counters of actors ``rows`` and mark their spawn cell (in their
     world's visit grid: ``grid_lo`` (W,3), ``inv_cell`` (W,), ``dims`` (W,3), row
     ``world_index[i]``)."""
@@ -120,9 +137,32 @@ def start_episodes(rows, pos, goal, goal_dist, start_dist, visit, cells, world_i
 
 
 @njit(parallel=True, cache=True)
-def score_step(task, pos, goal, goal_dist, contact, moved, visit, cells, world_index, grid_lo, inv_cell, dims,
-               coefs, success_radius, max_steps, terms, reward, terminated, truncated, success,
-               ep_return, ep_len, path_len, collisions):
+def score_step(
+    task,
+    pos,
+    goal,
+    goal_dist,
+    contact,
+    moved,
+    visit,
+    cells,
+    world_index,
+    grid_lo,
+    inv_cell,
+    dims,
+    coefs,
+    success_radius,
+    max_steps,
+    terms,
+    reward,
+    terminated,
+    truncated,
+    success,
+    ep_return,
+    ep_len,
+    path_len,
+    collisions,
+):
     """Rewards, flags and counters for one step of every actor.
 
     task: POINTGOAL or EXPLORE. pos, goal (A,3) float32 (after the move);

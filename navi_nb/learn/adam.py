@@ -4,6 +4,7 @@ The global gradient norm that scales the step lives with the learning pass
 (``fused.norm_from_items``: the finish items' sums of squares, added in item
 order).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,8 @@ def adam_kernel(params, grad, m, v, lr, beta1, beta2, eps, grad_scale, step):
     """One Adam step on flat buffers (CleanRL/PyTorch form, eps outside the sqrt).
 
     grad is multiplied by grad_scale first (global-norm clipping)."""
-    bc1 = 1.0 - beta1 ** step
-    bc2 = 1.0 - beta2 ** step
+    bc1 = 1.0 - beta1**step
+    bc2 = 1.0 - beta2**step
     step_size = lr / bc1
     sqrt_bc2 = math.sqrt(bc2)
     n = params.shape[0]
@@ -47,8 +48,18 @@ class Adam:
 
     def step(self, grad, grad_scale=1.0, lr=None):
         self.t += 1
-        adam_kernel(self.params, grad, self.m, self.v, float(self.lr if lr is None else lr),
-                    self.betas[0], self.betas[1], self.eps, float(grad_scale), float(self.t))
+        adam_kernel(
+            self.params,
+            grad,
+            self.m,
+            self.v,
+            float(self.lr if lr is None else lr),
+            self.betas[0],
+            self.betas[1],
+            self.eps,
+            float(grad_scale),
+            float(self.t),
+        )
 
     def state(self):
         return {"m": self.m.copy(), "v": self.v.copy(), "t": np.array(self.t, np.int64)}
@@ -61,8 +72,9 @@ class Adam:
         for key in ("m", "v"):
             arr = np.asarray(state.get(key))  # a plain array: a mask would hide NaN from the check
             if arr.shape != self.m.shape or arr.dtype != self.m.dtype:
-                raise OptimizerStateError(f"Adam state {key!r}: expected {self.m.dtype} {self.m.shape}, "
-                                          f"got {arr.dtype} {arr.shape}")
+                raise OptimizerStateError(
+                    f"Adam state {key!r}: expected {self.m.dtype} {self.m.shape}, got {arr.dtype} {arr.shape}"
+                )
             if not np.isfinite(arr).all():
                 raise OptimizerStateError(f"Adam state {key!r} holds non-finite values")
             moments[key] = arr

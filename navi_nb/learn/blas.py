@@ -20,6 +20,7 @@ bits, whichever thread makes it. The two differ from each other in the last
 bits. Kernels that use ``gemm`` cache normally (``cache=True``): the cached code
 refers to the symbol by name, and importing this module binds it again.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -36,10 +37,12 @@ NO_TRANS = 111
 TRANS = 112
 
 _i32, _i64, _ptr = types.int32, types.int64, types.uintp
-_sig32 = types.void(_i32, _i32, _i32, _i64, _i64, _i64, types.float32, _ptr, _i64,
-                    _ptr, _i64, types.float32, _ptr, _i64)
-_sig64 = types.void(_i32, _i32, _i32, _i64, _i64, _i64, types.float64, _ptr, _i64,
-                    _ptr, _i64, types.float64, _ptr, _i64)
+_sig32 = types.void(
+    _i32, _i32, _i32, _i64, _i64, _i64, types.float32, _ptr, _i64, _ptr, _i64, types.float32, _ptr, _i64
+)
+_sig64 = types.void(
+    _i32, _i32, _i32, _i64, _i64, _i64, types.float64, _ptr, _i64, _ptr, _i64, types.float64, _ptr, _i64
+)
 _sgemm = types.ExternalFunction("navi_nb_sgemm", _sig32)
 _dgemm = types.ExternalFunction("navi_nb_dgemm", _sig64)
 
@@ -48,8 +51,7 @@ _BLAS_NAMES = {
     "s": ("scipy_cblas_sgemm64_", "cblas_sgemm64_", "cblas_sgemm64"),
     "d": ("scipy_cblas_dgemm64_", "cblas_dgemm64_", "cblas_dgemm64"),
 }
-_THREAD_NAMES = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
-                 "openblas_set_num_threads")
+_THREAD_NAMES = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
 
 
 def _numpy_blas_library():
@@ -87,19 +89,48 @@ def _make_loop_gemm(dtype):
                     C[i * ldc + j] = alpha * row[j]
                 else:
                     C[i * ldc + j] = alpha * row[j] + beta * C[i * ldc + j]
+
     return loop_gemm
 
 
-_loop_sgemm = cfunc(types.void(_i32, _i32, _i32, _i64, _i64, _i64, types.float32,
-                               types.CPointer(types.float32), _i64,
-                               types.CPointer(types.float32), _i64, types.float32,
-                               types.CPointer(types.float32), _i64),
-                    cache=True)(_make_loop_gemm(np.float32))
-_loop_dgemm = cfunc(types.void(_i32, _i32, _i32, _i64, _i64, _i64, types.float64,
-                               types.CPointer(types.float64), _i64,
-                               types.CPointer(types.float64), _i64, types.float64,
-                               types.CPointer(types.float64), _i64),
-                    cache=True)(_make_loop_gemm(np.float64))
+_loop_sgemm = cfunc(
+    types.void(
+        _i32,
+        _i32,
+        _i32,
+        _i64,
+        _i64,
+        _i64,
+        types.float32,
+        types.CPointer(types.float32),
+        _i64,
+        types.CPointer(types.float32),
+        _i64,
+        types.float32,
+        types.CPointer(types.float32),
+        _i64,
+    ),
+    cache=True,
+)(_make_loop_gemm(np.float32))
+_loop_dgemm = cfunc(
+    types.void(
+        _i32,
+        _i32,
+        _i32,
+        _i64,
+        _i64,
+        _i64,
+        types.float64,
+        types.CPointer(types.float64),
+        _i64,
+        types.CPointer(types.float64),
+        _i64,
+        types.float64,
+        types.CPointer(types.float64),
+        _i64,
+    ),
+    cache=True,
+)(_make_loop_gemm(np.float64))
 
 
 _THREAD_SETTER = None
@@ -155,14 +186,16 @@ def gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):  # pragma: no co
 @overload(gemm, inline="always")
 def _gemm_overload(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     if alpha == types.float32:
+
         def impl(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-            _sgemm(np.int32(ROW_MAJOR), np.int32(ta), np.int32(tb), m, n, k, alpha, a, lda,
-                   b, ldb, beta, c, ldc)
+            _sgemm(np.int32(ROW_MAJOR), np.int32(ta), np.int32(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+
         return impl
     if alpha == types.float64:
+
         def impl(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-            _dgemm(np.int32(ROW_MAJOR), np.int32(ta), np.int32(tb), m, n, k, alpha, a, lda,
-                   b, ldb, beta, c, ldc)
+            _dgemm(np.int32(ROW_MAJOR), np.int32(ta), np.int32(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+
         return impl
     return None
 
@@ -174,5 +207,18 @@ def matmul_into(a, b, c, trans_a, trans_b):
     k = a.shape[0] if trans_a else a.shape[1]
     one = np.ones(1, c.dtype)[0]
     zero = np.zeros(1, c.dtype)[0]
-    gemm(TRANS if trans_a else NO_TRANS, TRANS if trans_b else NO_TRANS, m, n, k, one,
-         a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1], zero, c.ctypes.data, n)
+    gemm(
+        TRANS if trans_a else NO_TRANS,
+        TRANS if trans_b else NO_TRANS,
+        m,
+        n,
+        k,
+        one,
+        a.ctypes.data,
+        a.shape[1],
+        b.ctypes.data,
+        b.shape[1],
+        zero,
+        c.ctypes.data,
+        n,
+    )

@@ -13,6 +13,7 @@ remaining top of the tree is the same arithmetic wherever those subtrees were
 computed, so neither the thread count nor the split of blocks over processes
 changes a bit.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -100,8 +101,10 @@ def local_plan(n_blocks, a, b):
 
 def epoch_permutations(epoch_key, n_rows, first, count):
     """Blocks ``first .. first+count-1``'s permutations of their ``n_rows`` rows for one epoch."""
-    return [np.random.default_rng([int(epoch_key), BLOCK_STREAM, int(k)]).permutation(n_rows)
-            for k in range(first, first + count)]
+    return [
+        np.random.default_rng([int(epoch_key), BLOCK_STREAM, int(k)]).permutation(n_rows)
+        for k in range(first, first + count)
+    ]
 
 
 def epoch_order(perms, n_steps, block, n_local_actors, count, blk):
@@ -112,7 +115,7 @@ def epoch_order(perms, n_steps, block, n_local_actors, count, blk):
     nbl = len(perms)
     order = np.empty((count, nbl, blk), np.int64)
     for kl, perm in enumerate(perms):
-        p = perm[:count * blk]
+        p = perm[: count * blk]
         order[:, kl, :] = ((p // block) * n_local_actors + kl * block + p % block).reshape(count, blk)
     return order.reshape(-1)
 

@@ -15,6 +15,7 @@ Both work against the environment interface (NavEnv or the toy). ``times``
 (a ``PhaseTimes``) is the timing hook: it adds up the seconds spent in the
 policy, the environment and PPO, for the trainer's metrics and ``bench train``.
 """
+
 from __future__ import annotations
 
 import time
@@ -41,7 +42,7 @@ class RowSlice:
 
     def standard_normal(self, shape, dtype=np.float64):
         full = self.rng.standard_normal((self.total,) + tuple(shape[1:]), dtype=dtype)
-        return full[self.start:self.start + shape[0]]
+        return full[self.start : self.start + shape[0]]
 
 
 class PhaseTimes:

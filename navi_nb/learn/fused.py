@@ -37,6 +37,7 @@ array of hyper-parameters (:func:`hyper_params`, indices below) and one
 :class:`Work` tuple of the plan's tables and scratch buffers for one minibatch
 size (``Plan.work``).
 """
+
 from __future__ import annotations
 
 import math
@@ -62,10 +63,22 @@ SOURCE_FIELDS = ("actions", "logp", "value", "returns", "advantages")
 ACTIONS, LOGP, VALUE, RETURNS, ADVANTAGES = range(len(SOURCE_FIELDS))
 
 # the hyper-parameter array (:func:`hyper_params`); flags are 1.0 / 0.0, target_kl < 0 is none
-HYPER_NAMES = ("clip_coef", "clip_vloss", "vf_coef", "ent_coef", "norm_adv", "max_grad_norm", "lr", "beta1",
-               "beta2", "adam_eps", "target_kl")
-(CLIP_COEF, CLIP_VLOSS, VF_COEF, ENT_COEF, NORM_ADV, MAX_GRAD_NORM, LR, BETA1, BETA2, ADAM_EPS,
- TARGET_KL) = range(len(HYPER_NAMES))
+HYPER_NAMES = (
+    "clip_coef",
+    "clip_vloss",
+    "vf_coef",
+    "ent_coef",
+    "norm_adv",
+    "max_grad_norm",
+    "lr",
+    "beta1",
+    "beta2",
+    "adam_eps",
+    "target_kl",
+)
+(CLIP_COEF, CLIP_VLOSS, VF_COEF, ENT_COEF, NORM_ADV, MAX_GRAD_NORM, LR, BETA1, BETA2, ADAM_EPS, TARGET_KL) = range(
+    len(HYPER_NAMES)
+)
 
 # the loss statistics: columns of ``Work.stats`` (per sample), entries of ``Work.stat_sums``
 STAT_NAMES = ("pg_loss", "v_loss", "approx_kl", "clipfrac", "old_approx_kl")
@@ -74,39 +87,53 @@ PG_LOSS, V_LOSS, APPROX_KL, CLIPFRAC, OLD_APPROX_KL = range(len(STAT_NAMES))
 STEP_STAT_NAMES = STAT_NAMES + ("entropy", "grad_norm")
 ENTROPY, GRAD_NORM = len(STAT_NAMES), len(STAT_NAMES) + 1
 
-Work = namedtuple("Work", (
-    "meta",        # (layers, META_COLS) int64, offsets resolved for this minibatch size
-    "n_pi",        # layers of the policy trunk (the first rows of meta)
-    "items",       # (items, 6) int64: finish_pass's work items
-    "chunk",       # samples per chunk
-    "n_chunks",    # chunks of a minibatch
-    "slot_width",  # elements of one chunk's slot
-    "log_std_off",  # log_std's offset in the flat parameters
-    "A", "D",      # layer outputs and pre-activation gradients (see above)
-    "slots",       # (n_chunks * slot_width,) chunk slots
-    "adv",         # (n,) the minibatch's (normalised) advantages
-    "dlogstd",     # (n, act_dim) per-sample d loss / d log_std
-    "stats",       # (n, len(STAT_NAMES)) float64 per-sample statistics
-    "stat_sums",   # (len(STAT_NAMES),) float64 their sums over the minibatch
-    "sumsq",       # (items,) float64 each item's sum of squares (the gradient norm)
-    "blk",         # rows of each actor block in a minibatch (the minibatch is n_blocks runs of blk rows)
-    "n_blocks",    # blocks in this minibatch's rows
-    "n_total",     # rows of the whole minibatch (all blocks, wherever they are computed)
-    "block_grads",  # (n_blocks, params) each block's gradient (then the tree's partial sums, in place)
-    "block_stats",  # (n_blocks, len(STAT_NAMES)) float64 each block's statistics' sums (likewise)
-    "moments",     # (n_blocks, 3) float64 each block's advantages' (count, mean, M2) (likewise)
-))
+Work = namedtuple(
+    "Work",
+    (
+        "meta",  # (layers, META_COLS) int64, offsets resolved for this minibatch size
+        "n_pi",  # layers of the policy trunk (the first rows of meta)
+        "items",  # (items, 6) int64: finish_pass's work items
+        "chunk",  # samples per chunk
+        "n_chunks",  # chunks of a minibatch
+        "slot_width",  # elements of one chunk's slot
+        "log_std_off",  # log_std's offset in the flat parameters
+        "A",
+        "D",  # layer outputs and pre-activation gradients (see above)
+        "slots",  # (n_chunks * slot_width,) chunk slots
+        "adv",  # (n,) the minibatch's (normalised) advantages
+        "dlogstd",  # (n, act_dim) per-sample d loss / d log_std
+        "stats",  # (n, len(STAT_NAMES)) float64 per-sample statistics
+        "stat_sums",  # (len(STAT_NAMES),) float64 their sums over the minibatch
+        "sumsq",  # (items,) float64 each item's sum of squares (the gradient norm)
+        "blk",  # rows of each actor block in a minibatch (the minibatch is n_blocks runs of blk rows)
+        "n_blocks",  # blocks in this minibatch's rows
+        "n_total",  # rows of the whole minibatch (all blocks, wherever they are computed)
+        "block_grads",  # (n_blocks, params) each block's gradient (then the tree's partial sums, in place)
+        "block_stats",  # (n_blocks, len(STAT_NAMES)) float64 each block's statistics' sums (likewise)
+        "moments",  # (n_blocks, 3) float64 each block's advantages' (count, mean, M2) (likewise)
+    ),
+)
 
 _entropy = njit(cache=True)(gaussian_entropy)
 
 
-def hyper_params(clip_coef, clip_vloss, vf_coef, ent_coef, norm_adv, max_grad_norm, lr, beta1, beta2, adam_eps,
-                 target_kl=None):
+def hyper_params(
+    clip_coef, clip_vloss, vf_coef, ent_coef, norm_adv, max_grad_norm, lr, beta1, beta2, adam_eps, target_kl=None
+):
     """The kernels' float64 hyper-parameter array (indices ``CLIP_COEF`` ... ``TARGET_KL``)."""
-    values = {"clip_coef": clip_coef, "clip_vloss": 1.0 if clip_vloss else 0.0, "vf_coef": vf_coef,
-              "ent_coef": ent_coef, "norm_adv": 1.0 if norm_adv else 0.0, "max_grad_norm": max_grad_norm,
-              "lr": lr, "beta1": beta1, "beta2": beta2, "adam_eps": adam_eps,
-              "target_kl": -1.0 if target_kl is None else target_kl}
+    values = {
+        "clip_coef": clip_coef,
+        "clip_vloss": 1.0 if clip_vloss else 0.0,
+        "vf_coef": vf_coef,
+        "ent_coef": ent_coef,
+        "norm_adv": 1.0 if norm_adv else 0.0,
+        "max_grad_norm": max_grad_norm,
+        "lr": lr,
+        "beta1": beta1,
+        "beta2": beta2,
+        "adam_eps": adam_eps,
+        "target_kl": -1.0 if target_kl is None else target_kl,
+    }
     return np.array([float(values[name]) for name in HYPER_NAMES], np.float64)
 
 
@@ -156,7 +183,7 @@ def _block(a, offset, rows, cols):
     """a[offset : offset + rows * cols] as a (rows, cols) array: indexing it with
     range() counters keeps the loops free of negative-index checks, so they
     vectorize (flat indices computed from offsets do not)."""
-    return a[offset:offset + rows * cols].reshape((rows, cols))
+    return a[offset : offset + rows * cols].reshape((rows, cols))
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -166,10 +193,23 @@ def _forward_rows(A, params, m, r0, r1):
     one = np.ones(1, A.dtype)[0]
     zero = one - one
     h0 = m[HOFF] + r0 * nout
-    gemm(NO_TRANS, NO_TRANS, r1 - r0, nout, nin, one, _at(A, m[XOFF] + r0 * nin), nin,
-         _at(params, woff), nout, zero, _at(A, h0), nout)
+    gemm(
+        NO_TRANS,
+        NO_TRANS,
+        r1 - r0,
+        nout,
+        nin,
+        one,
+        _at(A, m[XOFF] + r0 * nin),
+        nin,
+        _at(params, woff),
+        nout,
+        zero,
+        _at(A, h0),
+        nout,
+    )
     H = _block(A, h0, r1 - r0, nout)
-    bias_act_rows(H, params[woff + nin * nout:woff + nin * nout + nout], 0, r1 - r0, m[ACT])
+    bias_act_rows(H, params[woff + nin * nout : woff + nin * nout + nout], 0, r1 - r0, m[ACT])
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -182,9 +222,22 @@ def _backward_rows(A, D, params, slots, slot_width, c, m, mp, r0, r1, has_prev):
     d0 = m[DOFF] + r0 * nout
     if m[SLOT] >= 0:
         base = c * slot_width + m[SLOT]
-        gemm(TRANS, NO_TRANS, nin, nout, r1 - r0, one, _at(A, m[XOFF] + r0 * nin), nin,
-             _at(D, d0), nout, zero, _at(slots, base), nout)
-        gb = slots[base + nin * nout:base + nin * nout + nout]
+        gemm(
+            TRANS,
+            NO_TRANS,
+            nin,
+            nout,
+            r1 - r0,
+            one,
+            _at(A, m[XOFF] + r0 * nin),
+            nin,
+            _at(D, d0),
+            nout,
+            zero,
+            _at(slots, base),
+            nout,
+        )
+        gb = slots[base + nin * nout : base + nin * nout + nout]
         dZ = _block(D, d0, r1 - r0, nout)
         for j in range(nout):
             gb[j] = zero
@@ -193,10 +246,22 @@ def _backward_rows(A, D, params, slots, slot_width, c, m, mp, r0, r1, has_prev):
                 gb[j] += dZ[i, j]
     if has_prev:
         p0 = mp[DOFF] + r0 * nin
-        gemm(NO_TRANS, TRANS, r1 - r0, nin, nout, one, _at(D, d0), nout,
-             _at(params, m[WOFF]), nout, zero, _at(D, p0), nin)
-        times_dact_rows(_block(D, p0, r1 - r0, nin), _block(A, mp[HOFF] + r0 * nin, r1 - r0, nin),
-                         0, r1 - r0, mp[ACT])
+        gemm(
+            NO_TRANS,
+            TRANS,
+            r1 - r0,
+            nin,
+            nout,
+            one,
+            _at(D, d0),
+            nout,
+            _at(params, m[WOFF]),
+            nout,
+            zero,
+            _at(D, p0),
+            nin,
+        )
+        times_dact_rows(_block(D, p0, r1 - r0, nin), _block(A, mp[HOFF] + r0 * nin, r1 - r0, nin), 0, r1 - r0, mp[ACT])
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -208,7 +273,7 @@ def _pi_head(A, D, mo, source, rows, cols, adv, log_std, clip_coef, inv_n, dlogs
     a0, c_logp = cols[ACTIONS], cols[LOGP]
     ls = np.empty(k)
     std = np.empty(k)
-    for j in range(k):          # once per chunk, not per sample: exp is the costly part
+    for j in range(k):  # once per chunk, not per sample: exp is the costly part
         ls[j] = np.float64(log_std[j])
         std[j] = math.exp(ls[j])
     for i in range(r0, r1):
@@ -279,16 +344,56 @@ def chunk_pass(source, rows, cols, params, log_std, hp, w):
     (``w.adv`` already prepared). Chunks never cross a block's edge: each block's
     rows are cut into chunks from its own first row.
     """
-    _chunk_pass(source, rows, cols, w.adv, params, log_std, w.meta, w.n_pi, w.A, w.D, w.slots, w.slot_width,
-                w.dlogstd, w.stats, w.chunk, w.blk, hp[CLIP_COEF], hp[CLIP_VLOSS] != 0.0, hp[VF_COEF], 1.0 / w.n_total)
+    _chunk_pass(
+        source,
+        rows,
+        cols,
+        w.adv,
+        params,
+        log_std,
+        w.meta,
+        w.n_pi,
+        w.A,
+        w.D,
+        w.slots,
+        w.slot_width,
+        w.dlogstd,
+        w.stats,
+        w.chunk,
+        w.blk,
+        hp[CLIP_COEF],
+        hp[CLIP_VLOSS] != 0.0,
+        hp[VF_COEF],
+        1.0 / w.n_total,
+    )
 
 
 # The parallel regions take their arrays as arguments, not from the Work tuple:
 # Numba's parallel lowering does not always keep writes to an array taken from a
 # tuple inside the region.
 @njit(cache=True, parallel=True, error_model="numpy")
-def _chunk_pass(source, rows, cols, adv, params, log_std, meta, n_pi, A, D, slots, slot_width, dlogstd, stats,
-                chunk, blk, clip_coef, clip_vloss, vf_coef, inv_n):
+def _chunk_pass(
+    source,
+    rows,
+    cols,
+    adv,
+    params,
+    log_std,
+    meta,
+    n_pi,
+    A,
+    D,
+    slots,
+    slot_width,
+    dlogstd,
+    stats,
+    chunk,
+    blk,
+    clip_coef,
+    clip_vloss,
+    vf_coef,
+    inv_n,
+):
     n = rows.shape[0]
     obs_dim = meta[0, NIN]
     n_layers = meta.shape[0]
@@ -305,14 +410,11 @@ def _chunk_pass(source, rows, cols, adv, params, log_std, meta, n_pi, A, D, slot
                 O[i, j] = source[r, j]
         for l in range(n_layers):
             _forward_rows(A, params, meta[l], r0, r1)
-        _pi_head(A, D, meta[n_pi - 1], source, rows, cols, adv, log_std, clip_coef, inv_n,
-                 dlogstd, stats, r0, r1)
-        _v_head(A, D, meta[n_layers - 1], source, rows, cols, clip_coef, clip_vloss, vf_coef,
-                inv_n, stats, r0, r1)
+        _pi_head(A, D, meta[n_pi - 1], source, rows, cols, adv, log_std, clip_coef, inv_n, dlogstd, stats, r0, r1)
+        _v_head(A, D, meta[n_layers - 1], source, rows, cols, clip_coef, clip_vloss, vf_coef, inv_n, stats, r0, r1)
         for l in range(n_layers - 1, -1, -1):
             first = l == 0 or l == n_pi
-            _backward_rows(A, D, params, slots, slot_width, c, meta[l], meta[max(l - 1, 0)], r0, r1,
-                           not first)
+            _backward_rows(A, D, params, slots, slot_width, c, meta[l], meta[max(l - 1, 0)], r0, r1, not first)
 
 
 @njit(cache=True)
@@ -327,27 +429,48 @@ def finish_pass(w, ops, root, grad, hp, final):
     :func:`reduce_nodes`'s last steps: its part of ``grad``, ``w.stat_sums`` and
     its sum of squares. Otherwise the rows of ``local_plan``'s subtrees are
     this process's share of the tree, for :func:`reduce_nodes`."""
-    _finish_pass(w.items, w.meta, w.blk, w.n_blocks, w.A, w.D, w.slots, w.slot_width, w.n_chunks // w.n_blocks,
-                 w.dlogstd, w.stats, w.block_grads, w.log_std_off, w.block_stats, ops, root, grad, hp[ENT_COEF],
-                 final, w.stat_sums, w.sumsq)
+    _finish_pass(
+        w.items,
+        w.meta,
+        w.blk,
+        w.n_blocks,
+        w.A,
+        w.D,
+        w.slots,
+        w.slot_width,
+        w.n_chunks // w.n_blocks,
+        w.dlogstd,
+        w.stats,
+        w.block_grads,
+        w.log_std_off,
+        w.block_stats,
+        ops,
+        root,
+        grad,
+        hp[ENT_COEF],
+        final,
+        w.stat_sums,
+        w.sumsq,
+    )
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _block_item(item, meta, blk, k, A, D, slots, slot_width, per_block, dlogstd, stats, block_grads, log_std_off,
-                block_stats):
+def _block_item(
+    item, meta, blk, k, A, D, slots, slot_width, per_block, dlogstd, stats, block_grads, log_std_off, block_stats
+):
     """Block k's part of one finish item (see the module doc)."""
     one = np.ones(1, block_grads.dtype)[0]
     zero = one - one
     grad = block_grads[k]
-    k0 = k * blk           # the block's first row
-    c0 = k * per_block     # the block's first chunk
+    k0 = k * blk  # the block's first row
+    c0 = k * per_block  # the block's first chunk
     kind, l = item[0], item[1]
     m = meta[l]
     nin, nout, woff = m[NIN], m[NOUT], m[WOFF]
     if kind == SLOT_SUM:
         e0, e1 = item[2], item[3]
         s0 = m[SLOT] + e0
-        g = grad[woff + e0:woff + e1]
+        g = grad[woff + e0 : woff + e1]
         S = _block(slots, c0 * slot_width + s0, 1, e1 - e0)
         for e in range(e1 - e0):
             g[e] = S[0, e]
@@ -357,19 +480,31 @@ def _block_item(item, meta, blk, k, A, D, slots, slot_width, per_block, dlogstd,
                 g[e] += S[0, e]
     elif kind == TILE:
         i0, i1, j0, j1 = item[2], item[3], item[4], item[5]
-        gemm(TRANS, NO_TRANS, i1 - i0, j1 - j0, blk, one, _at(A, m[XOFF] + k0 * nin + i0), nin,
-             _at(D, m[DOFF] + k0 * nout + j0), nout, zero,
-             _at(block_grads, k * grad.shape[0] + woff + i0 * nout + j0), nout)
+        gemm(
+            TRANS,
+            NO_TRANS,
+            i1 - i0,
+            j1 - j0,
+            blk,
+            one,
+            _at(A, m[XOFF] + k0 * nin + i0),
+            nin,
+            _at(D, m[DOFF] + k0 * nout + j0),
+            nout,
+            zero,
+            _at(block_grads, k * grad.shape[0] + woff + i0 * nout + j0),
+            nout,
+        )
     elif kind == TILE_BIAS:
         j0, j1 = item[4], item[5]
-        gb = grad[woff + nin * nout + j0:woff + nin * nout + j1]
+        gb = grad[woff + nin * nout + j0 : woff + nin * nout + j1]
         dZ = _block(D, m[DOFF] + k0 * nout, blk, nout)
         for j in range(j1 - j0):
             gb[j] = zero
         for i in range(blk):
             for j in range(j1 - j0):
                 gb[j] += dZ[i, j0 + j]
-    else:   # HEADS: log_std's gradient (the entropy term is added once, after the tree) and the
+    else:  # HEADS: log_std's gradient (the entropy term is added once, after the tree) and the
         # loss statistics, sums in row order
         for j in range(dlogstd.shape[1]):
             s = 0.0
@@ -429,17 +564,53 @@ def _settle_item(item, meta, buf, stats_buf, root, grad, log_std_off, k_act, ent
 
 # The parallel regions take their arrays as arguments, not from the Work tuple (see _chunk_pass).
 @njit(cache=True, parallel=True, error_model="numpy")
-def _finish_pass(items, meta, blk, n_blocks, A, D, slots, slot_width, per_block, dlogstd, stats, block_grads,
-                 log_std_off, block_stats, ops, root, grad, ent_coef, final, stat_sums, sumsq):
+def _finish_pass(
+    items,
+    meta,
+    blk,
+    n_blocks,
+    A,
+    D,
+    slots,
+    slot_width,
+    per_block,
+    dlogstd,
+    stats,
+    block_grads,
+    log_std_off,
+    block_stats,
+    ops,
+    root,
+    grad,
+    ent_coef,
+    final,
+    stat_sums,
+    sumsq,
+):
     k_act = dlogstd.shape[1]
     for t in prange(items.shape[0]):
         for k in range(n_blocks):
-            _block_item(items[t], meta, blk, k, A, D, slots, slot_width, per_block, dlogstd, stats, block_grads,
-                        log_std_off, block_stats)
+            _block_item(
+                items[t],
+                meta,
+                blk,
+                k,
+                A,
+                D,
+                slots,
+                slot_width,
+                per_block,
+                dlogstd,
+                stats,
+                block_grads,
+                log_std_off,
+                block_stats,
+            )
         _tree_item(items[t], meta, block_grads, block_stats, ops, log_std_off, k_act)
         if final:
-            _settle_item(items[t], meta, block_grads, block_stats, root, grad, log_std_off, k_act, ent_coef,
-                         stat_sums, sumsq, t)
+            _settle_item(
+                items[t], meta, block_grads, block_stats, root, grad, log_std_off, k_act, ent_coef, stat_sums, sumsq, t
+            )
 
 
 @njit(cache=True)
@@ -451,8 +622,20 @@ def reduce_nodes(buf, stats_buf, ops, root, grad, w, hp):
     ``grad`` (with the entropy term), ``w.stat_sums`` and its sum of squares
     into ``w.sumsq``: the same additions, per element, as ``finish_pass`` with
     ``final`` over all blocks."""
-    _reduce_nodes(w.items, w.meta, buf, stats_buf, ops, root, grad, w.log_std_off, w.dlogstd.shape[1],
-                  hp[ENT_COEF], w.stat_sums, w.sumsq)
+    _reduce_nodes(
+        w.items,
+        w.meta,
+        buf,
+        stats_buf,
+        ops,
+        root,
+        grad,
+        w.log_std_off,
+        w.dlogstd.shape[1],
+        hp[ENT_COEF],
+        w.stat_sums,
+        w.sumsq,
+    )
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -475,14 +658,14 @@ class Plan:
         self.n_params = policy.params.shape[0]
         meta = np.zeros((len(layers), META_COLS), np.int64)
         slot_width = 0
-        out_cols = 0           # per-sample offsets: outputs after the observation block
+        out_cols = 0  # per-sample offsets: outputs after the observation block
         items, costs = [], []
         for l, layer in enumerate(layers):
             first = l == 0 or l == self.n_pi
             last = l == self.n_pi - 1 or l == len(layers) - 1
             meta[l, NIN], meta[l, NOUT], meta[l, WOFF] = layer.n_in, layer.n_out, layer.offset
             meta[l, ACT] = 0 if last else policy.act_code
-            meta[l, XOFF] = -1 if first else meta[l - 1, HOFF]   # resolved per size
+            meta[l, XOFF] = -1 if first else meta[l - 1, HOFF]  # resolved per size
             meta[l, HOFF] = out_cols
             meta[l, DOFF] = out_cols
             out_cols += layer.n_out
@@ -547,16 +730,29 @@ class Plan:
             n_blocks = n // blk
             n_chunks = n_blocks * ((blk + chunk - 1) // chunk)
             dt = self.dtype
-            w = Work(meta=meta, n_pi=self.n_pi, items=self.items, chunk=chunk, n_chunks=n_chunks,
-                     slot_width=self.slot_width, log_std_off=self.log_std_off,
-                     A=np.empty(base + n * self.out_cols, dt), D=np.empty(n * self.out_cols, dt),
-                     slots=np.empty(n_chunks * max(self.slot_width, 1), dt), adv=np.empty(n, dt),
-                     dlogstd=np.empty((n, act_dim), dt), stats=np.empty((n, len(STAT_NAMES)), np.float64),
-                     stat_sums=np.empty(len(STAT_NAMES), np.float64),
-                     sumsq=np.empty(self.items.shape[0], np.float64), blk=blk, n_blocks=n_blocks,
-                     n_total=n_total, block_grads=np.empty((n_blocks, self.n_params), dt),
-                     block_stats=np.empty((n_blocks, len(STAT_NAMES)), np.float64),
-                     moments=np.empty((n_blocks, 3), np.float64))
+            w = Work(
+                meta=meta,
+                n_pi=self.n_pi,
+                items=self.items,
+                chunk=chunk,
+                n_chunks=n_chunks,
+                slot_width=self.slot_width,
+                log_std_off=self.log_std_off,
+                A=np.empty(base + n * self.out_cols, dt),
+                D=np.empty(n * self.out_cols, dt),
+                slots=np.empty(n_chunks * max(self.slot_width, 1), dt),
+                adv=np.empty(n, dt),
+                dlogstd=np.empty((n, act_dim), dt),
+                stats=np.empty((n, len(STAT_NAMES)), np.float64),
+                stat_sums=np.empty(len(STAT_NAMES), np.float64),
+                sumsq=np.empty(self.items.shape[0], np.float64),
+                blk=blk,
+                n_blocks=n_blocks,
+                n_total=n_total,
+                block_grads=np.empty((n_blocks, self.n_params), dt),
+                block_stats=np.empty((n_blocks, len(STAT_NAMES)), np.float64),
+                moments=np.empty((n_blocks, 3), np.float64),
+            )
             self._sizes[key] = w
         return w
 
@@ -596,16 +792,16 @@ def _item_sumsq(item, meta, grad, log_std_off, k_act):
     m = meta[l]
     nin, nout, woff = m[NIN], m[NOUT], m[WOFF]
     if kind == SLOT_SUM:
-        return _sumsq_run(grad[woff + item[2]:woff + item[3]])
+        return _sumsq_run(grad[woff + item[2] : woff + item[3]])
     if kind == TILE:
         s = 0.0
         for i in range(item[2], item[3]):
-            s += _sumsq_run(grad[woff + i * nout + item[4]:woff + i * nout + item[5]])
+            s += _sumsq_run(grad[woff + i * nout + item[4] : woff + i * nout + item[5]])
         return s
     if kind == TILE_BIAS:
         b0 = woff + nin * nout
-        return _sumsq_run(grad[b0 + item[4]:b0 + item[5]])
-    return _sumsq_run(grad[log_std_off:log_std_off + k_act])
+        return _sumsq_run(grad[b0 + item[4] : b0 + item[5]])
+    return _sumsq_run(grad[log_std_off : log_std_off + k_act])
 
 
 @njit(cache=True, parallel=True)
@@ -654,8 +850,7 @@ def clip_and_step(w, log_std, hp, params, grad, adam_m, adam_v, step, out_row):
 
 
 @njit(cache=True)
-def minibatches_update(source, order, count, cols, params, log_std, hp, w, ops, root, grad, adam_m, adam_v, step0,
-                       out):
+def minibatches_update(source, order, count, cols, params, log_std, hp, w, ops, root, grad, adam_m, adam_v, step0, out):
     """``count`` minibatches in one call, all blocks in this process: with mb =
     ``w.adv.shape[0]``, minibatch b is rows ``order[b * mb:(b + 1) * mb]``
     (``w.n_blocks`` runs of ``w.blk`` rows, one per block); each is the blocks'
@@ -669,7 +864,7 @@ def minibatches_update(source, order, count, cols, params, log_std, hp, w, ops, 
     exceeds ``hp[TARGET_KL]`` (when >= 0). Returns the minibatches done."""
     mb = w.adv.shape[0]
     for b in range(count):
-        rows = order[b * mb:(b + 1) * mb]
+        rows = order[b * mb : (b + 1) * mb]
         block_moments(source, rows, cols[ADVANTAGES], w.blk, w.moments)
         tree_moments(w.moments, ops)
         local_gradients(source, rows, cols, params, log_std, hp, w, w.moments[root], ops, root, grad, True)

@@ -14,6 +14,7 @@ Either end cuts the advantage recursion (the next row belongs to a new
 episode): ``A_t = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}``.
 Returns are ``A_t + V(s_t)``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,7 @@ from numba import njit, prange
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def gae_kernel(rewards, values, terminated, truncated, final_values, last_values, gamma, lam,
-               adv, ret):
+def gae_kernel(rewards, values, terminated, truncated, final_values, last_values, gamma, lam, adv, ret):
     """All arrays (T, A) except last_values (A,); writes adv and ret (T, A)."""
     n_steps, n_actors = rewards.shape
     for a in prange(n_actors):
@@ -44,12 +44,23 @@ def gae_kernel(rewards, values, terminated, truncated, final_values, last_values
             next_value = v
 
 
-def compute_gae(rewards, values, terminated, truncated, final_values, last_values, gamma=0.99,
-                lam=0.95, adv=None, ret=None):
+def compute_gae(
+    rewards, values, terminated, truncated, final_values, last_values, gamma=0.99, lam=0.95, adv=None, ret=None
+):
     """Advantages and returns (T, A); writes into ``adv``/``ret`` when given."""
     shape = rewards.shape
     adv = np.empty(shape, np.float32) if adv is None else adv
     ret = np.empty(shape, np.float32) if ret is None else ret
-    gae_kernel(rewards, values, terminated, truncated, final_values,
-               np.asarray(last_values), float(gamma), float(lam), adv, ret)
+    gae_kernel(
+        rewards,
+        values,
+        terminated,
+        truncated,
+        final_values,
+        np.asarray(last_values),
+        float(gamma),
+        float(lam),
+        adv,
+        ret,
+    )
     return adv, ret

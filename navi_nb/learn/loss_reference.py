@@ -14,6 +14,7 @@ log-density and entropy are defined here once (:func:`gaussian_log_prob`,
 compile :func:`gaussian_entropy` itself (``njit`` in ``fused.py``), so
 ``navi_nb/jit_cache.py`` counts this file among the compiled sources.
 """
+
 from __future__ import annotations
 
 import math
@@ -105,11 +106,17 @@ def ppo_loss(policy, flat, batch, config):
     else:
         v_loss = 0.5 * ((newvalue - b_returns) ** 2).mean()
 
-    entropy_loss = gaussian_entropy(log_std)   # state independent: the mean over samples is itself
+    entropy_loss = gaussian_entropy(log_std)  # state independent: the mean over samples is itself
     loss = pg_loss - config.ent_coef * entropy_loss + v_loss * config.vf_coef
-    return {"loss": float(loss), "pg_loss": float(pg_loss), "v_loss": float(v_loss),
-            "entropy_loss": float(entropy_loss), "approx_kl": float(approx_kl),
-            "old_approx_kl": float(old_approx_kl), "clipfrac": float(clipfrac)}
+    return {
+        "loss": float(loss),
+        "pg_loss": float(pg_loss),
+        "v_loss": float(v_loss),
+        "entropy_loss": float(entropy_loss),
+        "approx_kl": float(approx_kl),
+        "old_approx_kl": float(old_approx_kl),
+        "clipfrac": float(clipfrac),
+    }
 
 
 def ppo_loss_grad(policy, flat, batch, config):
@@ -125,7 +132,7 @@ def ppo_loss_grad(policy, flat, batch, config):
     obs = np.asarray(batch["obs"], np.float64)
     n = obs.shape[0]
 
-    def trunk_outputs(layers):   # [input, each layer's output]
+    def trunk_outputs(layers):  # [input, each layer's output]
         xs = [obs]
         for i, l in enumerate(layers):
             x = xs[-1] @ views[l.name + ".W"] + views[l.name + ".b"]
@@ -134,7 +141,7 @@ def ppo_loss_grad(policy, flat, batch, config):
             xs.append(x)
         return xs
 
-    def trunk_backward(layers, xs, dz):   # dz: d loss / d the trunk's (linear) output
+    def trunk_backward(layers, xs, dz):  # dz: d loss / d the trunk's (linear) output
         for i in range(len(layers) - 1, -1, -1):
             l = layers[i]
             grads[l.name + ".W"][...] = xs[i].T @ dz

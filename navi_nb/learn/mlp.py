@@ -16,6 +16,7 @@ Acting (``ActorCritic.forward``) runs ``forward_chunks``; PPO's learning pass
 inside its fused kernels, with the backward pass and both weight-gradient
 decompositions (chunk slots, tiles) written there.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -65,7 +66,7 @@ def fast_tanh(x):  # pragma: no cover - typed by the overload below
 def _fast_tanh_overload(x):
     if x == types.float32:
         return lambda x: _tanh32(x)
-    return lambda x: np.tanh(x)    # float64 mode (gradient tests): the exact tanh
+    return lambda x: np.tanh(x)  # float64 mode (gradient tests): the exact tanh
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -115,7 +116,19 @@ def forward_chunks(X, W, b, H, act, chunk):
     for c in prange(n_chunks):
         r0 = c * chunk
         r1 = min(n_rows, r0 + chunk)
-        gemm(NO_TRANS, NO_TRANS, r1 - r0, n_out, n_in, one,
-             _ptr(X, r0 * n_in), n_in, _ptr(W, 0), n_out,
-             zero, _ptr(H, r0 * n_out), n_out)
+        gemm(
+            NO_TRANS,
+            NO_TRANS,
+            r1 - r0,
+            n_out,
+            n_in,
+            one,
+            _ptr(X, r0 * n_in),
+            n_in,
+            _ptr(W, 0),
+            n_out,
+            zero,
+            _ptr(H, r0 * n_out),
+            n_out,
+        )
         bias_act_rows(H, b, r0, r1, act)

@@ -10,6 +10,7 @@ its bias ``b`` follows it directly, so one layer's ``[W, b]`` is one
 contiguous segment. Gradients and Adam's moments are flat buffers of the same
 layout, so the same ``views`` call gives their per-tensor views.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,10 +27,11 @@ class ParamError(NaviError):
 @dataclass(frozen=True)
 class Dense:
     """One dense layer's place in the flat buffer."""
-    name: str          # "pi.0", "pi.out", "v.1", ...
+
+    name: str  # "pi.0", "pi.out", "v.1", ...
     n_in: int
     n_out: int
-    offset: int        # index of W[0, 0]; b starts at offset + n_in * n_out
+    offset: int  # index of W[0, 0]; b starts at offset + n_in * n_out
 
     @property
     def size(self) -> int:
@@ -44,7 +46,7 @@ class ParamLayout:
     """Names, shapes and offsets of every tensor, in walk order."""
 
     def __init__(self, entries):
-        self.entries = []      # (name, shape, offset)
+        self.entries = []  # (name, shape, offset)
         off = 0
         for name, shape in entries:
             shape = tuple(int(s) for s in shape)
@@ -78,8 +80,7 @@ class ParamLayout:
         """Dict name -> view into ``flat`` (no copies)."""
         if flat.ndim != 1 or flat.shape[0] != self.size:
             raise ParamError(f"parameter buffer has shape {flat.shape}, layout needs ({self.size},)")
-        return {name: flat[o:o + int(np.prod(shape))].reshape(shape)
-                for name, shape, o in self.entries}
+        return {name: flat[o : o + int(np.prod(shape))].reshape(shape) for name, shape, o in self.entries}
 
     def names(self):
         return [name for name, _, _ in self.entries]

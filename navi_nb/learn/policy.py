@@ -12,6 +12,7 @@ The distribution is the plain (unsquashed) diagonal Gaussian; the
 environment clips actions to its range, and PPO uses the log-probability of
 the sampled, unclipped action, which is exact for this distribution.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,15 +53,26 @@ class ActorCritic:
     activation: "tanh" or "relu"; dtype: float32 (float64 for gradient tests).
     """
 
-    def __init__(self, obs_dim, act_dim=4, hidden=DEFAULT_HIDDEN, activation="tanh", seed=0,
-                 dtype=np.float32, hidden_v=None, log_std_init=0.0, chunk=64):
+    def __init__(
+        self,
+        obs_dim,
+        act_dim=4,
+        hidden=DEFAULT_HIDDEN,
+        activation="tanh",
+        seed=0,
+        dtype=np.float32,
+        hidden_v=None,
+        log_std_init=0.0,
+        chunk=64,
+    ):
         if activation not in ("tanh", "relu"):
             raise PolicyError(f"activation {activation!r}: expected 'tanh' or 'relu'")
         hidden = tuple(int(h) for h in hidden)
         hidden_v = hidden if hidden_v is None else tuple(int(h) for h in hidden_v)
         if int(obs_dim) < 1 or int(act_dim) < 1 or min(hidden + hidden_v + (1,)) < 1:
-            raise PolicyError(f"sizes must be positive: obs_dim={obs_dim}, act_dim={act_dim}, "
-                              f"hidden={hidden}, hidden_v={hidden_v}")
+            raise PolicyError(
+                f"sizes must be positive: obs_dim={obs_dim}, act_dim={act_dim}, hidden={hidden}, hidden_v={hidden_v}"
+            )
         self.obs_dim, self.act_dim = int(obs_dim), int(act_dim)
         self.hidden, self.hidden_v = hidden, hidden_v
         self.activation = activation
@@ -80,16 +92,20 @@ class ActorCritic:
         return self.layout.size
 
     def config(self):
-        return {"obs_dim": self.obs_dim, "act_dim": self.act_dim, "hidden": list(self.hidden),
-                "hidden_v": list(self.hidden_v), "activation": self.activation}
+        return {
+            "obs_dim": self.obs_dim,
+            "act_dim": self.act_dim,
+            "hidden": list(self.hidden),
+            "hidden_v": list(self.hidden_v),
+            "activation": self.activation,
+        }
 
     def initialize(self, seed, log_std_init=0.0):
         rng = np.random.default_rng(seed)
         for layers, out_gain in ((self.pi_layers, 0.01), (self.v_layers, 1.0)):
             for i, layer in enumerate(layers):
                 gain = out_gain if i == len(layers) - 1 else math.sqrt(2.0)
-                self.p[layer.name + ".W"][...] = orthogonal(rng, layer.n_in, layer.n_out, gain,
-                                                            self.dtype)
+                self.p[layer.name + ".W"][...] = orthogonal(rng, layer.n_in, layer.n_out, gain, self.dtype)
                 self.p[layer.name + ".b"][...] = 0
         self.p["log_std"][...] = log_std_init
 
@@ -105,17 +121,18 @@ class ActorCritic:
         chunk = self.chunk if chunk is None else int(chunk)
         for i, layer in enumerate(layers):
             act = self.act_code if i < len(layers) - 1 else mlp.IDENTITY
-            mlp.forward_chunks(x, self.p[layer.name + ".W"], self.p[layer.name + ".b"], outs[i],
-                               act, chunk)
+            mlp.forward_chunks(x, self.p[layer.name + ".W"], self.p[layer.name + ".b"], outs[i], act, chunk)
             x = outs[i]
         return x
 
     def _buffers(self, n):
         buf = self._scratch.get(n)
         if buf is None:
-            buf = ([np.empty((n, l.n_out), self.dtype) for l in self.pi_layers],
-                   [np.empty((n, l.n_out), self.dtype) for l in self.v_layers])
-            self._scratch = {n: buf}   # keep one size: acting uses one batch size
+            buf = (
+                [np.empty((n, l.n_out), self.dtype) for l in self.pi_layers],
+                [np.empty((n, l.n_out), self.dtype) for l in self.v_layers],
+            )
+            self._scratch = {n: buf}  # keep one size: acting uses one batch size
         return buf
 
     def _check_obs(self, obs):

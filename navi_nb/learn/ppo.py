@@ -10,6 +10,7 @@ samples ``order[start:stop]`` into ``self.grad`` (the parameters' flat
 layout); ``step`` clips it to ``max_grad_norm`` (global norm) and takes one
 Adam step. See docs/DETERMINISM.md for why every sum here has a fixed order.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
@@ -28,7 +29,7 @@ class PPOConfigError(NaviError):
     """A PPO setting out of range."""
 
 
-_NO_OPS = np.zeros((0, 3), np.int64)   # the block tree of a single block: nothing to add
+_NO_OPS = np.zeros((0, 3), np.int64)  # the block tree of a single block: nothing to add
 
 
 @dataclass
@@ -82,15 +83,20 @@ class PPOConfig:
         return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
 
     def validate(self):
-        checks = [(0.0 <= self.gamma <= 1.0, "gamma in [0, 1]"),
-                  (0.0 <= self.gae_lambda <= 1.0, "gae_lambda in [0, 1]"),
-                  (self.clip_coef > 0, "clip_coef > 0"), (self.max_grad_norm > 0, "max_grad_norm > 0"),
-                  (self.learning_rate > 0, "learning_rate > 0"), (self.update_epochs >= 1, "update_epochs >= 1"),
-                  (self.num_minibatches >= 1, "num_minibatches >= 1"), (self.chunk_size >= 1, "chunk_size >= 1"),
-                  (self.actor_block >= 0, "actor_block >= 0"),
-                  (self.grad_mode in ("auto", "chunk", "tile"), "grad_mode in auto/chunk/tile"),
-                  (self.tile_rows >= 1 and self.tile_cols >= 1, "tile sizes >= 1"),
-                  (self.target_kl is None or self.target_kl > 0, "target_kl > 0 or none")]
+        checks = [
+            (0.0 <= self.gamma <= 1.0, "gamma in [0, 1]"),
+            (0.0 <= self.gae_lambda <= 1.0, "gae_lambda in [0, 1]"),
+            (self.clip_coef > 0, "clip_coef > 0"),
+            (self.max_grad_norm > 0, "max_grad_norm > 0"),
+            (self.learning_rate > 0, "learning_rate > 0"),
+            (self.update_epochs >= 1, "update_epochs >= 1"),
+            (self.num_minibatches >= 1, "num_minibatches >= 1"),
+            (self.chunk_size >= 1, "chunk_size >= 1"),
+            (self.actor_block >= 0, "actor_block >= 0"),
+            (self.grad_mode in ("auto", "chunk", "tile"), "grad_mode in auto/chunk/tile"),
+            (self.tile_rows >= 1 and self.tile_cols >= 1, "tile sizes >= 1"),
+            (self.target_kl is None or self.target_kl > 0, "target_kl > 0 or none"),
+        ]
         for ok, what in checks:
             if not ok:
                 raise PPOConfigError(f"PPO config: expected {what} ({asdict(self)})")
@@ -110,7 +116,7 @@ class PPO:
         self.grad = np.zeros_like(policy.params)
         self.g = policy.layout.views(self.grad)
         self.adam = Adam(policy.params, lr=self.config.learning_rate, eps=self.config.adam_eps)
-        self.rng = np.random.default_rng([int(seed), 0x5050])   # minibatch shuffling only
+        self.rng = np.random.default_rng([int(seed), 0x5050])  # minibatch shuffling only
         self.modes = {l.name: self._mode(l) for l in policy.pi_layers + policy.v_layers}
         self._plan = fused.Plan(policy, self.modes, self.config.tile_rows, self.config.tile_cols)
         self._sumsq = np.empty(self._plan.items.shape[0], np.float64)  # step's per-item sums for the norm
@@ -137,8 +143,10 @@ class PPO:
         act_dim = self.policy.act_dim
         self._cols = np.array([columns[name] for name in fused.SOURCE_FIELDS], np.int64)
         if obs_dim != self.policy.obs_dim or columns["actions"] + act_dim > flat_rows.shape[1]:
-            raise PPOConfigError(f"rollout rows of width {flat_rows.shape[1]} do not fit a policy "
-                                 f"with obs_dim {self.policy.obs_dim}, act_dim {act_dim}")
+            raise PPOConfigError(
+                f"rollout rows of width {flat_rows.shape[1]} do not fit a policy "
+                f"with obs_dim {self.policy.obs_dim}, act_dim {act_dim}"
+            )
 
     # ---- one minibatch's gradient ------------------------------------------
     def accumulate(self, order, start, stop):
@@ -154,18 +162,39 @@ class PPO:
         pol, hp = self.policy, self._hyper_params()
         w = self._plan.work(rows.shape[0], self.config.chunk_size, pol.act_dim)
         fused.block_moments(self.source, rows, self._cols[fused.ADVANTAGES], w.blk, w.moments)
-        fused.local_gradients(self.source, rows, self._cols, pol.params, pol.p["log_std"], hp, w, w.moments[0],
-                              _NO_OPS, 0, self.grad, True)
+        fused.local_gradients(
+            self.source,
+            rows,
+            self._cols,
+            pol.params,
+            pol.p["log_std"],
+            hp,
+            w,
+            w.moments[0],
+            _NO_OPS,
+            0,
+            self.grad,
+            True,
+        )
         return self._stats(w.stat_sums / rows.shape[0], self.policy.entropy())
 
     def _hyper_params(self, lr=None, target_kl=None):
         """The kernels' hyper-parameter array (``fused.hyper_params``) for this
         configuration, step size ``lr`` (Adam's own when None) and ``target_kl``."""
         cfg, adam = self.config, self.adam
-        return fused.hyper_params(clip_coef=cfg.clip_coef, clip_vloss=cfg.clip_vloss, vf_coef=cfg.vf_coef,
-                                  ent_coef=cfg.ent_coef, norm_adv=cfg.norm_adv, max_grad_norm=cfg.max_grad_norm,
-                                  lr=adam.lr if lr is None else lr, beta1=adam.betas[0], beta2=adam.betas[1],
-                                  adam_eps=adam.eps, target_kl=target_kl)
+        return fused.hyper_params(
+            clip_coef=cfg.clip_coef,
+            clip_vloss=cfg.clip_vloss,
+            vf_coef=cfg.vf_coef,
+            ent_coef=cfg.ent_coef,
+            norm_adv=cfg.norm_adv,
+            max_grad_norm=cfg.max_grad_norm,
+            lr=adam.lr if lr is None else lr,
+            beta1=adam.betas[0],
+            beta2=adam.betas[1],
+            adam_eps=adam.eps,
+            target_kl=target_kl,
+        )
 
     def _rows(self, order, start, stop):
         """order[start:stop] as contiguous int64 row indices, checked against the source."""
@@ -175,8 +204,7 @@ class PPO:
         if rows.shape[0] < 1:
             raise PPOConfigError(f"accumulate: empty range [{start}, {stop}) of an order of {len(order)}")
         if rows.min() < 0 or rows.max() >= self.source.shape[0]:
-            raise PPOConfigError(f"accumulate: order[{start}:{stop}] holds rows outside "
-                                 f"[0, {self.source.shape[0]})")
+            raise PPOConfigError(f"accumulate: order[{start}:{stop}] holds rows outside [0, {self.source.shape[0]})")
         return rows
 
     def _stats(self, means, entropy):
@@ -196,8 +224,7 @@ class PPO:
         The norm is the finish items' sums of squares added in item order
         (``fused.norm_from_items``), fixed by the plan whatever the threads."""
         plan = self._plan
-        fused.items_sumsq(plan.items, plan.layer_meta, self.grad, plan.log_std_off, self.policy.act_dim,
-                          self._sumsq)
+        fused.items_sumsq(plan.items, plan.layer_meta, self.grad, plan.log_std_off, self.policy.act_dim, self._sumsq)
         norm = fused.norm_from_items(self._sumsq)
         scale = min(1.0, self.config.max_grad_norm / (norm + 1e-6))
         self.adam.step(self.grad, scale, lr)
@@ -222,19 +249,34 @@ class PPO:
             raise PPOConfigError(f"minibatches: {count} x {mb} samples do not fit an order of {order.shape[0]}")
         if blk < 1 or mb % blk:
             raise PPOConfigError(f"minibatches: a minibatch of {mb} rows is not whole blocks of {blk}")
-        used = order[:mb * count]
+        used = order[: mb * count]
         if used.min() < 0 or used.max() >= self.source.shape[0]:
             raise PPOConfigError(f"minibatches: the order holds rows outside [0, {self.source.shape[0]})")
         pol, adam = self.policy, self.adam
         w = self._plan.work(mb, self.config.chunk_size, pol.act_dim, blk)
         ops, root = self._tree(w.n_blocks)
         out = np.empty((count, len(fused.STEP_STAT_NAMES)), np.float64)
-        done = fused.minibatches_update(self.source, used, count, self._cols, pol.params, pol.p["log_std"],
-                                        self._hyper_params(lr, target_kl), w, ops, root, self.grad, adam.m, adam.v,
-                                        float(adam.t), out)
+        done = fused.minibatches_update(
+            self.source,
+            used,
+            count,
+            self._cols,
+            pol.params,
+            pol.p["log_std"],
+            self._hyper_params(lr, target_kl),
+            w,
+            ops,
+            root,
+            self.grad,
+            adam.m,
+            adam.v,
+            float(adam.t),
+            out,
+        )
         adam.t += done
-        return [(self._stats(out[b, :len(STAT_NAMES)], out[b, ENTROPY]), float(out[b, GRAD_NORM]))
-                for b in range(done)]
+        return [
+            (self._stats(out[b, : len(STAT_NAMES)], out[b, ENTROPY]), float(out[b, GRAD_NORM])) for b in range(done)
+        ]
 
     def minibatches_exchanged(self, order, mb, count, lr=None, target_kl=None, blk=None):
         """:meth:`minibatches` with the blocks spread over processes (``self.exchange``): this process's
@@ -258,12 +300,24 @@ class PPO:
         send = np.empty((node_rows.shape[0], n_params + 2 * n_stats), self.grad.dtype)
         done = 0
         for i in range(count):
-            rows = order[i * mb:(i + 1) * mb]
+            rows = order[i * mb : (i + 1) * mb]
             fused.block_moments(self.source, rows, col, blk, w.moments)
             moments = ex.allgather(w.moments)
             blocks.tree_moments(moments, m_ops)
-            fused.local_gradients(self.source, rows, self._cols, pol.params, pol.p["log_std"], hp, w,
-                                  moments[m_root], local_ops, 0, self.grad, False)
+            fused.local_gradients(
+                self.source,
+                rows,
+                self._cols,
+                pol.params,
+                pol.p["log_std"],
+                hp,
+                w,
+                moments[m_root],
+                local_ops,
+                0,
+                self.grad,
+                False,
+            )
             # one message per subtree: its gradient, then its float64 statistics' bytes
             send[:, :n_params] = w.block_grads[node_rows]
             send[:, n_params:] = np.ascontiguousarray(w.block_stats[node_rows]).view(self.grad.dtype)
@@ -272,12 +326,14 @@ class PPO:
             stats = np.ascontiguousarray(got[:, n_params:]).view(np.float64)
             fused.reduce_nodes(nodes, stats, top_ops, top_root, self.grad, w, hp)
             done += 1
-            if fused.clip_and_step(w, pol.p["log_std"], hp, pol.params, self.grad, adam.m, adam.v,
-                                   float(adam.t + done), out[i]):
+            if fused.clip_and_step(
+                w, pol.p["log_std"], hp, pol.params, self.grad, adam.m, adam.v, float(adam.t + done), out[i]
+            ):
                 break
         adam.t += done
-        return [(self._stats(out[i, :len(STAT_NAMES)], out[i, ENTROPY]), float(out[i, GRAD_NORM]))
-                for i in range(done)]
+        return [
+            (self._stats(out[i, : len(STAT_NAMES)], out[i, ENTROPY]), float(out[i, GRAD_NORM])) for i in range(done)
+        ]
 
     def _exchange_plan(self, n_all, ranges, a, b):
         key = ("exchange", n_all, ranges)
@@ -307,8 +363,10 @@ class PPO:
         rows_per_block = n_steps * block
         blk = rows_per_block // self.config.num_minibatches
         if blk < 1:
-            raise PPOConfigError(f"a block's {rows_per_block} samples ({n_steps} steps x {block} actors) "
-                                 f"cannot make {self.config.num_minibatches} minibatches")
+            raise PPOConfigError(
+                f"a block's {rows_per_block} samples ({n_steps} steps x {block} actors) "
+                f"cannot make {self.config.num_minibatches} minibatches"
+            )
         return block, rows_per_block, blk
 
     def learning_rate(self, update, num_updates):
@@ -326,24 +384,36 @@ class PPO:
             raise PPOConfigError(f"last_values shaped {last_values.shape}; expected ({slab.n_actors},)")
         if not np.isfinite(slab.buffer).all():
             raise PPOConfigError("the rollout holds non-finite values (NaN or inf); no update was made")
-        compute_gae(slab.reward, slab.value, slab.terminated, slab.truncated, slab.final_value,
-                    last_values, cfg.gamma, cfg.gae_lambda, slab.advantages, slab.returns)
-        self.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
-                        ("actions", "logp", "value", "advantages", "returns")})
+        compute_gae(
+            slab.reward,
+            slab.value,
+            slab.terminated,
+            slab.truncated,
+            slab.final_value,
+            last_values,
+            cfg.gamma,
+            cfg.gae_lambda,
+            slab.advantages,
+            slab.returns,
+        )
+        self.set_source(
+            slab.flat, slab.obs_dim, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")}
+        )
         block, rows_per_block, blk = self.block_layout(slab.n_steps, slab.n_actors)
         n_local = slab.n_actors // block
         ex = self.exchange
         first = 0 if ex is None else ex.first_block
         if ex is not None and ex.ranges[ex.rank] != (first, first + n_local):
-            raise PPOConfigError(f"the slab holds {n_local} blocks; this process should hold blocks "
-                                 f"{ex.ranges[ex.rank]}")
+            raise PPOConfigError(
+                f"the slab holds {n_local} blocks; this process should hold blocks {ex.ranges[ex.rank]}"
+            )
         mb = n_local * blk
         lr = self.learning_rate(self.updates_done, num_updates)
         totals, count, norms, stopped = {}, 0, [], False
         for _epoch in range(cfg.update_epochs):
             # one draw of the shared generator per epoch; each block's permutation comes from it and the
             # block's index, so a block's minibatches do not depend on which process holds it
-            epoch_key = int(self.rng.integers(0, 2 ** 63))
+            epoch_key = int(self.rng.integers(0, 2**63))
             perms = blocks.epoch_permutations(epoch_key, rows_per_block, first, n_local)
             order = blocks.epoch_order(perms, slab.n_steps, block, slab.n_actors, cfg.num_minibatches, blk)
             run = self.minibatches if ex is None else self.minibatches_exchanged
@@ -359,7 +429,7 @@ class PPO:
         self.updates_done += 1
         stats = {key: val / count for key, val in totals.items()}
         y_pred, y_true = slab.value, slab.returns
-        if ex is not None:   # the whole rollout's, actors in run order, as one process would see them
+        if ex is not None:  # the whole rollout's, actors in run order, as one process would see them
             y_pred = ex.allgather(np.ascontiguousarray(y_pred.T)).T
             y_true = ex.allgather(np.ascontiguousarray(y_true.T)).T
         y_pred = y_pred.astype(np.float64).ravel()
@@ -376,8 +446,12 @@ class PPO:
     def get_state(self):
         """Weights, Adam's moments and step, updates done and the shuffle generator
         (``navi_nb.rng_state``'s array): plain arrays, as a checkpoint stores them."""
-        return {"params": self.policy.params.copy(), **{"adam_" + k: v for k, v in self.adam.state().items()},
-                "updates_done": np.array(self.updates_done, np.int64), "rng": generator_to_array(self.rng)}
+        return {
+            "params": self.policy.params.copy(),
+            **{"adam_" + k: v for k, v in self.adam.state().items()},
+            "updates_done": np.array(self.updates_done, np.int64),
+            "rng": generator_to_array(self.rng),
+        }
 
     def state_spec(self):
         """name -> (shape, dtype) of every :meth:`get_state` array."""

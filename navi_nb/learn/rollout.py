@@ -12,12 +12,12 @@ that step (the bootstrap GAE needs), else 0. Collection writes row ``t`` of
 every field for its actors; PPO reads rows of ``slab.flat`` (``steps*actors``
 rows) in a shuffled order. Nothing is copied between the two.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-SCALAR_FIELDS = ("logp", "value", "reward", "terminated", "truncated", "final_value",
-                 "advantages", "returns")
+SCALAR_FIELDS = ("logp", "value", "reward", "terminated", "truncated", "final_value", "advantages", "returns")
 
 
 class RolloutSlab:
@@ -32,7 +32,7 @@ class RolloutSlab:
         for i, name in enumerate(SCALAR_FIELDS):
             self.columns[name] = (o + a + i, o + a + i + 1)
         self.obs = self.buffer[:, :, 0:o]
-        self.actions = self.buffer[:, :, o:o + a]
+        self.actions = self.buffer[:, :, o : o + a]
         for name in SCALAR_FIELDS:
             setattr(self, name, self.buffer[:, :, self.columns[name][0]])
 

@@ -11,6 +11,7 @@ per step. Arrival terminates; ``max_steps`` truncates. Autoreset is
 SAME_STEP, as NavEnv: ``info["final_obs"]``, ``info["done"]``,
 ``info["episode"]``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,19 @@ EPISODE_KEYS = ("return", "length", "success", "spl", "coverage", "collisions")
 class PointGoalToy:
     action_dim = 4
 
-    def __init__(self, n_actors, seed=0, size=2.0, speed=0.25, success_radius=0.3, max_steps=40,
-                 obs_pad=0, reward_success=1.0, goal_scale=1.0, penalty_time=0.01):
+    def __init__(
+        self,
+        n_actors,
+        seed=0,
+        size=2.0,
+        speed=0.25,
+        success_radius=0.3,
+        max_steps=40,
+        obs_pad=0,
+        reward_success=1.0,
+        goal_scale=1.0,
+        penalty_time=0.01,
+    ):
         self.n_actors = int(n_actors)
         self.size, self.speed, self.success_radius = float(size), float(speed), float(success_radius)
         self.max_steps, self.reward_success = int(max_steps), float(reward_success)
@@ -49,8 +61,10 @@ class PointGoalToy:
         self.start_dist[rows] = np.linalg.norm(self.goal[rows] - self.pos[rows], axis=1)
 
     def _obs(self):
-        base = np.concatenate([self.goal - self.pos, self.pos / self.size,
-                               (self.steps / self.max_steps)[:, None].astype(np.float32)], axis=1)
+        base = np.concatenate(
+            [self.goal - self.pos, self.pos / self.size, (self.steps / self.max_steps)[:, None].astype(np.float32)],
+            axis=1,
+        )
         if self.obs_pad:
             base = np.concatenate([base, np.tanh(base[:, :4] @ self.proj)], axis=1)
         return base.astype(np.float32)
@@ -71,17 +85,21 @@ class PointGoalToy:
         self.steps += 1
         d1 = np.linalg.norm(self.goal - self.pos, axis=1)
         success = d1 < self.success_radius
-        reward = (self.goal_scale * (d0 - d1) + self.reward_success * success
-                  - self.penalty_time).astype(np.float32)
+        reward = (self.goal_scale * (d0 - d1) + self.reward_success * success - self.penalty_time).astype(np.float32)
         self.ep_return += reward
         terminated = success
         truncated = (self.steps >= self.max_steps) & ~terminated
         done = terminated | truncated
         final_obs = self._obs()
         spl = np.where(success, self.start_dist / np.maximum(self.path_len, self.start_dist), 0.0)
-        episode = {"return": self.ep_return.copy(), "length": self.steps.copy(),
-                   "success": success.astype(np.float64), "spl": spl,
-                   "coverage": np.zeros(self.n_actors), "collisions": np.zeros(self.n_actors)}
+        episode = {
+            "return": self.ep_return.copy(),
+            "length": self.steps.copy(),
+            "success": success.astype(np.float64),
+            "spl": spl,
+            "coverage": np.zeros(self.n_actors),
+            "collisions": np.zeros(self.n_actors),
+        }
         rows = np.flatnonzero(done)
         if rows.size:
             self._spawn(rows)

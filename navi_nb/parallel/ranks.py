@@ -11,6 +11,7 @@ order), after which every rank does the same additions (``PPO.minibatches_exchan
 ``mpi4py`` is imported only when asked (:func:`world`), so the package works without it; the ``mpi``
 extra installs it with the ``mpich`` wheel (``pip install -e ".[mpi]"``).
 """
+
 from __future__ import annotations
 
 import os
@@ -48,8 +49,9 @@ def world():
     try:
         from mpi4py import MPI
     except ImportError as exc:
-        raise RankError(f"training over MPI ranks needs mpi4py ({exc}); install the mpi extra: "
-                        "pip install -e \".[mpi]\"") from None
+        raise RankError(
+            f'training over MPI ranks needs mpi4py ({exc}); install the mpi extra: pip install -e ".[mpi]"'
+        ) from None
     return MPI.COMM_WORLD
 
 
@@ -57,8 +59,10 @@ def split_blocks(n_blocks, n_ranks):
     """Each rank's contiguous ``(first, stop)`` blocks, in rank order."""
     n_blocks, n_ranks = int(n_blocks), int(n_ranks)
     if n_ranks > n_blocks:
-        raise RankError(f"{n_ranks} ranks for {n_blocks} actor blocks: every rank needs at least one block "
-                        "(more actors, a smaller actor_block, or fewer ranks)")
+        raise RankError(
+            f"{n_ranks} ranks for {n_blocks} actor blocks: every rank needs at least one block "
+            "(more actors, a smaller actor_block, or fewer ranks)"
+        )
     base, extra = divmod(n_blocks, n_ranks)
     out, a = [], 0
     for r in range(n_ranks):
@@ -127,7 +131,7 @@ def env_state_part(state, block, first_block, n_blocks):
         if np.ndim(v) == 0:
             out[name] = v
         elif name.startswith("rng_"):
-            out[name] = np.asarray(v)[first_block:first_block + n_blocks]
+            out[name] = np.asarray(v)[first_block : first_block + n_blocks]
         else:
             out[name] = np.asarray(v)[a:b]
     return out
@@ -172,7 +176,7 @@ class RankContext:
         self.total_actors = int(actors)
         self.threads, self.hosts, self.ranks_on_host = 1, {}, 1
         self.allowed_cores = 1
-        self.topology_info = None   # :meth:`topology`, once the threads are set
+        self.topology_info = None  # :meth:`topology`, once the threads are set
 
     @property
     def is_root(self):
@@ -184,8 +188,10 @@ class RankContext:
         for r, theirs in enumerate(every):
             for key, value in every[0].items():
                 if theirs.get(key) != value:
-                    raise RankError(f"rank {r} was started with {key} {theirs.get(key)!r}, rank 0 with "
-                                    f"{value!r}: every rank must run the same configuration and versions")
+                    raise RankError(
+                        f"rank {r} was started with {key} {theirs.get(key)!r}, rank 0 with "
+                        f"{value!r}: every rank must run the same configuration and versions"
+                    )
 
     def bcast(self, obj):
         return self.comm.bcast(obj, root=0)
@@ -204,13 +210,24 @@ class RankContext:
 
     def topology(self) -> dict:
         """Hosts, ranks per host, threads and actors per rank, and why (the cores each rank may use)."""
-        every = self.comm.allgather({"rank": self.rank, "host": socket.gethostname(), "threads": self.threads,
-                                     "allowed_cores": self.allowed_cores, "actors": self.n_actors,
-                                     "blocks": list(self.exchange.ranges[self.rank])})
-        return {"ranks": self.size, "hosts": dict(self.hosts), "actor_block": self.block,
-                "per_rank": every,
-                "why": "threads per rank = cores this rank may use (affinity and cgroup quota) // ranks on "
-                       "its host; blocks split contiguously, the first ranks one more when uneven"}
+        every = self.comm.allgather(
+            {
+                "rank": self.rank,
+                "host": socket.gethostname(),
+                "threads": self.threads,
+                "allowed_cores": self.allowed_cores,
+                "actors": self.n_actors,
+                "blocks": list(self.exchange.ranges[self.rank]),
+            }
+        )
+        return {
+            "ranks": self.size,
+            "hosts": dict(self.hosts),
+            "actor_block": self.block,
+            "per_rank": every,
+            "why": "threads per rank = cores this rank may use (affinity and cgroup quota) // ranks on "
+            "its host; blocks split contiguously, the first ranks one more when uneven",
+        }
 
     def gather_env_state(self, state):
         return gather_env_state(self.comm, state)
@@ -240,8 +257,11 @@ def abort_on_failure(exc):
     if comm.Get_size() < 2:
         return
     what = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
-    print(f"navi-nb: rank {comm.Get_rank()} of {comm.Get_size()} on {socket.gethostname()} stopped the run: "
-          f"{what}", file=sys.stderr, flush=True)
+    print(
+        f"navi-nb: rank {comm.Get_rank()} of {comm.Get_size()} on {socket.gethostname()} stopped the run: {what}",
+        file=sys.stderr,
+        flush=True,
+    )
     comm.Abort(2 if not isinstance(exc, KeyboardInterrupt) else 130)
 
 
@@ -277,26 +297,30 @@ def run_under_mpiexec(n, navi_args, marker, timeout=3600):
 
     exe = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
     if exe is None:
-        raise RankError(f"{n} ranks need mpiexec: install the mpi extra (pip install -e \".[mpi]\") or an MPI")
-    out = subprocess.run([exe, "-n", str(int(n)), sys.executable, "-m", "navi_nb", *navi_args],
-                         capture_output=True, text=True, timeout=timeout)
+        raise RankError(f'{n} ranks need mpiexec: install the mpi extra (pip install -e ".[mpi]") or an MPI')
+    out = subprocess.run(
+        [exe, "-n", str(int(n)), sys.executable, "-m", "navi_nb", *navi_args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if out.returncode != 0:
         tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
         raise RankError(f"mpiexec -n {n} navi-nb {' '.join(navi_args[:2])} failed: {tail}")
-    return [json.loads(line[len(marker):]) for line in out.stdout.splitlines() if line.startswith(marker)]
+    return [json.loads(line[len(marker) :]) for line in out.stdout.splitlines() if line.startswith(marker)]
 
 
 def print_topology(console, info):
     """The run's ranks as a table (``RankContext.topology``'s dict): host, blocks, actors, threads, cores."""
     from rich.table import Table
 
-    t = Table(title=f"ranks: {info['ranks']} on {len(info['hosts'])} host(s), blocks of {info['actor_block']} "
-                    f"actors")
+    t = Table(title=f"ranks: {info['ranks']} on {len(info['hosts'])} host(s), blocks of {info['actor_block']} actors")
     for c in ("rank", "host", "blocks", "actors", "threads", "cores it may use"):
         t.add_column(c)
     for r in info["per_rank"]:
         a, b = r["blocks"]
-        t.add_row(str(r["rank"]), r["host"], f"{a}..{b - 1}", str(r["actors"]), str(r["threads"]),
-                  str(r["allowed_cores"]))
+        t.add_row(
+            str(r["rank"]), r["host"], f"{a}..{b - 1}", str(r["actors"]), str(r["threads"]), str(r["allowed_cores"])
+        )
     console.print(t)
     console.print(f"[dim]{info['why']}[/]")

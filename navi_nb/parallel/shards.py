@@ -21,6 +21,7 @@ request above that cap is clamped to it with a warning that says to set
 ``NUMBA_NUM_THREADS`` before starting. BLAS threads are pinned to 1 by
 ``navi_nb/__init__.py`` before NumPy loads (and again by ``learn/blas.py``).
 """
+
 from __future__ import annotations
 
 import os
@@ -44,15 +45,21 @@ class ShardReport:
     cores: CoreReport
     choice: int
     reason: str
-    source: str                      # "measured", "argument", "NAVI_NB_SHARDS"
+    source: str  # "measured", "argument", "NAVI_NB_SHARDS"
     numba_max: int
-    rates: dict = field(default_factory=dict)     # shards -> {"minibatch": samples/s, "collect": actors/s}
+    rates: dict = field(default_factory=dict)  # shards -> {"minibatch": samples/s, "collect": actors/s}
     warnings: list = field(default_factory=list)
 
     def as_dict(self):
-        return {"cores": self.cores.as_dict(), "choice": self.choice, "reason": self.reason,
-                "source": self.source, "numba_max_threads": self.numba_max,
-                "rates": {int(k): v for k, v in self.rates.items()}, "warnings": list(self.warnings)}
+        return {
+            "cores": self.cores.as_dict(),
+            "choice": self.choice,
+            "reason": self.reason,
+            "source": self.source,
+            "numba_max_threads": self.numba_max,
+            "rates": {int(k): v for k, v in self.rates.items()},
+            "warnings": list(self.warnings),
+        }
 
     def table(self):
         from rich.table import Table
@@ -72,8 +79,10 @@ class ShardReport:
             for k in sorted(self.rates):
                 r = self.rates[k]
                 mark = "  <- chosen" if k == self.choice else ""
-                t.add_row(f"measured at {k}",
-                          f"PPO {r['minibatch']:,.0f} samples/s, collect {r['collect']:,.0f} actor-steps/s{mark}")
+                t.add_row(
+                    f"measured at {k}",
+                    f"PPO {r['minibatch']:,.0f} samples/s, collect {r['collect']:,.0f} actor-steps/s{mark}",
+                )
         else:
             t.add_row("measured", f"skipped ({self.source})")
         t.add_row("choice", f"[bold]{self.choice}[/]")
@@ -101,6 +110,7 @@ def _parse(value, where):
 
 def _set_threads(k):
     import numba
+
     numba.set_num_threads(int(k))
 
 
@@ -128,8 +138,9 @@ def measure(ppo, slab, minibatch_size, counts, budget_s=1.0, tick=None, minibatc
     n = slab.n_samples
     mb = max(1, min(int(minibatch_size or n), n))
     count = max(1, min(int(minibatches), n // mb))
-    ppo.set_source(slab.flat, slab.obs_dim, {k: slab.col(k) for k in
-                   ("actions", "logp", "value", "advantages", "returns")})
+    ppo.set_source(
+        slab.flat, slab.obs_dim, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")}
+    )
     order = np.arange(n, dtype=np.int64)
     obs0 = np.ascontiguousarray(slab.obs[0])
     policy = ppo.policy
@@ -145,9 +156,14 @@ def measure(ppo, slab, minibatch_size, counts, budget_s=1.0, tick=None, minibatc
                 policy.forward(obs0)
                 if tick is not None:
                     tick()
+
             t_col = _time_call(collect, per)
-            rates[k] = {"minibatch": mb / t_mbs, "collect": obs0.shape[0] / t_col,
-                        "t_minibatch_s": t_mbs, "t_collect_s": t_col}
+            rates[k] = {
+                "minibatch": mb / t_mbs,
+                "collect": obs0.shape[0] / t_col,
+                "t_minibatch_s": t_mbs,
+                "t_collect_s": t_col,
+            }
     finally:
         ppo.set_state(saved)
     return rates
@@ -156,8 +172,7 @@ def measure(ppo, slab, minibatch_size, counts, budget_s=1.0, tick=None, minibatc
 def env_tick(env, actions=None):
     """A collection tick for the calibration that leaves ``env`` exactly as it was:
     ``get_state``, one ``step`` of every actor, ``set_state``."""
-    acts = (np.zeros((env.n_actors, env.action_dim), np.float32) if actions is None
-            else np.asarray(actions, np.float32))
+    acts = np.zeros((env.n_actors, env.action_dim), np.float32) if actions is None else np.asarray(actions, np.float32)
 
     def tick():
         state = env.get_state()
@@ -165,12 +180,24 @@ def env_tick(env, actions=None):
             env.step(acts)
         finally:
             env.set_state(state)
+
     return tick
 
 
-def choose_shards(shards=None, ppo=None, slab=None, minibatch_size=None, tick=None, budget_s=1.0,
-                  root="/", cores=None, env=None, ticks_per_update=1, minibatches_per_update=1,
-                  minibatches_per_epoch=1):
+def choose_shards(
+    shards=None,
+    ppo=None,
+    slab=None,
+    minibatch_size=None,
+    tick=None,
+    budget_s=1.0,
+    root="/",
+    cores=None,
+    env=None,
+    ticks_per_update=1,
+    minibatches_per_update=1,
+    minibatches_per_epoch=1,
+):
     """Pick and set the shard count; returns a ShardReport (``.print(console)``).
 
     ``env``: when given (and no ``tick``), the collection tick also steps it
@@ -196,14 +223,18 @@ def choose_shards(shards=None, ppo=None, slab=None, minibatch_size=None, tick=No
         choice = want
         reason = f"{want} shards asked for ({source}); measurement skipped"
         if want > cores.allowed:
-            warnings.append(f"{want} shards asked for but only {cores.allowed} cores are allowed "
-                            f"({cores.reason}): threads will share cores and run slower "
-                            "(the results are the same)")
+            warnings.append(
+                f"{want} shards asked for but only {cores.allowed} cores are allowed "
+                f"({cores.reason}): threads will share cores and run slower "
+                "(the results are the same)"
+            )
         if want > cap:
             choice = cap
-            warnings.append(f"{want} shards asked for but Numba's pool has {cap} threads "
-                            f"(NUMBA_NUM_THREADS, fixed at import): using {cap}; set "
-                            f"NUMBA_NUM_THREADS={want} before starting to allow more")
+            warnings.append(
+                f"{want} shards asked for but Numba's pool has {cap} threads "
+                f"(NUMBA_NUM_THREADS, fixed at import): using {cap}; set "
+                f"NUMBA_NUM_THREADS={want} before starting to allow more"
+            )
             reason += f"; clamped to Numba's {cap} threads"
         _set_threads(choice)
         return ShardReport(cores, choice, reason, source, cap, {}, warnings)
@@ -212,15 +243,18 @@ def choose_shards(shards=None, ppo=None, slab=None, minibatch_size=None, tick=No
     counts = list(range(1, top + 1))
     if ppo is None or slab is None or len(counts) == 1:
         choice = top
-        reason = (f"{cores.reason}; " + ("one candidate, nothing to measure" if len(counts) == 1
-                                         else "no learner given to measure: using all allowed"))
+        reason = f"{cores.reason}; " + (
+            "one candidate, nothing to measure"
+            if len(counts) == 1
+            else "no learner given to measure: using all allowed"
+        )
         _set_threads(choice)
         return ShardReport(cores, choice, reason, "allowed", cap, {}, warnings)
     rates = measure(ppo, slab, minibatch_size, counts, budget_s, tick, minibatches=minibatches_per_epoch)
 
     def cost(k):  # seconds per update: its collection ticks and its minibatches
-        return (minibatches_per_update * rates[k]["t_minibatch_s"]
-                + ticks_per_update * rates[k]["t_collect_s"])
+        return minibatches_per_update * rates[k]["t_minibatch_s"] + ticks_per_update * rates[k]["t_collect_s"]
+
     choice = counts[0]
     for k in counts[1:]:
         if cost(k) < 0.97 * cost(choice):

@@ -7,6 +7,7 @@ Under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) ``cuda`` runs the
 same kernels in Python threads (slow; for tests) and CuPy is optional.
 ``auto`` picks ``cuda`` when a real device is usable, else ``cpu``.
 """
+
 from __future__ import annotations
 
 from navi_nb.errors import NaviError
@@ -32,8 +33,10 @@ def cuda_problem():
     try:
         import cupy  # noqa: F401
     except Exception as exc:  # ImportError, or a CuPy that fails to load its libraries
-        return (f"CuPy is not installed or does not load ({type(exc).__name__}: {exc}); "
-                "install the extra: pip install navi-nb[cuda]")
+        return (
+            f"CuPy is not installed or does not load ({type(exc).__name__}: {exc}); "
+            "install the extra: pip install navi-nb[cuda]"
+        )
     try:
         from numba import cuda
     except Exception as exc:

@@ -3,6 +3,7 @@
 Every input is checked here before anything is written; bad input raises
 :class:`~navi_nb.sense.sensor.SenseError` (a ``NaviError``) naming the argument.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,7 @@ NUDGE = 1.0e-4
 def check_world(world):
     """A World with a sane node array; deep-validated once (sets ``deep_checked``)."""
     if not isinstance(world, gmdag.World):
-        raise SenseError(f"world must be a navi_nb World (from load_world or a compiler), "
-                         f"got {type(world).__name__}")
+        raise SenseError(f"world must be a navi_nb World (from load_world or a compiler), got {type(world).__name__}")
     nodes = world.nodes
     if not isinstance(nodes, np.ndarray) or nodes.ndim != 1 or nodes.dtype != np.uint64:
         raise SenseError(f"{world.source}: world.nodes must be a 1-D uint64 array")
@@ -65,14 +65,12 @@ def check_pose_arrays(origins, yaws, xp=np):
     if origins.ndim != 2 or origins.shape[1] != 3:
         raise SenseError(f"origins must be shaped (actors, 3), got {tuple(origins.shape)}")
     if yaws.ndim != 1 or yaws.shape[0] != origins.shape[0]:
-        raise SenseError(f"yaws must be shaped ({origins.shape[0]},) to match origins, "
-                         f"got {tuple(yaws.shape)}")
+        raise SenseError(f"yaws must be shaped ({origins.shape[0]},) to match origins, got {tuple(yaws.shape)}")
     origins = xp.ascontiguousarray(origins, dtype=np.float32)
     yaws = xp.ascontiguousarray(yaws, dtype=np.float32)
     if not bool(xp.isfinite(origins).all()):
         bad = int(xp.argwhere(~xp.isfinite(origins).all(axis=1))[0, 0])
-        raise SenseError(f"origins must be finite: actor {bad} has {origins[bad].tolist()} "
-                         "(after rounding to float32)")
+        raise SenseError(f"origins must be finite: actor {bad} has {origins[bad].tolist()} (after rounding to float32)")
     if not bool(xp.isfinite(yaws).all()):
         bad = int(xp.argwhere(~xp.isfinite(yaws))[0, 0])
         raise SenseError(f"yaws must be finite: actor {bad} has {float(yaws[bad])}")

@@ -13,6 +13,7 @@ uses them in place when they are already CuPy arrays).
 Without CuPy, under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, the
 tests), Numba's own device arrays stand in for CuPy's.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,8 +36,28 @@ cu_layout_views = cuda.jit(device=True)(layout_views)
 
 
 @cuda.jit(cache=True)
-def trace_rays_cuda(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams, origin32, signed, world_index,
-                    dirs, origins, yaws, nudge, max_steps, refine, max_distance, depth, semantic, hit):
+def trace_rays_cuda(
+    child,
+    leaf_dist,
+    leaf_sem,
+    top_code,
+    top_level,
+    iparams,
+    tparams,
+    origin32,
+    signed,
+    world_index,
+    dirs,
+    origins,
+    yaws,
+    nudge,
+    max_steps,
+    refine,
+    max_distance,
+    depth,
+    semantic,
+    hit,
+):
     """One thread per ray of the flattened (actor, ray) batch, in its actor's world; arguments as ``trace_rays``."""
     i = cuda.grid(1)
     if i < origins.shape[0] * dirs.shape[0]:
@@ -44,9 +65,34 @@ def trace_rays_cuda(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tp
         w = world_index[a]
         ch, ld, ls, tc, tl = cu_layout_views(child, leaf_dist, leaf_sem, top_code, top_level, iparams, w)
         c, s = cu_yaw_cos_sin(yaws[a])
-        cu_trace_one(i, a, i - a * dirs.shape[0], ch, ld, ls, tc, tl, tparams[w, 5], origin32[w],
-                     tparams[w, 3], tparams[w, 4], dirs, origins, c, s, tparams[w, 6], tparams[w, 7], nudge,
-                     max_steps, refine, signed[w], max_distance, depth, semantic, hit)
+        cu_trace_one(
+            i,
+            a,
+            i - a * dirs.shape[0],
+            ch,
+            ld,
+            ls,
+            tc,
+            tl,
+            tparams[w, 5],
+            origin32[w],
+            tparams[w, 3],
+            tparams[w, 4],
+            dirs,
+            origins,
+            c,
+            s,
+            tparams[w, 6],
+            tparams[w, 7],
+            nudge,
+            max_steps,
+            refine,
+            signed[w],
+            max_distance,
+            depth,
+            semantic,
+            hit,
+        )
 
 
 def _cupy():
@@ -67,9 +113,20 @@ class CudaTracer:
         if self.cp is None and not simulator_enabled():
             raise SenseError("the cuda backend needs CuPy (pip install navi-nb[cuda])")
         p = settings.packed  # the world set's packed layouts (navi_nb/world/world_set.py), copied once
-        self.layout = tuple(self._to_device(a) for a in (p.child, p.leaf_dist, p.leaf_sem, p.top_code, p.top_level,
-                                                          p.iparams, settings.tparams, settings.origin32,
-                                                          settings.signed_per_world))
+        self.layout = tuple(
+            self._to_device(a)
+            for a in (
+                p.child,
+                p.leaf_dist,
+                p.leaf_sem,
+                p.top_code,
+                p.top_level,
+                p.iparams,
+                settings.tparams,
+                settings.origin32,
+                settings.signed_per_world,
+            )
+        )
         self.n_worlds = p.iparams.shape[0]
         self.dirs = self._to_device(np.ascontiguousarray(sensor.flat_directions))
         self.capacity = 0
@@ -88,8 +145,7 @@ class CudaTracer:
 
     def _grow(self, n):
         shape = (n,) + self.sensor.shape
-        self.buffers = (self._empty(shape, np.float32), self._empty(shape, np.uint16),
-                        self._empty(shape, np.bool_))
+        self.buffers = (self._empty(shape, np.float32), self._empty(shape, np.uint16), self._empty(shape, np.bool_))
         self.origins = self._empty((n, 3), np.float32)
         self.yaws = self._empty((n,), np.float32)
         self.capacity = n
@@ -150,8 +206,19 @@ class CudaTracer:
             total = n * self.sensor.n_rays
             blocks = (total + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
             trace_rays_cuda[blocks, THREADS_PER_BLOCK](
-                *self.layout, wi, self.dirs, o, y, NUDGE, s.max_steps, s.refine, s.max_distance,
-                flat[0], flat[1], flat[2])
+                *self.layout,
+                wi,
+                self.dirs,
+                o,
+                y,
+                NUDGE,
+                s.max_steps,
+                s.refine,
+                s.max_distance,
+                flat[0],
+                flat[1],
+                flat[2],
+            )
         if host_out is not None:
             for dst, src in zip(host_out, out):
                 dst[...] = self._host(src)

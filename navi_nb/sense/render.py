@@ -16,6 +16,7 @@
 Needs Pillow (``pip install navi-nb[image]``); without it a NaviError names
 the extra.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,7 @@ from navi_nb.errors import NaviError
 
 # colour map: (position, RGB) control points, near -> far (a viridis-like ramp)
 _STOPS = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
-_COLOURS = np.array([[253, 231, 37], [94, 201, 98], [33, 145, 140], [59, 82, 139], [68, 1, 84]],
-                    dtype=np.float64)
+_COLOURS = np.array([[253, 231, 37], [94, 201, 98], [33, 145, 140], [59, 82, 139], [68, 1, 84]], dtype=np.float64)
 MISS_COLOUR = (110, 110, 110)
 
 
@@ -109,14 +109,13 @@ def slice_field(world, y, size, lo=None, hi=None):
 def slice_rgb(d, voxel):
     """Free space light blue (lighter far from surfaces), solid dark, surfaces outlined."""
     free = np.clip(d / 3.0, 0.0, 1.0)[..., None]
-    light = (np.array([205, 220, 235]) * (1 - free) + np.array([250, 252, 255]) * free)
+    light = np.array([205, 220, 235]) * (1 - free) + np.array([250, 252, 255]) * free
     rgb = np.where(d[..., None] < 0, np.array([55, 55, 60]), light)
     rgb[np.abs(d) < 0.6 * voxel] = (0, 0, 0)
     return rgb.astype(np.uint8)
 
 
-def render_view(world, pose, out, *, sensor=None, max_distance=20.0, title=None, slice_size=520,
-                backend="cpu"):
+def render_view(world, pose, out, *, sensor=None, max_distance=20.0, title=None, slice_size=520, backend="cpu"):
     """Trace the rays of an actor at ``pose`` (x, y, z, yaw) and draw them to ``out`` (PNG).
 
     Returns a dict with the path, the depth statistics and the image size.
@@ -173,8 +172,12 @@ def render_view(world, pose, out, *, sensor=None, max_distance=20.0, title=None,
     draw.text((bx + bar_w + 6, y0 + ph + 2), "no hit", fill=(0, 0, 0), font=small)
 
     y1 = y0 + ph + 28
-    draw.text((margin, y1), f"slice at y = {pose[1]:.2f} m from above (+x right, -z up); red: actor; "
-                            "dots: hits within 25 deg of level", fill=(0, 0, 0), font=small)
+    draw.text(
+        (margin, y1),
+        f"slice at y = {pose[1]:.2f} m from above (+x right, -z up); red: actor; dots: hits within 25 deg of level",
+        fill=(0, 0, 0),
+        font=small,
+    )
     y1 += 22
     slice_img = Image.fromarray(sl, "RGB")
     sdraw = ImageDraw.Draw(slice_img)
@@ -202,13 +205,20 @@ def render_view(world, pose, out, *, sensor=None, max_distance=20.0, title=None,
     fx, fz = math.sin(pose[3]), -math.cos(pose[3])
     sdraw.line([(ax, az_), (ax + 3 * r * fx, az_ + 3 * r * fz)], fill=(220, 30, 30), width=3)
     img.paste(slice_img, (margin, y1))
-    stats = {"rays": int(depth.size), "hit_fraction": float(hit.mean()),
-             "depth_min": float(depth.min()), "depth_median": float(np.median(depth)),
-             "depth_max": float(depth.max())}
-    draw.text((margin, y1 + sh + 4),
-              f"{sensor.az_count}x{sensor.el_count} rays, max distance {max_distance:g} m, "
-              f"{100 * stats['hit_fraction']:.1f}% hit, voxel {world.voxel_size:.3g} m",
-              fill=(60, 60, 60), font=small)
+    stats = {
+        "rays": int(depth.size),
+        "hit_fraction": float(hit.mean()),
+        "depth_min": float(depth.min()),
+        "depth_median": float(np.median(depth)),
+        "depth_max": float(depth.max()),
+    }
+    draw.text(
+        (margin, y1 + sh + 4),
+        f"{sensor.az_count}x{sensor.el_count} rays, max distance {max_distance:g} m, "
+        f"{100 * stats['hit_fraction']:.1f}% hit, voxel {world.voxel_size:.3g} m",
+        fill=(60, 60, 60),
+        font=small,
+    )
     out = Path(out)
     try:
         img.save(out)

@@ -14,6 +14,7 @@ along world azimuth ``a + psi``:
 
 (the same frames as ``navi_nb/env/motion.py``).
 """
+
 from __future__ import annotations
 
 import math
@@ -65,15 +66,14 @@ class Sensor:
         self.fov_down = _angle("fov_down", fov_down)
         if self.fov_down > self.fov_up:
             raise SenseError(f"Sensor: fov_down {self.fov_down} is above fov_up {self.fov_up}")
-        self.azimuths = (2.0 * np.pi * np.arange(self.az_count) / self.az_count)  # float64, radians
+        self.azimuths = 2.0 * np.pi * np.arange(self.az_count) / self.az_count  # float64, radians
         if self.el_count == 1:
             self.elevations = np.array([0.5 * (self.fov_up + self.fov_down)])
         else:
             self.elevations = np.linspace(self.fov_up, self.fov_down, self.el_count)
         a = self.azimuths[:, None]
         e = self.elevations[None, :]
-        dirs = np.stack([np.cos(e) * np.sin(a), np.sin(e) * np.ones_like(a), -np.cos(e) * np.cos(a)],
-                        axis=-1)
+        dirs = np.stack([np.cos(e) * np.sin(a), np.sin(e) * np.ones_like(a), -np.cos(e) * np.cos(a)], axis=-1)
         self.directions = np.ascontiguousarray(dirs, dtype=np.float32)
         self.directions.setflags(write=False)
 
@@ -104,11 +104,14 @@ class Sensor:
         return out.astype(np.float32)
 
     def __repr__(self):
-        return (f"Sensor(az={self.az_count}, el={self.el_count}, fov_up={self.fov_up:.4g}, "
-                f"fov_down={self.fov_down:.4g})")
+        return f"Sensor(az={self.az_count}, el={self.el_count}, fov_up={self.fov_up:.4g}, fov_down={self.fov_down:.4g})"
 
     def __eq__(self, other):
-        return (isinstance(other, Sensor) and self.shape == other.shape
-                and self.fov_up == other.fov_up and self.fov_down == other.fov_down)
+        return (
+            isinstance(other, Sensor)
+            and self.shape == other.shape
+            and self.fov_up == other.fov_up
+            and self.fov_down == other.fov_down
+        )
 
     __hash__ = None

@@ -29,6 +29,7 @@ The tracing rule (docs/SENSING.md has the full contract):
   surface lies at least ``|distance|`` behind) but not before the last point
   known to be in free space.
 """
+
 from __future__ import annotations
 
 import math
@@ -109,8 +110,9 @@ def ray_box(ox, oy, oz, dx, dy, dz, rx, ry, rz, size):
     return t0, t1
 
 
-def refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz, dx, dy, dz, t_hit, t_lo,
-               t_hi, iters):
+def refine_hit(
+    child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz, dx, dy, dz, t_hit, t_lo, t_hi, iters
+):
     """Sharpen a hit's depth with Newton steps on the interpolated field along the ray.
 
     From ``t_hit``, each step moves by ``-f / (grad f . dir)``, kept within
@@ -129,8 +131,9 @@ def refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, 
     k = 0  # the Newton step about to be taken
     long = False
     while True:
-        f, gx, gy, gz = field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx,
-                                 oy + t * dy, oz + t * dz)
+        f, gx, gy, gz = field_at(
+            child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx, oy + t * dy, oz + t * dz
+        )
         if k == iters:  # only after a long last step: verify where it landed
             if f > 0.25 or f < -0.25:
                 return t_hit, False
@@ -168,8 +171,26 @@ def yaw_rotate(vx, vy, vz, cos_yaw, sin_yaw):
     return vx * cos_yaw - vz * sin_yaw, vy, vx * sin_yaw + vz * cos_yaw
 
 
-def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge,
-              max_steps, refine, signed):
+def trace_ray(
+    child,
+    leaf_dist,
+    leaf_sem,
+    top_code,
+    top_level,
+    res,
+    ox,
+    oy,
+    oz,
+    dx,
+    dy,
+    dz,
+    t_max,
+    eps,
+    nudge,
+    max_steps,
+    refine,
+    signed,
+):
     """Sphere-trace one ray through the DAG, all lengths in voxel units.
 
     The world is the decoded layout (``navi_nb/world/layout.py``; leaf
@@ -222,10 +243,17 @@ def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, 
             px = ox + t * dx
             py = oy + t * dy
             pz = oz + t * dz
-            if not (px >= clox and px < clox + csize and py >= cloy and py < cloy + csize
-                    and pz >= cloz and pz < cloz + csize):
-                ckind, cdist, csem, clox, cloy, cloz, csize = descend(child, leaf_dist, leaf_sem, top_code, top_level,
-                                                                      px, py, pz, res, shift)
+            if not (
+                px >= clox
+                and px < clox + csize
+                and py >= cloy
+                and py < cloy + csize
+                and pz >= cloz
+                and pz < cloz + csize
+            ):
+                ckind, cdist, csem, clox, cloy, cloz, csize = descend(
+                    child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res, shift
+                )
             if ckind == 0:  # pruned octant: empty, skip to its exit
                 step = cell_exit(px, py, pz, dx, dy, dz, rx, ry, rz, clox, cloy, cloz, csize)
                 t_free = t + step
@@ -265,8 +293,25 @@ def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, 
                 t_hi = t + d + REFINE_WINDOW
             if t_hi > t_end:
                 t_hi = t_end
-            depth, found = refine_hit(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz, dx, dy,
-                                      dz, depth, t_free, t_hi, refine)
+            depth, found = refine_hit(
+                child,
+                leaf_dist,
+                leaf_sem,
+                top_code,
+                top_level,
+                res,
+                shift,
+                ox,
+                oy,
+                oz,
+                dx,
+                dy,
+                dz,
+                depth,
+                t_free,
+                t_hi,
+                refine,
+            )
             if signed and not found:
                 if not solid:
                     # no zero crossing of the interpolated signed field near here: the ray
@@ -276,8 +321,7 @@ def trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, 
                         d = eps * 0.5
                     t = t + d
                     continue
-                fh, gx, gy, gz = field_at_outer(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py,
-                                                pz)
+                fh, gx, gy, gz = field_at_outer(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz)
                 if fh > GRAZE_MARGIN:
                     # the cell's centre is in solid but the ray passes outside it: a graze
                     t_free = t
@@ -324,8 +368,34 @@ def write_ray(i, depth, sem, hit, voxel, max_distance, depth_out, sem_out, hit_o
         hit_out[i] = False
 
 
-def trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmin, inv_voxel, voxel, dirs,
-              origins, c, s, t_max, eps, nudge, max_steps, refine, signed, max_distance, depth_out, sem_out, hit_out):
+def trace_one(
+    i,
+    a,
+    r,
+    child,
+    leaf_dist,
+    leaf_sem,
+    top_code,
+    top_level,
+    res,
+    bmin,
+    inv_voxel,
+    voxel,
+    dirs,
+    origins,
+    c,
+    s,
+    t_max,
+    eps,
+    nudge,
+    max_steps,
+    refine,
+    signed,
+    max_distance,
+    depth_out,
+    sem_out,
+    hit_out,
+):
     """Ray ``i`` of the flattened (actor, ray) batch, ray ``r`` of actor ``a``
     (``i = a * n_dirs + r``, the caller tracks them): rotate, trace, write outputs.
 
@@ -336,8 +406,26 @@ def trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmi
     IR copies made up most of its compile time.)
     """
     ox, oy, oz, dx, dy, dz = ray_start(a, r, bmin, inv_voxel, dirs, origins, c, s)
-    depth, sem, hit = trace_ray(child, leaf_dist, leaf_sem, top_code, top_level, res, ox, oy, oz, dx, dy, dz, t_max,
-                                eps, nudge, max_steps, refine, signed)
+    depth, sem, hit = trace_ray(
+        child,
+        leaf_dist,
+        leaf_sem,
+        top_code,
+        top_level,
+        res,
+        ox,
+        oy,
+        oz,
+        dx,
+        dy,
+        dz,
+        t_max,
+        eps,
+        nudge,
+        max_steps,
+        refine,
+        signed,
+    )
     write_ray(i, depth, sem, hit, voxel, max_distance, depth_out, sem_out, hit_out)
 
 
@@ -346,8 +434,20 @@ def trace_one(i, a, r, child, leaf_dist, leaf_sem, top_code, top_level, res, bmi
 # --------------------------------------------------------------------------
 
 # in the order they must be built (a function's helpers come first), after the field's
-MATH_FUNCTIONS = ("axis_exit", "reciprocal", "cell_exit", "slab", "ray_box", "refine_hit", "yaw_cos_sin",
-                  "yaw_rotate", "trace_ray", "ray_start", "write_ray", "trace_one")
+MATH_FUNCTIONS = (
+    "axis_exit",
+    "reciprocal",
+    "cell_exit",
+    "slab",
+    "ray_box",
+    "refine_hit",
+    "yaw_cos_sin",
+    "yaw_rotate",
+    "trace_ray",
+    "ray_start",
+    "write_ray",
+    "trace_one",
+)
 
 
 def build_for(decorate, decorate_outer=None, field_built=None):
@@ -376,8 +476,9 @@ def build_for(decorate, decorate_outer=None, field_built=None):
     """
     if field_built is None:
         field_built = field.build_for(decorate, decorate_outer)
-    return field.build_for(decorate, decorate_outer, names=MATH_FUNCTIONS, module_globals=globals(),
-                           built=dict(field_built))
+    return field.build_for(
+        decorate, decorate_outer, names=MATH_FUNCTIONS, module_globals=globals(), built=dict(field_built)
+    )
 
 
 _CPU = build_for(njit(inline="always", cache=True), njit(cache=True), field_built=field.CPU)

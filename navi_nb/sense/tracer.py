@@ -15,6 +15,7 @@ Contract (docs/SENSING.md):
 * every input is checked before any output is written; bad input raises
   :class:`~navi_nb.sense.sensor.SenseError` (a ``NaviError``).
 """
+
 from __future__ import annotations
 
 import numbers
@@ -58,10 +59,29 @@ CHUNK = 4
 rays cost different amounts, and a shared machine can stall one thread)."""
 
 
-
 @njit(parallel=True, cache=True)
-def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams, origin32, signed, world_index, dirs,
-               origins, yaws, nudge, max_steps, refine, max_distance, depth, semantic, hit):
+def trace_rays(
+    child,
+    leaf_dist,
+    leaf_sem,
+    top_code,
+    top_level,
+    iparams,
+    tparams,
+    origin32,
+    signed,
+    world_index,
+    dirs,
+    origins,
+    yaws,
+    nudge,
+    max_steps,
+    refine,
+    max_distance,
+    depth,
+    semantic,
+    hit,
+):
     """Trace rays for all actors, each in its own world: parallel over actors x rays, flattened.
 
     child, leaf_dist, leaf_sem, top_code, top_level, iparams: the world set's
@@ -99,8 +119,9 @@ def trace_rays(child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams
         sgn = signed[w]
         for i in range(i0, i1):
             ox, oy, oz, dx, dy, dz = nb_ray_start(a, r, org, inv_voxel, dirs, origins, cs[a, 0], cs[a, 1])
-            d, sem, h = nb_trace_ray(ch, ld, ls, tc, tl, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps,
-                                     refine, sgn)
+            d, sem, h = nb_trace_ray(
+                ch, ld, ls, tc, tl, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps, refine, sgn
+            )
             nb_write_ray(i, d, sem, h, voxel, max_distance, depth, semantic, hit)
             r += 1
             if r == n_dirs:
@@ -140,14 +161,14 @@ class _Settings:
             # unsigned fields sampled at cell centres never fall below ~0.87 voxel next to a
             # surface that runs along cell faces: their hits need a wider epsilon
             eps = self.epsilon if signed else max(self.epsilon, UNSIGNED_MIN_EPSILON)
-            self.tparams[w, TP_OX:TP_OZ + 1] = self.packed.fparams[w, 0:3]
+            self.tparams[w, TP_OX : TP_OZ + 1] = self.packed.fparams[w, 0:3]
             self.tparams[w, TP_INV_VOXEL] = inv_voxel
             self.tparams[w, TP_VOXEL] = voxel
             self.tparams[w, TP_RES] = float(world.resolution)
             self.tparams[w, TP_T_MAX] = self.max_distance * inv_voxel
             self.tparams[w, TP_EPS] = eps
             self.signed_per_world[w] = signed
-        self.origin32 = np.ascontiguousarray(self.tparams[:, TP_OX:TP_OZ + 1].astype(np.float32))
+        self.origin32 = np.ascontiguousarray(self.tparams[:, TP_OX : TP_OZ + 1].astype(np.float32))
         # world 0's values, by name (a single world's settings)
         first = self.tparams[0]
         self.voxel = float(first[TP_VOXEL])
@@ -177,10 +198,28 @@ def _run_cpu(settings, sensor, origins, yaws, world_index, out):
     depth, semantic, hit = out
     p = settings.packed
     with numba.parallel_chunksize(CHUNK):
-        trace_rays(p.child, p.leaf_dist, p.leaf_sem, p.top_code, p.top_level, p.iparams, settings.tparams,
-                   settings.origin32, settings.signed_per_world, world_index, sensor.flat_directions, origins, yaws,
-                   NUDGE, settings.max_steps, settings.refine, settings.max_distance, depth.reshape(-1),
-                   semantic.reshape(-1), hit.reshape(-1))
+        trace_rays(
+            p.child,
+            p.leaf_dist,
+            p.leaf_sem,
+            p.top_code,
+            p.top_level,
+            p.iparams,
+            settings.tparams,
+            settings.origin32,
+            settings.signed_per_world,
+            world_index,
+            sensor.flat_directions,
+            origins,
+            yaws,
+            NUDGE,
+            settings.max_steps,
+            settings.refine,
+            settings.max_distance,
+            depth.reshape(-1),
+            semantic.reshape(-1),
+            hit.reshape(-1),
+        )
 
 
 def _as_set(world):
@@ -190,8 +229,20 @@ def _as_set(world):
     return WorldSet.of(check_world(world))
 
 
-def trace(world, origins, yaws, sensor, max_distance, backend="cpu", out=None, *,
-          epsilon=DEFAULT_EPSILON, max_steps=DEFAULT_MAX_STEPS, refine=DEFAULT_REFINE, world_index=None):
+def trace(
+    world,
+    origins,
+    yaws,
+    sensor,
+    max_distance,
+    backend="cpu",
+    out=None,
+    *,
+    epsilon=DEFAULT_EPSILON,
+    max_steps=DEFAULT_MAX_STEPS,
+    refine=DEFAULT_REFINE,
+    world_index=None,
+):
     """Trace every actor's rays; returns ``(depth, semantic, hit)`` shaped (A, Az, El).
 
     world: a World or a WorldSet. origins (A, 3) metres and yaws (A,) radians, float32 or
@@ -205,10 +256,12 @@ def trace(world, origins, yaws, sensor, max_distance, backend="cpu", out=None, *
     """
     kind = resolve_backend(backend)
     if kind == "cuda":
-        tracer = Tracer(world, sensor, max_distance, backend="cuda", epsilon=epsilon,
-                        max_steps=max_steps, refine=refine)
-        return tracer.trace(origins, yaws, out=out, to_host=out is None or isinstance(out[0], np.ndarray),
-                            world_index=world_index)
+        tracer = Tracer(
+            world, sensor, max_distance, backend="cuda", epsilon=epsilon, max_steps=max_steps, refine=refine
+        )
+        return tracer.trace(
+            origins, yaws, out=out, to_host=out is None or isinstance(out[0], np.ndarray), world_index=world_index
+        )
     ws = _as_set(world)
     check_sensor(sensor)
     settings = _Settings(ws, max_distance, epsilon, max_steps, refine)
@@ -236,15 +289,26 @@ class Tracer:
     results are CuPy arrays unless ``to_host=True``.
     """
 
-    def __init__(self, world, sensor, max_distance, backend="cpu", max_actors=None, *,
-                 epsilon=DEFAULT_EPSILON, max_steps=DEFAULT_MAX_STEPS, refine=DEFAULT_REFINE):
+    def __init__(
+        self,
+        world,
+        sensor,
+        max_distance,
+        backend="cpu",
+        max_actors=None,
+        *,
+        epsilon=DEFAULT_EPSILON,
+        max_steps=DEFAULT_MAX_STEPS,
+        refine=DEFAULT_REFINE,
+    ):
         self.backend = resolve_backend(backend)
         self.world_set = _as_set(world)
         self.world = self.world_set.worlds[0]
         self.sensor = check_sensor(sensor)
         self.settings = _Settings(self.world_set, max_distance, epsilon, max_steps, refine)
-        if max_actors is not None and (isinstance(max_actors, bool) or not isinstance(max_actors, numbers.Integral)
-                                       or int(max_actors) < 1):
+        if max_actors is not None and (
+            isinstance(max_actors, bool) or not isinstance(max_actors, numbers.Integral) or int(max_actors) < 1
+        ):
             raise SenseError(f"max_actors must be a positive integer or None, got {max_actors!r}")
         self.max_actors = None if max_actors is None else int(max_actors)
         self._fixed = max_actors is not None
@@ -273,8 +337,9 @@ class Tracer:
         """``(depth, semantic, hit)`` for actors at ``origins`` (A,3) turned by ``yaws`` (A,),
         actor ``a`` in world ``world_index[a]`` of the set (None: every actor in world 0)."""
         if self._impl is not None:
-            return self._impl.trace(origins, yaws, out=out, to_host=to_host, check_capacity=self._capacity,
-                                    world_index=world_index)
+            return self._impl.trace(
+                origins, yaws, out=out, to_host=to_host, check_capacity=self._capacity, world_index=world_index
+            )
         origins, yaws = check_pose_arrays(origins, yaws)
         world_index = check_world_index(world_index, origins.shape[0], len(self.world_set))
         n = self._capacity(origins.shape[0])

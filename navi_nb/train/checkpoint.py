@@ -27,6 +27,7 @@ data (the zip's CRC is checked as it goes). Any mismatch raises
 read, so a caller that applies the arrays only after ``read_arrays`` returns
 never half-loads.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,8 +54,21 @@ MAX_INFLATION = 16
 INFLATION_SLACK = 1 << 20
 # What parsing an untrusted .npy header or meta.json can raise besides the usual ValueError family:
 # an unbalanced bracket (tokenize.TokenError), deep nesting (RecursionError), a huge literal (MemoryError).
-_PARSE_ERRORS = (ValueError, OSError, EOFError, SyntaxError, TypeError, zipfile.BadZipFile, tokenize.TokenError,
-                 RecursionError, MemoryError, zlib.error, zipfile.LargeZipFile, NotImplementedError, RuntimeError)
+_PARSE_ERRORS = (
+    ValueError,
+    OSError,
+    EOFError,
+    SyntaxError,
+    TypeError,
+    zipfile.BadZipFile,
+    tokenize.TokenError,
+    RecursionError,
+    MemoryError,
+    zlib.error,
+    zipfile.LargeZipFile,
+    NotImplementedError,
+    RuntimeError,
+)
 CKPT_RE = re.compile(r"^ckpt_(\d{8})\.npz$")
 
 
@@ -70,16 +84,17 @@ class CheckpointError(NaviError):
 # the config hash
 # --------------------------------------------------------------------------
 
+
 def config_hash(config: dict) -> str:
     """A short stable hash of a JSON-able config dict (sorted keys)."""
     text = json.dumps(config, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-
 # --------------------------------------------------------------------------
 # writing
 # --------------------------------------------------------------------------
+
 
 def _fsync_dir(folder: Path):
     try:
@@ -154,6 +169,7 @@ def save_checkpoint(path, arrays: dict, meta: dict, _hook=_no_hook) -> Path:
 # reading
 # --------------------------------------------------------------------------
 
+
 class Checkpoint:
     """An opened checkpoint: ``.meta`` is read; arrays come from ``read_arrays(spec)``."""
 
@@ -176,8 +192,7 @@ class Checkpoint:
         have = set(self.array_names)
         want = set(spec)
         if have - want:
-            raise CheckpointError(src, f"unexpected member(s) {sorted(have - want)} "
-                                       "(not implied by the configuration)")
+            raise CheckpointError(src, f"unexpected member(s) {sorted(have - want)} (not implied by the configuration)")
         if want - have:
             raise CheckpointError(src, f"missing member(s) {sorted(want - have)}")
         with _open_file(src) as fh, _open_zip(fh, src) as zf:
@@ -191,20 +206,25 @@ class Checkpoint:
                     header_len = f.tell()
                 got_shape, fortran, got_dtype = hdr
                 if got_dtype != dtype:
-                    raise CheckpointError(src, f"member {name!r} declares dtype {got_dtype}, "
-                                               f"the configuration implies {dtype}")
+                    raise CheckpointError(
+                        src, f"member {name!r} declares dtype {got_dtype}, the configuration implies {dtype}"
+                    )
                 if tuple(got_shape) != shape:
-                    raise CheckpointError(src, f"member {name!r} declares shape {tuple(got_shape)}, "
-                                               f"the configuration implies {shape}")
+                    raise CheckpointError(
+                        src, f"member {name!r} declares shape {tuple(got_shape)}, the configuration implies {shape}"
+                    )
                 if fortran and len(shape) > 1:
                     raise CheckpointError(src, f"member {name!r} is Fortran-ordered; expected C order")
                 nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                 if nbytes > MAX_ARRAY_BYTES:
-                    raise CheckpointError(src, f"member {name!r} declares {nbytes} bytes, over the "
-                                               f"{MAX_ARRAY_BYTES}-byte limit")
+                    raise CheckpointError(
+                        src, f"member {name!r} declares {nbytes} bytes, over the {MAX_ARRAY_BYTES}-byte limit"
+                    )
                 if info.file_size != header_len + nbytes:
-                    raise CheckpointError(src, f"member {name!r} holds {info.file_size - header_len} "
-                                               f"data bytes, its header implies {nbytes}")
+                    raise CheckpointError(
+                        src,
+                        f"member {name!r} holds {info.file_size - header_len} data bytes, its header implies {nbytes}",
+                    )
                 offsets[name] = (shape, dtype, nbytes)
             # pass 2: data (CRC checked when each member is read to its end)
             out = {}
@@ -286,19 +306,26 @@ def open_checkpoint(path) -> Checkpoint:
             if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
                 raise CheckpointError(src, f"member {name!r} uses unsupported compression {info.compress_type}")
             if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
-                raise CheckpointError(src, f"member {name!r} is stored uncompressed but declares "
-                                           f"{info.file_size} bytes in {info.compress_size}")
+                raise CheckpointError(
+                    src,
+                    f"member {name!r} is stored uncompressed but declares "
+                    f"{info.file_size} bytes in {info.compress_size}",
+                )
             infos[name] = info
         inflated = sum(info.file_size for info in infos.values())
         limit = MAX_INFLATION * disk_size + INFLATION_SLACK
         if inflated > limit:
-            raise CheckpointError(src, f"members declare {inflated} bytes in all, more than {MAX_INFLATION} times "
-                                       f"the file's {disk_size} bytes (limit {limit}): refused unread")
+            raise CheckpointError(
+                src,
+                f"members declare {inflated} bytes in all, more than {MAX_INFLATION} times "
+                f"the file's {disk_size} bytes (limit {limit}): refused unread",
+            )
         if META_MEMBER not in infos:
             raise CheckpointError(src, "no meta.json member")
         if infos[META_MEMBER].file_size > MAX_META_BYTES:
-            raise CheckpointError(src, f"meta.json declares {infos[META_MEMBER].file_size} bytes "
-                                       f"(limit {MAX_META_BYTES})")
+            raise CheckpointError(
+                src, f"meta.json declares {infos[META_MEMBER].file_size} bytes (limit {MAX_META_BYTES})"
+            )
         try:
             with zf.open(infos[META_MEMBER]) as f:
                 raw = f.read(MAX_META_BYTES + 1)
@@ -317,14 +344,18 @@ def load_checkpoint(path, spec: dict, expect_hash: str | None = None):
     """Open, check the config hash (when given) and read all arrays: ``(arrays, meta)``."""
     ck = open_checkpoint(path)
     if expect_hash is not None and ck.meta.get("config_hash") != expect_hash:
-        raise CheckpointError(path, f"was written by a run with config hash {ck.meta.get('config_hash')!r}, "
-                                    f"this run's config hash is {expect_hash!r} (another configuration)")
+        raise CheckpointError(
+            path,
+            f"was written by a run with config hash {ck.meta.get('config_hash')!r}, "
+            f"this run's config hash is {expect_hash!r} (another configuration)",
+        )
     return ck.read_arrays(spec), ck.meta
 
 
 # --------------------------------------------------------------------------
 # a run's checkpoint folder
 # --------------------------------------------------------------------------
+
 
 def checkpoint_name(update: int) -> str:
     return f"ckpt_{int(update):08d}.npz"

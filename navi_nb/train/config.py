@@ -6,6 +6,7 @@ is written to ``runs/NAME/config.json``; its hash (of the fields that change
 results, ``RESULT_FIELDS``) is stored in every checkpoint, so a checkpoint
 from another configuration is refused on resume.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -86,6 +87,7 @@ class TrainConfig(PPOConfig):
     # ------------------------------------------------------------------------
     def validate(self, source: str = "config") -> TrainConfig:
         """Check every field; a ConfigError's message starts with ``source`` (what the settings came from)."""
+
         def check(cond, msg):
             if not cond:
                 raise ConfigError(f"{source}: {msg}")
@@ -97,49 +99,81 @@ class TrainConfig(PPOConfig):
             return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
         check(isinstance(self.scenes, str) and self.scenes.strip(), "scenes must be a non-empty scene spec")
-        for name, lo in (("resolution", 8), ("actors", 1), ("sensor_az", 1), ("sensor_el", 1),
-                         ("total_steps", 1), ("rollout_steps", 1), ("update_epochs", 1), ("num_minibatches", 1),
-                         ("checkpoint_every", 1), ("seed", 0), ("shards", 0), ("keep_checkpoints", 0),
-                         ("eval_episodes", 0), ("chunk_size", 1), ("tile_min_weights", 0), ("tile_rows", 1),
-                         ("tile_cols", 1), ("actor_block", 0)):
+        for name, lo in (
+            ("resolution", 8),
+            ("actors", 1),
+            ("sensor_az", 1),
+            ("sensor_el", 1),
+            ("total_steps", 1),
+            ("rollout_steps", 1),
+            ("update_epochs", 1),
+            ("num_minibatches", 1),
+            ("checkpoint_every", 1),
+            ("seed", 0),
+            ("shards", 0),
+            ("keep_checkpoints", 0),
+            ("eval_episodes", 0),
+            ("chunk_size", 1),
+            ("tile_min_weights", 0),
+            ("tile_rows", 1),
+            ("tile_cols", 1),
+            ("actor_block", 0),
+        ):
             v = getattr(self, name)
             check(is_int(v) and v >= lo, f"{name} must be an integer >= {lo}, got {v!r}")
         check(self.seed < 2**63, f"seed must be < 2**63, got {self.seed}")
-        check(16 <= self.resolution <= 8192 and self.resolution & (self.resolution - 1) == 0,
-              f"resolution must be a power of two in 16..8192, got {self.resolution}")
+        check(
+            16 <= self.resolution <= 8192 and self.resolution & (self.resolution - 1) == 0,
+            f"resolution must be a power of two in 16..8192, got {self.resolution}",
+        )
         for f in dataclasses.fields(self):
             choices = f.metadata.get("choices")
             if choices:
                 v = getattr(self, f.name)
                 check(v in choices, f"{f.name} must be one of {', '.join(choices)}, got {v!r}")
-        check(isinstance(self.hidden, (list, tuple)) and len(self.hidden) >= 1
-              and all(is_int(h) and 1 <= h <= 4096 for h in self.hidden),
-              f"hidden must be a list of layer sizes in 1..4096, got {self.hidden!r}")
+        check(
+            isinstance(self.hidden, (list, tuple))
+            and len(self.hidden) >= 1
+            and all(is_int(h) and 1 <= h <= 4096 for h in self.hidden),
+            f"hidden must be a list of layer sizes in 1..4096, got {self.hidden!r}",
+        )
         self.hidden = [int(h) for h in self.hidden]
         for name in ("learning_rate", "gamma", "gae_lambda", "clip_coef", "vf_coef", "max_grad_norm", "adam_eps"):
             v = getattr(self, name)
             check(is_num(v) and v > 0, f"{name} must be a finite number > 0, got {v!r}")
-        check(is_num(self.ent_coef) and self.ent_coef >= 0, f"ent_coef must be a finite number >= 0, "
-                                                             f"got {self.ent_coef!r}")
-        check(self.target_kl is None or (is_num(self.target_kl) and self.target_kl > 0),
-              f"target_kl must be a finite number > 0 or none (off), got {self.target_kl!r}")
+        check(
+            is_num(self.ent_coef) and self.ent_coef >= 0,
+            f"ent_coef must be a finite number >= 0, got {self.ent_coef!r}",
+        )
+        check(
+            self.target_kl is None or (is_num(self.target_kl) and self.target_kl > 0),
+            f"target_kl must be a finite number > 0 or none (off), got {self.target_kl!r}",
+        )
         check(self.gamma <= 1 and self.gae_lambda <= 1, "gamma and gae_lambda must be <= 1")
         for f in dataclasses.fields(self):
             if _kind(f) == "bool":
                 check(isinstance(getattr(self, f.name), bool), f"{f.name} must be true or false")
         check(isinstance(self.env, dict), "env must be a table of environment settings")
         batch = self.actors * self.rollout_steps
-        check(batch % self.num_minibatches == 0,
-              f"actors * rollout_steps ({batch}) must divide into {self.num_minibatches} minibatches")
+        check(
+            batch % self.num_minibatches == 0,
+            f"actors * rollout_steps ({batch}) must divide into {self.num_minibatches} minibatches",
+        )
         block = self.actors if self.actor_block == 0 else min(self.actor_block, self.actors)
-        check(self.actors % block == 0, f"actors ({self.actors}) must be a multiple of actor_block "
-                                        f"({self.actor_block}), or 0 for one block")
-        check(block * self.rollout_steps % self.num_minibatches == 0,
-              f"actor_block * rollout_steps ({block * self.rollout_steps}) must divide into "
-              f"{self.num_minibatches} minibatches (each minibatch takes the same share of every block)")
+        check(
+            self.actors % block == 0,
+            f"actors ({self.actors}) must be a multiple of actor_block ({self.actor_block}), or 0 for one block",
+        )
+        check(
+            block * self.rollout_steps % self.num_minibatches == 0,
+            f"actor_block * rollout_steps ({block * self.rollout_steps}) must divide into "
+            f"{self.num_minibatches} minibatches (each minibatch takes the same share of every block)",
+        )
         check(isinstance(self.run_dir, str) and self.run_dir, "run_dir must be a non-empty string")
-        check(isinstance(self.name, str) and "/" not in self.name and self.name not in (".", ".."),
-              f"name must be a plain folder name, got {self.name!r}")
+        check(
+            isinstance(self.name, str) and "/" not in self.name and self.name not in (".", ".."),
+            f"name must be a plain folder name, got {self.name!r}",
+        )
         try:
             PPOConfig.validate(self)
         except PPOConfigError as exc:
@@ -213,6 +247,7 @@ def field_docs() -> dict:
 # command-line flags, generated from the fields
 # --------------------------------------------------------------------------
 
+
 def _kind(f) -> str:
     """A field's kind from its annotation: int, float, str, bool, optional_float, list or dict."""
     t = str(f.type).replace(" ", "")
@@ -242,8 +277,9 @@ def _whole_number(text):
     except InvalidOperation:
         raise argparse.ArgumentTypeError(f"expected a whole number such as 1000000 or 1e6, got {text!r}") from None
     if not value.is_finite() or value != value.to_integral_value():
-        raise argparse.ArgumentTypeError(f"expected a whole number such as 1000000 or 1e6, got {text!r} "
-                                         "(not an integer)")
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number such as 1000000 or 1e6, got {text!r} (not an integer)"
+        )
     return int(value)
 
 
@@ -274,7 +310,7 @@ _env_setting.__name__ = "KEY=VALUE"
 def first_sentence(doc: str) -> str:
     doc = doc.replace("``", "")
     for i, ch in enumerate(doc):
-        if ch == "." and (i + 1 == len(doc) or doc[i + 1] == " ") and not doc[max(0, i - 3):i].endswith("e.g"):
+        if ch == "." and (i + 1 == len(doc) or doc[i + 1] == " ") and not doc[max(0, i - 3) : i].endswith("e.g"):
             return doc[:i]
     return doc
 
@@ -298,8 +334,10 @@ def add_config_arguments(parser) -> None:
     groups = {False: parser.add_argument_group("settings"), True: parser.add_argument_group("PPO settings")}
     for f in sorted(dataclasses.fields(TrainConfig), key=lambda f: f.name in own):  # PPO's last, in order
         kind, default = _kind(f), getattr(defaults, f.name)
-        shown = {"list": ",".join(str(x) for x in default) if isinstance(default, list) else default,
-                 "optional_float": "none" if default is None else default}.get(kind, default)
+        shown = {
+            "list": ",".join(str(x) for x in default) if isinstance(default, list) else default,
+            "optional_float": "none" if default is None else default,
+        }.get(kind, default)
         help_ = first_sentence(docs.get(f.name, f.name))
         if kind != "dict":
             help_ += f" (default {shown!s})" if shown != "" else " (default empty)"
@@ -311,13 +349,20 @@ def add_config_arguments(parser) -> None:
             help_ += " (repeatable)"
             kw["help"] = help_
         else:
-            kw["type"] = {"int": _whole_number, "float": float, "str": str, "optional_float": _optional_float,
-                          "list": _int_list}[kind]
+            kw["type"] = {
+                "int": _whole_number,
+                "float": float,
+                "str": str,
+                "optional_float": _optional_float,
+                "list": _int_list,
+            }[kind]
             if f.metadata.get("choices"):
                 kw["choices"] = f.metadata["choices"]
             else:
-                kw["metavar"] = f.metadata.get("metavar") or {"int": "N", "float": "X", "str": "TEXT",
-                                                              "optional_float": "X", "list": "N,N"}[kind]
+                kw["metavar"] = (
+                    f.metadata.get("metavar")
+                    or {"int": "N", "float": "X", "str": "TEXT", "optional_float": "X", "list": "N,N"}[kind]
+                )
         groups[f.name in own].add_argument(flag_name(f.name), **kw)
 
 
@@ -380,19 +425,23 @@ def read_config_file(path) -> dict:
             try:
                 import tomli as tomllib  # type: ignore
             except ImportError:
-                raise ConfigError(f"config file {path}: reading TOML needs Python 3.11+ or the 'tomli' "
-                                  "package; use a .json config instead") from None
+                raise ConfigError(
+                    f"config file {path}: reading TOML needs Python 3.11+ or the 'tomli' "
+                    "package; use a .json config instead"
+                ) from None
         try:
             data = tomllib.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
-            raise ConfigError(f"config file {path}: not valid TOML ({type(exc).__name__}: "
-                              f"{' '.join(str(exc).split())[:200]})") from exc
+            raise ConfigError(
+                f"config file {path}: not valid TOML ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+            ) from exc
     elif path.suffix.lower() == ".json":
         try:
             data = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise ConfigError(f"config file {path}: not valid JSON ({type(exc).__name__}: "
-                              f"{' '.join(str(exc).split())[:200]})") from exc
+            raise ConfigError(
+                f"config file {path}: not valid JSON ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+            ) from exc
     else:
         raise ConfigError(f"config file {path}: expected a .toml or .json file")
     if not isinstance(data, dict):

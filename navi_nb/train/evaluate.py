@@ -20,6 +20,7 @@ written to ``RUN/eval.json`` with the per-episode values; the trajectories
 (position and yaw before every step, the goal, the world, the outcome) to
 ``RUN/eval_episodes.npz`` for ``navi-nb render RUN --episode K``.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,6 +62,7 @@ class EvalError(RunError):
 # 95 % intervals
 # --------------------------------------------------------------------------
 
+
 def wilson_interval(successes, n, z=Z95):
     """The Wilson score interval of a success rate (stays inside [0, 1], sensible at 0 % and 100 %)."""
     if n <= 0:
@@ -88,8 +90,11 @@ def summarize(ep, rows=None):
     sel = slice(None) if rows is None else rows
     succ = ep["success"][sel]
     n = int(succ.size)
-    out = {"episodes": n, "success_rate": float(succ.mean()) if n else float("nan"),
-           "success_rate_ci95": wilson_interval(int(succ.sum()), n)}
+    out = {
+        "episodes": n,
+        "success_rate": float(succ.mean()) if n else float("nan"),
+        "success_rate_ci95": wilson_interval(int(succ.sum()), n),
+    }
     for k in ("spl", "final_distance"):
         v = ep[k][sel]
         out[k] = float(v.mean()) if n else float("nan")
@@ -112,8 +117,11 @@ def load_run_policy(run_path, cfg, obs_dim, act_dim=4, source="auto", run_worlds
         arrays, meta = ck.load_checkpoint(final, spec, expect_hash=cfg.hash())
         bad = ~np.isfinite(arrays["policy.params"])
         if bad.any():
-            raise ck.CheckpointError(final, f"member 'policy.params' holds {int(bad.sum())} non-finite weight(s) "
-                                            f"(first at index {int(np.flatnonzero(bad)[0])})")
+            raise ck.CheckpointError(
+                final,
+                f"member 'policy.params' holds {int(bad.sum())} non-finite weight(s) "
+                f"(first at index {int(np.flatnonzero(bad)[0])})",
+            )
         policy.set_params(arrays["policy.params"])
         return policy, {"source": str(final), "update": meta.get("update")}
     if source == "final":
@@ -153,7 +161,7 @@ def run_episodes(env, policy, max_ticks):
                 out[k][done] = np.asarray(ep[k])[done]
             world[done] = np.asarray(ep["world"])[done]
             fp = info.get("final_pos")
-            final_pos[done] = (np.asarray(fp)[done] if fp is not None else pos_log[-1][done])
+            final_pos[done] = np.asarray(fp)[done] if fp is not None else pos_log[-1][done]
             pos_now[done] = final_pos[done]
         # positions of actors already finished are frozen at their final position
         pos_now[finished] = final_pos[finished]
@@ -168,8 +176,11 @@ def run_episodes(env, policy, max_ticks):
         raise RuntimeError(f"{int((~finished).sum())} evaluation episodes did not end in {max_ticks} steps")
     out["final_distance"] = np.linalg.norm(final_pos.astype(np.float64) - goals.astype(np.float64), axis=1)
     out["world"] = world
-    return out, {"positions": np.stack(pos_log).astype(np.float32), "yaws": np.stack(yaw_log).astype(np.float32),
-                 "goals": goals.astype(np.float32)}
+    return out, {
+        "positions": np.stack(pos_log).astype(np.float32),
+        "yaws": np.stack(yaw_log).astype(np.float32),
+        "goals": goals.astype(np.float32),
+    }
 
 
 def evaluation_set(run_path, cfg, scenes=None, allow_overlap=False, console=None):
@@ -187,16 +198,19 @@ def evaluation_set(run_path, cfg, scenes=None, allow_overlap=False, console=None
     items = resolve_scenes(scenes, cfg, training=False)
     shared = overlap(items, train_items)
     if shared and not allow_overlap:
-        raise EvalError(f"scene spec item {shared[0].origin!r}: {len(shared)} of the {len(items)} evaluation worlds "
-                        f"(first {shared[0].label}) are training worlds of run {run_path}; allow the overlap "
-                        "explicitly to evaluate on them (they are then reported as the train split)")
+        raise EvalError(
+            f"scene spec item {shared[0].origin!r}: {len(shared)} of the {len(items)} evaluation worlds "
+            f"(first {shared[0].label}) are training worlds of run {run_path}; allow the overlap "
+            "explicitly to evaluate on them (they are then reported as the train split)"
+        )
     keys = {it.key for it in shared}
     split = ["train" if it.key in keys else "held-out" for it in items]
     return load_scene_set(items, cfg.resolution, console), split, None
 
 
-def evaluate(run_path, episodes=100, seed=None, source="auto", save=True, console=None, scenes=None,
-             allow_overlap=False):
+def evaluate(
+    run_path, episodes=100, seed=None, source="auto", save=True, console=None, scenes=None, allow_overlap=False
+):
     """Evaluate ``run_path`` in the worlds of ``scenes`` (default: its own); returns the results dict
     (also saved into the run folder unless ``save`` is off). Everything is checked before anything is written."""
     run_path = Path(run_path)
@@ -217,18 +231,29 @@ def evaluate(run_path, episodes=100, seed=None, source="auto", save=True, consol
     ep_split = np.array([split_of[w] for w in world])
     ep_family = np.array([family_of[w] for w in world])
     res = {
-        "run": str(run_path), "policy": origin, "episodes": episodes, "seed": eval_seed, "task": cfg.task,
-        "scenes": cfg.scenes if scenes is None else scenes, "train_scenes": cfg.scenes,
-        "worlds": len(world_set), "worlds_visited": int(np.unique(world).size),
+        "run": str(run_path),
+        "policy": origin,
+        "episodes": episodes,
+        "seed": eval_seed,
+        "task": cfg.task,
+        "scenes": cfg.scenes if scenes is None else scenes,
+        "train_scenes": cfg.scenes,
+        "worlds": len(world_set),
+        "worlds_visited": int(np.unique(world).size),
         "overlap_worlds": sum(s == "train" for s in split_of) if scenes is not None else 0,
-        "deterministic": True, "wall_s": wall, "navi_nb_version": navi_nb.__version__,
+        "deterministic": True,
+        "wall_s": wall,
+        "navi_nb_version": navi_nb.__version__,
         **summarize(ep),
         "return_std": float(ep["return"].std()),
         "splits": {s: summarize(ep, ep_split == s) for s in SPLITS if (ep_split == s).any()},
         "families": {f: summarize(ep, ep_family == f) for f in dict.fromkeys(family_of) if (ep_family == f).any()},
-        "per_episode": {**{k: v.tolist() for k, v in ep.items() if k != "world"},
-                        "world": [world_set.names[w] for w in world], "split": ep_split.tolist(),
-                        "family": ep_family.tolist()},
+        "per_episode": {
+            **{k: v.tolist() for k, v in ep.items() if k != "world"},
+            "world": [world_set.names[w] for w in world],
+            "split": ep_split.tolist(),
+            "family": ep_family.tolist(),
+        },
     }
     if "train" in res["splits"] and "held-out" in res["splits"]:
         res["generalization_gap"] = res["splits"]["train"]["success_rate"] - res["splits"]["held-out"]["success_rate"]
@@ -245,13 +270,29 @@ def save_results(run_path, res, ep, traj, cfg, eval_seed, records):
     """``eval.json`` and ``eval_episodes.npz`` (the trajectories ``navi-nb render RUN --episode K`` draws;
     ``records``: ``world_records`` of the evaluation's set)."""
     write_json_atomic(run_path / EVAL_FILE, res)
-    ck.save_checkpoint(run_path / EPISODES_FILE, {
-        "positions": traj["positions"], "yaws": traj["yaws"], "goals": traj["goals"],
-        "length": ep["length"].astype(np.int32), "success": ep["success"].astype(np.bool_),
-        "return": ep["return"].astype(np.float32), "spl": ep["spl"].astype(np.float32),
-        "collisions": ep["collisions"].astype(np.int32), "world": ep["world"].astype(np.int32)},
-        {"kind": "eval_episodes", "episodes": res["episodes"], "steps": int(traj["positions"].shape[0]),
-         "config_hash": cfg.hash(), "seed": eval_seed, "resolution": cfg.resolution, "worlds": records})
+    ck.save_checkpoint(
+        run_path / EPISODES_FILE,
+        {
+            "positions": traj["positions"],
+            "yaws": traj["yaws"],
+            "goals": traj["goals"],
+            "length": ep["length"].astype(np.int32),
+            "success": ep["success"].astype(np.bool_),
+            "return": ep["return"].astype(np.float32),
+            "spl": ep["spl"].astype(np.float32),
+            "collisions": ep["collisions"].astype(np.int32),
+            "world": ep["world"].astype(np.int32),
+        },
+        {
+            "kind": "eval_episodes",
+            "episodes": res["episodes"],
+            "steps": int(traj["positions"].shape[0]),
+            "config_hash": cfg.hash(),
+            "seed": eval_seed,
+            "resolution": cfg.resolution,
+            "worlds": records,
+        },
+    )
 
 
 def world_records(world_set, run_path=None):
@@ -278,18 +319,25 @@ def episodes_memory_estimate(cfg, episodes: int) -> int:
     from navi_nb.train.config import actor_bytes
 
     max_steps = EnvConfig.from_kwargs(**cfg.env).max_steps
-    per_episode = (actor_bytes(cfg.obs_dim(), cfg.sensor_az * cfg.sensor_el) + 8 * sum(cfg.hidden)
-                   + 3 * 16 * (max_steps + 2))
+    per_episode = (
+        actor_bytes(cfg.obs_dim(), cfg.sensor_az * cfg.sensor_el) + 8 * sum(cfg.hidden) + 3 * 16 * (max_steps + 2)
+    )
     return episodes * per_episode
 
 
 def episodes_spec(n_episodes, n_steps):
     """What ``eval_episodes.npz`` must hold for ``n_episodes`` and ``n_steps`` logged positions."""
-    return {"positions": ((n_steps, n_episodes, 3), np.float32), "yaws": ((n_steps, n_episodes), np.float32),
-            "goals": ((n_episodes, 3), np.float32), "length": ((n_episodes,), np.int32),
-            "success": ((n_episodes,), np.bool_), "return": ((n_episodes,), np.float32),
-            "spl": ((n_episodes,), np.float32), "collisions": ((n_episodes,), np.int32),
-            "world": ((n_episodes,), np.int32)}
+    return {
+        "positions": ((n_steps, n_episodes, 3), np.float32),
+        "yaws": ((n_steps, n_episodes), np.float32),
+        "goals": ((n_episodes, 3), np.float32),
+        "length": ((n_episodes,), np.int32),
+        "success": ((n_episodes,), np.bool_),
+        "return": ((n_episodes,), np.float32),
+        "spl": ((n_episodes,), np.float32),
+        "collisions": ((n_episodes,), np.int32),
+        "world": ((n_episodes,), np.int32),
+    }
 
 
 def load_episodes(run_path, world=None):
@@ -303,8 +351,14 @@ def load_episodes(run_path, world=None):
     path = Path(run_path) / EPISODES_FILE
     c = ck.open_checkpoint(path)
     n, steps = c.meta.get("episodes"), c.meta.get("steps")
-    if not (isinstance(n, int) and isinstance(steps, int) and not isinstance(n, bool)
-            and not isinstance(steps, bool) and 0 < n <= 1_000_000 and 0 < steps <= 1_000_000):
+    if not (
+        isinstance(n, int)
+        and isinstance(steps, int)
+        and not isinstance(n, bool)
+        and not isinstance(steps, bool)
+        and 0 < n <= 1_000_000
+        and 0 < steps <= 1_000_000
+    ):
         raise ck.CheckpointError(path, "meta.json has no valid episode/step counts")
     eps = c.read_arrays(episodes_spec(n, steps))
     check_episodes(path, eps, world)
@@ -322,8 +376,11 @@ def check_episodes(path, eps, world=None):
         raise ck.CheckpointError(path, "member 'success' holds bytes other than 0 and 1")
     length = eps["length"]
     if length.size and (length.min() < 0 or length.max() > steps - 1):
-        raise ck.CheckpointError(path, f"member 'length' holds {int(length.min())}..{int(length.max())}, "
-                                       f"outside 0..{steps - 1} (the logged steps)")
+        raise ck.CheckpointError(
+            path,
+            f"member 'length' holds {int(length.min())}..{int(length.max())}, "
+            f"outside 0..{steps - 1} (the logged steps)",
+        )
     if eps["collisions"].size and eps["collisions"].min() < 0:
         raise ck.CheckpointError(path, "member 'collisions' holds negative counts")
     if eps["spl"].size and (eps["spl"].min() < 0 or eps["spl"].max() > 1):
@@ -343,8 +400,10 @@ def check_in_world(path, points, world):
     for name, pts in points.items():
         xyz = np.asarray(pts).reshape(-1, 3)
         if xyz.size and (np.any(xyz.min(axis=0) < lo) or np.any(xyz.max(axis=0) > hi)):
-            raise ck.CheckpointError(path, f"member {name!r} holds points outside the world's cube "
-                                           f"{lo.round(3).tolist()}..{hi.round(3).tolist()}")
+            raise ck.CheckpointError(
+                path,
+                f"member {name!r} holds points outside the world's cube {lo.round(3).tolist()}..{hi.round(3).tolist()}",
+            )
 
 
 def episode_world(meta, world_index, resolution):
@@ -370,10 +429,16 @@ def print_results(console, res):
     from rich.table import Table
 
     overlap = f", {res['overlap_worlds']} overlapping training" if res.get("overlap_worlds") else ""
-    t = Table(title=f"evaluation: {res['episodes']} episodes, {res['task']} in {res['scenes']} "
-                    f"({res['worlds']} worlds, {res['worlds_visited']} visited{overlap}; mean action, "
-                    f"seed {res['seed']})", caption="(95% intervals; distance: final distance to the goal, m)",
-              caption_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    t = Table(
+        title=f"evaluation: {res['episodes']} episodes, {res['task']} in {res['scenes']} "
+        f"({res['worlds']} worlds, {res['worlds_visited']} visited{overlap}; mean action, "
+        f"seed {res['seed']})",
+        caption="(95% intervals; distance: final distance to the goal, m)",
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
     t.add_column("worlds", no_wrap=True)
     for col in ("episodes", "success", "SPL", "distance"):
         t.add_column(col, justify="right", no_wrap=True)
@@ -382,14 +447,21 @@ def print_results(console, res):
         groups += [(f"{k} (family)", v) for k, v in res["families"].items()]
     for name, g in groups:
         (slo, shi), (plo, phi), (dlo, dhi) = g["success_rate_ci95"], g["spl_ci95"], g["final_distance_ci95"]
-        t.add_row(name, str(g["episodes"]), f"{g['success_rate']:.1%} ({slo:.0%}-{shi:.0%})",
-                  f"{g['spl']:.2f} ({plo:.2f}-{phi:.2f})", f"{g['final_distance']:.2f} ({dlo:.2f}-{dhi:.2f})")
+        t.add_row(
+            name,
+            str(g["episodes"]),
+            f"{g['success_rate']:.1%} ({slo:.0%}-{shi:.0%})",
+            f"{g['spl']:.2f} ({plo:.2f}-{phi:.2f})",
+            f"{g['final_distance']:.2f} ({dlo:.2f}-{dhi:.2f})",
+        )
     console.print(t)
     if "generalization_gap" in res:
         console.print(f"generalization gap (train minus held-out success): {res['generalization_gap']:+.1%}")
-    console.print(f"return {res['return_mean']:.3f} +- {res['return_std']:.3f}, length {res['length_mean']:.1f} "
-                  f"steps, {res['collisions_mean']:.2f} collisions per episode; policy {res['policy']['source']} "
-                  f"(update {res['policy']['update']}); {res['wall_s']:.1f} s")
+    console.print(
+        f"return {res['return_mean']:.3f} +- {res['return_std']:.3f}, length {res['length_mean']:.1f} "
+        f"steps, {res['collisions_mean']:.2f} collisions per episode; policy {res['policy']['source']} "
+        f"(update {res['policy']['update']}); {res['wall_s']:.1f} s"
+    )
 
 
 def results_json(res) -> str:

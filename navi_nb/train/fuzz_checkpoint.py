@@ -24,6 +24,7 @@ Run at scale with ``python -m navi_nb.train.fuzz_checkpoint --cases N``
 first in a temporary folder). A failing case is replayed by its index
 (``run_case``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,6 +53,7 @@ FAILURES = ("non-finite", "traceback")
 # a file as a list of members, and back
 # --------------------------------------------------------------------------
 
+
 def read_members(data: bytes) -> list:
     """``[(name, bytes), ...]`` of a well-formed `.npz`, in stored order."""
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
@@ -64,8 +66,11 @@ def write_members(members, deflate=()) -> bytes:
     with zipfile.ZipFile(buf, "w") as zf, warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # a duplicated member name is what some cases want
         for name, body in members:
-            zf.writestr(zipfile.ZipInfo(name), body,
-                        compress_type=zipfile.ZIP_DEFLATED if name in deflate else zipfile.ZIP_STORED)
+            zf.writestr(
+                zipfile.ZipInfo(name),
+                body,
+                compress_type=zipfile.ZIP_DEFLATED if name in deflate else zipfile.ZIP_STORED,
+            )
     return buf.getvalue()
 
 
@@ -75,7 +80,7 @@ def split_npy(body: bytes):
     version = np.lib.format.read_magic(f)
     read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
     shape, fortran, dtype = read(f)
-    return {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": fortran, "shape": shape}, body[f.tell():]
+    return {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": fortran, "shape": shape}, body[f.tell() :]
 
 
 def npy_with_header(header_text: str, data: bytes) -> bytes:
@@ -95,6 +100,7 @@ def header_text(hdr: dict) -> str:
 # mutators: (rng, members, raw bytes) -> bytes of the new file
 # --------------------------------------------------------------------------
 
+
 def _pick_array(rng, members):
     names = [i for i, (n, _) in enumerate(members) if n.endswith(".npy")]
     return names[int(rng.integers(len(names)))]
@@ -112,7 +118,7 @@ def m_flip_bytes(rng, members, raw):
 
 
 def m_truncate_file(rng, members, raw):
-    return raw[:int(rng.integers(len(raw)))]
+    return raw[: int(rng.integers(len(raw)))]
 
 
 def m_drop_member(rng, members, raw):
@@ -131,7 +137,8 @@ def m_rename_member(rng, members, raw):
     members = list(members)
     i = int(rng.integers(len(members)))
     name = ["x.npy", "../evil.npy", ".hidden.npy", "meta.json", "a/b.npy", "policy.params.npz", ""][
-        int(rng.integers(7))]
+        int(rng.integers(7))
+    ]
     members[i] = (name, members[i][1])
     return write_members(members)
 
@@ -140,7 +147,7 @@ def m_truncate_member(rng, members, raw):
     members = list(members)
     i = _pick_array(rng, members)
     body = members[i][1]
-    members[i] = (members[i][0], body[:int(rng.integers(len(body)))])
+    members[i] = (members[i][0], body[: int(rng.integers(len(body)))])
     return write_members(members)
 
 
@@ -152,7 +159,7 @@ def m_extend_member(rng, members, raw):
 
 
 _BAD_HEADERS = [
-    "{'descr': '<f4', 'fortran_order': False, 'shape': (1,\n",   # unbalanced bracket
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (1,\n",  # unbalanced bracket
     "{'descr': '<f4', 'fortran_order': False, 'shape': " + "(" * 500 + ")" * 500 + ", }",
     "{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }",
     "{'descr': '<f4', 'fortran_order': False, 'shape': (2**62, 2**62), }",
@@ -255,8 +262,14 @@ def m_meta_text(rng, members, raw):
     members = list(members)
     i = _meta_index(members)
     k = int(rng.integers(6))
-    text = [b"[" * 100_000 + b"]" * 100_000, b'{"a": ' * 50_000 + b"1" + b"}" * 50_000, b"\xff\xfe{}",
-            members[i][1][: len(members[i][1]) // 2], b"[1, 2]", b'{"format_version": 1e999}'][k]
+    text = [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"a": ' * 50_000 + b"1" + b"}" * 50_000,
+        b"\xff\xfe{}",
+        members[i][1][: len(members[i][1]) // 2],
+        b"[1, 2]",
+        b'{"format_version": 1e999}',
+    ][k]
     members[i] = ("meta.json", text)
     return write_members(members)
 
@@ -279,8 +292,7 @@ def m_inflate_bomb(rng, members, raw):
     nbytes = int(np.prod(shape)) * itemsize
     nbytes = min(nbytes, 16 << 20)  # a small-scale bomb: the reader must refuse it by ratio, not by memory
     shape = [nbytes // (itemsize * max(1, int(np.prod(shape[1:]))))] + shape[1:]
-    body = npy_with_header(header_text({**hdr, "shape": tuple(shape)}),
-                           bytes(int(np.prod(shape)) * itemsize))
+    body = npy_with_header(header_text({**hdr, "shape": tuple(shape)}), bytes(int(np.prod(shape)) * itemsize))
     members[i] = (members[i][0], body)
     m = _meta_index(members)
     meta = json.loads(members[m][1])
@@ -293,33 +305,52 @@ def m_inflate_bomb(rng, members, raw):
 def m_zip_sizes(rng, members, raw):
     """A central-directory size field changed (what the reader trusts to size its reads)."""
     data = bytearray(write_members(members))
-    starts = [k for k in range(len(data) - 46) if data[k:k + 4] == b"PK\x01\x02"]
+    starts = [k for k in range(len(data) - 46) if data[k : k + 4] == b"PK\x01\x02"]
     if not starts:
         return bytes(data)
     k = starts[int(rng.integers(len(starts)))]
     off = [20, 24][int(rng.integers(2))]  # compressed or uncompressed size
     value = [0, 1, 0xFFFFFFFE, int(rng.integers(0, 1 << 32))][int(rng.integers(4))]
-    data[k + off:k + off + 4] = struct.pack("<I", value)
+    data[k + off : k + off + 4] = struct.pack("<I", value)
     return bytes(data)
 
 
 def m_crc(rng, members, raw):
     data = bytearray(write_members(members))
-    starts = [k for k in range(len(data) - 46) if data[k:k + 4] == b"PK\x01\x02"]
+    starts = [k for k in range(len(data) - 46) if data[k : k + 4] == b"PK\x01\x02"]
     k = starts[int(rng.integers(len(starts)))]
-    data[k + 16:k + 20] = struct.pack("<I", int(rng.integers(0, 1 << 32)))
+    data[k + 16 : k + 20] = struct.pack("<I", int(rng.integers(0, 1 << 32)))
     return bytes(data)
 
 
-MUTATORS = {f.__name__[2:]: f for f in (
-    m_flip_bytes, m_truncate_file, m_drop_member, m_duplicate_member, m_rename_member, m_truncate_member,
-    m_extend_member, m_bad_header, m_header_field, m_header_version, m_values, m_meta_value, m_meta_text,
-    m_deflate, m_inflate_bomb, m_zip_sizes, m_crc)}
+MUTATORS = {
+    f.__name__[2:]: f
+    for f in (
+        m_flip_bytes,
+        m_truncate_file,
+        m_drop_member,
+        m_duplicate_member,
+        m_rename_member,
+        m_truncate_member,
+        m_extend_member,
+        m_bad_header,
+        m_header_field,
+        m_header_version,
+        m_values,
+        m_meta_value,
+        m_meta_text,
+        m_deflate,
+        m_inflate_bomb,
+        m_zip_sizes,
+        m_crc,
+    )
+}
 
 
 # --------------------------------------------------------------------------
 # the run whose files are mutated, and the readers
 # --------------------------------------------------------------------------
+
 
 def make_tiny_run(root) -> Path:
     """Train and evaluate a tiny run (box scene, 4 actors, 2 updates) in ``root/run``."""
@@ -327,9 +358,24 @@ def make_tiny_run(root) -> Path:
     from navi_nb.train.evaluate import evaluate
     from navi_nb.train.loop import Trainer
 
-    cfg = TrainConfig(scenes="box", resolution=32, actors=4, sensor_az=8, sensor_el=4, rollout_steps=16,
-                      hidden=[16], update_epochs=1, num_minibatches=2, total_steps=128, checkpoint_every=1,
-                      keep_checkpoints=0, eval_episodes=0, run_dir=str(root), name="run", env={"max_steps": 20})
+    cfg = TrainConfig(
+        scenes="box",
+        resolution=32,
+        actors=4,
+        sensor_az=8,
+        sensor_el=4,
+        rollout_steps=16,
+        hidden=[16],
+        update_epochs=1,
+        num_minibatches=2,
+        total_steps=128,
+        checkpoint_every=1,
+        keep_checkpoints=0,
+        eval_episodes=0,
+        run_dir=str(root),
+        name="run",
+        env={"max_steps": 20},
+    )
     trainer = Trainer.create(cfg.validate())
     trainer.train(progress=False)
     evaluate(trainer.run_path, episodes=4)
@@ -362,9 +408,13 @@ class Fuzzer:
         trainer = Trainer(cfg, scratch, world_set)
         trainer.env.reset(seed=cfg.seed)
         latest = ck.latest_checkpoint(scratch / CHECKPOINT_DIR)
-        self._ctx = {"cfg": cfg, "world": world, "trainer": trainer, "scratch": scratch,
-                     "paths": {"checkpoint": latest, "policy": scratch / POLICY_FILE,
-                               "episodes": scratch / EPISODES_FILE}}
+        self._ctx = {
+            "cfg": cfg,
+            "world": world,
+            "trainer": trainer,
+            "scratch": scratch,
+            "paths": {"checkpoint": latest, "policy": scratch / POLICY_FILE, "episodes": scratch / EPISODES_FILE},
+        }
         self.originals = {t: p.read_bytes() for t, p in self._ctx["paths"].items()}
 
     def mutate(self, target: str, index: int, seed=None):
@@ -394,8 +444,9 @@ class Fuzzer:
             return trainer.state_arrays()
         if target == "policy":
             cfg, trainer = ctx["cfg"], ctx["trainer"]
-            policy, _origin = load_run_policy(ctx["scratch"], cfg, trainer.env.obs_dim, trainer.env.action_dim,
-                                              source="final")
+            policy, _origin = load_run_policy(
+                ctx["scratch"], cfg, trainer.env.obs_dim, trainer.env.action_dim, source="final"
+            )
             return {"params": policy.params}
         eps, _meta = load_episodes(ctx["scratch"], ctx["world"])
         return eps
@@ -447,10 +498,16 @@ def fuzz(run, cases: int, targets=TARGETS, seed: int = 0, work=None, on_failure=
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m navi_nb.train.fuzz_checkpoint",
-                                     description="Fuzz the readers of checkpoints, policy.npz and eval_episodes.npz.")
-    parser.add_argument("--run", metavar="RUN", help="a run folder (trained and evaluated) whose files are mutated; "
-                                                      "default: a tiny run trained in a temporary folder")
+    parser = argparse.ArgumentParser(
+        prog="python -m navi_nb.train.fuzz_checkpoint",
+        description="Fuzz the readers of checkpoints, policy.npz and eval_episodes.npz.",
+    )
+    parser.add_argument(
+        "--run",
+        metavar="RUN",
+        help="a run folder (trained and evaluated) whose files are mutated; "
+        "default: a tiny run trained in a temporary folder",
+    )
     parser.add_argument("--cases", type=int, default=1000, help="cases per target (default 1000)")
     parser.add_argument("--target", choices=(*TARGETS, "all"), default="all")
     parser.add_argument("--seed", type=int, default=0)

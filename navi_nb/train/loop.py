@@ -20,6 +20,7 @@ One update, top to bottom (``Trainer.train``):
    shuffled minibatches (the same function the learning tests run),
 4. log a metrics row, checkpoint every ``checkpoint_every`` updates.
 """
+
 from __future__ import annotations
 
 import math
@@ -76,13 +77,13 @@ class Trainer:
         self.run_path = Path(run_path)
         self.console = console
         self.world_set = world_set
-        self.ranks = ranks   # a navi_nb.parallel.ranks.RankContext under MPI: this rank's blocks only
+        self.ranks = ranks  # a navi_nb.parallel.ranks.RankContext under MPI: this rank's blocks only
         self.env = make_env(world_set, cfg, ranks=ranks)
         self.policy = make_policy(cfg, self.env.obs_dim, self.env.action_dim)
         self.ppo = PPO(self.policy, PPOConfig.of(cfg), seed=cfg.seed)  # owns the minibatch-shuffle generator
         self.slab = RolloutSlab(cfg.rollout_steps, self.env.n_actors, self.env.obs_dim, self.env.action_dim)
         self.rng_action = action_generator(cfg.seed)
-        self._rng_collect = self.rng_action   # under MPI: the whole batch's noise drawn, this rank's rows used
+        self._rng_collect = self.rng_action  # under MPI: the whole batch's noise drawn, this rank's rows used
         if ranks is not None:
             self.ppo.exchange = ranks.exchange
             self._rng_collect = RowSlice(self.rng_action, ranks.first_actor, cfg.actors)
@@ -115,7 +116,7 @@ class Trainer:
             if ranks is None or ranks.is_root:
                 run_path = Path(run_path) if run_path is not None else pick_run_path(cfg, items)
                 world_set = load_scene_set(items, cfg.resolution, console)
-            if ranks is not None:   # rank 0 picks the folder and compiles (or caches) the worlds first
+            if ranks is not None:  # rank 0 picks the folder and compiles (or caches) the worlds first
                 run_path = Path(ranks.bcast(str(run_path)))
                 if not ranks.is_root:
                     world_set = load_scene_set(items, cfg.resolution)
@@ -129,8 +130,9 @@ class Trainer:
         self.warmup = warmup
         if ranks is not None and not ranks.is_root:
             from navi_nb.parallel.ranks import NullMetrics
+
             self.metrics = NullMetrics()
-            self.save_checkpoint()   # takes part in gathering the state; rank 0 writes it
+            self.save_checkpoint()  # takes part in gathering the state; rank 0 writes it
             return self
         try:
             run_path.mkdir(parents=True, exist_ok=True)
@@ -138,11 +140,18 @@ class Trainer:
                 for name in ("metrics.csv", "metrics.jsonl"):
                     (run_path / name).unlink(missing_ok=True)
             save_run_worlds(run_path, cfg, world_set)
-            write_json_atomic(run_path / CONFIG_FILE, {
-                "config": cfg.to_dict(), "config_hash": cfg.hash(), "navi_nb_version": navi_nb.__version__,
-                "created": time.strftime("%Y-%m-%d %H:%M:%S"), "obs_dim": self.env.obs_dim,
-                "n_params": int(self.policy.params.size),
-                **({"topology": self.ranks.topology_info} if self.ranks is not None else {})})
+            write_json_atomic(
+                run_path / CONFIG_FILE,
+                {
+                    "config": cfg.to_dict(),
+                    "config_hash": cfg.hash(),
+                    "navi_nb_version": navi_nb.__version__,
+                    "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+                    "obs_dim": self.env.obs_dim,
+                    "n_params": int(self.policy.params.size),
+                    **({"topology": self.ranks.topology_info} if self.ranks is not None else {}),
+                },
+            )
             self.metrics = MetricsLog(run_path, console=console)
         except OSError as exc:
             raise os_error(exc, f"cannot write the run folder {run_path}") from None
@@ -158,13 +167,17 @@ class Trainer:
         changed = {k: v for k, v in (overrides or {}).items() if getattr(cfg, k) != v}
         moved = sorted(k for k in changed if k in ("run_dir", "name"))
         if moved:
-            raise RunError(f"run {run_path}: {' and '.join('--' + k.replace('_', '-') for k in moved)} "
-                           f"name a new run's folder; a resumed run stays in {run_path}")
+            raise RunError(
+                f"run {run_path}: {' and '.join('--' + k.replace('_', '-') for k in moved)} "
+                f"name a new run's folder; a resumed run stays in {run_path}"
+            )
         bad = sorted(k for k in changed if k not in RESUME_FIELDS)
         if bad:
-            raise RunError(f"run {run_path}: cannot change {', '.join(bad)} when resuming "
-                           f"(the run's config says {', '.join(f'{k}={getattr(cfg, k)!r}' for k in bad)}); "
-                           "start a new run instead")
+            raise RunError(
+                f"run {run_path}: cannot change {', '.join(bad)} when resuming "
+                f"(the run's config says {', '.join(f'{k}={getattr(cfg, k)!r}' for k in bad)}); "
+                "start a new run instead"
+            )
         for k, v in changed.items():
             setattr(cfg, k, v)
         cfg.validate()
@@ -175,12 +188,16 @@ class Trainer:
         except OSError:
             strangers = []
         if strangers:
-            raise RunError(f"run {run_path}: {folder / strangers[-1]} is not a regular file; move it away "
-                           "before resuming")
+            raise RunError(
+                f"run {run_path}: {folder / strangers[-1]} is not a regular file; move it away before resuming"
+            )
         latest = ck.latest_checkpoint(folder)
         if latest is None:
-            hint = (f"; it was stopped before its first checkpoint: start it again with --name {run_path.name}"
-                    if never_checkpointed(run_path) else "")
+            hint = (
+                f"; it was stopped before its first checkpoint: start it again with --name {run_path.name}"
+                if never_checkpointed(run_path)
+                else ""
+            )
             raise RunError(f"run {run_path} has no checkpoint in {folder} to resume from{hint}")
         ranks = _rank_context(cfg)
         warmup = start_warmup(cfg, console) if ranks is None else Warmup()
@@ -197,6 +214,7 @@ class Trainer:
         self.load_checkpoint(latest)
         if ranks is not None and not ranks.is_root:
             from navi_nb.parallel.ranks import NullMetrics
+
             self.metrics = NullMetrics()
             return self
         try:
@@ -204,8 +222,10 @@ class Trainer:
         except OSError as exc:
             raise os_error(exc, f"cannot write the run folder {run_path}") from None
         if console is not None:
-            console.print(f"resumed [bold]{escape(str(run_path))}[/] from {escape(latest.name)} (update {self.update}, "
-                          f"{self.global_step:,} actor-steps)")
+            console.print(
+                f"resumed [bold]{escape(str(run_path))}[/] from {escape(latest.name)} (update {self.update}, "
+                f"{self.global_step:,} actor-steps)"
+            )
         return self
 
     # ------------------------------------------------------------ checkpoints
@@ -214,7 +234,7 @@ class Trainer:
 
         arrays = {"ppo." + k: v for k, v in self.ppo.get_state().items()}
         env_state = self.env.get_state()
-        if self.ranks is not None:   # the whole run's state, whatever the rank count
+        if self.ranks is not None:  # the whole run's state, whatever the rank count
             env_state = self.ranks.gather_env_state(env_state)
         arrays.update({"env." + k: v for k, v in env_state.items()})
         arrays["rng.action"] = generator_to_array(self.rng_action)
@@ -225,17 +245,24 @@ class Trainer:
         return {k: (np.shape(v), np.asarray(v).dtype) for k, v in self.state_arrays().items()}
 
     def save_checkpoint(self) -> Path:
-        meta = {"config": self.cfg.to_dict(), "config_hash": self.cfg.hash(), "layout": CHECKPOINT_LAYOUT,
-                "navi_nb_version": navi_nb.__version__, "update": self.update, "global_step": self.global_step}
+        meta = {
+            "config": self.cfg.to_dict(),
+            "config_hash": self.cfg.hash(),
+            "layout": CHECKPOINT_LAYOUT,
+            "navi_nb_version": navi_nb.__version__,
+            "update": self.update,
+            "global_step": self.global_step,
+        }
         folder = self.run_path / CHECKPOINT_DIR
-        arrays = self.state_arrays()   # under ranks: every rank takes part in gathering it
+        arrays = self.state_arrays()  # under ranks: every rank takes part in gathering it
         if self.ranks is not None and not self.ranks.is_root:
             return folder / ck.checkpoint_name(self.update)
         try:
             path = ck.save_checkpoint(folder / ck.checkpoint_name(self.update), arrays, meta)
         except OSError as exc:  # the writer removed its temporary file; older checkpoints are untouched
-            raise os_error(exc, f"cannot write checkpoint {folder / ck.checkpoint_name(self.update)} "
-                                "(older checkpoints are kept)") from None
+            raise os_error(
+                exc, f"cannot write checkpoint {folder / ck.checkpoint_name(self.update)} (older checkpoints are kept)"
+            ) from None
         ck.prune_checkpoints(folder, self.cfg.keep_checkpoints)
         return path
 
@@ -247,13 +274,17 @@ class Trainer:
         opened = ck.open_checkpoint(path)
         layout = opened.meta.get("layout", 1)
         if layout != CHECKPOINT_LAYOUT:
-            raise ck.CheckpointError(path, f"has the trainer's checkpoint layout {layout!r}, this version reads "
-                                           f"layout {CHECKPOINT_LAYOUT} only (written by an older navi-nb: "
-                                           "start a new run)")
+            raise ck.CheckpointError(
+                path,
+                f"has the trainer's checkpoint layout {layout!r}, this version reads "
+                f"layout {CHECKPOINT_LAYOUT} only (written by an older navi-nb: "
+                "start a new run)",
+            )
         arrays, meta = ck.load_checkpoint(path, self.state_spec(), expect_hash=self.cfg.hash())
         update, step = meta.get("update"), meta.get("global_step")
-        if not (isinstance(update, int) and isinstance(step, int) and 0 <= update
-                and step == update * self.cfg.batch_size):
+        if not (
+            isinstance(update, int) and isinstance(step, int) and 0 <= update and step == update * self.cfg.batch_size
+        ):
             raise ck.CheckpointError(path, f"counters are inconsistent (update {update!r}, global_step {step!r})")
         ppo_state = {k[4:]: v for k, v in arrays.items() if k.startswith("ppo.")}
         env_state = {k[4:]: v for k, v in arrays.items() if k.startswith("env.")}
@@ -262,8 +293,9 @@ class Trainer:
         if int(ppo_state["updates_done"]) != update:
             raise ck.CheckpointError(path, "optimizer counters do not match the update counter")
         try:  # set_state checks fully before changing anything; probes keep this trainer untouched on failure
-            PPO(make_policy(self.cfg, self.env.obs_dim, self.env.action_dim), PPOConfig.of(self.cfg)
-                ).set_state(ppo_state)
+            PPO(make_policy(self.cfg, self.env.obs_dim, self.env.action_dim), PPOConfig.of(self.cfg)).set_state(
+                ppo_state
+            )
             make_env(self.world_set, self.cfg, ranks=self.ranks).set_state(env_state)
             check_generator_array(arrays["rng.action"])
         except NaviError as exc:
@@ -276,9 +308,15 @@ class Trainer:
         self.obs = self.env.get_state()["obs"]
 
     def save_policy(self) -> Path:
-        meta = {"config": self.cfg.to_dict(), "config_hash": self.cfg.hash(), "kind": "policy",
-                "navi_nb_version": navi_nb.__version__, "update": self.update, "global_step": self.global_step,
-                "obs_dim": self.env.obs_dim}
+        meta = {
+            "config": self.cfg.to_dict(),
+            "config_hash": self.cfg.hash(),
+            "kind": "policy",
+            "navi_nb_version": navi_nb.__version__,
+            "update": self.update,
+            "global_step": self.global_step,
+            "obs_dim": self.env.obs_dim,
+        }
         try:
             return ck.save_checkpoint(self.run_path / POLICY_FILE, {"policy.params": self.policy.params}, meta)
         except OSError as exc:
@@ -293,13 +331,18 @@ class Trainer:
         # minibatches; both are restored afterwards, so the run is unchanged. Candidates are
         # ranked by the time of a whole update.
         explicit = self.cfg.shards or None
-        if self.ranks is not None:   # threads per rank from the cores it may use and its host's ranks
+        if self.ranks is not None:  # threads per rank from the cores it may use and its host's ranks
             explicit = self.cfg.shards or self.ranks.set_threads()
-        self.shard_report = choose_shards(explicit, ppo=self.ppo, slab=self.slab,
-                                          minibatch_size=self.cfg.minibatch_size, env=self.env,
-                                          ticks_per_update=self.cfg.rollout_steps,
-                                          minibatches_per_update=self.cfg.update_epochs * self.cfg.num_minibatches,
-                                          minibatches_per_epoch=self.cfg.num_minibatches)
+        self.shard_report = choose_shards(
+            explicit,
+            ppo=self.ppo,
+            slab=self.slab,
+            minibatch_size=self.cfg.minibatch_size,
+            env=self.env,
+            ticks_per_update=self.cfg.rollout_steps,
+            minibatches_per_update=self.cfg.update_epochs * self.cfg.num_minibatches,
+            minibatches_per_epoch=self.cfg.num_minibatches,
+        )
         return self.shard_report
 
     def train_one_update(self):
@@ -310,8 +353,9 @@ class Trainer:
         update = self.update + 1
         before = self.times.copy()
         t0 = time.perf_counter()
-        self.obs, ep, losses = one_update(self.env, self.ppo, self.slab, self.obs, self._rng_collect,
-                                          num_updates=cfg.num_updates, times=self.times)
+        self.obs, ep, losses = one_update(
+            self.env, self.ppo, self.slab, self.obs, self._rng_collect, num_updates=cfg.num_updates, times=self.times
+        )
         if self.ranks is not None:
             ep = self.ranks.episodes(ep)
         t2 = time.perf_counter()
@@ -329,18 +373,31 @@ class Trainer:
             return float(a.mean()) if a.size else float("nan")
 
         row = {
-            "update": update, "global_step": self.global_step, "time_s": time.perf_counter() - self._t_start,
-            "actor_steps_per_s": cfg.batch_size / max(t2 - t0, 1e-9), "episodes": int(ep["return"].size),
-            "ep_return_mean": mean(ep["return"]), "ep_length_mean": mean(ep["length"]),
+            "update": update,
+            "global_step": self.global_step,
+            "time_s": time.perf_counter() - self._t_start,
+            "actor_steps_per_s": cfg.batch_size / max(t2 - t0, 1e-9),
+            "episodes": int(ep["return"].size),
+            "ep_return_mean": mean(ep["return"]),
+            "ep_length_mean": mean(ep["length"]),
             "success_rate": mean(ep["success"]) if cfg.task == "pointgoal" else float("nan"),
             "spl_mean": mean(ep["spl"]) if cfg.task == "pointgoal" else float("nan"),
             "coverage_mean": mean(ep["coverage"]) if cfg.task == "explore" else float("nan"),
-            "collisions_mean": mean(ep["collisions"]), "reward_mean": ep["reward_mean"],
-            "learning_rate": lr, "t_collect_s": t_collect, "t_learn_s": t_learn,
+            "collisions_mean": mean(ep["collisions"]),
+            "reward_mean": ep["reward_mean"],
+            "learning_rate": lr,
+            "t_collect_s": t_collect,
+            "t_learn_s": t_learn,
         }
-        for k, src in (("policy_loss", "pg_loss"), ("value_loss", "v_loss"), ("entropy", "entropy"),
-                       ("approx_kl", "approx_kl"), ("clip_frac", "clipfrac"),
-                       ("explained_var", "explained_variance"), ("grad_norm", "grad_norm")):
+        for k, src in (
+            ("policy_loss", "pg_loss"),
+            ("value_loss", "v_loss"),
+            ("entropy", "entropy"),
+            ("approx_kl", "approx_kl"),
+            ("clip_frac", "clipfrac"),
+            ("explained_var", "explained_variance"),
+            ("grad_norm", "grad_norm"),
+        ):
             row[k] = float(losses.get(src, float("nan")))
         return row
 
@@ -352,8 +409,9 @@ class Trainer:
         if console is not None:
             print_config(console, cfg, self.run_path)
         if self.update >= cfg.num_updates and console is not None:
-            console.print(f"run {escape(str(self.run_path))} is already complete "
-                          f"({self.update} of {cfg.num_updates} updates)")
+            console.print(
+                f"run {escape(str(self.run_path))} is already complete ({self.update} of {cfg.num_updates} updates)"
+            )
         if self.warmup is not None:
             self.warmup.wait()
         self.calibrate_shards()
@@ -361,6 +419,7 @@ class Trainer:
             self.shard_report.print(console)
             if self.ranks is not None:
                 from navi_nb.parallel.ranks import print_topology
+
                 print_topology(console, self.ranks.topology_info)
         self._t_start = time.perf_counter()
         start_update = self.update
@@ -400,15 +459,19 @@ class Trainer:
             vals = [r[key] for r in rows[-n:] if math.isfinite(r[key])]
             return float(np.mean(vals)) if vals else float("nan")
 
-        steps = sum(r["global_step"] for r in rows[-1:]) - (rows[0]["global_step"] - self.cfg.batch_size
-                                                             if rows else 0)
+        steps = sum(r["global_step"] for r in rows[-1:]) - (rows[0]["global_step"] - self.cfg.batch_size if rows else 0)
         wall = sum(r["t_collect_s"] + r["t_learn_s"] for r in rows)
         return {
-            "run": str(self.run_path), "updates": self.update, "actor_steps": self.global_step,
-            "wall_s": wall, "actor_steps_per_s": steps / wall if wall else float("nan"),
+            "run": str(self.run_path),
+            "updates": self.update,
+            "actor_steps": self.global_step,
+            "wall_s": wall,
+            "actor_steps_per_s": steps / wall if wall else float("nan"),
             "first_tick_s": self.first_tick_s,
-            "success_rate_last10": last_finite("success_rate"), "return_last10": last_finite("ep_return_mean"),
-            "t_collect_s": self.timing["collect"], "t_learn_s": self.timing["learn"],
+            "success_rate_last10": last_finite("success_rate"),
+            "return_last10": last_finite("ep_return_mean"),
+            "t_collect_s": self.timing["collect"],
+            "t_learn_s": self.timing["learn"],
             "shards": getattr(self.shard_report, "choice", None),
             **({"ranks": self.ranks.size} if self.ranks is not None else {}),
         }
@@ -426,8 +489,15 @@ def _rank_context(cfg):
         import numba
 
         # checkpoint_every decides when the state is gathered: every rank must agree on it too
-        ranks.check_same({"config hash": cfg.hash(), "checkpoint_every": cfg.checkpoint_every,
-                          "navi_nb": navi_nb.__version__, "numpy": np.__version__, "numba": numba.__version__})
+        ranks.check_same(
+            {
+                "config hash": cfg.hash(),
+                "checkpoint_every": cfg.checkpoint_every,
+                "navi_nb": navi_nb.__version__,
+                "numpy": np.__version__,
+                "numba": numba.__version__,
+            }
+        )
         ranks.set_threads()
         ranks.topology_info = ranks.topology()
     return ranks

@@ -11,6 +11,7 @@ TensorBoard event files go to ``tb/`` when ``tensorboardX`` (or
 ``torch.utils.tensorboard`` with ``tensorboard``) can be imported; otherwise
 they are skipped and the console says so once.
 """
+
 from __future__ import annotations
 
 import csv

@@ -8,6 +8,7 @@ terminal is narrow (no figure is ever cut).
 Without a terminal (or with ``--no-progress``) it prints one plain line every
 few seconds instead, so logs stay readable and greppable.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,15 +32,25 @@ def clock(seconds) -> str:
 
 def key_fields(row, total_updates, seconds_left) -> list[str]:
     """What line one shows besides the bar: update, actor-steps, rate, time left."""
-    return [f"upd {row['update']:,}/{total_updates:,}", f"{row['global_step']:,} steps",
-            f"{row['actor_steps_per_s']:,.0f} steps/s", f"ETA {clock(seconds_left)}"]
+    return [
+        f"upd {row['update']:,}/{total_updates:,}",
+        f"{row['global_step']:,} steps",
+        f"{row['actor_steps_per_s']:,.0f} steps/s",
+        f"ETA {clock(seconds_left)}",
+    ]
 
 
 def stat_fields(row, elapsed=None) -> list[str]:
     """Success and return first, then the learning figures."""
-    out = [f"success {_fmt(row['success_rate'], '.0%')}", f"return {_fmt(row['ep_return_mean'])}",
-           f"len {_fmt(row.get('ep_length_mean'), '.0f')}", f"pg {_fmt(row['policy_loss'])}",
-           f"v {_fmt(row['value_loss'])}", f"kl {_fmt(row['approx_kl'])}", f"ent {_fmt(row['entropy'])}"]
+    out = [
+        f"success {_fmt(row['success_rate'], '.0%')}",
+        f"return {_fmt(row['ep_return_mean'])}",
+        f"len {_fmt(row.get('ep_length_mean'), '.0f')}",
+        f"pg {_fmt(row['policy_loss'])}",
+        f"v {_fmt(row['value_loss'])}",
+        f"kl {_fmt(row['approx_kl'])}",
+        f"ent {_fmt(row['entropy'])}",
+    ]
     if elapsed is not None:
         out.append(f"elapsed {clock(elapsed)}")
     return out
@@ -47,8 +58,14 @@ def stat_fields(row, elapsed=None) -> list[str]:
 
 def stats_line(row) -> str:
     """One plain line of every figure (the log form)."""
-    return SEP.join([f"upd {row['update']:,}", f"{row['global_step']:,} steps",
-                     f"{row['actor_steps_per_s']:,.0f} steps/s", *stat_fields(row)])
+    return SEP.join(
+        [
+            f"upd {row['update']:,}",
+            f"{row['global_step']:,} steps",
+            f"{row['actor_steps_per_s']:,.0f} steps/s",
+            *stat_fields(row),
+        ]
+    )
 
 
 def pack(fields, width) -> list[str]:
@@ -165,8 +182,13 @@ class TrainProgress:
                 self._last_print = now
                 eta = f"ETA {clock(self.display.seconds_left())}"
                 if self.console.is_terminal:  # --no-progress on a terminal: whole fields per line, as live
-                    fields = [f"upd {row['update']:,}/{self.cfg.num_updates:,}", f"{row['global_step']:,} steps",
-                              f"{row['actor_steps_per_s']:,.0f} steps/s", eta, *stat_fields(row)]
+                    fields = [
+                        f"upd {row['update']:,}/{self.cfg.num_updates:,}",
+                        f"{row['global_step']:,} steps",
+                        f"{row['actor_steps_per_s']:,.0f} steps/s",
+                        eta,
+                        *stat_fields(row),
+                    ]
                     text = "\n".join(pack(fields, self.console.width))
                 else:  # a log: one line per print, never broken
                     text = f"{stats_line(row)}  {eta}"

@@ -27,6 +27,7 @@ per frame the map with the path so far and the actor, and its depth panorama;
 at most ``max_frames`` frames (steps are skipped evenly; the last is always
 shown). Needs Pillow (``pip install navi-nb[image]``).
 """
+
 from __future__ import annotations
 
 import math
@@ -54,12 +55,12 @@ FAIL_COLOUR = (220, 30, 30)
 ACTOR_COLOUR = (220, 30, 30)
 TEXT = (0, 0, 0)
 GREY_TEXT = (70, 70, 70)
-SCALE_BAR_COLOUR = (30, 30, 90)     # not a grey: antialiased black text makes greys
+SCALE_BAR_COLOUR = (30, 30, 90)  # not a grey: antialiased black text makes greys
 MARGIN = 14
 LEGEND_WIDTH = 236
 CHART_HEIGHT = 120
-KEY_WIDTH = 70          # the depth colour key right of the panoramas
-MIN_WIDTH = 720         # room for the chart's legend and wide enough panoramas
+KEY_WIDTH = 70  # the depth colour key right of the panoramas
+MIN_WIDTH = 720  # room for the chart's legend and wide enough panoramas
 
 
 class RenderError(NaviError):
@@ -83,9 +84,9 @@ def nice_length(metres):
     """The largest 1, 2 or 5 x 10^k not above ``metres`` (for a scale bar)."""
     k = math.floor(math.log10(metres))
     for m in (5, 2, 1):
-        if m * 10 ** k <= metres:
-            return m * 10 ** k
-    return 10 ** k
+        if m * 10**k <= metres:
+            return m * 10**k
+    return 10**k
 
 
 class EpisodeData:
@@ -108,8 +109,11 @@ class EpisodeData:
         self.run_path = run_path
         self.episode = episode
         self.world = episode_world(meta, int(eps["world"][episode]), cfg.resolution)
-        check_in_world(run_path / EPISODES_FILE, {"positions": eps["positions"][:, episode],
-                                                  "goals": eps["goals"][episode]}, self.world)
+        check_in_world(
+            run_path / EPISODES_FILE,
+            {"positions": eps["positions"][:, episode], "goals": eps["goals"][episode]},
+            self.world,
+        )
         self.length = int(eps["length"][episode])
         self.pos = eps["positions"][: self.length + 1, episode].astype(np.float64)
         self.yaw = eps["yaws"][: self.length + 1, episode].astype(np.float64)
@@ -124,16 +128,21 @@ class EpisodeData:
         self.task = cfg.task
         self.has_goal = cfg.task == "pointgoal"
         self.sensor = Sensor(az=cfg.sensor_az, el=cfg.sensor_el)
-        self.dist = np.linalg.norm(self.pos - self.goal, axis=1)            # 3-D, what success tests
-        self.vertical = np.abs(self.pos[:, 1] - self.goal[1])   # the part the map from above cannot show
+        self.dist = np.linalg.norm(self.pos - self.goal, axis=1)  # 3-D, what success tests
+        self.vertical = np.abs(self.pos[:, 1] - self.goal[1])  # the part the map from above cannot show
 
     def depths(self, steps):
         """(depth, hit) (len(steps), Az, El) traced again from the logged poses."""
         from navi_nb.sense.tracer import trace
 
         steps = np.asarray(steps, dtype=np.int64)
-        depth, _sem, hit = trace(self.world, self.pos[steps].astype(np.float32), self.yaw[steps].astype(np.float32),
-                                 self.sensor, self.max_distance)
+        depth, _sem, hit = trace(
+            self.world,
+            self.pos[steps].astype(np.float32),
+            self.yaw[steps].astype(np.float32),
+            self.sensor,
+            self.max_distance,
+        )
         return np.asarray(depth), np.asarray(hit)
 
 
@@ -166,7 +175,7 @@ def _draw_goal(draw, x, y, radius_px, small=False):
 
 
 def _draw_end(draw, x, y, reached, r=6):
-    if reached is None:      # no goal to reach (explore)
+    if reached is None:  # no goal to reach (explore)
         draw.ellipse([x - r, y - r, x + r, y + r], outline=TEXT, width=3)
     elif reached:
         draw.ellipse([x - r, y - r, x + r, y + r], fill=GOAL_COLOUR, outline=(255, 255, 255), width=2)
@@ -231,9 +240,13 @@ def _draw_legend(Image, draw, img, x, y, ep: EpisodeData, view, fnt, small):
     y += 22
     rows = [("start", lambda cx, cy: _draw_start(draw, cx, cy))]
     if ep.has_goal:
-        rows += [(f"goal, success radius {ep.success_radius:g} m", lambda cx, cy: _draw_goal(draw, cx, cy, 9, True)),
-                 ("end: goal reached" if ep.success else "end: goal not reached",
-                  lambda cx, cy: _draw_end(draw, cx, cy, ep.success))]
+        rows += [
+            (f"goal, success radius {ep.success_radius:g} m", lambda cx, cy: _draw_goal(draw, cx, cy, 9, True)),
+            (
+                "end: goal reached" if ep.success else "end: goal not reached",
+                lambda cx, cy: _draw_end(draw, cx, cy, ep.success),
+            ),
+        ]
     else:
         rows += [("end of the episode", lambda cx, cy: _draw_end(draw, cx, cy, None))]
     rows += [("panorama taken here (below)", lambda cx, cy: _draw_marker(draw, cx, cy, "1", small))]
@@ -250,8 +263,11 @@ def _draw_legend(Image, draw, img, x, y, ep: EpisodeData, view, fnt, small):
     draw.text((x, y), "step 0", fill=TEXT, font=small)
     draw.text((x + ramp_w, y), f"step {ep.length}", fill=TEXT, font=small, anchor="ra")
     y += 22
-    swatches = [((220, 232, 242), "free space (lighter: farther from walls)"), ((55, 55, 60), "solid"),
-                ((0, 0, 0), "surface")]
+    swatches = [
+        ((220, 232, 242), "free space (lighter: farther from walls)"),
+        ((55, 55, 60), "solid"),
+        ((0, 0, 0), "surface"),
+    ]
     for colour, text in swatches:
         draw.rectangle([x + 4, y + 2, x + 16, y + 14], fill=colour, outline=(0, 0, 0))
         draw.text((x + 26, y + 8), text, fill=TEXT, font=small, anchor="lm")
@@ -274,8 +290,11 @@ def _draw_chart(draw, x, y, w, h, ep: EpisodeData, steps, fnt):
     right, upper = x + w - 8, y + 32
     draw.text((x, y), "distance to the goal per step", fill=TEXT, font=fnt)
     lx = x + 200
-    for colour, text in (((200, 60, 120), "3-D distance (colour: time)"), ((120, 150, 200), "height gap"),
-                         (GOAL_COLOUR, f"success radius {ep.success_radius:g} m")):
+    for colour, text in (
+        ((200, 60, 120), "3-D distance (colour: time)"),
+        ((120, 150, 200), "height gap"),
+        (GOAL_COLOUR, f"success radius {ep.success_radius:g} m"),
+    ):
         draw.line([(lx, y + 7), (lx + 16, y + 7)], fill=colour, width=3)
         draw.text((lx + 20, y + 7), text, fill=TEXT, font=fnt, anchor="lm")
         lx += 20 + int(draw.textlength(text, font=fnt)) + 18
@@ -293,17 +312,17 @@ def _draw_chart(draw, x, y, w, h, ep: EpisodeData, steps, fnt):
     draw.text((left, bottom + 2), "0", fill=GREY_TEXT, font=fnt)
     draw.text((right, bottom + 2), f"step {n}", fill=GREY_TEXT, font=fnt, anchor="ra")
     xr = left
-    while xr < right:                                # the success radius, dashed
-        draw.line([(xr, cy(ep.success_radius)), (min(xr + 6, right), cy(ep.success_radius))], fill=GOAL_COLOUR,
-                  width=2)
+    while xr < right:  # the success radius, dashed
+        draw.line([(xr, cy(ep.success_radius)), (min(xr + 6, right), cy(ep.success_radius))], fill=GOAL_COLOUR, width=2)
         xr += 11
     for s, label in zip(steps, range(1, len(steps) + 1)):
         draw.line([(cx(s), upper), (cx(s), bottom)], fill=(205, 205, 205))
         draw.text((cx(s), upper - 1), f"({label})", fill=GREY_TEXT, font=fnt, anchor="mb")
     draw.line([(cx(i), cy(ep.vertical[i])) for i in range(n + 1)], fill=(120, 150, 200), width=1)
     for i in range(1, n + 1):
-        draw.line([(cx(i - 1), cy(ep.dist[i - 1])), (cx(i), cy(ep.dist[i]))],
-                  fill=_rgb(time_colour(i / max(n, 1))), width=3)
+        draw.line(
+            [(cx(i - 1), cy(ep.dist[i - 1])), (cx(i), cy(ep.dist[i]))], fill=_rgb(time_colour(i / max(n, 1))), width=3
+        )
     if ep.success:
         draw.ellipse([cx(n) - 4, cy(ep.dist[n]) - 4, cx(n) + 4, cy(ep.dist[n]) + 4], fill=GOAL_COLOUR)
         draw.text((cx(n) - 6, cy(ep.dist[n]) - 4), "reached", fill=GOAL_COLOUR, font=fnt, anchor="rb")
@@ -315,8 +334,10 @@ def _title(ep: EpisodeData):
     if not ep.has_goal:
         outcome = "explored"
     spl = f"SPL {ep.spl:.2f}   " if ep.has_goal else ""
-    return (f"episode {ep.episode} of run {ep.run_path.name}: {outcome} in {ep.length} steps",
-            f"return {ep.ret:.2f}   {spl}{ep.collisions} of {ep.length} steps touching a wall")
+    return (
+        f"episode {ep.episode} of run {ep.run_path.name}: {outcome} in {ep.length} steps",
+        f"return {ep.ret:.2f}   {spl}{ep.collisions} of {ep.length} steps touching a wall",
+    )
 
 
 def render_episode(run_path, episode, out, steps=None, gif=None, size=480, max_frames=90):
@@ -343,7 +364,7 @@ def render_episode(run_path, episode, out, steps=None, gif=None, size=480, max_f
     if gif:
         img = _animation(Image, ImageDraw, ImageFont, ep, min(size, 400), max_frames)
         frames = img
-        durations = [110] * (len(frames) - 1) + [2000]   # hold the last frame
+        durations = [110] * (len(frames) - 1) + [2000]  # hold the last frame
         try:
             frames[0].save(out, save_all=True, append_images=frames[1:], duration=durations, loop=0)
         except (OSError, ValueError) as exc:
@@ -389,7 +410,7 @@ def _picture(Image, ImageDraw, ImageFont, ep: EpisodeData, size, steps):
     _draw_end(md, *view.px(ep.pos[ep.length]), ep.success if ep.has_goal else None)
     for k, s in enumerate(steps):
         mx, my = view.px(ep.pos[s])
-        ox, oy = ((12, -12), (-12, -12), (12, 12), (-12, 12))[k % 4]   # beside the point; fanned out if they meet
+        ox, oy = ((12, -12), (-12, -12), (12, 12), (-12, 12))[k % 4]  # beside the point; fanned out if they meet
         md.line([(mx, my), (mx + ox / 2, my + oy / 2)], fill=TEXT)
         _draw_marker(md, mx + ox, my + oy, str(k + 1), small)
     _draw_scale_bar(md, view, mw, mh, small)
@@ -402,8 +423,13 @@ def _picture(Image, ImageDraw, ImageFont, ep: EpisodeData, size, steps):
         _draw_chart(draw, MARGIN, y, content, CHART_HEIGHT, ep, steps, small)
     y += chart_h
 
-    draw.text((MARGIN, y), f"depth panoramas: all around the actor ({ep.sensor.az_count} x {ep.sensor.el_count} "
-                           "rays; rows from up to down), near yellow, far dark blue", fill=TEXT, font=fnt)
+    draw.text(
+        (MARGIN, y),
+        f"depth panoramas: all around the actor ({ep.sensor.az_count} x {ep.sensor.el_count} "
+        "rays; rows from up to down), near yellow, far dark blue",
+        fill=TEXT,
+        font=fnt,
+    )
     y += 20
     key_top = y + 16
     for k, (s, p) in enumerate(zip(steps, panos)):
@@ -411,8 +437,13 @@ def _picture(Image, ImageDraw, ImageFont, ep: EpisodeData, size, steps):
         draw.text((MARGIN, y), f"({k + 1}) step {s}{where}", fill=TEXT, font=small)
         img.paste(p, (MARGIN, y + 14))
         y += p.height + 22
-    for frac, label, anchor in ((0.0, "behind", "la"), (0.25, "left", "ma"), (0.5, "ahead", "ma"),
-                                (0.75, "right", "ma"), (1.0, "behind", "ra")):
+    for frac, label, anchor in (
+        (0.0, "behind", "la"),
+        (0.25, "left", "ma"),
+        (0.5, "ahead", "ma"),
+        (0.75, "right", "ma"),
+        (1.0, "behind", "ra"),
+    ):
         draw.text((MARGIN + frac * pano_w, y - 8), label, fill=GREY_TEXT, font=small, anchor=anchor)
     key_h = max(60, y - 8 - key_top - 28)
     _draw_depth_key(Image, draw, img, MARGIN + pano_w + 10, key_top, key_h, cmax, small)
@@ -448,8 +479,7 @@ def _animation(Image, ImageDraw, ImageFont, ep: EpisodeData, size, max_frames):
         if s == n:
             state = " - goal reached" if ep.success and ep.has_goal else " - episode over"
         where = f": {ep.dist[s]:.2f} m to the goal" if ep.has_goal else ""
-        draw.text((MARGIN, MARGIN), f"episode {ep.episode}, step {s}/{n}{where}{state}",
-                  fill=TEXT, font=fnt)
+        draw.text((MARGIN, MARGIN), f"episode {ep.episode}, step {s}/{n}{where}{state}", fill=TEXT, font=fnt)
         m = base.copy()
         md = ImageDraw.Draw(m)
         _draw_path(md, view, ep.pos, int(s), n)
@@ -460,10 +490,12 @@ def _animation(Image, ImageDraw, ImageFont, ep: EpisodeData, size, max_frames):
         frame.paste(m, (MARGIN, MARGIN + 20))
         y = MARGIN + 20 + mh + 4
         lx = MARGIN
-        for mark, text in ((lambda d, cx, cy: _draw_start(d, cx, cy, 4), "start"),
-                           (lambda d, cx, cy: _draw_goal(d, cx, cy, 6, True), "goal" if ep.has_goal else None),
-                           (lambda d, cx, cy: _draw_heading(d, cx, cy, 0.5 * math.pi, 4), "actor, heading"),
-                           (None, "path: blue = start")):
+        for mark, text in (
+            (lambda d, cx, cy: _draw_start(d, cx, cy, 4), "start"),
+            (lambda d, cx, cy: _draw_goal(d, cx, cy, 6, True), "goal" if ep.has_goal else None),
+            (lambda d, cx, cy: _draw_heading(d, cx, cy, 0.5 * math.pi, 4), "actor, heading"),
+            (None, "path: blue = start"),
+        ):
             if text is None:
                 continue
             if mark is not None:

@@ -5,6 +5,7 @@ seed) and those that differ from the defaults, a dozen lines at most;
 ``navi-nb train --print-config`` prints every setting with its meaning.
 Field docstrings are written in reST; the console shows them without markup.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -12,6 +12,7 @@ Run folder (docs/TRAINING.md)::
     runs/NAME/eval.json         evaluation results (+ eval_episodes.npz trajectories)
     runs/NAME/tb/               TensorBoard event files (when available)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -57,6 +58,7 @@ def process_age() -> float:
 # worlds: a scene spec names the set; built-ins come from the world cache
 # --------------------------------------------------------------------------
 
+
 def actor_radius(cfg: TrainConfig) -> float:
     """The actor radius the environment settings give (what a world must have room for)."""
     from navi_nb.env.config import EnvConfig
@@ -88,8 +90,7 @@ def load_scene_set(items, resolution: int, console=None, load_items=None):
     from navi_nb.world.world_cache import load_worlds
     from navi_nb.world.world_set import WorldSet
 
-    worlds = load_worlds(load_items or items, resolution, jobs=allowed_cores().allowed,
-                         progress=console is not None)
+    worlds = load_worlds(load_items or items, resolution, jobs=allowed_cores().allowed, progress=console is not None)
     return WorldSet(worlds, items=list(items))  # named "house:7" or by the file's name
 
 
@@ -113,8 +114,7 @@ def save_run_worlds(run_path: Path, cfg: TrainConfig, world_set):
             (run_path / WORLDS_DIR).mkdir(exist_ok=True)
             save_world(world, run_path / rec["file"])
         records.append(rec)
-    write_json_atomic(run_path / WORLDS_FILE, {"scenes": cfg.scenes, "resolution": cfg.resolution,
-                                               "worlds": records})
+    write_json_atomic(run_path / WORLDS_FILE, {"scenes": cfg.scenes, "resolution": cfg.resolution, "worlds": records})
 
 
 def read_run_worlds(run_path, cfg: TrainConfig) -> tuple:
@@ -130,16 +130,26 @@ def read_run_worlds(run_path, cfg: TrainConfig) -> tuple:
     except ValueError as exc:
         raise RunError(f"run folder {run_path}: {WORLDS_FILE} is not valid JSON ({exc})") from exc
     records = data.get("worlds") if isinstance(data, dict) else None
-    if (not isinstance(records, list) or not records or data.get("scenes") != cfg.scenes
-            or data.get("resolution") != cfg.resolution):
-        raise RunError(f"run folder {run_path}: {WORLDS_FILE} does not record the set of its config "
-                       f"(scenes {cfg.scenes!r} at resolution {cfg.resolution})")
+    if (
+        not isinstance(records, list)
+        or not records
+        or data.get("scenes") != cfg.scenes
+        or data.get("resolution") != cfg.resolution
+    ):
+        raise RunError(
+            f"run folder {run_path}: {WORLDS_FILE} does not record the set of its config "
+            f"(scenes {cfg.scenes!r} at resolution {cfg.resolution})"
+        )
     items, load_items = [], []
     for k, rec in enumerate(records):
         ok = isinstance(rec, dict) and isinstance(rec.get("name"), str) and isinstance(rec.get("digest"), str)
         if ok and "file" in rec:
-            ok = isinstance(rec["file"], str) and isinstance(rec.get("source"), str) \
-                and Path(rec["file"]).parts[:1] == (WORLDS_DIR,) and ".." not in Path(rec["file"]).parts
+            ok = (
+                isinstance(rec["file"], str)
+                and isinstance(rec.get("source"), str)
+                and Path(rec["file"]).parts[:1] == (WORLDS_DIR,)
+                and ".." not in Path(rec["file"]).parts
+            )
             if ok:
                 items.append(WorldItem(path=Path(rec["source"]), origin=rec["name"]))
                 load_items.append(WorldItem(path=run_path / rec["file"], origin=f"{run_path / rec['file']}"))
@@ -166,8 +176,10 @@ def load_run_worlds(run_path, cfg: TrainConfig, console=None):
     for rec, world in zip(records, world_set.worlds):
         digest = world_digest(world)
         if digest != rec["digest"]:
-            raise RunError(f"run {run_path}: world {rec['name']} is not the one the run trained in (content hash "
-                           f"{digest}, recorded {rec['digest']}; its generator, the compiler or the file changed)")
+            raise RunError(
+                f"run {run_path}: world {rec['name']} is not the one the run trained in (content hash "
+                f"{digest}, recorded {rec['digest']}; its generator, the compiler or the file changed)"
+            )
     return world_set
 
 
@@ -183,9 +195,16 @@ def make_env(world_set, cfg: TrainConfig, n_actors=None, seed=None, ranks=None, 
         n_actors, blocks = ranks.n_actors, {"actor_block": cfg.actor_block, "first_block": ranks.first_block}
     else:
         blocks = {"actor_block": cfg.actor_block if n_actors is None else 0}
-    return NavEnv(world_set, cfg.actors if n_actors is None else n_actors, sensor=sensor, task=cfg.task,
-                  seed=cfg.seed if seed is None else seed, backend=cfg.backend, **blocks,
-                  **{**cfg.env, **env_overrides})
+    return NavEnv(
+        world_set,
+        cfg.actors if n_actors is None else n_actors,
+        sensor=sensor,
+        task=cfg.task,
+        seed=cfg.seed if seed is None else seed,
+        backend=cfg.backend,
+        **blocks,
+        **{**cfg.env, **env_overrides},
+    )
 
 
 def make_policy(cfg: TrainConfig, obs_dim: int, act_dim: int = 4):
@@ -198,6 +217,7 @@ def make_policy(cfg: TrainConfig, obs_dim: int, act_dim: int = 4):
 # run folders
 # --------------------------------------------------------------------------
 
+
 def read_run_config(run_path) -> TrainConfig:
     run_path = Path(run_path)
     if not run_path.is_dir():
@@ -207,21 +227,26 @@ def read_run_config(run_path) -> TrainConfig:
         with open(p, "rb") as fh:
             raw = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise RunError(f"run folder {run_path}: cannot read {CONFIG_FILE} ({exc.strerror or exc}); "
-                       "is this a navi-nb run folder?") from exc
+        raise RunError(
+            f"run folder {run_path}: cannot read {CONFIG_FILE} ({exc.strerror or exc}); is this a navi-nb run folder?"
+        ) from exc
     if len(raw) > MAX_CONFIG_BYTES:
         raise RunError(f"run folder {run_path}: {CONFIG_FILE} is larger than {MAX_CONFIG_BYTES} bytes")
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # (UnicodeDecodeError is a ValueError)
-        raise RunError(f"run folder {run_path}: {CONFIG_FILE} is not valid JSON ({type(exc).__name__}: "
-                       f"{' '.join(str(exc).split())[:200]})") from exc
+        raise RunError(
+            f"run folder {run_path}: {CONFIG_FILE} is not valid JSON ({type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:200]})"
+        ) from exc
     if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
         raise RunError(f"run folder {run_path}: {CONFIG_FILE} has no 'config' object")
     cfg = from_dict(data["config"], source=str(p))
     if data.get("config_hash") != cfg.hash():
-        raise RunError(f"run folder {run_path}: {CONFIG_FILE} was edited (its hash "
-                       f"{data.get('config_hash')!r} does not match its settings {cfg.hash()!r})")
+        raise RunError(
+            f"run folder {run_path}: {CONFIG_FILE} was edited (its hash "
+            f"{data.get('config_hash')!r} does not match its settings {cfg.hash()!r})"
+        )
     return cfg
 
 
@@ -237,8 +262,7 @@ def run_base_name(cfg: TrainConfig, items) -> str:
 
 
 # What a run folder holds before its first checkpoint exists (Trainer.create writes these first).
-_BEFORE_FIRST_CHECKPOINT = {CONFIG_FILE, WORLDS_FILE, WORLDS_DIR, "metrics.csv", "metrics.jsonl", "tb",
-                            "checkpoints"}
+_BEFORE_FIRST_CHECKPOINT = {CONFIG_FILE, WORLDS_FILE, WORLDS_DIR, "metrics.csv", "metrics.jsonl", "tb", "checkpoints"}
 
 
 def never_checkpointed(path: Path) -> bool:
@@ -264,14 +288,17 @@ def pick_run_path(cfg: TrainConfig, items) -> Path:
         if cfg.name:
             limit = _name_max(root)
             if len(os.fsencode(cfg.name)) > limit:
-                raise RunError(f"--name is {len(os.fsencode(cfg.name))} bytes long; a folder name here may "
-                               f"have at most {limit}")
+                raise RunError(
+                    f"--name is {len(os.fsencode(cfg.name))} bytes long; a folder name here may have at most {limit}"
+                )
             path = root / cfg.name
             if path.exists() and not path.is_dir():
                 raise RunError(f"run folder {path} exists and is not a folder; choose another --name")
             if path.exists() and any(path.iterdir()) and not never_checkpointed(path):
-                raise RunError(f"run folder {path} already exists and is not empty; use --resume {path} "
-                               "to continue it, or choose another --name")
+                raise RunError(
+                    f"run folder {path} already exists and is not empty; use --resume {path} "
+                    "to continue it, or choose another --name"
+                )
             return path
         base = run_base_name(cfg, items)
         path, n = root / base, 1
@@ -307,6 +334,7 @@ def os_error(exc: OSError, doing: str) -> RunError:
 # memory: refuse what cannot fit before allocating it
 # --------------------------------------------------------------------------
 
+
 def available_memory() -> int | None:
     """Bytes this process may still allocate: the smaller of the system's available memory and the cgroup's
     limit minus its use; None where neither can be read."""
@@ -318,9 +346,10 @@ def available_memory() -> int | None:
                     found.append(int(line.split()[1]) * 1024)
     except (OSError, ValueError, IndexError):
         pass
-    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
         try:
             with open(limit_file) as fh:
                 text = fh.read().strip()
@@ -338,8 +367,7 @@ def check_memory(what: str, need: int) -> None:
     """Raise RunError when ``need`` bytes (a lower bound of what ``what`` allocates) exceed the memory available."""
     have = available_memory()
     if have is not None and need > have:
-        raise RunError(f"{what} needs at least {need / 2**30:.1f} GiB of memory; "
-                       f"{have / 2**30:.1f} GiB is available")
+        raise RunError(f"{what} needs at least {need / 2**30:.1f} GiB of memory; {have / 2**30:.1f} GiB is available")
 
 
 def write_json_atomic(path: Path, data):
@@ -350,4 +378,3 @@ def write_json_atomic(path: Path, data):
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-

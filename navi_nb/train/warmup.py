@@ -32,6 +32,7 @@ that fails only costs time: the trainer compiles what is missing itself, as
 it would without a warm-up. ``NAVI_NB_WARMUP=0`` turns
 the warm-up off.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,14 @@ ENV_VAR = "NAVI_NB_WARMUP"
 
 GROUPS = {
     "tracer": ("navi_nb.sense.tracer",),
-    "learn": ("navi_nb.learn.mlp", "navi_nb.learn.fused", "navi_nb.learn.adam", "navi_nb.learn.gae",
-              "navi_nb.learn.blas", "navi_nb.learn.blocks"),
+    "learn": (
+        "navi_nb.learn.mlp",
+        "navi_nb.learn.fused",
+        "navi_nb.learn.adam",
+        "navi_nb.learn.gae",
+        "navi_nb.learn.blas",
+        "navi_nb.learn.blocks",
+    ),
 }
 """Group name -> the modules that define its kernels; a group is cold when Numba's cache holds no kernel of
 one of them (``navi_nb.jit_cache.cold_sources``)."""
@@ -115,8 +122,10 @@ class Warmup:
             if rc != 0 and self.console is not None:
                 err.seek(0)
                 lines = [ln for ln in err.read().decode(errors="replace").splitlines() if ln.strip()]
-                self.console.print(f"[yellow]kernel warm-up '{group}' failed ({lines[-1] if lines else rc}); "
-                                   "compiling those kernels here instead[/]")
+                self.console.print(
+                    f"[yellow]kernel warm-up '{group}' failed ({lines[-1] if lines else rc}); "
+                    "compiling those kernels here instead[/]"
+                )
             err.close()
         self.children = [c for c in self.children if c not in joined]
         if not self.children:
@@ -142,12 +151,18 @@ class Warmup:
 def _spawn(group, cfg, *extra):
     """A child compiling ``group`` for the run ``cfg``: (group, Popen, stderr file), or None."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_DIR.parent)]
-                                        + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(PACKAGE_DIR.parent)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
     err = tempfile.TemporaryFile()
     try:
-        proc = subprocess.Popen([sys.executable, "-c", _CHILD, group, json.dumps(cfg.to_dict()), *extra],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, group, json.dumps(cfg.to_dict()), *extra],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+        )
     except OSError:
         err.close()
         return None  # no child: this process compiles the group itself
@@ -163,8 +178,7 @@ def start(cfg, console=None) -> Warmup:
     if child is not None:
         warm.children.append(child)
     if cold and console is not None:
-        console.print(f"[dim]compiling the {' and '.join(cold)} kernels in background processes "
-                      "(first run only)[/]")
+        console.print(f"[dim]compiling the {' and '.join(cold)} kernels in background processes (first run only)[/]")
     return warm
 
 
@@ -200,8 +214,13 @@ def warm_tracer(cfg, world_path) -> None:
 
     world = load_world(world_path)
     env_cfg = EnvConfig.from_kwargs(**cfg.env)
-    tracer = Tracer(world, Sensor(az=cfg.sensor_az, el=cfg.sensor_el), env_cfg.max_distance, backend=cfg.backend,
-                    max_actors=cfg.actors)
+    tracer = Tracer(
+        world,
+        Sensor(az=cfg.sensor_az, el=cfg.sensor_el),
+        env_cfg.max_distance,
+        backend=cfg.backend,
+        max_actors=cfg.actors,
+    )
     centre = (0.5 * (np.asarray(world.bmin, np.float64) + np.asarray(world.bmax, np.float64))).astype(np.float32)
     origins = np.repeat(centre[None, :], cfg.actors, axis=0)
     yaws = np.linspace(-np.pi, np.pi, cfg.actors, endpoint=False, dtype=np.float32)

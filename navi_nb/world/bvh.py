@@ -7,6 +7,7 @@ int32 link) with sibling pairs sharing a cache line; ``box_dist2`` is the
 squared distance from a point to a packed record's box, the pruning test of
 every walk over the tree.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,10 +15,10 @@ from numba import njit
 
 __all__ = ["LEAF_SIZE", "STACK", "build_bvh", "pack_nodes", "box_dist2"]
 
-LEAF_SIZE = 2       # triangles per BVH leaf
-STACK = 256         # traversal stack entries; build_bvh caps the tree depth below this
-SAH_BINS = 16       # centroid bins per axis for the surface-area-heuristic split
-SAH_DEPTH = 64      # below this depth, median splits (keeps depth < SAH_DEPTH + 64 < STACK)
+LEAF_SIZE = 2  # triangles per BVH leaf
+STACK = 256  # traversal stack entries; build_bvh caps the tree depth below this
+SAH_BINS = 16  # centroid bins per axis for the surface-area-heuristic split
+SAH_DEPTH = 64  # below this depth, median splits (keeps depth < SAH_DEPTH + 64 < STACK)
 
 
 @njit(inline="always")

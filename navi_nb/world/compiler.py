@@ -20,6 +20,7 @@ Then identical leaves and subtrees are shared bottom-up through hash tables
 with exact comparison, and the DAG is emitted with the root at word 0
 (navi_nb/world/dagshare.py).
 """
+
 from __future__ import annotations
 
 import copy
@@ -51,7 +52,6 @@ CAP_FACTOR = 16.0
 MAX_COORDINATE = 1e37
 
 
-
 class CompileError(NaviError, ValueError):
     """Bad compiler input (resolution, bounds, field output)."""
 
@@ -60,6 +60,7 @@ class CompileError(NaviError, ValueError):
 # kernels
 # --------------------------------------------------------------------------
 
+
 @njit(inline="always", cache=True)
 def _pow2_floor(x):
     """Largest power of two <= x (x > 0): coarse values so equal leaves repeat."""
@@ -67,8 +68,7 @@ def _pow2_floor(x):
 
 
 @njit(cache=True)
-def _classify(d, cls, coords, cell_metres, bmin, roi_lo, roi_hi, finest, voxel, band, sem_band,
-              kind, word):
+def _classify(d, cls, coords, cell_metres, bmin, roi_lo, roi_hi, finest, voxel, band, sem_band, kind, word):
     """Decide each cell: leaf (word), inner (subdivide) or pruned. See module doc."""
     hd = cell_metres * math.sqrt(3.0) * 0.5
     for i in range(d.shape[0]):
@@ -130,8 +130,7 @@ def _children(coords, kind, d, reach, start, stop, n_out):
 
 
 @njit(cache=True)
-def _prepare(coords, sign, cell_metres, bmin, roi_lo, roi_hi, free_outside, gap, split, cen_s, idx_s, cen_u,
-             idx_u, d):
+def _prepare(coords, sign, cell_metres, bmin, roi_lo, roi_hi, free_outside, gap, split, cen_s, idx_s, cen_u, idx_u, d):
     """Sort a chunk's cells by how they are evaluated; write their centres.
 
     Cells farther than `gap` outside the region of interest (free_outside)
@@ -178,6 +177,7 @@ def _scatter(idx, vals, cls, sign, use_sign, d, c):
 # driver
 # --------------------------------------------------------------------------
 
+
 def fit_cube(bounds_min, bounds_max, resolution, margin=None):
     """(bmin float32 (3,), voxel_size float32) of a cube around the bounds.
 
@@ -208,8 +208,19 @@ def check_cube(bmin, voxel, resolution, what="world cube"):
     """
     b = np.asarray(bmin, dtype=np.float32)
     try:
-        gmdag.check_header_fields((gmdag.MAGIC, gmdag.VERSION, int(resolution), float(b[0]), float(b[1]),
-                                   float(b[2]), float(np.float32(voxel)), 1), what)
+        gmdag.check_header_fields(
+            (
+                gmdag.MAGIC,
+                gmdag.VERSION,
+                int(resolution),
+                float(b[0]),
+                float(b[1]),
+                float(b[2]),
+                float(np.float32(voxel)),
+                1,
+            ),
+            what,
+        )
     except gmdag.GmdagError as exc:
         raise CompileError(f"{what} does not fit the .gmdag header: {exc.rule}") from None
 
@@ -238,8 +249,9 @@ def _check_args(bounds_min, bounds_max, resolution, margin):
         raise CompileError(f"bounds must be two finite 3-vectors, got {bounds_min!r}, {bounds_max!r}")
     # the cube around them is stored as float32: refuse before any arithmetic overflows
     if max(np.max(np.abs(lo)), np.max(np.abs(hi))) > MAX_COORDINATE:
-        raise CompileError(f"bounds {lo.tolist()} .. {hi.tolist()} exceed {MAX_COORDINATE:g} m: "
-                           f"the world cube would not fit float32")
+        raise CompileError(
+            f"bounds {lo.tolist()} .. {hi.tolist()} exceed {MAX_COORDINATE:g} m: the world cube would not fit float32"
+        )
     if np.any(hi < lo) or not np.any(hi > lo):  # flat along some axis is fine (a wall, a sheet)
         raise CompileError(f"bounds are empty: min {lo.tolist()} max {hi.tolist()}")
     if margin is not None and not (np.isfinite(margin) and margin >= 0):
@@ -265,9 +277,21 @@ def _evaluate(field, centres, cap=None):
     return d, c
 
 
-def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None, cube=None,
-                  band=BAND_VOXELS, semantic_band=SEMANTIC_BAND_VOXELS, sidecar=None, progress=None,
-                  unsigned_field=None, free_outside=False) -> World:
+def compile_field(
+    field,
+    bounds_min,
+    bounds_max,
+    resolution=128,
+    *,
+    margin=None,
+    cube=None,
+    band=BAND_VOXELS,
+    semantic_band=SEMANTIC_BAND_VOXELS,
+    sidecar=None,
+    progress=None,
+    unsigned_field=None,
+    free_outside=False,
+) -> World:
     """Compile any field with ``.evaluate(points (N,3) float64) -> (sdf, class)``.
 
     bounds_min/max: the region of interest (metres); the world cube is fitted
@@ -332,8 +356,7 @@ def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None,
             child_ref = np.empty(8 * m, dtype=np.int32)
             leaves.refs(ck, cw, child_ref)
             del cc, cs, ck, cw
-            dedup_range(last_kind[start:stop], last_word[start:stop], child_ref, leaves, shared,
-                         last_ref[start:stop])
+            dedup_range(last_kind[start:stop], last_word[start:stop], child_ref, leaves, shared, last_ref[start:stop])
             start = stop
         finest_ref = last_ref
         if progress is not None:
@@ -348,10 +371,14 @@ def compile_field(field, bounds_min, bounds_max, resolution=128, *, margin=None,
     world.sidecar.setdefault("spawn_points", [])
     world.sidecar["bounds_of_interest"] = [lo.tolist(), hi.tolist()]
     world.sidecar["sample"] = "centre"  # leaves hold the distance at their voxel's centre
-    world.sidecar["compiler"] = {"version": COMPILER_VERSION, "resolution": resolution, "band_voxels": band,
-                                 "semantic_band_voxels": semantic_band,
-                                 "margin": None if margin is None else float(margin),
-                                 "seconds": round(time.perf_counter() - t0, 4)}
+    world.sidecar["compiler"] = {
+        "version": COMPILER_VERSION,
+        "resolution": resolution,
+        "band_voxels": band,
+        "semantic_band_voxels": semantic_band,
+        "margin": None if margin is None else float(margin),
+        "seconds": round(time.perf_counter() - t0, 4),
+    }
     return world
 
 
@@ -374,27 +401,61 @@ class _Level:
         word = np.zeros(n, dtype=np.uint64)
         dall = np.empty(n, dtype=np.float32)  # kept for the children's inherited signs only
         if self._buf is None:  # reused across calls: fresh pages cost more than the work
-            self._buf = (np.empty((EVAL_CHUNK, 3)), np.empty(EVAL_CHUNK, dtype=np.int64),
-                         np.empty((EVAL_CHUNK, 3)), np.empty(EVAL_CHUNK, dtype=np.int64),
-                         np.empty(EVAL_CHUNK, dtype=np.float64), np.empty(EVAL_CHUNK, dtype=np.int64))
+            self._buf = (
+                np.empty((EVAL_CHUNK, 3)),
+                np.empty(EVAL_CHUNK, dtype=np.int64),
+                np.empty((EVAL_CHUNK, 3)),
+                np.empty(EVAL_CHUNK, dtype=np.int64),
+                np.empty(EVAL_CHUNK, dtype=np.float64),
+                np.empty(EVAL_CHUNK, dtype=np.int64),
+            )
         cen_s, idx_s, cen_u, idx_u, dbuf, cbuf = self._buf
         split = self.unsigned is not None
         for s in range(0, n, EVAL_CHUNK):
             e = min(n, s + EVAL_CHUNK)
-            d, c, sg = dbuf[:e - s], cbuf[:e - s], sign[s:e]
+            d, c, sg = dbuf[: e - s], cbuf[: e - s], sign[s:e]
             c[:] = 0
             # a pruned cell must hold no interpolation stencil point of a point within
             # 2 voxels of a surface: keep band + 1 voxel of space evaluated
-            ns, nu = _prepare(coords[s:e], sg, cell, self.bmin, self.lo, self.hi, self.free_outside,
-                              self.band + self.h, split, cen_s, idx_s, cen_u, idx_u, d)
-            for field, cen, idx, k, signed in ((self.field, cen_s, idx_s, ns, False),
-                                               (self.unsigned, cen_u, idx_u, nu, True)):
+            ns, nu = _prepare(
+                coords[s:e],
+                sg,
+                cell,
+                self.bmin,
+                self.lo,
+                self.hi,
+                self.free_outside,
+                self.band + self.h,
+                split,
+                cen_s,
+                idx_s,
+                cen_u,
+                idx_u,
+                d,
+            )
+            for field, cen, idx, k, signed in (
+                (self.field, cen_s, idx_s, ns, False),
+                (self.unsigned, cen_u, idx_u, nu, True),
+            ):
                 if k:
                     v, cl = _evaluate(field, cen[:k], cap)
                     _scatter(idx[:k], v, cl, sg, signed, d, c)
             self.evaluations += ns + nu
-            _classify(d, c, coords[s:e], cell, self.bmin, self.lo, self.hi, finest, self.h, self.band,
-                      self.sem_band, kind[s:e], word[s:e])
+            _classify(
+                d,
+                c,
+                coords[s:e],
+                cell,
+                self.bmin,
+                self.lo,
+                self.hi,
+                finest,
+                self.h,
+                self.band,
+                self.sem_band,
+                kind[s:e],
+                word[s:e],
+            )
             if not finest:  # float32 rounding must not invent a sign the parent does not have
                 dall[s:e] = np.where(np.abs(d) >= hd / 2, d, 0.0)
         return kind, word, dall
@@ -412,8 +473,16 @@ def compile_scene(name_or_scene="house", resolution=128, seed=0, *, margin=None,
     cube = None
     if margin is None and scene.cube_min is not None:
         cube = (scene.cube_min, scene.cube_side)
-    world = compile_field(scene, scene.bounds_min, scene.bounds_max, resolution, margin=margin, cube=cube,
-                          sidecar=scene.sidecar(), progress=progress)
+    world = compile_field(
+        scene,
+        scene.bounds_min,
+        scene.bounds_max,
+        resolution,
+        margin=margin,
+        cube=cube,
+        sidecar=scene.sidecar(),
+        progress=progress,
+    )
     world.source = f"<scene {scene.name} @ {resolution}>"
     return world
 
@@ -446,10 +515,24 @@ def compile_mesh(mesh_or_path, resolution=256, margin=None, *, progress=None, na
     # test. The same BVH serves both: a shallow copy with `sign` switched.
     unsigned = copy.copy(field)
     unsigned.sign = "unsigned"
-    sidecar = {"scene": name or "mesh", "class_names": ["none", "surface"], "spawn_points": [],
-               "triangles": int(np.asarray(faces).shape[0]), "closed": bool(getattr(field, "closed", False))}
-    world = compile_field(field, field.bounds_min, field.bounds_max, resolution, margin=margin,
-                          sidecar=sidecar, progress=progress, unsigned_field=unsigned, free_outside=True)
+    sidecar = {
+        "scene": name or "mesh",
+        "class_names": ["none", "surface"],
+        "spawn_points": [],
+        "triangles": int(np.asarray(faces).shape[0]),
+        "closed": bool(getattr(field, "closed", False)),
+    }
+    world = compile_field(
+        field,
+        field.bounds_min,
+        field.bounds_max,
+        resolution,
+        margin=margin,
+        sidecar=sidecar,
+        progress=progress,
+        unsigned_field=unsigned,
+        free_outside=True,
+    )
     world.source = f"<mesh {name or 'mesh'} @ {resolution}>"
     return world
 
@@ -461,8 +544,10 @@ def _check_mesh_bounds(vertices, resolution, margin, name):
         return  # MeshField names these faults
     lo, hi = v.min(axis=0), v.max(axis=0)
     if max(np.max(np.abs(lo)), np.max(np.abs(hi))) > MAX_COORDINATE:
-        raise CompileError(f"{name}: vertex coordinates reach {max(np.max(np.abs(lo)), np.max(np.abs(hi))):g} m, "
-                           f"beyond {MAX_COORDINATE:g} m: the world cube would not fit float32")
+        raise CompileError(
+            f"{name}: vertex coordinates reach {max(np.max(np.abs(lo)), np.max(np.abs(hi))):g} m, "
+            f"beyond {MAX_COORDINATE:g} m: the world cube would not fit float32"
+        )
     if margin is not None and not (np.isfinite(margin) and 0 <= margin <= MAX_COORDINATE):
         return  # _check_args names it
     if isinstance(resolution, (int, np.integer)) and not isinstance(resolution, bool) and resolution >= 16:

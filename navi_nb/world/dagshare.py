@@ -8,6 +8,7 @@ stored once. Uids are handed out in first-seen order, so the output does not
 depend on threads or timing. Both tables grow with the number of *unique*
 nodes, reserved before each pass so a pass never fills them.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -144,7 +145,7 @@ class LeafTable:
         while 2 * need > cap:
             cap *= 2
         words = np.empty(cap // 2, dtype=np.uint64)
-        words[:self.n] = self.words[:self.n]
+        words[: self.n] = self.words[: self.n]
         self.table = np.full(cap, -1, dtype=np.int64)
         self.words = words
         _rehash(self.table, self.words, self.n)
@@ -152,8 +153,18 @@ class LeafTable:
     def refs(self, kind, word, out):
         """out[i] = -(uid + 2) for leaf cells, -1 for pruned ones (no inner cells here)."""
         self.reserve(int(np.count_nonzero(kind == KIND_LEAF)))
-        n_leaf, _ = _dedup_level(kind, word, np.empty(0, np.int32), self.words, self.n, self.table,
-                                 np.empty((1, 8), dtype=np.int32), 0, np.full(2, -1, dtype=np.int64), out)
+        n_leaf, _ = _dedup_level(
+            kind,
+            word,
+            np.empty(0, np.int32),
+            self.words,
+            self.n,
+            self.table,
+            np.empty((1, 8), dtype=np.int32),
+            0,
+            np.full(2, -1, dtype=np.int64),
+            out,
+        )
         if n_leaf < 0:
             raise RuntimeError("leaf table full after reserve (bug)")
         self.n = n_leaf
@@ -187,7 +198,7 @@ class InnerTable:
         while need > cap:
             cap *= 2
         kids = np.empty((cap, 8), dtype=np.int32)
-        kids[:self.n] = self.kids[:self.n]
+        kids[: self.n] = self.kids[: self.n]
         self.kids = kids
         self.table = np.full(2 * cap, -1, dtype=np.int64)
         _rehash_inner(self.table, self.kids, self.n)
@@ -210,8 +221,9 @@ def dedup_range(kind, word, child_ref, leaves, shared, ref):
     """Share the cells of one level (or a run of it) whose children have refs."""
     leaves.reserve(int(np.count_nonzero(kind == KIND_LEAF)))
     shared.reserve(int(np.count_nonzero(kind == KIND_INNER)))
-    n_leaf, n_inner = _dedup_level(kind, word, child_ref, leaves.words, leaves.n, leaves.table,
-                                   shared.kids, shared.n, shared.table, ref)
+    n_leaf, n_inner = _dedup_level(
+        kind, word, child_ref, leaves.words, leaves.n, leaves.table, shared.kids, shared.n, shared.table, ref
+    )
     if n_leaf < 0:
         raise RuntimeError("dedup table full after reserve (bug)")
     leaves.n, shared.n = n_leaf, n_inner
@@ -234,5 +246,5 @@ def dedup(kinds, words, child_ref, leaves, shared):
     if root == -1:  # the whole cube is free and outside the region of interest
         return np.array([gmdag.encode_leaf(0, 0.0)], dtype=np.uint64)
     if root < -1:
-        return leaves.words[-root - 2:-root - 1].copy()
+        return leaves.words[-root - 2 : -root - 1].copy()
     return _emit(shared.kids, shared.n, leaves.words, leaves.n, root)

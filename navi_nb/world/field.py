@@ -27,6 +27,7 @@ distance, whatever the leaf's size; in a pruned octant, the distance to the
 octant's nearest face (free space, a lower bound). :func:`point_value` adds
 the semantic id and the rule outside the cube.
 """
+
 from __future__ import annotations
 
 import math
@@ -144,8 +145,9 @@ def descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res, sh
 def cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz):
     """The field at a point (voxel units): its leaf's distance, or for a pruned
     octant the distance to the octant's nearest face (a lower bound)."""
-    kind, dist, sem, lox, loy, loz, size = descend(child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res,
-                                                   shift)
+    kind, dist, sem, lox, loy, loz, size = descend(
+        child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res, shift
+    )
     if kind == 1:
         return dist
     v = px - lox
@@ -210,14 +212,16 @@ def voxel_fast(child, leaf_dist, top_code, shift, vx, vy, vz):
 def corner_values(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx, jy, jz):
     """The field at the 8 voxel centres from ``(jx, jy, jz)`` to ``+1`` on each axis
     (x fastest), each through :func:`cell_value` (the general path)."""
-    return (cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 0.5, jz + 0.5),
-            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 0.5, jz + 0.5),
-            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 1.5, jz + 0.5),
-            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 1.5, jz + 0.5),
-            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 0.5, jz + 1.5),
-            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 0.5, jz + 1.5),
-            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 1.5, jz + 1.5),
-            cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 1.5, jz + 1.5))
+    return (
+        cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 0.5, jz + 0.5),
+        cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 0.5, jz + 0.5),
+        cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 1.5, jz + 0.5),
+        cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 1.5, jz + 0.5),
+        cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 0.5, jz + 1.5),
+        cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 0.5, jz + 1.5),
+        cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 0.5, jy + 1.5, jz + 1.5),
+        cell_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx + 1.5, jy + 1.5, jz + 1.5),
+    )
 
 
 def corner_term(acc, gx, gy, gz, fx, fy, fz, ox, oy, oz, v):
@@ -272,10 +276,10 @@ def field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py
     v5 = voxel_fast(child, leaf_dist, top_code, shift, jx + 1, jy, jz + 1)
     v6 = voxel_fast(child, leaf_dist, top_code, shift, jx, jy + 1, jz + 1)
     v7 = voxel_fast(child, leaf_dist, top_code, shift, jx + 1, jy + 1, jz + 1)
-    if not (v0 == v0 and v1 == v1 and v2 == v2 and v3 == v3 and v4 == v4 and v5 == v5 and v6 == v6
-            and v7 == v7):
-        v0, v1, v2, v3, v4, v5, v6, v7 = corner_values(child, leaf_dist, leaf_sem, top_code, top_level, res, shift,
-                                                       jx, jy, jz)
+    if not (v0 == v0 and v1 == v1 and v2 == v2 and v3 == v3 and v4 == v4 and v5 == v5 and v6 == v6 and v7 == v7):
+        v0, v1, v2, v3, v4, v5, v6, v7 = corner_values(
+            child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx, jy, jz
+        )
     acc, gx, gy, gz = corner_term(0.0, 0.0, 0.0, 0.0, fx, fy, fz, 0, 0, 0, v0)
     acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1, 0, 0, v1)
     acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 0, 1, 0, v2)
@@ -318,8 +322,9 @@ def point_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ux,
         if f < 0.0:
             return f, 0
         return outside + f, 0
-    kind, _dist, sem, _lx, _ly, _lz, _size = descend(child, leaf_dist, leaf_sem, top_code, top_level, cx, cy, cz,
-                                                     res, shift)
+    kind, _dist, sem, _lx, _ly, _lz, _size = descend(
+        child, leaf_dist, leaf_sem, top_code, top_level, cx, cy, cz, res, shift
+    )
     if kind == KIND_PRUNED:
         sem = 0
     return f, sem
@@ -330,8 +335,20 @@ def point_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ux,
 # --------------------------------------------------------------------------
 
 # in the order they must be built (a function's helpers come first)
-FIELD_FUNCTIONS = ("table_shift", "cell_index", "descend_float", "descend", "cell_value", "axis_lerp_index",
-                   "voxel_fast", "corner_values", "corner_term", "field_at", "field_at_outer", "point_value")
+FIELD_FUNCTIONS = (
+    "table_shift",
+    "cell_index",
+    "descend_float",
+    "descend",
+    "cell_value",
+    "axis_lerp_index",
+    "voxel_fast",
+    "corner_values",
+    "corner_term",
+    "field_at",
+    "field_at_outer",
+    "point_value",
+)
 OUTER_FUNCTIONS = ("descend_float", "cell_value", "corner_values", "field_at_outer")
 """Built with ``decorate_outer``: on the CPU these stay separate (not IR-inlined) functions (rare paths)."""
 

@@ -16,6 +16,7 @@ with ``njit(inline="always")``) that the layout decoder
 or querying: they all read the decoded layout, on the CPU and on CUDA alike
 (the CUDA tracer copies the layout to the device, not the words).
 """
+
 from __future__ import annotations
 
 import json
@@ -57,6 +58,7 @@ class GmdagError(NaviError, ValueError):
 # --------------------------------------------------------------------------
 # scalar decoders: plain functions, compiled by each target
 # --------------------------------------------------------------------------
+
 
 def word_is_leaf(word):
     return (word >> np.uint64(63)) != np.uint64(0)
@@ -169,8 +171,11 @@ def nb_half_bits(x, mode):
 @njit(inline="always", cache=True)
 def nb_encode_leaf(semantic, distance, mode):
     """Leaf word from a semantic id (0..65535) and a distance in metres."""
-    return (np.uint64(1) << np.uint64(63)) | (np.uint64(semantic & 0xFFFF) << np.uint64(16)) \
+    return (
+        (np.uint64(1) << np.uint64(63))
+        | (np.uint64(semantic & 0xFFFF) << np.uint64(16))
         | np.uint64(nb_half_bits(distance, mode))
+    )
 
 
 @njit(inline="always", cache=True)
@@ -181,6 +186,7 @@ def nb_encode_inner(mask, child_base):
 # --------------------------------------------------------------------------
 # encoders (vectorised, Python side)
 # --------------------------------------------------------------------------
+
 
 def encode_inner(mask, child_base):
     """Inner-node words from 8-bit masks and child_base indices (arrays ok)."""
@@ -251,6 +257,7 @@ def is_leaf(words):
 # the world object
 # --------------------------------------------------------------------------
 
+
 @dataclass
 class World:
     """A loaded `.gmdag`: header fields, bounds and the uint64 node array.
@@ -298,15 +305,25 @@ class World:
 
     def header_bytes(self) -> bytes:
         b = np.asarray(self.bmin, dtype=np.float32)
-        return HEADER.pack(MAGIC, self.version, self.resolution, float(b[0]), float(b[1]),
-                           float(b[2]), float(np.float32(self.voxel_size)), self.node_count)
+        return HEADER.pack(
+            MAGIC,
+            self.version,
+            self.resolution,
+            float(b[0]),
+            float(b[1]),
+            float(b[2]),
+            float(np.float32(self.voxel_size)),
+            self.node_count,
+        )
 
     def to_bytes(self) -> bytes:
         return self.header_bytes() + np.ascontiguousarray(self.nodes, dtype="<u8").tobytes()
 
     def __repr__(self):
-        return (f"World({self.source!r}, resolution={self.resolution}, voxel_size={self.voxel_size:g}, "
-                f"bmin={tuple(float(x) for x in self.bmin)}, nodes={self.node_count})")
+        return (
+            f"World({self.source!r}, resolution={self.resolution}, voxel_size={self.voxel_size:g}, "
+            f"bmin={tuple(float(x) for x in self.bmin)}, nodes={self.node_count})"
+        )
 
 
 def check_header_fields(fields, source):
@@ -345,15 +362,22 @@ def from_bytes(data, source="<bytes>", validate=True) -> World:
     count = fields[7]
     need = HEADER_SIZE + 8 * count
     if buf.nbytes < need:
-        raise GmdagError(source, f"payload holds {(buf.nbytes - HEADER_SIZE) // 8} words, "
-                                 f"header says node_count {count}")
+        raise GmdagError(
+            source, f"payload holds {(buf.nbytes - HEADER_SIZE) // 8} words, header says node_count {count}"
+        )
     if buf.nbytes > need:
         raise GmdagError(source, f"{buf.nbytes - need} trailing bytes after node_count words")
     nodes = np.frombuffer(buf, dtype="<u8", count=count, offset=HEADER_SIZE)
     if nodes.dtype != np.uint64:  # big-endian host: make a native copy
         nodes = nodes.astype(np.uint64)
-    world = World(resolution=int(fields[2]), bmin=np.array(fields[3:6], dtype=np.float32),
-                  voxel_size=float(fields[6]), nodes=nodes, version=int(fields[1]), source=str(source))
+    world = World(
+        resolution=int(fields[2]),
+        bmin=np.array(fields[3:6], dtype=np.float32),
+        voxel_size=float(fields[6]),
+        nodes=nodes,
+        version=int(fields[1]),
+        source=str(source),
+    )
     if validate:
         validate_world(world)
     return world
@@ -400,8 +424,7 @@ def file_sample_convention(side: dict, source) -> str:
     if value is None:
         return "centre" if isinstance(side.get("compiler"), dict) else "corner"
     if value not in SAMPLE_CONVENTIONS:
-        raise GmdagError(source, f"sidecar key 'sample' must be one of {', '.join(SAMPLE_CONVENTIONS)}, "
-                                 f"got {value!r}")
+        raise GmdagError(source, f"sidecar key 'sample' must be one of {', '.join(SAMPLE_CONVENTIONS)}, got {value!r}")
     return value
 
 
@@ -431,8 +454,7 @@ def _finite_number(x) -> bool:
 
 def _is_point(p) -> bool:
     """A JSON [x, y, z] of numbers that are finite as float32 (how points are used)."""
-    return (isinstance(p, list) and len(p) == 3
-            and all(_finite_number(x) and abs(float(x)) <= FLOAT32_MAX for x in p))
+    return isinstance(p, list) and len(p) == 3 and all(_finite_number(x) and abs(float(x)) <= FLOAT32_MAX for x in p)
 
 
 def check_sidecar(data, source="<sidecar>") -> dict:
@@ -455,8 +477,9 @@ def check_sidecar(data, source="<sidecar>") -> dict:
         bad("scene", "a string")
     if "seed" in data and (isinstance(data["seed"], bool) or not isinstance(data["seed"], int)):
         bad("seed", "an integer")
-    if "triangles" in data and (isinstance(data["triangles"], bool) or not isinstance(data["triangles"], int)
-                                or data["triangles"] < 0):
+    if "triangles" in data and (
+        isinstance(data["triangles"], bool) or not isinstance(data["triangles"], int) or data["triangles"] < 0
+    ):
         bad("triangles", "an integer >= 0")
     if "closed" in data and not isinstance(data["closed"], bool):
         bad("closed", "true or false")
@@ -472,8 +495,13 @@ def check_sidecar(data, source="<sidecar>") -> dict:
             bad("spawn_points", "a list of finite [x, y, z] points")
     if "bounds_of_interest" in data:
         roi = data["bounds_of_interest"]
-        if not (isinstance(roi, list) and len(roi) == 2 and _is_point(roi[0]) and _is_point(roi[1])
-                and all(a <= b for a, b in zip(roi[0], roi[1]))):
+        if not (
+            isinstance(roi, list)
+            and len(roi) == 2
+            and _is_point(roi[0])
+            and _is_point(roi[1])
+            and all(a <= b for a, b in zip(roi[0], roi[1]))
+        ):
             bad("bounds_of_interest", "[[x, y, z], [x, y, z]], finite, minimum <= maximum")
     return data
 
@@ -599,8 +627,12 @@ def node_census(world: World):
     """
     inner, leaf, pruned, tree = _census(np.asarray(world.nodes), MAX_DEPTH)
     top = int(np.max(np.nonzero((inner + leaf) > 0)[0])) + 1 if np.any(inner + leaf) else 0
-    return {"inner": inner[:top].tolist(), "leaf": leaf[:top].tolist(),
-            "pruned": pruned[:top].tolist(), "tree_nodes": int(tree)}
+    return {
+        "inner": inner[:top].tolist(),
+        "leaf": leaf[:top].tolist(),
+        "pruned": pruned[:top].tolist(),
+        "tree_nodes": int(tree),
+    }
 
 
 @njit(cache=True)

@@ -27,6 +27,7 @@ scaling. :func:`decode_layout` turns a validated world into:
 Leaves are shared in the DAG, so ``leaf_*`` are small (hundreds to tens of
 thousands of entries); ``child`` holds 32 bytes per unique inner node.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -213,8 +214,9 @@ def sample_offset(world) -> float:
     centre-sampled)."""
     value = world.sidecar.get("sample", "centre") if isinstance(world.sidecar, dict) else "centre"
     if value not in SAMPLE_OFFSETS:
-        raise gmdag.GmdagError(world.source, f"sample convention must be one of {', '.join(SAMPLE_OFFSETS)}, "
-                                       f"got {value!r}")
+        raise gmdag.GmdagError(
+            world.source, f"sample convention must be one of {', '.join(SAMPLE_OFFSETS)}, got {value!r}"
+        )
     return SAMPLE_OFFSETS[value]
 
 

@@ -46,6 +46,7 @@ The parts, by concern: ``bvh.py`` (build and packed records),
 number, closed parts, pseudonormals, trust); this module runs them over chunks
 of points in parallel and holds the ``MeshField`` object.
 """
+
 from __future__ import annotations
 
 import math
@@ -68,12 +69,29 @@ from navi_nb.world.winding import (
 
 __all__ = ["MeshField", "LEAF_SIZE", "WINDING_BETA"]
 
-CHUNK = 512          # points per parallel work item (one traversal stack each)
+CHUNK = 512  # points per parallel work item (one traversal stack each)
 
 
 @njit(cache=True)
-def evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, tri, tri_class, tri_closed,
-                   edge_n, vert_n, nf, ni, mom, beta2, sdf, cls):
+def evaluate_chunk(
+    ch,
+    points,
+    cap,
+    search2,
+    sign_mode,
+    all_closed,
+    tri,
+    tri_class,
+    tri_closed,
+    edge_n,
+    vert_n,
+    nf,
+    ni,
+    mom,
+    beta2,
+    sdf,
+    cls,
+):
     """Points ch * CHUNK .. (ch + 1) * CHUNK - 1 of evaluate_kernel, in order (one thread)."""
     p_count = points.shape[0]
     stack = np.empty(STACK, np.int64)
@@ -109,8 +127,9 @@ def evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, tri, tri_cla
                     sdf[i] = -cap if fneg else cap
                     cls[i] = 0
                 continue
-        hint, misses = group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, stack,
-                                         dstack, cand, gb2, gslot, gq, gfeat)
+        hint, misses = group_nearest(
+            points, g0, g1, search2, hint, misses, tri, nf, ni, stack, dstack, cand, gb2, gslot, gq, gfeat
+        )
         for i in range(g0, g1):
             j = i - g0
             px = points[i, 0]
@@ -136,8 +155,9 @@ def evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, tri, tri_cla
                     qz = gq[j, 2]
                     feat = gfeat[j]
                     if slot < 0:  # beyond cap: the sign still needs the nearest feature
-                        free2, slot, qx, qy, qz, feat = nearest_triangle(px, py, pz, np.inf, hint, tri, nf,
-                                                                         ni, stack, dstack)
+                        free2, slot, qx, qy, qz, feat = nearest_triangle(
+                            px, py, pz, np.inf, hint, tri, nf, ni, stack, dstack
+                        )
                     if tri_closed[slot] != 0:
                         neg = pseudonormal_inside(px, py, pz, qx, qy, qz, slot, feat, tri, edge_n, vert_n)
                     else:
@@ -153,8 +173,9 @@ def evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, tri, tri_cla
 
 
 @njit(parallel=True, cache=True)
-def evaluate_kernel(points, cap, sign_mode, all_closed, tri, tri_class, tri_closed, edge_n, vert_n,
-                    nf, ni, mom, beta, sdf, cls):
+def evaluate_kernel(
+    points, cap, sign_mode, all_closed, tri, tri_class, tri_closed, edge_n, vert_n, nf, ni, mom, beta, sdf, cls
+):
     """Signed distance and class at points.
 
     points (P, 3) float64; cap float64 (inf for none); sign_mode 0 unsigned,
@@ -175,8 +196,25 @@ def evaluate_kernel(points, cap, sign_mode, all_closed, tri, tri_class, tri_clos
     # auto on a mesh with open parts: the sign needs the nearest feature anyway, so search unbounded
     search2 = cap * cap if (sign_mode != 1 or all_closed) else np.inf
     for ch in prange(n_chunks):
-        evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, tri, tri_class, tri_closed,
-                       edge_n, vert_n, nf, ni, mom, beta * beta, sdf, cls)
+        evaluate_chunk(
+            ch,
+            points,
+            cap,
+            search2,
+            sign_mode,
+            all_closed,
+            tri,
+            tri_class,
+            tri_closed,
+            edge_n,
+            vert_n,
+            nf,
+            ni,
+            mom,
+            beta * beta,
+            sdf,
+            cls,
+        )
 
 
 @njit(parallel=True, cache=True)
@@ -197,7 +235,7 @@ def _aligned(shape, dtype, align=64):
     n = int(np.prod(shape))
     raw = np.zeros(n * dt.itemsize + align, np.uint8)
     off = (-raw.ctypes.data) % align
-    return raw[off:off + n * dt.itemsize].view(dt).reshape(shape)
+    return raw[off : off + n * dt.itemsize].view(dt).reshape(shape)
 
 
 class MeshField:
@@ -218,8 +256,7 @@ class MeshField:
         else:
             cl = np.asarray(classes)
             if cl.shape != (f.shape[0],) or cl.dtype.kind not in "iu":
-                raise MeshError(f"MeshField: classes must be ({f.shape[0]},) integers, got "
-                                f"{cl.shape} {cl.dtype}")
+                raise MeshError(f"MeshField: classes must be ({f.shape[0]},) integers, got {cl.shape} {cl.dtype}")
             if cl.size and (cl.min() < 0 or cl.max() > 65535):
                 raise MeshError("MeshField: classes must lie in 0..65535")
             cl = cl.astype(np.int32)
@@ -249,7 +286,8 @@ class MeshField:
         self.bounds_min = tri.reshape(-1, 3).min(axis=0)
         self.bounds_max = tri.reshape(-1, 3).max(axis=0)
         node_min, node_max, node_a, node_n, order = build_bvh(
-            tri.min(axis=1), tri.max(axis=1), tri.mean(axis=1), LEAF_SIZE)
+            tri.min(axis=1), tri.max(axis=1), tri.mean(axis=1), LEAF_SIZE
+        )
         t = tri[order]
         self._tri = np.ascontiguousarray(np.concatenate([t[:, 0], t[:, 1] - t[:, 0], t[:, 2] - t[:, 0]], axis=1))
         self._class = np.ascontiguousarray(cl[order])
@@ -294,8 +332,23 @@ class MeshField:
         if not c > 0.0:
             raise MeshError(f"MeshField.evaluate: cap must be positive, got {cap!r}")
         mode = {"unsigned": 0, "auto": 1, "winding": 2}[self.sign]
-        evaluate_kernel(p, c, mode, self.closed, self._tri, self._class, self._closed, self._en, self._vn,
-                        self._nf, self._ni, self._mom, self.beta, sdf, cls)
+        evaluate_kernel(
+            p,
+            c,
+            mode,
+            self.closed,
+            self._tri,
+            self._class,
+            self._closed,
+            self._en,
+            self._vn,
+            self._nf,
+            self._ni,
+            self._mom,
+            self.beta,
+            sdf,
+            cls,
+        )
         return sdf, cls
 
     def winding_number(self, points):

@@ -24,6 +24,7 @@ Degenerate triangles are kept here (the reader is faithful to the file);
 ``MeshField`` drops them and counts them. Bad input raises ``MeshError`` naming
 the file and, where possible, the line or byte offset.
 """
+
 from __future__ import annotations
 
 import struct
@@ -79,13 +80,15 @@ def check_mesh(vertices, faces, source="mesh") -> Mesh:
     bad = ~np.isfinite(v).all(axis=1)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise MeshError(f"{source}: vertex {i} is not finite ({v[i].tolist()}); "
-                        f"{int(bad.sum())} non-finite vertices in all")
+        raise MeshError(
+            f"{source}: vertex {i} is not finite ({v[i].tolist()}); {int(bad.sum())} non-finite vertices in all"
+        )
     out = (f < 0) | (f >= v.shape[0])
     if out.any():
         i = int(np.flatnonzero(out.any(axis=1))[0])
-        raise MeshError(f"{source}: face {i} has vertex index out of range "
-                        f"{f[i].tolist()} (mesh has {v.shape[0]} vertices)")
+        raise MeshError(
+            f"{source}: face {i} has vertex index out of range {f[i].tolist()} (mesh has {v.shape[0]} vertices)"
+        )
     return Mesh(v, f)
 
 
@@ -111,6 +114,7 @@ def read_mesh(path) -> Mesh:
 # --------------------------------------------------------------------------
 # OBJ
 # --------------------------------------------------------------------------
+
 
 def _parse_obj(data: bytes, src):
     try:
@@ -154,8 +158,9 @@ def _parse_obj(data: bytes, src):
                 else:
                     raise MeshError(f"{src}: line {lineno}: face index 0 (OBJ indices start at 1)")
                 if i < 0 or i >= nv:
-                    raise MeshError(f"{src}: line {lineno}: face index {head} out of range "
-                                    f"({nv} vertices defined so far)")
+                    raise MeshError(
+                        f"{src}: line {lineno}: face index {head} out of range ({nv} vertices defined so far)"
+                    )
                 idx.append(i)
             if len(idx) < 3:
                 raise MeshError(f"{src}: line {lineno}: face with {len(idx)} corners (need 3 or more)")
@@ -163,8 +168,9 @@ def _parse_obj(data: bytes, src):
             for k in range(1, len(idx) - 1):
                 tris.append((a, idx[k], idx[k + 1]))
     if pending_from:
-        raise MeshError(f"{src}: line {pending_from}: the file ends inside a '\\' continuation "
-                        f"(the statement is incomplete)")
+        raise MeshError(
+            f"{src}: line {pending_from}: the file ends inside a '\\' continuation (the statement is incomplete)"
+        )
     if not tris:
         raise MeshError(f"{src}: no faces found in OBJ ({len(verts)} vertices)")
     return np.array(verts, dtype=np.float64).reshape(-1, 3), np.array(tris, dtype=np.int64)
@@ -191,8 +197,10 @@ def _parse_stl(data: bytes, src):
     if size < 84:
         raise MeshError(f"{src}: truncated STL: {size} bytes, a binary STL needs at least 84")
     count = struct.unpack_from("<I", data, 80)[0]
-    raise MeshError(f"{src}: binary STL header at byte 80 declares {count} triangles "
-                    f"({84 + 50 * count} bytes) but the file has {size} bytes")
+    raise MeshError(
+        f"{src}: binary STL header at byte 80 declares {count} triangles "
+        f"({84 + 50 * count} bytes) but the file has {size} bytes"
+    )
 
 
 def _parse_stl_ascii(data: bytes, src):
@@ -257,10 +265,22 @@ def _merge_corners(corners):
 # --------------------------------------------------------------------------
 
 _PLY_TYPES = {
-    "char": "i1", "int8": "i1", "uchar": "u1", "uint8": "u1",
-    "short": "i2", "int16": "i2", "ushort": "u2", "uint16": "u2",
-    "int": "i4", "int32": "i4", "uint": "u4", "uint32": "u4",
-    "float": "f4", "float32": "f4", "double": "f8", "float64": "f8",
+    "char": "i1",
+    "int8": "i1",
+    "uchar": "u1",
+    "uint8": "u1",
+    "short": "i2",
+    "int16": "i2",
+    "ushort": "u2",
+    "uint16": "u2",
+    "int": "i4",
+    "int32": "i4",
+    "uint": "u4",
+    "uint32": "u4",
+    "float": "f4",
+    "float32": "f4",
+    "double": "f8",
+    "float64": "f8",
 }
 
 
@@ -325,7 +345,7 @@ def _integer_indices(values, src, where):
     if a.dtype.kind in "iu":
         return a.astype(np.int64)
     a = a.astype(np.float64)
-    bad = ~np.isfinite(a) | (a != np.round(a)) | (np.abs(a) > 2.0 ** 62)
+    bad = ~np.isfinite(a) | (a != np.round(a)) | (np.abs(a) > 2.0**62)
     if bad.any():
         raise MeshError(f"{src}: PLY {where} has a non-integer vertex index {float(a[bad].flat[0])!r}")
     return a.astype(np.int64)
@@ -362,7 +382,7 @@ def _ply_ascii(body: bytes, elements, src):
             if pos + n > len(toks):
                 raise MeshError(f"{src}: truncated ASCII PLY in element {name!r}")
             try:
-                arr = np.array(toks[pos:pos + n], dtype=np.float64).reshape(count, len(props))
+                arr = np.array(toks[pos : pos + n], dtype=np.float64).reshape(count, len(props))
             except ValueError:
                 raise MeshError(f"{src}: ASCII PLY element {name!r} has a non-numeric value") from None
             pos += n
@@ -376,7 +396,7 @@ def _ply_ascii(body: bytes, elements, src):
                         k = int(toks[pos])
                         if k < 0:
                             raise ValueError
-                        vals = toks[pos + 1:pos + 1 + k]
+                        vals = toks[pos + 1 : pos + 1 + k]
                         if len(vals) < k:
                             raise IndexError
                         cols[pname].append([float(x) for x in vals])  # _fan refuses non-integers
@@ -403,8 +423,10 @@ def _ply_binary(data, offset, elements, endian, src):
             dt = np.dtype([(f"p{j}", endian + t) for j, (_, t) in enumerate(props)])
             need = dt.itemsize * count
             if offset + need > len(data):
-                raise MeshError(f"{src}: truncated binary PLY in element {name!r} at byte {offset} "
-                                f"(needs {need} bytes, {len(data) - offset} left)")
+                raise MeshError(
+                    f"{src}: truncated binary PLY in element {name!r} at byte {offset} "
+                    f"(needs {need} bytes, {len(data) - offset} left)"
+                )
             rec = np.frombuffer(data, dtype=dt, count=count, offset=offset)
             offset += need
             out[name] = {pname: rec[f"p{j}"] for j, (pname, _) in enumerate(props)}
@@ -433,8 +455,10 @@ def _ply_binary_lists(data, offset, name, count, props, endian, src):
             if pos > len(data):  # e.g. a list count of 4e9: the first record cannot fit
                 raise ValueError
     except ValueError:
-        raise MeshError(f"{src}: truncated binary PLY in element {name!r} at byte {pos} "
-                        f"(the first record needs more bytes than the file has)") from None
+        raise MeshError(
+            f"{src}: truncated binary PLY in element {name!r} at byte {pos} "
+            f"(the first record needs more bytes than the file has)"
+        ) from None
     fields = []
     for j, (_name, t, k) in enumerate(layout):
         if k is None:
@@ -487,12 +511,15 @@ def _ply_binary_lists(data, offset, name, count, props, endian, src):
 # trimesh fallback
 # --------------------------------------------------------------------------
 
+
 def _read_trimesh(p: Path):
     try:
         import trimesh
     except ImportError:
-        raise MeshError(f"{p}: reading '{p.suffix}' files needs trimesh, the optional 'mesh' extra "
-                        f"(pip install 'navi-nb[mesh]'); built-in readers: .obj .stl .ply") from None
+        raise MeshError(
+            f"{p}: reading '{p.suffix}' files needs trimesh, the optional 'mesh' extra "
+            f"(pip install 'navi-nb[mesh]'); built-in readers: .obj .stl .ply"
+        ) from None
     try:
         m = trimesh.load(str(p), force="mesh", process=False)
     except Exception as exc:  # trimesh raises many types for bad files
@@ -505,6 +532,7 @@ def _read_trimesh(p: Path):
 # --------------------------------------------------------------------------
 # writers (tests write the same mesh in each format)
 # --------------------------------------------------------------------------
+
 
 def write_obj(path, vertices, faces) -> None:
     """Write an OBJ with ``v`` and 1-based ``f`` lines (full float64 precision)."""
@@ -545,9 +573,11 @@ def write_ply(path, vertices, faces, binary=True) -> None:
     """Write a PLY (binary little-endian by default, else ASCII) with float64 vertices."""
     m = check_mesh(vertices, faces, str(path))
     fmt = "binary_little_endian" if binary else "ascii"
-    head = (f"ply\nformat {fmt} 1.0\ncomment written by navi_nb\n"
-            f"element vertex {m.n_vertices}\nproperty double x\nproperty double y\nproperty double z\n"
-            f"element face {m.n_faces}\nproperty list uchar int vertex_indices\nend_header\n")
+    head = (
+        f"ply\nformat {fmt} 1.0\ncomment written by navi_nb\n"
+        f"element vertex {m.n_vertices}\nproperty double x\nproperty double y\nproperty double z\n"
+        f"element face {m.n_faces}\nproperty list uchar int vertex_indices\nend_header\n"
+    )
     if not binary:
         body = [f"{x!r} {y!r} {z!r}" for x, y, z in m.vertices.tolist()]
         body += [f"3 {a} {b} {c}" for a, b, c in m.faces.tolist()]

@@ -13,6 +13,7 @@
   placed on its floor, about 35,000 triangles in all. Classes: 1 room shell,
   2 placed objects.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,28 +22,41 @@ import numpy as np
 
 from navi_nb.world.mesh_io import Mesh, MeshError, read_mesh
 
-__all__ = ["box_mesh", "icosphere", "torus_mesh", "merge_meshes", "sample_mesh_path", "SAMPLE_MESHES",
-           "SAMPLE_MESH_DIR", "benchmark_mesh_scene", "TARGET_TRIANGLES", "ROOM_MIN", "ROOM_MAX", "WALL"]
+__all__ = [
+    "box_mesh",
+    "icosphere",
+    "torus_mesh",
+    "merge_meshes",
+    "sample_mesh_path",
+    "SAMPLE_MESHES",
+    "SAMPLE_MESH_DIR",
+    "benchmark_mesh_scene",
+    "TARGET_TRIANGLES",
+    "ROOM_MIN",
+    "ROOM_MAX",
+    "WALL",
+]
 
 TARGET_TRIANGLES = 35_000
-ROOM_MIN = np.array([-6.0, 0.0, -6.0])   # inner (free) extent of the room, metres
+ROOM_MIN = np.array([-6.0, 0.0, -6.0])  # inner (free) extent of the room, metres
 ROOM_MAX = np.array([6.0, 3.0, 6.0])
-WALL = 0.25                              # wall, floor and ceiling thickness
-LIFT = 0.01                              # objects float 1 cm above the floor: no coplanar contact
+WALL = 0.25  # wall, floor and ceiling thickness
+LIFT = 0.01  # objects float 1 cm above the floor: no coplanar contact
 
 SAMPLE_MESH_DIR = Path(__file__).resolve().parents[1] / "data" / "meshes"
 SAMPLE_MESHES = ("fandisk.obj", "featuretype.STL", "rabbit.obj", "teapot.stl", "wallhole.obj")
 
 # (file, footprint size in metres, copies) of the benchmark scene's objects; counts chosen
 # so the scene holds about 35k triangles (room 24 + 5750*3 + 3476*3 + 894*4 + 1252*3)
-_PLACED = (("fandisk.obj", 1.6, 3), ("featuretype.STL", 1.4, 3), ("teapot.stl", 1.0, 4),
-           ("rabbit.obj", 1.0, 3))
+_PLACED = (("fandisk.obj", 1.6, 3), ("featuretype.STL", 1.4, 3), ("teapot.stl", 1.0, 4), ("rabbit.obj", 1.0, 3))
 
 
 def box_mesh(bmin=(-1.0, -1.0, -1.0), bmax=(1.0, 1.0, 1.0)) -> Mesh:
     """Closed box with outward normals (counter-clockwise seen from outside)."""
     lo = np.asarray(bmin, dtype=np.float64)
     hi = np.asarray(bmax, dtype=np.float64)
+    # the faces table reads one box side per row
+    # fmt: off
     v = np.array([[lo[0], lo[1], lo[2]], [hi[0], lo[1], lo[2]], [hi[0], hi[1], lo[2]], [lo[0], hi[1], lo[2]],
                   [lo[0], lo[1], hi[2]], [hi[0], lo[1], hi[2]], [hi[0], hi[1], hi[2]], [lo[0], hi[1], hi[2]]])
     f = np.array([[0, 3, 2], [0, 2, 1],   # -z
@@ -52,6 +66,7 @@ def box_mesh(bmin=(-1.0, -1.0, -1.0), bmax=(1.0, 1.0, 1.0)) -> Mesh:
                   [0, 4, 7], [0, 7, 3],   # -x
                   [1, 2, 6], [1, 6, 5]],  # +x
                  dtype=np.int64)
+    # fmt: on
     return Mesh(v, f)
 
 
@@ -67,20 +82,54 @@ def _sphere_midpoint(verts, mid, i, j):
 
 def icosphere(subdivisions=2, radius=1.0, center=(0.0, 0.0, 0.0)) -> Mesh:
     """Closed geodesic sphere: 20 * 4**subdivisions outward triangles, vertices on the sphere."""
-    t = (1.0 + 5.0 ** 0.5) / 2.0
-    v = [(-1, t, 0), (1, t, 0), (-1, -t, 0), (1, -t, 0), (0, -1, t), (0, 1, t), (0, -1, -t), (0, 1, -t),
-         (t, 0, -1), (t, 0, 1), (-t, 0, -1), (-t, 0, 1)]
-    f = [(0, 11, 5), (0, 5, 1), (0, 1, 7), (0, 7, 10), (0, 10, 11), (1, 5, 9), (5, 11, 4), (11, 10, 2),
-         (10, 7, 6), (7, 1, 8), (3, 9, 4), (3, 4, 2), (3, 2, 6), (3, 6, 8), (3, 8, 9), (4, 9, 5),
-         (2, 4, 11), (6, 2, 10), (8, 6, 7), (9, 8, 1)]
+    t = (1.0 + 5.0**0.5) / 2.0
+    v = [
+        (-1, t, 0),
+        (1, t, 0),
+        (-1, -t, 0),
+        (1, -t, 0),
+        (0, -1, t),
+        (0, 1, t),
+        (0, -1, -t),
+        (0, 1, -t),
+        (t, 0, -1),
+        (t, 0, 1),
+        (-t, 0, -1),
+        (-t, 0, 1),
+    ]
+    f = [
+        (0, 11, 5),
+        (0, 5, 1),
+        (0, 1, 7),
+        (0, 7, 10),
+        (0, 10, 11),
+        (1, 5, 9),
+        (5, 11, 4),
+        (11, 10, 2),
+        (10, 7, 6),
+        (7, 1, 8),
+        (3, 9, 4),
+        (3, 4, 2),
+        (3, 2, 6),
+        (3, 6, 8),
+        (3, 8, 9),
+        (4, 9, 5),
+        (2, 4, 11),
+        (6, 2, 10),
+        (8, 6, 7),
+        (9, 8, 1),
+    ]
     verts = [np.array(p, dtype=np.float64) / np.linalg.norm(p) for p in v]
     faces = f
     for _ in range(int(subdivisions)):
         mid = {}  # edge (i, j), i < j -> index of its midpoint on the sphere
         nf = []
         for a, b, c in faces:
-            ab, bc, ca = (_sphere_midpoint(verts, mid, a, b), _sphere_midpoint(verts, mid, b, c),
-                          _sphere_midpoint(verts, mid, c, a))
+            ab, bc, ca = (
+                _sphere_midpoint(verts, mid, a, b),
+                _sphere_midpoint(verts, mid, b, c),
+                _sphere_midpoint(verts, mid, c, a),
+            )
             nf += [(a, ab, ca), (b, bc, ab), (c, ca, bc), (ab, bc, ca)]
         faces = nf
     vv = np.array(verts) * float(radius) + np.asarray(center, dtype=np.float64)
@@ -164,5 +213,5 @@ def benchmark_mesh_scene():
     objects = [_fit(m, size, x, z, yaw=0.7 * k) for k, ((m, size), (x, z)) in enumerate(zip(items, slots))]
     mesh = merge_meshes([room] + objects)
     classes = np.full(mesh.faces.shape[0], 2, np.int32)
-    classes[:room.faces.shape[0]] = 1
+    classes[: room.faces.shape[0]] = 1
     return mesh, classes

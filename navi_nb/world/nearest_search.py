@@ -6,6 +6,7 @@ farther than the best so far, warm-started from a hint triangle.
 sibling cells) share one gathering of candidate triangles
 (``gather_candidates``), with the same answers as one search per point.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,7 +18,7 @@ from navi_nb.world.triangle_geometry import closest_on_triangle
 
 __all__ = ["GROUP", "MAX_CANDIDATES", "nearest_triangle", "gather_candidates", "group_nearest"]
 
-GROUP = 8            # consecutive points that share one candidate search (a cell's 8 children)
+GROUP = 8  # consecutive points that share one candidate search (a cell's 8 children)
 MAX_CANDIDATES = 48  # a group whose candidate ball holds more triangles is searched point by point
 
 
@@ -131,8 +132,7 @@ def gather_candidates(cx, cy, cz, r2, tri, nf, ni, stack, cand):
 
 
 @njit(cache=True)
-def group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, stack, dstack, cand,
-                  gb2, gslot, gq, gfeat):
+def group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, stack, dstack, cand, gb2, gslot, gq, gfeat):
     """Nearest triangle (closer than sqrt(search2)) for points g0..g1-1, into gb2/gslot/gq/gfeat.
 
     Neighbouring points share the search: with c their centre and r their
@@ -208,8 +208,9 @@ def group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, stack, dst
     else:
         for i in range(g0, g1):
             j = i - g0
-            b2, sl, qx, qy, qz, f = nearest_triangle(points[i, 0], points[i, 1], points[i, 2], search2, hint,
-                                                     tri, nf, ni, stack, dstack)
+            b2, sl, qx, qy, qz, f = nearest_triangle(
+                points[i, 0], points[i, 1], points[i, 2], search2, hint, tri, nf, ni, stack, dstack
+            )
             if sl >= 0:
                 hint = sl
             gb2[j] = b2

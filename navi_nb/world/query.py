@@ -26,6 +26,7 @@ Leaves that do not hold finite distances (NaN, +-inf: only hand-made,
 unvalidated worlds) are read as the layout reads them (NaN as 0, +-inf as
 +-65504 metres-equivalent halves): a query never answers NaN or an infinity.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -48,8 +49,18 @@ def query_point(field, x, y, z):
     field: the tuple :func:`world_arrays` returns.
     """
     child, leaf_dist, leaf_sem, top_code, top_level, res, shift, bmin, voxel = field
-    v, sem = nb_point_value(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, (x - bmin[0]) / voxel,
-                            (y - bmin[1]) / voxel, (z - bmin[2]) / voxel)
+    v, sem = nb_point_value(
+        child,
+        leaf_dist,
+        leaf_sem,
+        top_code,
+        top_level,
+        res,
+        shift,
+        (x - bmin[0]) / voxel,
+        (y - bmin[1]) / voxel,
+        (z - bmin[2]) / voxel,
+    )
     return v * voxel, sem
 
 

@@ -32,6 +32,7 @@ folders and globs, list files that include themselves, worlds too small for an
 actor, and sets whose count or estimated size would not fit in memory
 (``check_memory``).
 """
+
 from __future__ import annotations
 
 import glob
@@ -114,7 +115,8 @@ def check_training_items(items, allow_heldout=False):
             if is_heldout(it):
                 raise SceneSpecError(
                     f"scene {it.label} (from {it.origin!r}) is held out for evaluation (seeds >= "
-                    f"{HELDOUT_SEED_START:,}); train on lower seeds or allow held-out seeds explicitly")
+                    f"{HELDOUT_SEED_START:,}); train on lower seeds or allow held-out seeds explicitly"
+                )
     return items
 
 
@@ -127,6 +129,7 @@ def overlap(items_a, items_b):
 # --------------------------------------------------------------------------
 # parsing
 # --------------------------------------------------------------------------
+
 
 def parse_spec(spec, base_dir=None, *, check_files=True, actor_radius=0.2) -> list:
     """The ordered, de-duplicated WorldItems a spec names (see the module doc).
@@ -143,8 +146,9 @@ def parse_spec(spec, base_dir=None, *, check_files=True, actor_radius=0.2) -> li
     count = 0
     for p in pieces:
         if isinstance(p, _SeedRange) and p.family not in families:
-            raise SceneSpecError(f"scene spec item {p.origin!r}: unknown family {p.family!r}; built-in "
-                                 f"families are {', '.join(SCENES)}")
+            raise SceneSpecError(
+                f"scene spec item {p.origin!r}: unknown family {p.family!r}; built-in families are {', '.join(SCENES)}"
+            )
         count += len(p) if isinstance(p, _SeedRange) else 1
     if count > MAX_WORLDS:
         big = max((p for p in pieces if isinstance(p, _SeedRange)), key=len, default=None)
@@ -205,8 +209,10 @@ def _flatten(spec, base, depth, seen_lists):
                 out.append(_SeedRange(family, 0, 0, tok))
                 continue
             if family in SCENES and family not in SEEDED_FAMILIES and m.group(2).strip() != "0":
-                raise SceneSpecError(f"scene spec item {tok!r}: {family} has a single layout (seed 0); "
-                                     f"seeded families are {', '.join(SEEDED_FAMILIES)}")
+                raise SceneSpecError(
+                    f"scene spec item {tok!r}: {family} has a single layout (seed 0); "
+                    f"seeded families are {', '.join(SEEDED_FAMILIES)}"
+                )
             out.append(_seed_range(family, m.group(2).strip(), tok))
             continue
         if bare:
@@ -293,6 +299,7 @@ def _list_file(tok, path, depth, seen_lists):
 # checks before loading
 # --------------------------------------------------------------------------
 
+
 def check_world_file(item: WorldItem, actor_radius=0.2):
     """Header, size and room checks of a file item; returns its World header (nodes memory-mapped)."""
     from navi_nb.world.gmdag import load_world
@@ -308,13 +315,16 @@ def check_world_file(item: WorldItem, actor_radius=0.2):
         if roi is not None:
             side = min(extent, min(float(hi) - float(lo) for lo, hi in zip(roi[0], roi[1])))
     except (TypeError, ValueError, IndexError):
-        raise SceneSpecError(f"scene spec item {item.origin!r}: {item.path}: bad bounds_of_interest "
-                             "in its sidecar") from None
+        raise SceneSpecError(
+            f"scene spec item {item.origin!r}: {item.path}: bad bounds_of_interest in its sidecar"
+        ) from None
     need = 2.0 * actor_radius + 2.0 * world.voxel_size
     if side <= need:
-        raise SceneSpecError(f"scene spec item {item.origin!r}: world {item.path} is too small to spawn in "
-                             f"({side:.3g} m across, an actor of radius {actor_radius} m needs more than "
-                             f"{need:.3g} m)")
+        raise SceneSpecError(
+            f"scene spec item {item.origin!r}: world {item.path} is too small to spawn in "
+            f"({side:.3g} m across, an actor of radius {actor_radius} m needs more than "
+            f"{need:.3g} m)"
+        )
     return world
 
 
@@ -338,9 +348,10 @@ def available_memory() -> int:
                     avail = int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
         try:
             with open(limit_file) as fh:
                 limit = fh.read().strip()
@@ -371,7 +382,8 @@ def check_memory(items, resolution, available=None) -> int:
         raise SceneSpecError(
             f"scene spec item {worst!r}: {len(items):,} worlds at resolution {resolution} need about "
             f"{_gib(total)} in memory ({_gib(by_origin[worst])} from this item), more than "
-            f"{MEMORY_FRACTION:.0%} of the {_gib(avail)} available")
+            f"{MEMORY_FRACTION:.0%} of the {_gib(avail)} available"
+        )
     return total
 
 

@@ -15,6 +15,7 @@ obstacles, and every layout is connected for an actor needing up to
 maze and pillars is the classic hand-made layout. Scenes are the oracles of the tests: ``evaluate``
 gives the analytic field, ``raycast`` sphere traces it to 1e-6 m.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -101,14 +102,19 @@ class Scene:
         return out
 
     def sidecar(self) -> dict:
-        return {"scene": self.name, "seed": int(self.seed), "class_names": list(self.class_names),
-                "spawn_points": np.asarray(self.spawn_points, dtype=np.float64).round(4).tolist(),
-                "bounds_of_interest": [list(map(float, self.bounds_min)), list(map(float, self.bounds_max))]}
+        return {
+            "scene": self.name,
+            "seed": int(self.seed),
+            "class_names": list(self.class_names),
+            "spawn_points": np.asarray(self.spawn_points, dtype=np.float64).round(4).tolist(),
+            "bounds_of_interest": [list(map(float, self.bounds_min)), list(map(float, self.bounds_max))],
+        }
 
 
 # --------------------------------------------------------------------------
 # building blocks
 # --------------------------------------------------------------------------
+
 
 def _room(lo, hi):
     """Rows for the solid around a room: complement of its box, faces classed."""
@@ -177,9 +183,16 @@ def _spawn_points(scene, spacing=1.0, rng=None, count=None):
 
 
 def _finish(name, rows, lo, hi, seed, spacing=1.0):
-    s = Scene(name=name, description=SCENES[name], program=_program(rows),
-              bounds_min=np.asarray(lo, dtype=np.float64), bounds_max=np.asarray(hi, dtype=np.float64),
-              seed=seed, cube_min=np.array(CUBE_MIN, dtype=np.float64), cube_side=CUBE_SIDE)
+    s = Scene(
+        name=name,
+        description=SCENES[name],
+        program=_program(rows),
+        bounds_min=np.asarray(lo, dtype=np.float64),
+        bounds_max=np.asarray(hi, dtype=np.float64),
+        seed=seed,
+        cube_min=np.array(CUBE_MIN, dtype=np.float64),
+        cube_side=CUBE_SIDE,
+    )
     s.spawn_points = _spawn_points(s, spacing)
     if len(s.spawn_points) == 0:
         raise SceneError(f"scene {name!r} (seed {seed}) has no free spawn point")
@@ -189,6 +202,7 @@ def _finish(name, rows, lo, hi, seed, spacing=1.0):
 # --------------------------------------------------------------------------
 # the scenes
 # --------------------------------------------------------------------------
+
 
 def _box(seed):
     lo, hi = [-4.0, 0.0, -3.0], [4.0, HEIGHT, 3.0]
@@ -296,6 +310,7 @@ def _scatter_furniture(rng, rows, feet, count, tries=40):
 # the scenes
 # --------------------------------------------------------------------------
 
+
 def _pillars(seed):
     if seed == 0:  # the classic hall
         lo, hi = [-6.0, 0.0, -5.0], [6.0, HEIGHT, 5.0]
@@ -325,8 +340,7 @@ def _pillars(seed):
             feet.add(flo, fhi)
             square = shape == 1 or (shape == 2 and rng.random() < 0.5)
             if square:
-                rows.append(box_min_max([x - r, -EMBED, z - r], [x + r, HEIGHT + EMBED, z + r], PILLAR,
-                                        rounding=0.125))
+                rows.append(box_min_max([x - r, -EMBED, z - r], [x + r, HEIGHT + EMBED, z + r], PILLAR, rounding=0.125))
             else:
                 rows.append(cylinder([x, -EMBED, z], [x, HEIGHT + EMBED, z], r, PILLAR))
     return _finish("pillars", rows, lo, hi, seed)
@@ -413,8 +427,7 @@ def _house_layout(rng):
             faces.append((end, 0.0) if end in outer[axis] else (end, t / 2))
         faces += [(j, t / 2) for j in junctions]
         half = DOOR_WIDTH / 2 + DOOR_CLEARANCE
-        allowed = [c for c in np.arange(a, b + 1e-9, 0.125)
-                   if all(abs(c - f) >= half + ft - 1e-9 for f, ft in faces)]
+        allowed = [c for c in np.arange(a, b + 1e-9, 0.125) if all(abs(c - f) >= half + ft - 1e-9 for f, ft in faces)]
         n_doors = 2 if (b - a >= 6.0 and rng.random() < 0.35) else 1
         doors = []
         for _ in range(n_doors):
@@ -457,8 +470,11 @@ def _maze(seed, n=5, cell=2.5, thickness=0.75):
     seen[0, 0] = True
     while stack:
         i, j = stack[-1]
-        nbrs = [(i + di, j + dj) for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1))
-                if 0 <= i + di < nx and 0 <= j + dj < nz and not seen[i + di, j + dj]]
+        nbrs = [
+            (i + di, j + dj)
+            for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1))
+            if 0 <= i + di < nx and 0 <= j + dj < nz and not seen[i + di, j + dj]
+        ]
         if not nbrs:
             stack.pop()
             continue
@@ -486,14 +502,28 @@ def _maze(seed, n=5, cell=2.5, thickness=0.75):
                 at = x0 + (i + 1) * cell
                 c = z0 + (j + 0.5) * cell
                 doors = [(c, gap)] if frozenset([(i, j), (i + 1, j)]) in opened else []
-                rows += _wall("z", at, c - cell / 2 - ext(j, nz), c + cell / 2 + ext(j + 1, nz),
-                              doors=doors, thickness=thickness, door_height=HEIGHT + EMBED)
+                rows += _wall(
+                    "z",
+                    at,
+                    c - cell / 2 - ext(j, nz),
+                    c + cell / 2 + ext(j + 1, nz),
+                    doors=doors,
+                    thickness=thickness,
+                    door_height=HEIGHT + EMBED,
+                )
             if j + 1 < nz:
                 at = z0 + (j + 1) * cell
                 c = x0 + (i + 0.5) * cell
                 doors = [(c, gap)] if frozenset([(i, j), (i, j + 1)]) in opened else []
-                rows += _wall("x", at, c - cell / 2 - ext(i, nx), c + cell / 2 + ext(i + 1, nx),
-                              doors=doors, thickness=thickness, door_height=HEIGHT + EMBED)
+                rows += _wall(
+                    "x",
+                    at,
+                    c - cell / 2 - ext(i, nx),
+                    c + cell / 2 + ext(i + 1, nx),
+                    doors=doors,
+                    thickness=thickness,
+                    door_height=HEIGHT + EMBED,
+                )
     return _finish("maze", rows, lo, hi, seed, spacing=cell / 2)
 
 
@@ -542,8 +572,18 @@ def _clutter(seed):
     return _finish("clutter", rows, lo, hi, seed, spacing=0.75)
 
 
-def make_scene(name, room_min, room_max, solids=(), *, description="a custom scene",
-               class_names=None, spawn_spacing=1.0, cube_min=None, cube_side=None) -> Scene:
+def make_scene(
+    name,
+    room_min,
+    room_max,
+    solids=(),
+    *,
+    description="a custom scene",
+    class_names=None,
+    spawn_spacing=1.0,
+    cube_min=None,
+    cube_side=None,
+) -> Scene:
     """A closed custom scene: the room ``[room_min, room_max]`` (metres) with
     ``solids`` inside, each a primitive row from :mod:`navi_nb.world.sdf`
     (``box``, ``sphere``, ``cylinder``, ``capsule``) or a list of rows forming
@@ -560,10 +600,16 @@ def make_scene(name, room_min, room_max, solids=(), *, description="a custom sce
         program = _program([_room(lo, hi)] + list(solids))
     except ValueError as exc:
         raise SceneError(f"make_scene {name!r}: {exc}") from None
-    s = Scene(name=name, description=description, program=program, bounds_min=lo, bounds_max=hi,
-              class_names=list(class_names or CLASS_NAMES),
-              cube_min=None if cube_min is None else np.asarray(cube_min, dtype=np.float64),
-              cube_side=cube_side)
+    s = Scene(
+        name=name,
+        description=description,
+        program=program,
+        bounds_min=lo,
+        bounds_max=hi,
+        class_names=list(class_names or CLASS_NAMES),
+        cube_min=None if cube_min is None else np.asarray(cube_min, dtype=np.float64),
+        cube_side=cube_side,
+    )
     s.spawn_points = _spawn_points(s, spawn_spacing)
     if len(s.spawn_points) == 0:
         raise SceneError(f"make_scene {name!r}: no free spawn point with {SPAWN_CLEARANCE} m of clearance")

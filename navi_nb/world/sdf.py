@@ -28,6 +28,7 @@ room's box is a closed shell whose floor, ceiling and walls carry their own
 classes. Scenes built as ``complement(room) ∪ solids`` are exact in free
 space (a union of exact fields is exact outside all of them).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,6 +45,7 @@ CHUNK = 256  # points per parallel work item (one stack allocation each)
 # program builders (Python side)
 # --------------------------------------------------------------------------
 
+
 def _row(op, cls, params, bottom=None, top=None):
     r = np.zeros(ROW, dtype=np.float64)
     r[0] = op
@@ -51,7 +53,7 @@ def _row(op, cls, params, bottom=None, top=None):
     r[2] = cls if bottom is None else bottom
     r[3] = cls if top is None else top
     p = np.asarray(params, dtype=np.float64).ravel()
-    r[4:4 + p.size] = p
+    r[4 : 4 + p.size] = p
     return r
 
 
@@ -118,6 +120,7 @@ def check_program(program):
 # --------------------------------------------------------------------------
 # scalar primitives
 # --------------------------------------------------------------------------
+
 
 @njit(inline="always", cache=True)
 def _box(px, py, pz, row):
@@ -269,8 +272,14 @@ def raycast_program(program, origins, dirs, max_distance, eps, max_steps, out):
             t = 0.0
             res = max_distance
             for _ in range(max_steps):
-                d, c = eval_point(program, origins[i, 0] + t * dirs[i, 0], origins[i, 1] + t * dirs[i, 1],
-                                  origins[i, 2] + t * dirs[i, 2], sd, sc)
+                d, c = eval_point(
+                    program,
+                    origins[i, 0] + t * dirs[i, 0],
+                    origins[i, 1] + t * dirs[i, 1],
+                    origins[i, 2] + t * dirs[i, 2],
+                    sd,
+                    sc,
+                )
                 if d < eps:
                     res = t
                     break

@@ -4,14 +4,24 @@
 vertex, an edge or the face) and ``triangle_solid_angle`` (signed solid angle
 seen from a point), both inlined into the mesh field's kernels.
 """
+
 from __future__ import annotations
 
 import math
 
 from numba import njit
 
-__all__ = ["closest_on_triangle", "triangle_solid_angle", "FEATURE_VA", "FEATURE_VB", "FEATURE_VC",
-           "FEATURE_EAB", "FEATURE_EBC", "FEATURE_ECA", "FEATURE_FACE"]
+__all__ = [
+    "closest_on_triangle",
+    "triangle_solid_angle",
+    "FEATURE_VA",
+    "FEATURE_VB",
+    "FEATURE_VC",
+    "FEATURE_EAB",
+    "FEATURE_EBC",
+    "FEATURE_ECA",
+    "FEATURE_FACE",
+]
 
 # feature codes of the nearest point on a triangle (a, b, c): vertices, edges ab, bc, ca, the face
 FEATURE_VA, FEATURE_VB, FEATURE_VC, FEATURE_EAB, FEATURE_EBC, FEATURE_ECA, FEATURE_FACE = 0, 1, 2, 3, 4, 5, 6
@@ -68,8 +78,7 @@ def closest_on_triangle(px, py, pz, t, k):
     if va <= 0.0 and (d4 - d3) >= 0.0 and (d5 - d6) >= 0.0:
         den = (d4 - d3) + (d5 - d6)
         w = (d4 - d3) / den if den > 0.0 else 0.0
-        return (ax + abx + w * (acx - abx), ay + aby + w * (acy - aby),
-                az + abz + w * (acz - abz), FEATURE_EBC)
+        return (ax + abx + w * (acx - abx), ay + aby + w * (acy - aby), az + abz + w * (acz - abz), FEATURE_EBC)
     area2 = va + vb + vc
     if not area2 > 0.0:  # cancelled to 0 (or NaN): p is so far that any corner is as near within rounding
         return ax, ay, az, FEATURE_VA
@@ -95,6 +104,10 @@ def triangle_solid_angle(px, py, pz, t, k):
     lb = math.sqrt(bx * bx + by * by + bz * bz)
     lc = math.sqrt(cx * cx + cy * cy + cz * cz)
     det = ax * (by * cz - bz * cy) - ay * (bx * cz - bz * cx) + az * (bx * cy - by * cx)
-    den = la * lb * lc + (ax * bx + ay * by + az * bz) * lc \
-        + (bx * cx + by * cy + bz * cz) * la + (cx * ax + cy * ay + cz * az) * lb
+    den = (
+        la * lb * lc
+        + (ax * bx + ay * by + az * bz) * lc
+        + (bx * cx + by * cy + bz * cz) * la
+        + (cx * ax + cy * ay + cz * az) * lb
+    )
     return 2.0 * math.atan2(det, den)

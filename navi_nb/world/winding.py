@@ -11,6 +11,7 @@
 - ``pseudonormals`` / ``pseudonormal_inside``: angle-weighted pseudonormals
   (Baerentzen & Aanaes 2005) and the sign test against them.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,10 +21,20 @@ from numba import njit
 
 from navi_nb.world.triangle_geometry import FEATURE_EAB, FEATURE_FACE, FEATURE_VC, triangle_solid_angle
 
-__all__ = ["WINDING_BETA", "TRUST_WORK", "bvh_moments", "winding_number", "winding_brute", "closed_components",
-           "trusted_components", "pseudonormals", "pseudonormal_inside", "face_components"]
+__all__ = [
+    "WINDING_BETA",
+    "TRUST_WORK",
+    "bvh_moments",
+    "winding_number",
+    "winding_brute",
+    "closed_components",
+    "trusted_components",
+    "pseudonormals",
+    "pseudonormal_inside",
+    "face_components",
+]
 
-WINDING_BETA = 2.0      # far-field test of the winding number: |c - p| > beta * radius
+WINDING_BETA = 2.0  # far-field test of the winding number: |c - p| > beta * radius
 TRUST_WORK = 2_000_000  # solid angles (samples x triangles) a part may spend proving itself; else untrusted
 
 
@@ -223,7 +234,7 @@ def trusted_components(v, faces, comp, comp_ok):
     det = np.einsum("ij,ij->i", tri[:, 0], np.cross(tri[:, 1], tri[:, 2]))
     volume = np.bincount(comp, weights=det, minlength=n_comp)
     for c in np.flatnonzero(comp_ok):
-        fc = order[starts[c]:starts[c + 1]]
+        fc = order[starts[c] : starts[c + 1]]
         verts = np.concatenate([v[np.unique(faces[fc])], tri[fc].mean(axis=1)])  # vertices and centroids
         expect = 0.0 if volume[c] > 0 else 1.0
         overlap = np.all((lo <= hi[c] + pad) & (hi >= lo[c] - pad), axis=1)
@@ -232,12 +243,12 @@ def trusted_components(v, faces, comp, comp_ok):
         if others.size == 0:
             trusted[c] = expect == 0.0  # a negative part with nothing around it is a void in nothing
             continue
-        fo = np.concatenate([order[starts[d]:starts[d + 1]] for d in others])
+        fo = np.concatenate([order[starts[d] : starts[d + 1]] for d in others])
         if verts.shape[0] * fo.size > TRUST_WORK:
             trusted[c] = False
             continue
         t9o = np.ascontiguousarray(t9[fo])
-        for samples in (verts[::max(1, verts.shape[0] // 32)], verts):  # a cheap look first
+        for samples in (verts[:: max(1, verts.shape[0] // 32)], verts):  # a cheap look first
             w = np.empty(samples.shape[0])
             winding_brute(samples, t9o, w)
             if not np.all(np.abs(w - expect) < 0.5):

@@ -18,6 +18,7 @@ each using one Numba thread), with an optional progress bar;
 ``load_worlds`` compiles what is missing and loads them all (memory-mapped).
 Callers choose ``jobs``, normally ``navi_nb.parallel.cores.allowed_cores().allowed``.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,7 +37,8 @@ class WorldCacheError(NaviError):
 
 def default_cache_dir() -> Path:
     base = os.environ.get("NAVI_NB_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "navi_nb")
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "navi_nb"
+    )
     return Path(base) / "worlds"
 
 
@@ -50,8 +52,13 @@ def entry_path(cache_dir, family: str, seed: int, resolution: int) -> Path:
 
 
 def _check_resolution(resolution):
-    if isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < 16 or resolution > 8192 \
-            or resolution & (resolution - 1):
+    if (
+        isinstance(resolution, bool)
+        or not isinstance(resolution, int)
+        or resolution < 16
+        or resolution > 8192
+        or resolution & (resolution - 1)
+    ):
         raise WorldCacheError(f"resolution must be a power of two in 16..8192, got {resolution!r}")
 
 
@@ -93,8 +100,15 @@ def _progress_bar(total, label):
     from rich import progress as rp
     from rich.console import Console
 
-    return rp.Progress(rp.TextColumn(label), rp.BarColumn(), rp.MofNCompleteColumn(), rp.TimeElapsedColumn(),
-                       rp.TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+    return rp.Progress(
+        rp.TextColumn(label),
+        rp.BarColumn(),
+        rp.MofNCompleteColumn(),
+        rp.TimeElapsedColumn(),
+        rp.TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
 
 
 def compile_worlds(items, resolution=128, cache_dir=None, jobs=1, progress=False) -> list:
@@ -170,8 +184,10 @@ def _run(missing, resolution, jobs, progress):
                 except NaviError as exc:
                     raise WorldCacheError(f"scene {futures[f].label}: {exc}") from None
                 except BrokenProcessPool:
-                    raise WorldCacheError(f"scene {futures[f].label}: a compile process died (out of memory?); "
-                                          "entries finished so far are kept") from None
+                    raise WorldCacheError(
+                        f"scene {futures[f].label}: a compile process died (out of memory?); "
+                        "entries finished so far are kept"
+                    ) from None
                 done += 1
                 tick(done)
     finally:
@@ -179,8 +195,9 @@ def _run(missing, resolution, jobs, progress):
             bar.stop()
 
 
-def load_worlds(items, resolution=128, cache_dir=None, jobs=1, progress=False, *, mmap=True,
-                validate=True, actor_radius=0.2) -> list:
+def load_worlds(
+    items, resolution=128, cache_dir=None, jobs=1, progress=False, *, mmap=True, validate=True, actor_radius=0.2
+) -> list:
     """Worlds for `items`, in order: built-ins from the cache (compiling what is missing), files as they are.
 
     mmap: memory-map the files (the nodes stay in the page cache, shared by

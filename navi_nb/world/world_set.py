@@ -23,6 +23,7 @@ point queries and the tracer read one copy; nothing is ever copied per actor.
 
 A single world is the set of one (:meth:`WorldSet.of`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -94,7 +95,7 @@ class PackedWorlds:
                 c += lay.child.shape[0]
                 leaf += lay.leaf_dist.shape[0]
                 top += n * n * n
-            fp[w, FP_OX:FP_OZ + 1] = field_origin(world)
+            fp[w, FP_OX : FP_OZ + 1] = field_origin(world)
             fp[w, FP_VOXEL] = float(np.float32(world.voxel_size))
             fp[w, FP_RES] = float(world.resolution)
         self.iparams = ip
@@ -108,9 +109,13 @@ class PackedWorlds:
     def layout_of(self, w) -> Layout:
         """World ``w``'s layout as views into the packed arrays."""
         c0, cn, l0, ln, t0, n = (int(x) for x in self.iparams[w])
-        return Layout(self.child[c0:c0 + cn], self.leaf_dist[l0:l0 + ln], self.leaf_sem[l0:l0 + ln],
-                      self.top_code[t0:t0 + n ** 3].reshape(n, n, n),
-                      self.top_level[t0:t0 + n ** 3].reshape(n, n, n))
+        return Layout(
+            self.child[c0 : c0 + cn],
+            self.leaf_dist[l0 : l0 + ln],
+            self.leaf_sem[l0 : l0 + ln],
+            self.top_code[t0 : t0 + n**3].reshape(n, n, n),
+            self.top_level[t0 : t0 + n**3].reshape(n, n, n),
+        )
 
     @property
     def nbytes(self) -> int:
@@ -199,8 +204,11 @@ class WorldSet:
             if p.distinct[w] != w:
                 continue
             _, cn, _, ln, _, n = (int(x) for x in p.iparams[w])
-            out[w] = cn * p.child.itemsize + ln * (p.leaf_dist.itemsize + p.leaf_sem.itemsize) \
-                + n ** 3 * (p.top_code.itemsize + p.top_level.itemsize)
+            out[w] = (
+                cn * p.child.itemsize
+                + ln * (p.leaf_dist.itemsize + p.leaf_sem.itemsize)
+                + n**3 * (p.top_code.itemsize + p.top_level.itemsize)
+            )
         return out
 
     def constant_nbytes(self) -> int:
@@ -234,8 +242,13 @@ def layout_views(child, leaf_dist, leaf_sem, top_code, top_level, ip, w):
     t0 = ip[w, 4]
     n = ip[w, 5]
     t1 = t0 + n * n * n
-    return (child[c0:c0 + ip[w, 1]], leaf_dist[l0:l0 + ln], leaf_sem[l0:l0 + ln], top_code[t0:t1].reshape((n, n, n)),
-            top_level[t0:t1].reshape((n, n, n)))
+    return (
+        child[c0 : c0 + ip[w, 1]],
+        leaf_dist[l0 : l0 + ln],
+        leaf_sem[l0 : l0 + ln],
+        top_code[t0:t1].reshape((n, n, n)),
+        top_level[t0:t1].reshape((n, n, n)),
+    )
 
 
 nb_layout_views = njit(inline="always", cache=True)(layout_views)
