@@ -11,7 +11,6 @@ See docs/FUZZING.md and navi_nb/bench/fuzz.py.
 
 from __future__ import annotations
 
-HELP = "fuzz the .gmdag and mesh readers with mutated files (a table of outcomes)"
 
 
 def add_arguments(parser) -> None:
