@@ -12,7 +12,6 @@ See docs/FUZZING.md and navi_nb/bench/fuzz.py.
 from __future__ import annotations
 
 
-
 def add_arguments(parser) -> None:
     parser.add_argument(
         "--target",
