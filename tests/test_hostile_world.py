@@ -100,6 +100,16 @@ def test_header_whose_maximum_corner_overflows_is_refused_without_warnings(tmp_p
             load_world(_header_file(tmp_path, (0.0, 0.0, 0.0), 3e38, resolution=4))
 
 
+def test_corner_sampled_world_whose_field_origin_overflows_is_refused_without_warnings(tmp_path):
+    """No sidecar: another writer's file, read as corner-sampled, so the field starts half a voxel below
+    bmin; at bmin = -3.4e38 with a 1e38 voxel that origin is no float32 (the tracer's cast warned)."""
+    path = _header_file(tmp_path, (-3.4e38, 0.0, 0.0), 1e38)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(GmdagError, match="field origin"):
+            load_world(path)
+
+
 # --------------------------------------------------------------------------
 # sidecars with wrong types
 # --------------------------------------------------------------------------

@@ -408,6 +408,11 @@ def load_world(path, *, mmap=False, validate=True, sidecar=True) -> World:
     if sidecar:
         world.sidecar = side
     world.sidecar["sample"] = file_sample_convention(side, sidecar_path(path))
+    if world.sidecar["sample"] == "corner":
+        # corner samples put the field's origin half a voxel below bmin: it must still be a float32
+        origin = np.asarray(world.bmin, np.float64) - 0.5 * float(world.voxel_size)
+        if not np.all(np.abs(origin) <= FLOAT32_MAX):
+            raise GmdagError(path, "a corner-sampled world whose field origin (bmin - voxel/2) does not fit float32")
     return world
 
 
