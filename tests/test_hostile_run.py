@@ -17,40 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from run_helpers import tiny_run_args
 
 from navi_nb.cli import main
 from navi_nb.errors import NaviError
 from navi_nb.train import checkpoint as ck
 
-TINY = [
-    "--scenes",
-    "box",
-    "--resolution",
-    "32",
-    "--actors",
-    "4",
-    "--sensor-az",
-    "8",
-    "--sensor-el",
-    "4",
-    "--rollout-steps",
-    "16",
-    "--hidden",
-    "16",
-    "--update-epochs",
-    "1",
-    "--num-minibatches",
-    "2",
-    "--total-steps",
-    "128",
-    "--checkpoint-every",
-    "1",
-    "--eval-episodes",
-    "4",
-    "--env",
-    "max_steps=20",
-    "--no-progress",
-]
+TINY = tiny_run_args()
 
 
 @pytest.fixture(scope="module")

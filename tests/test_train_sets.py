@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from run_helpers import tiny_run_args
 
 from navi_nb.cli import main
 from navi_nb.train.config import TrainConfig, from_dict
@@ -20,33 +21,7 @@ from navi_nb.train.evaluate import bootstrap_interval, wilson_interval
 from navi_nb.world.gmdag import World, encode_leaf, load_world, save_world
 
 SET = "box,house:1-2"
-TINY = [
-    "--resolution",
-    "32",
-    "--actors",
-    "4",
-    "--sensor-az",
-    "8",
-    "--sensor-el",
-    "4",
-    "--rollout-steps",
-    "16",
-    "--hidden",
-    "16",
-    "--update-epochs",
-    "1",
-    "--num-minibatches",
-    "2",
-    "--total-steps",
-    "128",
-    "--checkpoint-every",
-    "1",
-    "--eval-episodes",
-    "6",
-    "--env",
-    "max_steps=20",
-    "--no-progress",
-]
+TINY = tiny_run_args(scenes=None, eval_episodes=6)
 
 
 def tiny_config(**kw):
