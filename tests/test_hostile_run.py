@@ -515,18 +515,18 @@ def test_resume_when_newest_checkpoint_is_a_directory(trained, tmp_path, capsys)
 
 
 def test_eval_too_many_episodes_refused_before_allocating(trained, tmp_path, capsys, monkeypatch):
-    import navi_nb.train.runs as runs
+    import navi_nb.memory
 
     run = copy_run(trained, tmp_path)
-    monkeypatch.setattr(runs, "available_memory", lambda: 8 << 30)
+    monkeypatch.setattr(navi_nb.memory, "available_memory", lambda: 8 << 30)
     err = fails_cleanly(["eval", str(run), "--episodes", "10000000"], capsys, "10000000 episodes", run)
     assert "GiB" in err
 
 
 def test_too_many_actors_refused_before_allocating(tmp_path, capsys, monkeypatch):
-    import navi_nb.train.runs as runs
+    import navi_nb.memory
 
-    monkeypatch.setattr(runs, "available_memory", lambda: 2 << 30)
+    monkeypatch.setattr(navi_nb.memory, "available_memory", lambda: 2 << 30)
     cfg = tmp_path / "big.json"
     cfg.write_text(json.dumps({"actors": 2_000_000}))
     err = fails_cleanly(

@@ -191,7 +191,7 @@ def test_memory_is_checked_before_loading(tmp_path):
     need = check_memory(items, 128, available=10**12)
     assert need == sum(estimated_bytes(it, 128) for it in items)
     assert estimated_bytes(items[0], 256) > 3.9 * estimated_bytes(items[0], 128) - 4 * 2**17
-    with pytest.raises(SceneSpecError, match=r"'maze:0-99': 110 worlds at resolution 128 need about"):
+    with pytest.raises(SceneSpecError, match=r"'maze:0-99': 110 worlds at resolution 128 would need about"):
         check_memory(items, 128, available=need)  # only half may be used
     a = write_box(tmp_path / "a.gmdag")
     file_item = parse_spec(str(a))[0]

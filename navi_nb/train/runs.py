@@ -335,39 +335,12 @@ def os_error(exc: OSError, doing: str) -> RunError:
 # --------------------------------------------------------------------------
 
 
-def available_memory() -> int | None:
-    """Bytes this process may still allocate: the smaller of the system's available memory and the cgroup's
-    limit minus its use; None where neither can be read."""
-    found = []
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    found.append(int(line.split()[1]) * 1024)
-    except (OSError, ValueError, IndexError):
-        pass
-    for limit_file, usage_file in (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
-    ):
-        try:
-            with open(limit_file) as fh:
-                text = fh.read().strip()
-            if text == "max":
-                continue
-            with open(usage_file) as fh:
-                found.append(max(0, int(text) - int(fh.read().strip())))
-            break
-        except (OSError, ValueError):
-            continue
-    return min(found) if found else None
-
-
 def check_memory(what: str, need: int) -> None:
-    """Raise RunError when ``need`` bytes (a lower bound of what ``what`` allocates) exceed the memory available."""
-    have = available_memory()
-    if have is not None and need > have:
-        raise RunError(f"{what} needs at least {need / 2**30:.1f} GiB of memory; {have / 2**30:.1f} GiB is available")
+    """Raise RunError when ``need`` bytes (a lower bound of what ``what`` allocates) exceed the memory available
+    (``navi_nb.memory.check_fits``, the one memory check)."""
+    from navi_nb.memory import check_fits
+
+    check_fits(need, what, error=RunError)
 
 
 def write_json_atomic(path: Path, data):

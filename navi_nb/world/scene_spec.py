@@ -338,54 +338,23 @@ def estimated_bytes(item: WorldItem, resolution: int) -> int:
         raise SceneSpecError(f"scene spec item {item.origin!r}: cannot read {item.path}") from None
 
 
-def available_memory() -> int:
-    """Bytes this process may still allocate: MemAvailable, capped by a cgroup memory limit."""
-    avail = None
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    for limit_file, usage_file in (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
-    ):
-        try:
-            with open(limit_file) as fh:
-                limit = fh.read().strip()
-            with open(usage_file) as fh:
-                usage = int(fh.read().strip())
-        except (OSError, ValueError):
-            continue
-        if limit.isdigit() and int(limit) < 2**60:
-            room = max(0, int(limit) - usage)
-            avail = room if avail is None else min(avail, room)
-    if avail is None:
-        avail = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
-    return avail
-
-
 def check_memory(items, resolution, available=None) -> int:
-    """Raise unless the worlds' estimated bytes fit in MEMORY_FRACTION of the available memory.
+    """Raise unless the worlds' estimated bytes fit in MEMORY_FRACTION of the available memory
+    (``navi_nb.memory.check_fits``, the one memory check). Names the spec item that contributes most.
+    Returns the estimate (bytes)."""
+    from navi_nb.memory import check_fits, size_text
 
-    Names the spec item that contributes most. Returns the estimate (bytes).
-    """
     by_origin = {}
     for it in items:
         by_origin[it.origin] = by_origin.get(it.origin, 0) + estimated_bytes(it, resolution)
     total = sum(by_origin.values())
-    avail = available_memory() if available is None else int(available)
-    if total > MEMORY_FRACTION * avail:
-        worst = max(by_origin, key=by_origin.get)
-        raise SceneSpecError(
-            f"scene spec item {worst!r}: {len(items):,} worlds at resolution {resolution} need about "
-            f"{_gib(total)} in memory ({_gib(by_origin[worst])} from this item), more than "
-            f"{MEMORY_FRACTION:.0%} of the {_gib(avail)} available"
-        )
+    worst = max(by_origin, key=by_origin.get)
+    check_fits(
+        total,
+        f"scene spec item {worst!r}: {len(items):,} worlds at resolution {resolution}",
+        fraction=MEMORY_FRACTION,
+        available=available,
+        detail=f" ({size_text(by_origin[worst])} from this item)",
+        error=SceneSpecError,
+    )
     return total
-
-
-def _gib(n):
-    return f"{n / 2**30:.2f} GiB" if n >= 2**28 else f"{n / 2**20:.1f} MiB"
