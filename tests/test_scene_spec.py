@@ -95,6 +95,23 @@ def test_files_folders_globs_and_lists(tmp_path):
     assert labels(parse_spec("@lists/train.txt,pillars:1", base_dir=tmp_path)) == want + ["pillars:1"]
 
 
+def test_mesh_files_are_items(tmp_path):
+    a = write_box(tmp_path / "set" / "a.gmdag")
+    for name in ("room.obj", "part.STL", "scan.ply", "b.off", "c.glb"):
+        (tmp_path / "set" / name).write_text("v 0 0 0\n")  # parsed only when compiled
+    # a named mesh is an item (a file, by its resolved path); a folder picks up only .gmdag files; a glob
+    # picks up the .gmdag and mesh files it matches
+    items = parse_spec("set/room.obj,set/part.STL,box,./set/room.obj", base_dir=tmp_path)
+    assert labels(items) == [str(tmp_path / "set" / "room.obj"), str(tmp_path / "set" / "part.STL"), "box:0"]
+    assert [it.mesh for it in items] == [True, True, False] and not items[0].builtin
+    assert [it.path for it in parse_spec(str(tmp_path / "set"))] == [a.resolve()]
+    globbed = parse_spec(str(tmp_path / "set" / "*"))
+    assert [it.path.name for it in globbed] == ["a.gmdag", "b.off", "c.glb", "part.STL", "room.obj", "scan.ply"]
+    assert [it.mesh for it in globbed] == [False, True, True, True, True, True]
+    # estimated like a built-in world at the same resolution (not by the mesh file's size)
+    assert estimated_bytes(items[0], 256) == estimated_bytes(parse_spec("house")[0], 256)
+
+
 def test_heldout_range():
     assert HELDOUT_SEED_START == 1_000_000
     assert heldout_spec("house", 3) == "house:1000000-1000002"
@@ -150,11 +167,16 @@ def test_bad_files(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(SceneSpecError, match="'empty': folder .* holds no .gmdag file"):
         parse_spec("empty", base_dir=tmp_path)
-    with pytest.raises(SceneSpecError, match="no .gmdag file matches"):
+    with pytest.raises(SceneSpecError, match="no .gmdag or mesh file matches"):
         parse_spec(str(tmp_path / "*.nothing.gmdag"))
-    (tmp_path / "x.obj").write_text("v 0 0 0\n")
-    with pytest.raises(SceneSpecError, match="is not a .gmdag file"):
-        parse_spec("x.obj", base_dir=tmp_path)
+    (tmp_path / "x.png").write_text("not a world")
+    with pytest.raises(SceneSpecError, match="x.png is not a .gmdag file, mesh file \\(.obj .stl .ply .off .glb\\)"):
+        parse_spec("x.png", base_dir=tmp_path)
+    (tmp_path / "locked.obj").write_text("v 0 0 0\n")
+    (tmp_path / "locked.obj").chmod(0)
+    if not os.access(tmp_path / "locked.obj", os.R_OK):  # (root reads it anyway)
+        with pytest.raises(SceneSpecError, match="'locked.obj': cannot read mesh file"):
+            parse_spec("locked.obj", base_dir=tmp_path)
     with pytest.raises(SceneSpecError, match="cannot read list file"):
         parse_spec("@missing.txt", base_dir=tmp_path)
     (tmp_path / "loop.txt").write_text("house:1\n@loop.txt\n")

@@ -155,6 +155,31 @@ def test_resume_and_eval_refuse_a_changed_world(trained, tmp_path, capsys, world
     fails_cleanly(["eval", str(run)], capsys, "does not record the set of its config", run)
 
 
+def test_train_in_a_mesh(tmp_path, capsys):
+    """``--scenes room.obj``: the mesh is compiled into the world cache at the run's resolution, the run keeps
+    the compiled world, and evaluating it again (another spec naming the mesh) loads the same world."""
+    from navi_nb.train.runs import world_digest
+    from navi_nb.world.mesh_scene import sample_mesh_path
+    from navi_nb.world.world_cache import default_cache_dir, mesh_entry_path
+
+    mesh = tmp_path / "room.obj"
+    shutil.copy(sample_mesh_path("wallhole.obj"), mesh)
+    root = tmp_path / "runs"
+    assert main(["train", *tiny_run_args(scenes=str(mesh)), "--run-dir", str(root), "--name", "m"]) == 0
+    capsys.readouterr()
+    rec = json.loads((root / "m" / "worlds.json").read_text())["worlds"]
+    entry = mesh_entry_path(default_cache_dir(), mesh, 32)
+    assert [w["name"] for w in rec] == ["room.obj"] and rec[0]["source"] == str(mesh.resolve())
+    assert rec[0]["file"] == "worlds/00000-room.obj.gmdag"
+    assert (root / "m" / rec[0]["file"]).read_bytes() == entry.read_bytes()
+    assert rec[0]["digest"] == world_digest(load_world(entry))
+    ev = json.loads((root / "m" / "eval.json").read_text())
+    assert set(ev["per_episode"]["world"]) == {"room.obj"}
+    fails_cleanly(["eval", str(root / "m"), "--scenes", str(mesh)], capsys, "are training worlds of run")
+    assert main(["eval", str(root / "m"), "--episodes", "2", "--scenes", str(mesh), "--allow-overlap"]) == 0
+    assert "train" in json.loads((root / "m" / "eval.json").read_text())["splits"]
+
+
 def test_same_weights_at_one_and_two_shards(tmp_path):
     from navi_nb.train.loop import Trainer
 

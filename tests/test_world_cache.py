@@ -102,3 +102,82 @@ def test_bad_input_writes_nothing(tmp_path, monkeypatch):
     blocker.write_text("a file where the cache folder should be")
     with pytest.raises(WorldCacheError, match="is not writable"):
         compile_worlds(items, RES, blocker / "cache")
+
+
+# ------------------------------------------------------------------ mesh files in specs
+def _counted(items, cache, res=RES):
+    """compile_worlds over `items`, returning (paths, how many entries it compiled)."""
+    calls = []
+    paths = compile_worlds(items, res, cache, jobs=1, progress=lambda done, total: calls.append(done))
+    return paths, len(calls)
+
+
+def test_mesh_item_compiles_once_into_the_cache(tmp_path, capsys):
+    import json
+    import shutil
+
+    from navi_nb.cli import main
+    from navi_nb.world.mesh_scene import sample_mesh_path
+    from navi_nb.world.world_cache import file_digest, mesh_entry_path
+
+    mesh = tmp_path / "room.obj"
+    shutil.copy(sample_mesh_path("wallhole.obj"), mesh)
+    items = parse_spec(f"{mesh},box")
+    assert [it.mesh for it in items] == [True, False] and items[0].label == str(mesh.resolve())
+    cache = tmp_path / "cache"
+    paths, compiled = _counted(items, cache)
+    assert compiled == 2
+    entry = paths[0]
+    assert entry == mesh_entry_path(cache, mesh, RES)
+    assert entry.name == f"{file_digest(mesh)[:32]}-obj.gmdag" and entry.parent.name == f"r{RES}-m4"
+    # the second time nothing is compiled and the entries are untouched
+    stamp = entry.stat().st_mtime_ns
+    assert _counted(items, cache) == (paths, 0) and entry.stat().st_mtime_ns == stamp
+    # the entry is `navi-nb compile MESH --resolution RES` bit for bit (the sidecar but for the compile time)
+    out = tmp_path / "room.gmdag"
+    argv = ["compile", str(mesh.resolve()), "-o", str(out), "--resolution", str(RES), "--no-progress"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert entry.read_bytes() == out.read_bytes()
+    assert _same_but_seconds(read_sidecar(entry), json.loads((tmp_path / "room.gmdag.json").read_text()))
+    # keyed by content: the same bytes elsewhere hit the entry; other bytes or another resolution do not
+    twin = tmp_path / "sub" / "twin.OBJ"
+    twin.parent.mkdir()
+    shutil.copy(mesh, twin)
+    assert _counted(parse_spec(str(twin)), cache) == ([entry], 0)
+    with open(mesh, "a") as fh:
+        fh.write("v 0 0 0\n")  # an unused vertex: the same triangles, another file
+    new, compiled = _counted(parse_spec(str(mesh)), cache)
+    assert compiled == 1 and new != [entry] and new[0].read_bytes() == entry.read_bytes()
+    assert _counted(parse_spec(str(mesh)), cache, res=16)[1] == 1
+    # loading: in order, memory-mapped, named by the mesh
+    worlds = load_worlds(items, RES, cache)
+    assert worlds[0].to_bytes() == out.read_bytes() and worlds[0].source == f"<mesh {mesh.resolve()} @ {RES}>"
+
+
+def test_broken_meshes_are_one_line_naming_the_file(tmp_path, capsys):
+    from navi_nb.cli import main
+
+    cache = tmp_path / "cache"
+    bad_index = tmp_path / "bad.obj"
+    bad_index.write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 9\n")
+    with pytest.raises(SceneSpecError, match=r"^scene spec item '.*bad.obj': .*bad.obj: line 4: face index 9 out"):
+        compile_worlds(parse_spec(f"box,{bad_index}"), RES, cache)
+    assert not cache.exists()  # read before anything is written
+    flat = tmp_path / "flat.ply"
+    flat.write_text(
+        "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\n"
+        "element face 1\nproperty list uchar int vertex_indices\nend_header\n0 0 0\n1 1 1\n2 2 2\n3 0 1 2\n"
+    )
+    with pytest.raises(SceneSpecError, match=r"'.*flat.ply': .*flat.ply: .*every face is degenerate"):
+        compile_worlds(parse_spec(str(flat)), RES, cache)
+    assert not [p for p in cache.rglob("*.gmdag")]
+    tiny = tmp_path / "tiny.obj"  # a 1 cm triangle: its world has no room for an actor
+    tiny.write_text("v 0 0 0\nv 0.01 0 0\nv 0 0.01 0\nf 1 2 3\n")
+    with pytest.raises(SceneSpecError, match=r"'.*tiny.obj': the world compiled from .*tiny.obj is too small"):
+        load_worlds(parse_spec(str(tiny)), RES, cache)
+    # the command line: one line, exit 2
+    for spec, why in ((bad_index, "face index 9 out of range"), (flat, "degenerate")):
+        assert main(["scenes", "--compile", str(spec), "--cache", str(cache), "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and spec.name in err and why in err, err

@@ -10,7 +10,8 @@ scene specs: comma-separated items, read left to right (a repeat keeps its first
   house:0-9,20-29        bare seeds continue the family before them
   maze:0-99,clutter:0-99 several families
   a.gmdag                a compiled world file
-  dir/   'dir/*.gmdag'   every .gmdag in a folder, or a glob
+  room.obj               a mesh file (.obj .stl .ply .off .glb), compiled into the cache
+  dir/   'dir/*.gmdag'   every .gmdag in a folder, or a glob (.gmdag and meshes)
   @set.txt   set.txt     a list of specs (# comments; paths relative to the list)
 held out for evaluation: seeds >= {heldout:,} of every family (training refuses them)"""
 

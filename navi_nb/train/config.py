@@ -36,12 +36,13 @@ class TrainConfig(PPOConfig):
 
     # --- world, task, sensor -----------------------------------------------
     scenes: str = field(default="house", metadata={"metavar": "SPEC"})
-    """The worlds to train in: a scene spec such as ``house``, ``house:0-199``, ``maze:0-99,clutter:0-99`` or
-    ``a.gmdag`` (docs/WORLDS.md). Each actor moves to a world of the set at every reset."""
+    """The worlds to train in: a scene spec such as ``house``, ``house:0-199``, ``maze:0-99,clutter:0-99``,
+    ``a.gmdag`` or a mesh file ``room.obj`` (docs/WORLDS.md). Each actor moves to a world of the set at every
+    reset."""
     allow_heldout: bool = False
     """Allow held-out seeds (>= 1,000,000, kept for evaluation) in the training set."""
     resolution: int = 128
-    """Voxels per side when compiling a built-in scene (a power of two, 16 to 8192)."""
+    """Voxels per side when compiling a built-in scene or a mesh file of the set (a power of two, 16 to 8192)."""
     task: str = _choices("pointgoal", "explore")
     """The task: ``pointgoal`` (reach a sampled goal) or ``explore`` (visit new cells)."""
     actors: int = 64

@@ -4,7 +4,7 @@ Run folder (docs/TRAINING.md)::
 
     runs/NAME/config.json       resolved config, its hash, package version
     runs/NAME/worlds.json       the set trained in: spec, resolution, each world's name and content hash
-    runs/NAME/worlds/           copies of the set's .gmdag files (built-ins stay in the world cache)
+    runs/NAME/worlds/           copies of the set's .gmdag files and compiled meshes (built-ins stay in the cache)
     runs/NAME/metrics.csv       one row per update (columns: navi_nb.train.metrics.COLUMNS)
     runs/NAME/metrics.jsonl     the same rows as JSON lines
     runs/NAME/checkpoints/      ckpt_UUUUUUUU.npz, the newest `keep_checkpoints`
@@ -110,7 +110,8 @@ def save_run_worlds(run_path: Path, cfg: TrainConfig, world_set):
         if item.builtin:
             rec.update(family=item.family, seed=item.seed)
         else:
-            rec.update(source=str(item.path), file=f"{WORLDS_DIR}/{i:05d}-{item.path.name}")
+            name = item.path.name + (".gmdag" if item.mesh else "")  # a mesh is kept compiled, as trained in
+            rec.update(source=str(item.path), file=f"{WORLDS_DIR}/{i:05d}-{name}")
             (run_path / WORLDS_DIR).mkdir(exist_ok=True)
             save_world(world, run_path / rec["file"])
         records.append(rec)

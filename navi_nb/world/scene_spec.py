@@ -9,8 +9,12 @@ A spec is a comma-separated list of items, read left to right:
 ``house:0-9,20-29``         an item of bare seeds continues the family before it
 ``maze:0-99,clutter:0-99``  several families
 ``worlds/a.gmdag``          a compiled world file
-``worlds/``                 every ``*.gmdag`` directly in a folder (sorted by name)
-``worlds/*/x*.gmdag``       a glob (sorted; ``*``, ``?`` and ``[...]``)
+``meshes/room.obj``         a mesh file (``MESH_SUFFIXES``), compiled at the set's
+                            resolution into the world cache on first use
+``worlds/``                 every ``*.gmdag`` directly in a folder (sorted by name;
+                            meshes in a folder are not picked up)
+``worlds/*/x*.gmdag``       a glob (sorted; ``*``, ``?`` and ``[...]``): the
+                            ``.gmdag`` and mesh files it matches
 ``@set.txt`` or ``set.txt`` a text file of specs, one or more per line; ``#``
                             starts a comment; its relative paths are relative
                             to the text file's folder
@@ -48,6 +52,11 @@ MAX_WORLDS = 100_000  # most worlds one spec may name
 MAX_SEED = 2**63 - 1
 MAX_LIST_DEPTH = 8  # list files including list files
 MEMORY_FRACTION = 0.5  # a set may use at most this share of the available memory
+WORLD_SUFFIX = ".gmdag"
+# Mesh files a spec may name (compared in lower case): the formats navi_nb.world.mesh_io reads itself, and
+# those it reads through trimesh that hold their whole mesh in one file (not .gltf, whose buffers may lie in
+# other files the cache key would not cover).
+MESH_SUFFIXES = (".obj", ".stl", ".ply", ".off", ".glb")
 # Estimated in-memory bytes of one compiled built-in world at resolution 128
 # (the largest seeds measured are about 0.6 MB; node counts grow with the
 # surface area, i.e. with the square of the resolution).
@@ -65,7 +74,8 @@ class SceneSpecError(NaviError, ValueError):
 
 @dataclass(frozen=True)
 class WorldItem:
-    """One world of a set: a built-in (family, seed) or a `.gmdag` file."""
+    """One world of a set: a built-in (family, seed), a `.gmdag` file, or a mesh file (a `path` ending in one of
+    MESH_SUFFIXES: compiled into the world cache, see `world_cache.mesh_entry_path`)."""
 
     family: str | None = None
     seed: int | None = None
@@ -83,6 +93,15 @@ class WorldItem:
     @property
     def builtin(self) -> bool:
         return self.path is None
+
+    @property
+    def mesh(self) -> bool:
+        return self.path is not None and is_mesh_path(self.path)
+
+
+def is_mesh_path(path) -> bool:
+    """Whether a path names a mesh file a spec compiles (by its suffix, any case)."""
+    return Path(path).suffix.lower() in MESH_SUFFIXES
 
 
 @dataclass(frozen=True)
@@ -136,8 +155,9 @@ def parse_spec(spec, base_dir=None, *, check_files=True, actor_radius=0.2) -> li
 
     spec: a string (or a list of strings, read as if joined by commas).
     base_dir: the folder relative paths start from (default: the current one).
-    check_files: open every file's header (existence, format, size) now and
-    check that an actor of `actor_radius` (metres) fits in its world.
+    check_files: open every world file's header (existence, format, size) now and
+    check that an actor of `actor_radius` (metres) fits in its world; a mesh
+    file must be readable (it is parsed and checked when it is compiled).
     """
     from navi_nb.world.scenes import SCENES
 
@@ -223,7 +243,7 @@ def _flatten(spec, base, depth, seen_lists):
 
 
 def _looks_like_path(tok):
-    return os.sep in tok or "/" in tok or tok.endswith((".gmdag", ".txt"))
+    return os.sep in tok or "/" in tok or tok.lower().endswith((WORLD_SUFFIX, ".txt", *MESH_SUFFIXES))
 
 
 def _seed_range(family, text, origin):
@@ -250,9 +270,11 @@ def _path_items(tok, base, depth, seen_lists):
     if is_list or raw.endswith(".txt"):
         return _list_file(tok, path, depth, seen_lists)
     if _GLOB_CHARS & set(raw):
-        matches = sorted(p for p in glob.glob(str(path)) if p.endswith(".gmdag") and os.path.isfile(p))
+        matches = sorted(
+            p for p in glob.glob(str(path)) if (p.endswith(WORLD_SUFFIX) or is_mesh_path(p)) and os.path.isfile(p)
+        )
         if not matches:
-            raise SceneSpecError(f"scene spec item {tok!r}: no .gmdag file matches")
+            raise SceneSpecError(f"scene spec item {tok!r}: no .gmdag or mesh file matches")
         return [_file_item(Path(p), tok) for p in matches]
     if path.is_dir():
         matches = sorted(p for p in path.iterdir() if p.suffix == ".gmdag" and p.is_file())
@@ -261,8 +283,11 @@ def _path_items(tok, base, depth, seen_lists):
         return [_file_item(p, tok) for p in matches]
     if not path.exists():
         raise SceneSpecError(f"scene spec item {tok!r}: {path} does not exist (nor is it a built-in family)")
-    if path.suffix != ".gmdag":
-        raise SceneSpecError(f"scene spec item {tok!r}: {path} is not a .gmdag file, folder, glob or .txt list")
+    if path.suffix != WORLD_SUFFIX and not is_mesh_path(path):
+        raise SceneSpecError(
+            f"scene spec item {tok!r}: {path} is not a .gmdag file, mesh file ({' '.join(MESH_SUFFIXES)}), "
+            "folder, glob or .txt list"
+        )
     return [_file_item(path, tok)]
 
 
@@ -301,13 +326,30 @@ def _list_file(tok, path, depth, seen_lists):
 
 
 def check_world_file(item: WorldItem, actor_radius=0.2):
-    """Header, size and room checks of a file item; returns its World header (nodes memory-mapped)."""
+    """Header, size and room checks of a file item; returns its World header (nodes memory-mapped).
+
+    A mesh item is only checked to be a readable file here (returns None): its room is checked on the
+    compiled world (``check_room``)."""
     from navi_nb.world.gmdag import load_world
 
+    if item.mesh:
+        try:
+            with open(item.path, "rb") as fh:
+                fh.read(1)
+        except OSError as exc:
+            raise SceneSpecError(
+                f"scene spec item {item.origin!r}: cannot read mesh file {item.path} ({exc.strerror or exc})"
+            ) from None
+        return None
     try:
         world = load_world(item.path, mmap=True, validate=False)
     except NaviError as exc:
         raise SceneSpecError(f"scene spec item {item.origin!r}: {exc}") from None
+    return check_room(world, item, actor_radius)
+
+
+def check_room(world, item: WorldItem, actor_radius=0.2):
+    """Raise unless an actor of `actor_radius` fits in `world` (the world of `item`); returns the world."""
     extent = world.extent
     side = extent
     roi = world.sidecar.get("bounds_of_interest")
@@ -321,7 +363,8 @@ def check_world_file(item: WorldItem, actor_radius=0.2):
     need = 2.0 * actor_radius + 2.0 * world.voxel_size
     if side <= need:
         raise SceneSpecError(
-            f"scene spec item {item.origin!r}: world {item.path} is too small to spawn in "
+            f"scene spec item {item.origin!r}: {'the world compiled from' if item.mesh else 'world'} {item.path} "
+            "is too small to spawn in "
             f"({side:.3g} m across, an actor of radius {actor_radius} m needs more than "
             f"{need:.3g} m)"
         )
@@ -329,8 +372,9 @@ def check_world_file(item: WorldItem, actor_radius=0.2):
 
 
 def estimated_bytes(item: WorldItem, resolution: int) -> int:
-    """Bytes one world is expected to take in memory: its file size, or the built-in estimate."""
-    if item.builtin:
+    """Bytes one world is expected to take in memory: a world file's size, or the built-in estimate for a
+    built-in or a mesh at `resolution` (a compiled world's size grows with its surface, not its triangles)."""
+    if item.builtin or item.mesh:
         return int(BUILTIN_BYTES_AT_128 * (resolution / 128.0) ** 2) + WORLD_OVERHEAD_BYTES
     try:
         return os.path.getsize(item.path) + WORLD_OVERHEAD_BYTES

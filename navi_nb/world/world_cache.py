@@ -1,4 +1,4 @@
-"""The compile cache of built-in worlds: compiled once, loaded many times.
+"""The compile cache of built-in worlds and mesh files: compiled once, loaded many times.
 
 Layout under the cache folder (``default_cache_dir()``: ``$NAVI_NB_CACHE/worlds``,
 else ``$XDG_CACHE_HOME/navi_nb/worlds``, else ``~/.cache/navi_nb/worlds``)::
@@ -6,13 +6,22 @@ else ``$XDG_CACHE_HOME/navi_nb/worlds``, else ``~/.cache/navi_nb/worlds``)::
     FAMILY-gG-cC/rRES/SEED.gmdag        the compiled world
     FAMILY-gG-cC/rRES/SEED.gmdag.json   its sidecar (spawn points, classes, bounds)
 
+    mesh-cC-fF-vV/rRES-mM/SHA-EXT.gmdag  a mesh file of a spec, compiled (+ its sidecar)
+
 G is the family's generator version (``scenes.GENERATOR_VERSION``) and C the
 compiler's (``compiler.COMPILER_VERSION``): changing either starts fresh
-folders, so a stale layout is never loaded. Entries are written atomically
+folders, so a stale layout is never loaded. A mesh entry is keyed by the
+file's content (SHA: the first 32 hex digits of its SHA-256; EXT its suffix,
+which picks the reader), the resolution, the compiler's version, the format's
+(F: ``gmdag.VERSION``), the mesh entries' own (V: ``MESH_ENTRY_VERSION``, raised
+when reading meshes changes) and the compile options (M: the margin in voxels,
+``compiler.MARGIN_VOXELS``): the compile is ``compiler.compile_mesh(path,
+RES)``, the one ``navi-nb compile MESH --resolution RES`` runs, so the entry
+is that command's output bit for bit. Entries are written atomically
 (sidecar first, then the world, each by rename), so a world file present means
 a complete entry, and concurrent compilers of the same entry do not clash.
 
-``compile_worlds`` compiles the missing built-in worlds of a list of
+``compile_worlds`` compiles the missing built-in and mesh worlds of a list of
 :class:`~navi_nb.world.scene_spec.WorldItem` in ``jobs`` processes (spawned,
 each using one Numba thread), with an optional progress bar;
 ``load_worlds`` compiles what is missing and loads them all (memory-mapped).
@@ -28,7 +37,12 @@ import time
 from pathlib import Path
 
 from navi_nb.errors import NaviError
-from navi_nb.world.scene_spec import SceneSpecError, WorldItem, check_memory, check_world_file
+from navi_nb.world.scene_spec import SceneSpecError, WorldItem, check_memory, check_room, check_world_file
+
+# Raised when reading a mesh file (navi_nb.world.mesh_io) changes what it returns for some file: mesh entries
+# then start in fresh folders.
+MESH_ENTRY_VERSION = 1
+DIGEST_CHARS = 32  # hex digits of the file's SHA-256 in a mesh entry's name
 
 
 class WorldCacheError(NaviError):
@@ -49,6 +63,29 @@ def entry_path(cache_dir, family: str, seed: int, resolution: int) -> Path:
 
     folder = f"{family}-g{GENERATOR_VERSION[family]}-c{COMPILER_VERSION}"
     return Path(cache_dir) / folder / f"r{int(resolution)}" / f"{int(seed)}.gmdag"
+
+
+def file_digest(path) -> str:
+    """The SHA-256 (hex) of a file's bytes, read in blocks."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def mesh_entry_path(cache_dir, mesh_path, resolution: int, digest=None) -> Path:
+    """Where the cache keeps the mesh file `mesh_path` compiled at `resolution` (keyed by its content:
+    `digest`, its SHA-256, is computed when not given)."""
+    from navi_nb.world.compiler import COMPILER_VERSION, MARGIN_VOXELS
+    from navi_nb.world.gmdag import VERSION
+
+    digest = digest or file_digest(mesh_path)
+    ext = Path(mesh_path).suffix.lower().lstrip(".")
+    folder = f"mesh-c{COMPILER_VERSION}-f{VERSION}-v{MESH_ENTRY_VERSION}"
+    return Path(cache_dir) / folder / f"r{int(resolution)}-m{MARGIN_VOXELS}" / f"{digest[:DIGEST_CHARS]}-{ext}.gmdag"
 
 
 def _check_resolution(resolution):
@@ -73,11 +110,32 @@ def compile_one(family: str, seed: int, resolution: int, path) -> tuple:
     Returns (path, seconds, bytes). Runs in worker processes too.
     """
     from navi_nb.world.compiler import compile_scene
-    from navi_nb.world.gmdag import save_world, sidecar_path
 
     t0 = time.perf_counter()
-    path = Path(path)
     world = compile_scene(family, resolution, seed)
+    _write_entry(world, path)
+    return str(path), time.perf_counter() - t0, world.nbytes
+
+
+def compile_mesh_one(mesh_path, resolution: int, path) -> tuple:
+    """Compile a mesh file into the cache entry `path`, atomically, exactly as ``navi-nb compile MESH
+    --resolution RES`` does (``compiler.compile_mesh``). Returns (path, seconds, bytes). Runs in worker
+    processes too."""
+    from navi_nb.world.compiler import compile_mesh
+
+    t0 = time.perf_counter()
+    world = compile_mesh(str(mesh_path), resolution)
+    if not Path(path).name.startswith(file_digest(mesh_path)[:DIGEST_CHARS]):
+        raise WorldCacheError(f"mesh file {mesh_path} changed while it was compiled; nothing was written")
+    _write_entry(world, path)
+    return str(path), time.perf_counter() - t0, world.nbytes
+
+
+def _write_entry(world, path):
+    """Write a world and its sidecar into the cache: sidecar first, then the world, each by rename."""
+    from navi_nb.world.gmdag import save_world, sidecar_path
+
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=path.parent))
     try:
@@ -86,7 +144,6 @@ def compile_one(family: str, seed: int, resolution: int, path) -> tuple:
         os.replace(staged, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return str(path), time.perf_counter() - t0, world.nbytes
 
 
 def _worker_init():
@@ -112,12 +169,13 @@ def _progress_bar(total, label):
 
 
 def compile_worlds(items, resolution=128, cache_dir=None, jobs=1, progress=False) -> list:
-    """Make sure every built-in item has a cache entry; returns one path per item.
+    """Make sure every built-in and mesh item has a cache entry; returns one path per item.
 
-    items: WorldItems (file items are passed through as their own paths).
+    items: WorldItems (world file items are passed through as their own paths).
     jobs: worker processes for the missing entries (1: compile in this process).
     progress: True for a rich progress bar on stderr, or a callable(done, total).
-    Checks everything (resolution, jobs, memory, file items) before writing.
+    Checks everything (resolution, jobs, memory, file items; every mesh to compile is read and checked)
+    before writing. A mesh that cannot be read or compiled raises SceneSpecError naming its item.
     """
     _check_resolution(resolution)
     _check_jobs(jobs)
@@ -129,8 +187,14 @@ def compile_worlds(items, resolution=128, cache_dir=None, jobs=1, progress=False
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     paths, missing = [], []
     for it in items:
-        if it.builtin:
-            p = entry_path(cache_dir, it.family, it.seed, resolution)
+        if it.builtin or it.mesh:
+            if it.builtin:
+                p = entry_path(cache_dir, it.family, it.seed, resolution)
+            else:
+                try:
+                    p = mesh_entry_path(cache_dir, it.path, resolution)
+                except OSError as exc:
+                    raise _item_error(it, f"cannot read mesh file {it.path} ({exc.strerror or exc})") from None
             if not p.is_file():
                 missing.append((it, p))
             paths.append(p)
@@ -139,6 +203,7 @@ def compile_worlds(items, resolution=128, cache_dir=None, jobs=1, progress=False
     missing = list({p: (it, p) for it, p in missing}.values())  # each entry once
     if not missing:
         return paths
+    _check_meshes([it for it, _ in missing if it.mesh])
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=cache_dir, prefix=".probe-"):
@@ -147,6 +212,34 @@ def compile_worlds(items, resolution=128, cache_dir=None, jobs=1, progress=False
         raise WorldCacheError(f"world cache folder {cache_dir} is not writable ({exc.strerror or exc})") from None
     _run(missing, resolution, jobs, progress)
     return paths
+
+
+def _item_error(it, why) -> NaviError:
+    """The one-line error of an item that cannot be compiled: a mesh's names the spec item and the file."""
+    why = str(why)
+    if it.mesh:
+        where = "" if str(it.path) in why else f"{it.path}: "
+        return SceneSpecError(f"scene spec item {it.origin!r}: {where}{why}")
+    return WorldCacheError(f"scene {it.label}: {why}")
+
+
+def _check_meshes(items):
+    """Read every mesh to compile (parse errors, empty meshes, indices, non-finite vertices) before anything is
+    written; what only the compile finds (every face degenerate) is reported by `_run` the same way."""
+    from navi_nb.world.mesh_io import read_mesh
+
+    for it in items:
+        try:
+            read_mesh(it.path)
+        except NaviError as exc:
+            raise _item_error(it, exc) from None
+
+
+def _compile_call(it, resolution, p):
+    """The function and arguments that compile one missing entry (picklable for worker processes)."""
+    if it.mesh:
+        return compile_mesh_one, (str(it.path), resolution, str(p))
+    return compile_one, (it.family, it.seed, resolution, str(p))
 
 
 def _run(missing, resolution, jobs, progress):
@@ -167,7 +260,11 @@ def _run(missing, resolution, jobs, progress):
         done = 0
         if jobs == 1 or total == 1:
             for it, p in missing:
-                compile_one(it.family, it.seed, resolution, p)
+                fn, args = _compile_call(it, resolution, p)
+                try:
+                    fn(*args)
+                except NaviError as exc:
+                    raise _item_error(it, exc) from None
                 done += 1
                 tick(done)
             return
@@ -177,16 +274,16 @@ def _run(missing, resolution, jobs, progress):
 
         ctx = multiprocessing.get_context("spawn")  # safe beside Numba's threads; no forked locks
         with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=ctx, initializer=_worker_init) as pool:
-            futures = {pool.submit(compile_one, it.family, it.seed, resolution, str(p)): it for it, p in missing}
+            calls = [(it, *_compile_call(it, resolution, p)) for it, p in missing]
+            futures = {pool.submit(fn, *args): it for it, fn, args in calls}
             for f in as_completed(futures):
                 try:
                     f.result()
                 except NaviError as exc:
-                    raise WorldCacheError(f"scene {futures[f].label}: {exc}") from None
+                    raise _item_error(futures[f], exc) from None
                 except BrokenProcessPool:
-                    raise WorldCacheError(
-                        f"scene {futures[f].label}: a compile process died (out of memory?); "
-                        "entries finished so far are kept"
+                    raise _item_error(
+                        futures[f], "a compile process died (out of memory?); entries finished so far are kept"
                     ) from None
                 done += 1
                 tick(done)
@@ -198,30 +295,35 @@ def _run(missing, resolution, jobs, progress):
 def load_worlds(
     items, resolution=128, cache_dir=None, jobs=1, progress=False, *, mmap=True, validate=True, actor_radius=0.2
 ) -> list:
-    """Worlds for `items`, in order: built-ins from the cache (compiling what is missing), files as they are.
+    """Worlds for `items`, in order: built-ins and meshes from the cache (compiling what is missing), world
+    files as they are.
 
     mmap: memory-map the files (the nodes stay in the page cache, shared by
     processes). validate: deep-check every world (cache entries once more
     are cheap to check; a damaged entry is compiled again). actor_radius:
-    file worlds must have room for an actor this large (metres).
+    file and mesh worlds must have room for an actor this large (metres).
     """
     from navi_nb.world.gmdag import load_world
 
     items = list(items)
     for it in items:
         if isinstance(it, WorldItem) and not it.builtin:
-            check_world_file(it, actor_radius)
+            check_world_file(it, actor_radius)  # a mesh: readable (its room is checked once compiled)
     paths = compile_worlds(items, resolution, cache_dir, jobs, progress)
     worlds = []
     for it, p in zip(items, paths):
         try:
             w = load_world(p, mmap=mmap, validate=validate)
         except NaviError as exc:
-            if not it.builtin:
+            if not (it.builtin or it.mesh):
                 raise SceneSpecError(f"scene spec item {it.origin!r}: {exc}") from None
-            compile_one(it.family, it.seed, resolution, p)  # a damaged entry is rebuilt once
+            fn, args = _compile_call(it, resolution, p)
+            fn(*args)  # a damaged entry is rebuilt once
             w = load_world(p, mmap=mmap, validate=validate)
         if it.builtin:
             w.source = f"<scene {it.family}:{it.seed} @ {resolution}>"
+        elif it.mesh:
+            check_room(w, it, actor_radius)
+            w.source = f"<mesh {it.path} @ {resolution}>"
         worlds.append(w)
     return worlds
