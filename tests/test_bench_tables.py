@@ -235,3 +235,115 @@ def test_meshfield_rate_table_fits_80_columns():
     check_whole(
         render([rate_table(rows)]), ("cells@512, cap 4 voxels", "1,234,567", "5.07", "13.67", "2.70", "5.97", "0.98")
     )
+
+
+def test_fuzz_outcome_table():
+    from navi_nb.bench.fuzz import GMDAG_MUTATORS, LOAD_MODES, Report
+    from navi_nb.commands.fuzz import outcome_table
+
+    report = Report(target="gmdag", seed=2026, cases=123_456, jobs=2, timeout=10.0, seconds=1234.5)
+    names = sorted(GMDAG_MUTATORS)
+    for k in range(3000):  # every outcome, in the widest mutator and mode names
+        outcome = (
+            ("ok", "rejected")[k % 2] if k > 20 else ("crash", "hang", "non-finite", "traceback", "warning")[k % 5]
+        )
+        report.add(k, outcome, names[k % len(names)], LOAD_MODES[k % len(LOAD_MODES)], "detail")
+    for _ in range(120_000):  # counts with thousands separators
+        report.counts["rejected"] += 1
+    title = "navi-nb fuzz --target gmdag --cases 123456 --seed 2026: 2 jobs, 1234.5 s"
+    text = render([outcome_table(report, title)])
+    c = report.counts
+    check_whole(
+        text,
+        [max(names, key=len), "inspect", f"{c['ok']:,}", f"{c['rejected']:,}", "rejected", "failed", "21"]
+        + [f"{o} {c[o]}" for o in ("crash", "hang", "non-finite", "traceback", "warning")]
+        + ["navi-nb fuzz --target gmdag", "1234.5 s"],
+    )
+
+
+def test_ppo_tables():
+    from navi_nb.bench import ppo as bench_ppo
+
+    def shard(k, sps):
+        return {
+            "samples_per_s": sps,
+            "spread": 0.123,
+            "speedup_vs_1": sps / 57_719.0,
+            "vs_torch": sps / 68_268.0,
+            "gflops": 142.37,
+            "pct_matmul": 71.2,
+            "critical_ms_per_minibatch": 17.742 / k,
+            # per CPU-second: timed at 1 shard only
+            **(
+                {"samples_per_cpu_s": 61_234.0, "per_core_vs_torch": 1.65, "per_core_pct_matmul": 83.4}
+                if k == 1
+                else {}
+            ),
+            **({"idle_speedup_estimate": 1.93} if k == 2 else {}),
+        }
+
+    net = {
+        "obs": 1037,
+        "hidden": [128, 128],
+        "minibatch": 1024,
+        "n_params": 1_234_567,
+        "shards": {1: shard(1, 57_719.0), 2: shard(2, 1_112_729.0)},
+        "torch": {
+            "samples_per_s": 68_268.0,
+            "spread": 0.05,
+            "threads": 16,
+            "samples_per_cpu_s_1t": 37_000.0,
+            "gflops": 86.1,
+            "pct_matmul": 43.0,
+            "per_core_pct_matmul": 50.4,
+        },
+    }
+    res = {
+        "gemm": "numba-tiles",
+        "matmul": {"gflops": 200.4, "gflops_per_cpu_s_1t": 98.7},
+        "nets": {"default": net, "small": dict(net, torch=None)},
+    }
+    text = render(bench_ppo.rate_tables(res))
+    check_whole(
+        text,
+        [
+            "1037",
+            "128 x 128",
+            "1,024",
+            "1,234,567",
+            "navi 1 sh",
+            "navi 2 sh",
+            "torch 16 thr",
+            "57,719",
+            "1,112,729",
+            "68,268",
+            "12%",
+            "19.28x",
+            "16.30x",
+            "142.4",
+            "71%",
+            "17.742",
+            "8.871",
+            "1.93x",
+            "61,234",
+            "1.65x",
+            "83%",
+            "37,000",
+            "50%",
+            "86.1",
+            "43%",
+            "samples/s",
+            "vs 1 shard",
+            "vs torch",
+            "GFLOP/s",
+            "% matmul",
+            "critical ms",
+            "idle est.",
+            "samples/CPU-s",
+            "numba-tiles",
+            "200.4",
+            "98.7",
+        ],
+    )
+    # every row of every table names its net and who ran it
+    assert text.count("torch 16 thr") == 3 and text.count("navi 1 sh") == 6 and text.count("navi 2 sh") == 4

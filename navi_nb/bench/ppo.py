@@ -286,10 +286,101 @@ def bench_matmul(threads, seconds):
     }
 
 
+def _table(title, *columns):
+    from rich.table import Table
+
+    table = Table(title=title)
+    for k, col in enumerate(columns):
+        table.add_column(col, justify="left" if k < 2 else "right", no_wrap=True)
+    return table
+
+
+def _rows(res):
+    """(net name, who, navi shard entry or None, torch entry or None, net entry) per row, in order: each net's
+    shard counts, then its PyTorch peer."""
+    for name, entry in res["nets"].items():
+        for k, e in entry["shards"].items():
+            yield name, f"navi {k} sh", e, None, entry
+        if entry.get("torch"):
+            tr = entry["torch"]
+            yield name, f"torch {tr['threads']} thr", None, tr, entry
+
+
+def rate_tables(res) -> list:
+    """The figures as tables that read whole at 80 columns: the networks, the rates, the FLOP rates and
+    critical paths, the rates per CPU-second (``--json`` of ``navi-nb bench`` keeps every field)."""
+    nets = _table("PPO networks (separate tanh trunks, 4 actions)", "net", "obs", "hidden", "minibatch", "params")
+    for name, entry in res["nets"].items():
+        nets.add_row(
+            name,
+            str(entry["obs"]),
+            " x ".join(map(str, entry["hidden"])),
+            f"{entry['minibatch']:,}",
+            f"{entry['n_params']:,}",
+        )
+    rates = _table(
+        f"PPO update rate: one minibatch = gather, forward, loss, backward, clip, Adam (gemm={res['gemm']})",
+        "net",
+        "who",
+        "samples/s",
+        "spread",
+        "vs 1 shard",
+        "vs torch",
+    )
+    flop = _table(
+        f"PPO FLOP rate (NumPy matmul: {res['matmul']['gflops']:.1f} GFLOP/s) and critical path",
+        "net",
+        "who",
+        "GFLOP/s",
+        "% matmul",
+        "critical ms",
+        "idle est.",
+    )
+    core = _table(
+        f"PPO per CPU-second, 1 thread (matmul: {res['matmul']['gflops_per_cpu_s_1t']:.1f} GFLOP/CPU-s)",
+        "net",
+        "who",
+        "samples/CPU-s",
+        "vs torch",
+        "% matmul",
+    )
+    for name, who, e, tr, _entry in _rows(res):
+        if e is not None:
+            rates.add_row(
+                name,
+                who,
+                f"{e['samples_per_s']:,.0f}",
+                f"{100 * e['spread']:.0f}%",
+                f"{e['speedup_vs_1']:.2f}x",
+                f"{e['vs_torch']:.2f}x" if e.get("vs_torch") else "-",
+            )
+            crit = e.get("critical_ms_per_minibatch")
+            flop.add_row(
+                name,
+                who,
+                f"{e['gflops']:.1f}",
+                f"{e['pct_matmul']:.0f}%",
+                f"{crit:.3f}" if crit else "-",
+                f"{e['idle_speedup_estimate']:.2f}x" if e.get("idle_speedup_estimate") else "-",
+            )
+            if "samples_per_cpu_s" in e:
+                core.add_row(
+                    name,
+                    who,
+                    f"{e['samples_per_cpu_s']:,.0f}",
+                    f"{e['per_core_vs_torch']:.2f}x" if e.get("per_core_vs_torch") else "-",
+                    f"{e['per_core_pct_matmul']:.0f}%",
+                )
+        else:
+            rates.add_row(name, who, f"{tr['samples_per_s']:,.0f}", f"{100 * tr['spread']:.0f}%", "", "1.00x")
+            flop.add_row(name, who, f"{tr['gflops']:.1f}", f"{tr['pct_matmul']:.0f}%", "", "")
+            core.add_row(name, who, f"{tr['samples_per_cpu_s_1t']:,.0f}", "1.00x", f"{tr['per_core_pct_matmul']:.0f}%")
+    return [nets, rates, flop] + ([core] if core.row_count else [])
+
+
 def run(args) -> dict:
     import numba
     from rich.console import Console
-    from rich.table import Table
 
     import navi_nb  # noqa: F401  (BLAS pin)
     from navi_nb.bench.machine import machine_info, print_machine
@@ -314,29 +405,6 @@ def run(args) -> dict:
     t_start = time.perf_counter()
     mm = bench_matmul(allowed, args.seconds)
     res["matmul"] = mm
-    table = Table(
-        title=f"PPO update = one minibatch: gather, forward, loss, backward, clip, Adam (gemm={GEMM_BACKEND})"
-    )
-    for col in (
-        "net",
-        "obs",
-        "hidden",
-        "mb",
-        "params",
-        "who",
-        "samples/s",
-        "spread",
-        "vs 1 shard",
-        "vs torch",
-        "GFLOP/s",
-        "% matmul",
-        "samples/cpu-s (1 thr)",
-        "per core vs torch",
-        "per core % matmul",
-        "critical path ms",
-        "idle est. vs 1 shard",
-    ):
-        table.add_column(col, justify="right")
     summary = [["numpy matmul GFLOP/s", f"{mm['gflops']:.1f} ({allowed} threads)"]]
     for name in [n.strip() for n in args.nets.split(",") if n.strip()]:
         spec = NETS[name]
@@ -371,7 +439,6 @@ def run(args) -> dict:
         }
         base = r[shards[0]]["samples_per_s"]
         crit1 = r[shards[0]].get("critical_ms_per_minibatch")
-        hid = "x".join(map(str, hidden))
         for k in shards:
             sps = r[k]["samples_per_s"]
             gf = sps * flops / 1e9
@@ -382,63 +449,24 @@ def run(args) -> dict:
                 speedup_vs_1=sps / base,
                 vs_torch=(sps / tr["samples_per_s"]) if tr else None,
             )
-            cells = ["", "", ""]
             if "samples_per_cpu_s" in e:
                 cps = e["samples_per_cpu_s"]
                 e["per_core_vs_torch"] = cps / tr["samples_per_cpu_s_1t"] if tr else None
                 e["per_core_pct_matmul"] = 100 * cps * flops / 1e9 / mm["gflops_per_cpu_s_1t"]
-                cells = [
-                    f"{cps:,.0f}",
-                    f"{e['per_core_vs_torch']:.2f}x" if tr else "-",
-                    f"{e['per_core_pct_matmul']:.0f}%",
-                ]
             crit = e.get("critical_ms_per_minibatch")
             if crit and crit1:
                 e["idle_speedup_estimate"] = crit1 / crit
-                cells += [f"{crit:.3f}", f"{e['idle_speedup_estimate']:.2f}x"]
-            else:
-                cells += ["-", "-"]
             entry["shards"][k] = e
-            table.add_row(
-                name,
-                str(obs),
-                hid,
-                str(mb),
-                f"{r['n_params']:,}",
-                f"navi {k}sh",
-                f"{sps:,.0f}",
-                f"{100 * e['spread']:.0f}%",
-                f"{e['speedup_vs_1']:.2f}x",
-                f"{e['vs_torch']:.2f}x" if tr else "-",
-                f"{gf:.1f}",
-                f"{e['pct_matmul']:.0f}%",
-                *cells,
-            )
             summary.append([f"{name} {k} shard(s) samples/s", f"{sps:,.0f}"])
         if tr:
-            table.add_row(
-                name,
-                str(obs),
-                hid,
-                str(mb),
-                "",
-                f"torch {tr['threads']}t",
-                f"{tr['samples_per_s']:,.0f}",
-                f"{100 * tr['spread']:.0f}%",
-                "",
-                "1.00x",
-                f"{tr['samples_per_s'] * flops / 1e9:.1f}",
-                f"{100 * tr['samples_per_s'] * flops / 1e9 / mm['gflops']:.0f}%",
-                f"{tr['samples_per_cpu_s_1t']:,.0f}",
-                "1.00x",
-                f"{100 * tr['samples_per_cpu_s_1t'] * flops / 1e9 / mm['gflops_per_cpu_s_1t']:.0f}%",
-                "",
-                "",
-            )
+            tr["gflops"] = tr["samples_per_s"] * flops / 1e9
+            tr["pct_matmul"] = 100 * tr["gflops"] / mm["gflops"]
+            tr["per_core_pct_matmul"] = 100 * tr["samples_per_cpu_s_1t"] * flops / 1e9 / mm["gflops_per_cpu_s_1t"]
             summary.append([f"{name} torch samples/s", f"{tr['samples_per_s']:,.0f}"])
         res["nets"][name] = entry
     numba.set_num_threads(cap)
-    console.print(table)
+    for table in rate_tables(res):
+        console.print(table)
     try:
         load = os.getloadavg()
     except OSError:

@@ -88,20 +88,33 @@ def _replay(args, console) -> int:
 
 
 def outcome_table(report, title=None):
-    """A rich Table: one row per mutator (and per mode), one column per outcome."""
+    """A rich Table that reads whole at 80 columns: one row per mutator (and per mode) with its ``ok`` and
+    ``rejected`` counts, its failures in all, and which failures ("crash 2, hang 1"); ``--json`` has every
+    count."""
+    from rich.markup import escape
     from rich.table import Table
 
-    from navi_nb.bench.fuzz import OUTCOMES
+    from navi_nb.bench.fuzz import FAILURES
 
     table = Table(title=title)
     table.add_column("mutator / mode")
-    for o in OUTCOMES:
-        table.add_column(o, justify="right")
+    for col in ("ok", "rejected", "failed"):
+        table.add_column(col, justify="right")
+    table.add_column("failures by kind")
+
+    def cells(counts):
+        failed = sum(counts[o] for o in FAILURES)
+        kinds = ", ".join(f"{o} {counts[o]:,}" for o in FAILURES if counts[o])
+        return [f"{counts[o]:,}" if counts[o] else "." for o in ("ok", "rejected")] + [
+            f"{failed:,}" if failed else ".",
+            kinds or ".",
+        ]
+
     for group in (report.by_mutator, report.by_mode):
         for name, counts in sorted(group.items()):
-            table.add_row(name, *(f"{counts[o]:,}" if counts[o] else "." for o in OUTCOMES))
+            table.add_row(escape(name), *cells(counts))
         table.add_section()
-    table.add_row("[bold]all[/]", *(f"[bold]{report.counts[o]:,}[/]" for o in OUTCOMES))
+    table.add_row("[bold]all[/]", *(f"[bold]{c}[/]" for c in cells(report.counts)))
     return table
 
 
