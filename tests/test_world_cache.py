@@ -181,3 +181,23 @@ def test_broken_meshes_are_one_line_naming_the_file(tmp_path, capsys):
         assert main(["scenes", "--compile", str(spec), "--cache", str(cache), "--no-progress"]) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and spec.name in err and why in err, err
+
+
+def test_render_takes_a_mesh_through_the_cache(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from navi_nb.cli import main
+    from navi_nb.world.mesh_scene import sample_mesh_path
+    from navi_nb.world.world_cache import default_cache_dir, mesh_entry_path
+
+    monkeypatch.setenv("NAVI_NB_CACHE", str(tmp_path / "cache"))
+    mesh = tmp_path / "walls.obj"
+    shutil.copy(sample_mesh_path("wallhole.obj"), mesh)
+    out = tmp_path / "walls.png"
+    argv = ["render", str(mesh), "--pose", "5,1.5,-5,0", "-o", str(out), "--resolution", str(RES)]
+    assert main([*argv, "--az", "32", "--el", "8", "--size", "96"]) == 0
+    assert out.stat().st_size > 0 and "wrote" in capsys.readouterr().out
+    entry = mesh_entry_path(default_cache_dir(), mesh, RES)
+    assert entry.is_file()
+    stamp = entry.stat().st_mtime_ns
+    assert main([*argv, "--az", "32", "--el", "8", "--size", "96"]) == 0 and entry.stat().st_mtime_ns == stamp

@@ -96,7 +96,7 @@ def outcome_table(report, title=None):
 
     from navi_nb.bench.fuzz import FAILURES
 
-    table = Table(title=title)
+    table = Table(title=title, caption=f"failure kinds: {', '.join(FAILURES)} (--json has every count)")
     table.add_column("mutator / mode")
     for col in ("ok", "rejected", "failed"):
         table.add_column(col, justify="right")

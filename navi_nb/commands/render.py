@@ -1,7 +1,8 @@
 """`navi-nb render`: draw what an actor sees (or a trained run's episode) as a PNG.
 
-SOURCE is a built-in scene name, a `.gmdag` file, or a run directory (then
-``--episode K`` draws that evaluation episode). Examples::
+SOURCE is a built-in scene name, a `.gmdag` file, a mesh file (compiled at
+``--resolution`` through the world cache, as a scene spec's mesh is), or a run
+directory (then ``--episode K`` draws that evaluation episode). Examples::
 
     navi-nb render --scene house --pose 0,1,0,0 -o view.png
     navi-nb render house.gmdag --pose 1.5,1.2,-2,1.57 -o view.png
@@ -21,7 +22,7 @@ def add_arguments(parser):
         nargs="?",
         default=None,
         metavar="SOURCE",
-        help="a built-in scene name, a .gmdag file, or a run directory (default: house)",
+        help="a built-in scene name, a .gmdag file, a mesh file, or a run directory (default: house)",
     )
     parser.add_argument("--scene", default=None, help="a built-in scene (same as giving its name as SOURCE)")
     parser.add_argument(
@@ -37,7 +38,9 @@ def add_arguments(parser):
         default="view.png",
         help="PNG to write (default view.png); with --episode, NAME.gif writes an animation",
     )
-    parser.add_argument("--resolution", type=int, default=128, help="compile resolution for scenes (default 128)")
+    parser.add_argument(
+        "--resolution", type=int, default=128, help="compile resolution for scenes and meshes (default 128)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="scene seed (default 0)")
     parser.add_argument("--az", type=int, default=256, help="azimuth bins (default 256)")
     parser.add_argument("--el", type=int, default=48, help="elevation rows (default 48)")
@@ -59,6 +62,17 @@ def _world(args):
     if args.scene and args.source:
         raise CliError("give either SOURCE or --scene, not both")
     path = Path(source)
+    from navi_nb.world.scene_spec import is_mesh_path
+
+    if is_mesh_path(path) and path.is_file():  # compiled once into the world cache, as in a scene spec
+        import os
+
+        from navi_nb.world.scene_spec import WorldItem
+        from navi_nb.world.world_cache import load_worlds
+
+        item = WorldItem(path=Path(os.path.realpath(path)), origin=source)
+        world = load_worlds([item], args.resolution, progress=True, actor_radius=0.0)[0]
+        return world, f"{path.name} @ {args.resolution}"
     if path.suffix == ".gmdag" or (path.exists() and path.is_file()):
         from navi_nb.world.gmdag import load_world
 
