@@ -175,6 +175,9 @@ def test_train_in_a_mesh(tmp_path, capsys):
     assert rec[0]["digest"] == world_digest(load_world(entry))
     ev = json.loads((root / "m" / "eval.json").read_text())
     assert set(ev["per_episode"]["world"]) == {"room.obj"}
+    mesh.unlink()  # the run's own set is its compiled copy: the mesh is not needed again
+    assert main(["eval", str(root / "m"), "--episodes", "2"]) == 0
+    shutil.copy(sample_mesh_path("wallhole.obj"), mesh)
     fails_cleanly(["eval", str(root / "m"), "--scenes", str(mesh)], capsys, "are training worlds of run")
     assert main(["eval", str(root / "m"), "--episodes", "2", "--scenes", str(mesh), "--allow-overlap"]) == 0
     assert "train" in json.loads((root / "m" / "eval.json").read_text())["splits"]

@@ -48,7 +48,9 @@ def test_generator_version_starts_a_new_entry(tmp_path, monkeypatch):
 
 
 def test_parallel_compile_matches_serial(tmp_path):
-    items = parse_spec("clutter:1-2,pillars:4")
+    from navi_nb.world.mesh_scene import sample_mesh_path
+
+    items = parse_spec(f"clutter:1-2,pillars:4,{sample_mesh_path('wallhole.obj')}")  # a mesh compiles in a worker
     compile_worlds(items, RES, tmp_path / "serial", jobs=1)
     paths = compile_worlds(items, RES, tmp_path / "par", jobs=2, progress=True)
     for p in paths:
