@@ -221,6 +221,20 @@ def test_memory_is_checked_before_loading(tmp_path):
     assert MAX_WORLDS >= 100_000
 
 
+def test_one_memory_check(monkeypatch):
+    import navi_nb.memory as memory
+    from navi_nb.errors import NaviError
+
+    assert memory.available_memory() > 0
+    assert memory.check_fits(600 << 20, "x", available=1200 << 20) == 1200 << 20
+    with pytest.raises(NaviError, match=r"^x would need about 601.0 MiB of memory, more than 50% of the 1.17 GiB"):
+        memory.check_fits(601 << 20, "x", fraction=0.5, available=1200 << 20)
+    with pytest.raises(SceneSpecError, match=r"about 2.00 GiB of memory \(y\), more than the 1.00 GiB available$"):
+        memory.check_fits(2 << 30, "x", available=1 << 30, detail=" (y)", error=SceneSpecError)
+    monkeypatch.setattr(memory, "available_memory", lambda: None)  # nothing readable: nothing refused
+    assert memory.check_fits(1 << 60, "x") is None
+
+
 def test_cli_spec_and_errors(tmp_path, capsys):
     assert main(["scenes", "--spec", "house:0-4,maze:1000000-1000001"]) == 0
     out = capsys.readouterr().out
