@@ -227,7 +227,7 @@ def test_one_memory_check(monkeypatch):
 
     assert memory.available_memory() > 0
     assert memory.check_fits(600 << 20, "x", available=1200 << 20) == 1200 << 20
-    with pytest.raises(NaviError, match=r"^x would need about 601.0 MiB of memory, more than 50% of the 1.17 GiB"):
+    with pytest.raises(NaviError, match=r"^x would need about 0.59 GiB of memory, more than 50% of the 1.17 GiB"):
         memory.check_fits(601 << 20, "x", fraction=0.5, available=1200 << 20)
     with pytest.raises(SceneSpecError, match=r"about 2.00 GiB of memory \(y\), more than the 1.00 GiB available$"):
         memory.check_fits(2 << 30, "x", available=1 << 30, detail=" (y)", error=SceneSpecError)
