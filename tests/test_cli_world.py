@@ -57,6 +57,7 @@ def test_compile_mesh_file(tmp_path, capsys):
         (["compile", "{tmp}/garbage.obj", "-o", "{tmp}/x.gmdag"], ""),
         (["inspect", "{tmp}/missing.gmdag"], "no such file"),
         (["inspect", "{tmp}/garbage.gmdag"], "wrong magic"),
+        (["inspect", "{tmp}/garbage.obj"], "a mesh, not a .gmdag world: compile it first"),
         (["scenes", "--bogus"], None),
     ],
 )

@@ -18,9 +18,12 @@ def run(args) -> int:
 
     from navi_nb.errors import CliError
     from navi_nb.world.gmdag import GmdagError, decode_leaf, is_leaf, load_world, node_census, validate_world
+    from navi_nb.world.scene_spec import is_mesh_path
 
     if not Path(args.file).is_file():
         raise CliError(f"{args.file}: no such file")
+    if is_mesh_path(args.file):
+        raise CliError(f"{args.file}: a mesh, not a .gmdag world: compile it first (navi-nb compile {args.file})")
     console = Console()
     world = load_world(args.file, mmap=args.mmap, validate=False)  # header checks always run
     try:
