@@ -16,7 +16,8 @@ from rich.console import Console
 from run_helpers import tiny_run_args
 
 from navi_nb.commands.train import add_arguments, resolve_config
-from navi_nb.parallel.shards import SWITCH_MARGIN, pick_switch
+from navi_nb.parallel.cores import allowed_cores
+from navi_nb.parallel.shards import SWITCH_MARGIN, ShardReport, ShardWatch, pick_switch
 from navi_nb.train.loop import Trainer
 from navi_nb.train.runs import RUN_FILE
 
@@ -33,7 +34,8 @@ def tiny_config(tmp_path, name, **flags):
     """The tiny run's config, parsed from the CLI's own flags (``run_helpers.tiny_run_args``)."""
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    flags = dict(total_steps=4 * 16 * UPDATES, shard_recheck=1, run_dir=str(tmp_path), name=name, **flags)
+    # a share so large that every update is followed by a re-check
+    flags = dict(total_steps=4 * 16 * UPDATES, shard_recheck=1000, run_dir=str(tmp_path), name=name, **flags)
     return resolve_config(parser.parse_args(tiny_run_args(**flags)))
 
 
@@ -124,3 +126,21 @@ def test_hysteresis_margin():
     assert pick_switch(2, {1: 1.0 - 1.1 * m, 2: 1.0}) == 1
     assert pick_switch(1, {1: 1.0, 2: 0.5, 3: 0.5, 4: 0.6}) == 2
     assert pick_switch(3, {1: 2.0, 2: 1.0, 3: 1.05}) is None
+
+
+def test_rechecks_keep_to_their_share():
+    """A re-check is due once the share of the training seconds since the last one covers its cost."""
+    report = ShardReport(allowed_cores(), 1, "test", "measured", 2, {1: {}, 2: {}})
+    w = ShardWatch(report, 0.03, 4096, first_cost_s=0.9)
+    assert w.active and not w.due()
+    w.add(10.0)
+    assert not w.due()  # 0.3 s of 0.9
+    w.add(19.0)
+    assert not w.due()  # 0.87 s of 0.9
+    w.add(2.0)
+    assert w.due()  # 0.93 s of 0.9
+    assert not ShardWatch(report, 0.0, 4096).due()  # off
+    one = ShardReport(allowed_cores(), 1, "test", "measured", 1, {1: {}})
+    lone = ShardWatch(one, 0.03, 4096)
+    lone.add(100.0)
+    assert not lone.active and not lone.due()  # nothing to switch to

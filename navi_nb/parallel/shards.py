@@ -14,9 +14,10 @@ does. ``choose_shards``:
    the fastest (a count within 3% of a smaller one loses to it: noise);
 4. sets Numba's thread count to the choice.
 
-A measured choice is then watched (``ShardWatch``): every so many updates the
-trainer re-times every count with the same ``measure`` on the live update's
-data and switches when another count is clearly faster (``SWITCH_MARGIN``).
+A measured choice is then watched (``ShardWatch``): within a share of the
+training time the trainer re-times every count with the same ``measure`` on
+the live update's data and switches when another count is clearly faster
+(``SWITCH_MARGIN``).
 
 What cannot change after import: Numba sizes its thread pool from
 ``NUMBA_NUM_THREADS`` (default: ``os.cpu_count()``) when it first loads, and
@@ -279,10 +280,9 @@ def choose_shards(
 SWITCH_MARGIN = 0.10
 """A re-check switches only to a count whose update is this much faster than the current one's (hysteresis:
 timing noise smaller than this never flips the count back and forth)."""
-RECHECK_SHARE = 0.03
-"""A re-check's measuring budget: this share of the training seconds since the previous check."""
-RECHECK_BUDGET_S = (0.05, 2.0)
-"""The re-check budget's bounds in seconds."""
+RECHECK_BUDGET_S = 0.25
+"""The budget ``measure`` gets in a re-check, in seconds (each count is timed at least three times whatever
+the budget, so a slow count can take longer: what a re-check cost spaces out the next one)."""
 
 
 def pick_switch(current, seconds, margin=SWITCH_MARGIN):
@@ -326,60 +326,63 @@ class ShardWatch:
     """Keeps measuring the shard count while a run trains, and switches when another count is faster.
 
     The start calibration sees one moment: a core that is busy then makes it pick too few shards for the
-    whole run. Every ``every`` updates ``recheck`` times every candidate count again with ``measure``, the
-    start calibration's own timing, on the live learner, rollout slab and environment (each left exactly
-    as it was), within ``RECHECK_SHARE`` of the training time since the previous check; it switches when a
-    count's update is ``margin`` faster than the current count's (``SWITCH_MARGIN``), else keeps it. The
-    shard count never changes a result bit (docs/DETERMINISM.md), so neither does a switch.
+    whole run. ``recheck`` times every candidate count again with ``measure``, the start calibration's own
+    timing, on the live learner, rollout slab and environment (each left exactly as it was, a minibatch per
+    timed call as the cheap slice of an update), and switches when a count's update is ``margin`` faster
+    than the current count's (``SWITCH_MARGIN``), else keeps it. The shard count never changes a result bit
+    (docs/DETERMINISM.md), so neither does a switch.
 
-    ``timer(k, seconds) -> seconds`` (a seam for tests; default none) replaces each count's measured
-    seconds per update before they are compared.
+    The cost is bounded by ``share``: the trainer reports each update's seconds (``add``) and a re-check is
+    ``due`` once ``share`` of the training seconds since the last one covers what the last one cost (the
+    first: ``first_cost_s``, the start calibration's), so re-checking takes about ``share`` of the
+    training time, however slow a count turns out. ``timer(k, seconds) -> seconds`` (a seam for tests;
+    default none) replaces each count's measured seconds per update before they are compared.
     """
 
     def __init__(
         self,
         report,
-        every,
+        share,
         steps_per_update,
         ticks_per_update=1,
         minibatches_per_update=1,
-        minibatches_per_epoch=1,
+        first_cost_s=0.0,
         margin=SWITCH_MARGIN,
-        share=RECHECK_SHARE,
         timer=None,
     ):
         self.current = int(report.choice)
         self.counts = sorted(int(k) for k in report.rates)
-        self.every = int(every)
+        self.share = float(share)
         self.steps_per_update = steps_per_update
         self.ticks_per_update = ticks_per_update
         self.minibatches_per_update = minibatches_per_update
-        self.minibatches_per_epoch = minibatches_per_epoch
         self.margin = margin
-        self.share = share
         self.timer = timer
+        self.last_cost_s = float(first_cost_s)
+        self.since_s = 0.0  # training seconds since the last check
         self.switches = []
         self.rechecks = 0
         self.recheck_s = 0.0  # seconds spent re-checking, in all
 
     @property
     def active(self):
-        return self.every > 0 and len(self.counts) > 1
+        return self.share > 0 and len(self.counts) > 1
 
-    def due(self, update):
-        """Whether ``update`` (just finished) is followed by a re-check."""
-        return self.active and update > 0 and update % self.every == 0
+    def add(self, seconds):
+        """Count an update's training seconds."""
+        self.since_s += float(seconds)
 
-    def recheck(self, update, ppo, slab, minibatch_size, env, train_s):
-        """Time every count now (``train_s``: training seconds since the previous check, which sizes the
-        budget); switch and return a ShardSwitch when another count is clearly faster, else None."""
-        lo, hi = RECHECK_BUDGET_S
-        budget = min(hi, max(lo, self.share * train_s))
+    def due(self):
+        """Whether a re-check fits the share now."""
+        return self.active and self.share * self.since_s >= self.last_cost_s
+
+    def recheck(self, update, ppo, slab, minibatch_size, env):
+        """Time every count now (after update ``update``); switch and return a ShardSwitch when another
+        count is clearly faster, else None."""
         t0 = time.perf_counter()
         try:
-            rates = measure(
-                ppo, slab, minibatch_size, self.counts, budget, env_tick(env), minibatches=self.minibatches_per_epoch
-            )
+            # one minibatch per timed call (the start times whole epochs): the slice that keeps a re-check cheap
+            rates = measure(ppo, slab, minibatch_size, self.counts, RECHECK_BUDGET_S, env_tick(env), minibatches=1)
         finally:
             _set_threads(self.current)  # measuring leaves the last count set
         secs = {}
@@ -390,6 +393,7 @@ class ShardWatch:
         spent = time.perf_counter() - t0
         self.rechecks += 1
         self.recheck_s += spent
+        self.last_cost_s, self.since_s = spent, 0.0
         if best is None:
             return None
         switch = ShardSwitch(
@@ -402,7 +406,7 @@ class ShardWatch:
 
     def as_dict(self):
         return {
-            "recheck_every": self.every,
+            "share": self.share,
             "margin": self.margin,
             "rechecks": self.rechecks,
             "recheck_s": self.recheck_s,

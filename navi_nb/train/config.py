@@ -72,9 +72,10 @@ class TrainConfig(PPOConfig):
     # --- run bookkeeping (not part of the config hash) ----------------------
     shards: int = 0
     """Learner shards (0: calibrate at start; NAVI_NB_SHARDS overrides). Results do not depend on it."""
-    shard_recheck: int = 20
-    """Re-time the shard counts every this many updates and switch to one clearly faster (0: off). A re-check
-    costs about 3 percent of the training time; an explicit ``shards`` count is never re-checked."""
+    shard_recheck: float = 0.03
+    """Share of the training time spent re-timing the shard counts to switch to a faster one (0: off). A
+    re-check follows an update once this share of the training seconds since the last one covers what the
+    last one cost (a large value such as 1000: after every update); an explicit ``shards`` count is never re-checked."""
     run_dir: str = "runs"
     """Folder that holds runs."""
     name: str = ""
@@ -114,7 +115,6 @@ class TrainConfig(PPOConfig):
             ("checkpoint_every", 1),
             ("seed", 0),
             ("shards", 0),
-            ("shard_recheck", 0),
             ("keep_checkpoints", 0),
             ("eval_episodes", 0),
             ("chunk_size", 1),
@@ -125,6 +125,10 @@ class TrainConfig(PPOConfig):
         ):
             v = getattr(self, name)
             check(is_int(v) and v >= lo, f"{name} must be an integer >= {lo}, got {v!r}")
+        check(
+            is_num(self.shard_recheck) and self.shard_recheck >= 0,
+            f"shard_recheck must be a number >= 0, got {self.shard_recheck!r}",
+        )
         check(self.seed < 2**63, f"seed must be < 2**63, got {self.seed}")
         check(
             16 <= self.resolution <= 8192 and self.resolution & (self.resolution - 1) == 0,

@@ -337,6 +337,7 @@ class Trainer:
         explicit = self.cfg.shards or None
         if self.ranks is not None:  # threads per rank from the cores it may use and its host's ranks
             explicit = self.cfg.shards or self.ranks.set_threads()
+        t0 = time.perf_counter()
         self.shard_report = choose_shards(
             explicit,
             ppo=self.ppo,
@@ -356,18 +357,21 @@ class Trainer:
                 self.cfg.batch_size,
                 ticks_per_update=self.cfg.rollout_steps,
                 minibatches_per_update=self.cfg.update_epochs * self.cfg.num_minibatches,
-                minibatches_per_epoch=self.cfg.num_minibatches,
+                first_cost_s=time.perf_counter() - t0,
                 timer=timer,
             )
         return self.shard_report
 
-    def recheck_shards(self, train_s):
-        """After an update: re-time the shard counts when it is due (``ShardWatch``); returns a ShardSwitch
-        when the count changed, else None."""
+    def recheck_shards(self, row):
+        """After an update (its metrics ``row``): re-time the shard counts when the share allows
+        (``ShardWatch``); returns a ShardSwitch when the count changed, else None."""
         w = self.shard_watch
-        if w is None or not w.due(self.update):
+        if w is None:
             return None
-        return w.recheck(self.update, self.ppo, self.slab, self.cfg.minibatch_size, self.env, train_s)
+        w.add(row["t_collect_s"] + row["t_learn_s"])
+        if not w.due():
+            return None
+        return w.recheck(self.update, self.ppo, self.slab, self.cfg.minibatch_size, self.env)
 
     def train_one_update(self):
         """Collect, GAE, PPO epochs (``navi_nb.learn.collect.one_update``); returns the metrics row."""
@@ -451,7 +455,6 @@ class Trainer:
         start_update = self.update
         last = cfg.num_updates if stop_after is None else min(cfg.num_updates, self.update + stop_after)
         rows = []
-        since_check = 0.0  # training seconds since the last shard re-check
         with TrainProgress(console, cfg, start_update, enabled=progress and console is not None) as prog:
             try:
                 while self.update < last:
@@ -466,12 +469,9 @@ class Trainer:
                     if self.update % cfg.checkpoint_every == 0 or self.update == last:
                         self.save_checkpoint()
                     prog.advance(row)
-                    since_check += row["t_collect_s"] + row["t_learn_s"]
-                    if self.update < last and self.shard_watch is not None and self.shard_watch.due(self.update):
-                        switch = self.recheck_shards(since_check)
-                        since_check = 0.0
-                        if switch is not None:
-                            prog.note(switch.line())
+                    switch = self.recheck_shards(row) if self.update < last else None
+                    if switch is not None:
+                        prog.note(switch.line())
             except BaseException:
                 try:  # the error in flight is the one to report, not a second one from closing the logs
                     self.metrics.close()
@@ -486,7 +486,7 @@ class Trainer:
         if self.update >= cfg.num_updates:
             self.save_policy()
         summary = self.summary(rows)
-        if self.ranks is None or self.ranks.is_root:
+        if rows and (self.ranks is None or self.ranks.is_root):
             self.write_run_record(summary)
         return summary
 
@@ -501,9 +501,9 @@ class Trainer:
         path = self.run_path / RUN_FILE
         try:
             old = json.loads(path.read_text()) if path.is_file() else {}
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # unreadable: start the record again rather than stop a finished run
             old = {}
-        segments = old.get("segments") if isinstance(old.get("segments"), list) else []
+        segments = old.get("segments") if isinstance(old, dict) and isinstance(old.get("segments"), list) else []
         segment = {
             "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
             "argv": list(sys.argv),
@@ -547,6 +547,7 @@ class Trainer:
             if self.shard_watch is not None
             else getattr(self.shard_report, "choice", None),
             "shard_switches": len(self.shard_watch.switches) if self.shard_watch is not None else 0,
+            "shard_recheck_s": self.shard_watch.recheck_s if self.shard_watch is not None else 0.0,
             **({"ranks": self.ranks.size} if self.ranks is not None else {}),
         }
 
