@@ -37,10 +37,8 @@ sys.path.insert(0, str(ROOT))
 HEADLINE = ROOT / "docs" / "headline.json"
 DOCS = ("README.md", "docs/TRAINING.md", "docs/PERFORMANCE.md")
 MARKER = re.compile(r"<!-- fig:([\w.]+) -->(.*?)<!-- /fig -->")
-QUICKSTART_COMMAND = (
-    'python3 -m venv .venv && .venv/bin/pip install -e ".[image]" && .venv/bin/navi-nb train --name house-quickstart'
-)
-HELD_OUT_SPEC = "house:1000000-1000099"
+README_TRAIN = "navi-nb train --name house-quickstart"
+QUICKSTART_COMMAND = f'python3 -m venv .venv && .venv/bin/pip install -e ".[image]" && .venv/bin/{README_TRAIN}'
 
 
 class HeadlineError(Exception):
@@ -193,12 +191,13 @@ def quickstart(run, wall_s):
         "quickstart.first_tick": figure("quickstart.first_tick", need(sums[0], "first_tick_s", run / "run.json")),
         "quickstart.wall": figure("quickstart.wall", float(wall_s)),
     }
+    command = train_command(config.get("config"), run / "config.json")
     source = {
         "from": f"run folder {run.name}: config.json, run.json, eval.json",
         "date": config.get("created"),
         "finished": last.get("finished"),
-        "commands": [QUICKSTART_COMMAND],
-        "argv": [s.get("argv") for s in segments],
+        # the README's whole command when the run is its quick start, else the train command of its settings
+        "commands": [QUICKSTART_COMMAND if command == README_TRAIN else command],
         "machine": machine_line(last),
         "segments": len(segments),
         "evaluation": {"episodes": ev.get("episodes"), "seed": ev.get("seed"), "scenes": ev.get("scenes")},
@@ -206,7 +205,35 @@ def quickstart(run, wall_s):
     return figs, source
 
 
-def heldout(path, run_name):
+def train_command(settings, where):
+    """The ``navi-nb train`` command that makes a run of these settings: a flag for each that differs
+    from the defaults."""
+    import shlex
+
+    from navi_nb.errors import NaviError
+    from navi_nb.train.config import flag_name, from_dict
+    from navi_nb.train.report import changed_settings
+
+    try:
+        cfg = from_dict(settings, str(where))
+    except NaviError as exc:
+        raise HeadlineError(str(exc)) from None
+    parts = ["navi-nb", "train"]
+    for name, (value, _default) in changed_settings(cfg).items():
+        flag = flag_name(name)
+        if isinstance(value, bool):
+            parts.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, list):
+            parts += [flag, ",".join(str(v) for v in value)]
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                parts += [flag, f"{k}={v}"]
+        else:
+            parts += [flag, str(value)]
+    return shlex.join(parts)
+
+
+def heldout(path, run_name, machine):
     res = read_json(path, "the held-out evaluation")
     splits = res.get("splits") or {}
     if set(splits) != {"held-out"}:
@@ -215,7 +242,8 @@ def heldout(path, run_name):
         "from": f"{Path(path).name}: navi-nb eval of {run_name}",
         "commands": [f"navi-nb eval runs/{run_name} --scenes {res.get('scenes')} --episodes {res.get('episodes')}"],
         "evaluation": {"episodes": res.get("episodes"), "seed": res.get("seed"), "scenes": res.get("scenes")},
-        "date": time.strftime("%Y-%m-%d", time.localtime(Path(path).stat().st_mtime)),
+        "date": time.strftime("%Y-%m-%d", time.localtime(Path(path).stat().st_mtime)),  # the file's
+        "machine": machine,
     }
     return eval_figures("heldout", res, path), source
 
@@ -256,7 +284,7 @@ def build(run, wall_s, held_out=None, old=None):
     figs, source = quickstart(run, wall_s)
     sources = {"quickstart": source}
     if held_out is not None:
-        hfigs, sources["heldout"] = heldout(held_out, Path(run).name)
+        hfigs, sources["heldout"] = heldout(held_out, Path(run).name, source["machine"])
     else:
         if not old or "heldout" not in old.get("sources", {}):
             raise HeadlineError("--held-out: no held-out evaluation given and none in the existing headline.json")

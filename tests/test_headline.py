@@ -52,6 +52,7 @@ def test_every_marked_figure_is_headline_json():
             used.add(key)
     assert not problems, "\n".join(problems)
     assert used == set(figures), f"figures quoted nowhere: {sorted(set(figures) - used)}"
+    assert hf.QUICKSTART_COMMAND in (ROOT / "README.md").read_text()  # the command the figures name
     for name in ("quickstart", "heldout"):
         source = data["sources"][name]
         assert source["date"] and source["commands"] and source["machine"], name
@@ -111,6 +112,12 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     assert data["sources"]["quickstart"]["evaluation"]["episodes"] == 4
     assert data["sources"]["heldout"]["evaluation"]["scenes"] == "pillars:1000000"
     assert "pillars:1000000 --episodes 3" in data["sources"]["heldout"]["commands"][0]
+    assert data["sources"]["heldout"]["machine"] == data["sources"]["quickstart"]["machine"]
+    # the command that makes the run: its settings that differ from the defaults, as flags
+    (command,) = data["sources"]["quickstart"]["commands"]
+    flags = ["--scenes box", "--resolution 32", "--actors 4", "--hidden 16", "--env max_steps=20", "--name qs"]
+    assert command.startswith("navi-nb train --") and all(f in command for f in flags), command
+    assert f"--run-dir {tmp_path}" in command and "--shards" not in command and "--seed" not in command
 
     # bad input: one line naming it, nothing written
     capsys.readouterr()
