@@ -132,3 +132,24 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     (run / "eval.json").write_text(json.dumps(dict(json.loads((run / "eval.json").read_text()), scenes="house")))
     assert hf.main(argv) == 2
     assert "not the run's own" in capsys.readouterr().err
+
+
+def test_a_resumed_run_is_read_over_its_segments(tmp_path):
+    import argparse
+
+    from navi_nb.commands.train import add_arguments, resolve_config
+    from navi_nb.train.loop import Trainer
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    cfg = resolve_config(parser.parse_args(tiny_run_args(run_dir=str(tmp_path), name="two")))
+    Trainer.create(cfg).train(progress=False, stop_after=1)
+    Trainer.resume(tmp_path / "two").train(progress=False)
+    assert main(["eval", str(tmp_path / "two"), "--episodes", "2"]) == 0
+    segments = json.loads((tmp_path / "two" / "run.json").read_text())["segments"]
+    assert [s["summary"]["updates"] for s in segments] == [1, 2]
+    figs, source = hf.quickstart(tmp_path / "two", 10.0)
+    walls = [s["summary"]["wall_s"] for s in segments]
+    assert figs["quickstart.actor_steps"]["value"] == 128 and source["segments"] == 2
+    assert figs["quickstart.actor_steps_per_s"]["value"] == pytest.approx(128 / sum(walls))  # 64 steps each
+    assert figs["quickstart.first_tick"]["value"] == segments[0]["summary"]["first_tick_s"]  # the first start's

@@ -19,6 +19,7 @@ from navi_nb.commands.train import add_arguments, resolve_config
 from navi_nb.parallel.cores import allowed_cores
 from navi_nb.parallel.shards import SWITCH_MARGIN, ShardReport, ShardWatch, pick_switch
 from navi_nb.train.loop import Trainer
+from navi_nb.train.metrics import read_metrics_csv
 from navi_nb.train.runs import RUN_FILE
 
 UPDATES = 6
@@ -77,6 +78,12 @@ def test_switching_changes_no_bit(tmp_path):
     for k in a:  # weights, Adam's moments and step, the environment and every generator
         assert a[k] == b[k], k
     assert fixed.policy.params.tobytes() == flip.policy.params.tobytes()
+    # the logged episodes and losses too, all but the timing columns
+    timing = {"time_s", "actor_steps_per_s", "t_collect_s", "t_learn_s"}
+    ra, rb = (read_metrics_csv(tmp_path / n / "metrics.csv") for n in ("fixed", "flip"))
+    assert len(ra) == len(rb) == UPDATES
+    for x, y in zip(ra, rb):
+        assert all(x[k] == y[k] or (np.isnan(x[k]) and np.isnan(y[k])) for k in x if k not in timing), (x, y)
     assert fixed.policy.params.tobytes() != Trainer.create(tiny_config(tmp_path, "fresh")).policy.params.tobytes()
 
 
