@@ -14,6 +14,11 @@ does. ``choose_shards``:
    the fastest (a count within 3% of a smaller one loses to it: noise);
 4. sets Numba's thread count to the choice.
 
+A measured choice is then watched (``ShardWatch``): within a share of the
+training time the trainer re-times every count with the same ``measure`` on
+the live update's data and switches when another count is clearly faster
+(``SWITCH_MARGIN``).
+
 What cannot change after import: Numba sizes its thread pool from
 ``NUMBA_NUM_THREADS`` (default: ``os.cpu_count()``) when it first loads, and
 ``numba.set_num_threads(k)`` only accepts ``k <= NUMBA_NUM_THREADS``. A
@@ -169,6 +174,12 @@ def measure(ppo, slab, minibatch_size, counts, budget_s=1.0, tick=None, minibatc
     return rates
 
 
+def update_seconds(rate, ticks_per_update, minibatches_per_update):
+    """Seconds one update takes at the rates ``measure`` found for one count: its collection ticks and
+    its minibatches (the figure candidates are ranked by, at start and in every re-check)."""
+    return minibatches_per_update * rate["t_minibatch_s"] + ticks_per_update * rate["t_collect_s"]
+
+
 def env_tick(env, actions=None):
     """A collection tick for the calibration that leaves ``env`` exactly as it was:
     ``get_state``, one ``step`` of every actor, ``set_state``."""
@@ -197,6 +208,7 @@ def choose_shards(
     ticks_per_update=1,
     minibatches_per_update=1,
     minibatches_per_epoch=1,
+    timer=None,
 ):
     """Pick and set the shard count; returns a ShardReport (``.print(console)``).
 
@@ -204,7 +216,8 @@ def choose_shards(
     once (state-neutral, see ``env_tick``). The candidates are ranked by the
     time of one update: ``ticks_per_update`` collection ticks plus
     ``minibatches_per_update`` minibatches (timed as ``PPO.minibatches`` calls
-    of ``minibatches_per_epoch`` minibatches, as an epoch makes them).
+    of ``minibatches_per_epoch`` minibatches, as an epoch makes them). ``timer(k, seconds) -> seconds``: a
+    seam for tests, as in ``ShardWatch``.
     """
     import numba
 
@@ -252,13 +265,151 @@ def choose_shards(
         return ShardReport(cores, choice, reason, "allowed", cap, {}, warnings)
     rates = measure(ppo, slab, minibatch_size, counts, budget_s, tick, minibatches=minibatches_per_epoch)
 
-    def cost(k):  # seconds per update: its collection ticks and its minibatches
-        return minibatches_per_update * rates[k]["t_minibatch_s"] + ticks_per_update * rates[k]["t_collect_s"]
-
+    secs = {k: update_seconds(rates[k], ticks_per_update, minibatches_per_update) for k in counts}
+    if timer is not None:
+        secs = {k: float(timer(k, v)) for k, v in secs.items()}
     choice = counts[0]
     for k in counts[1:]:
-        if cost(k) < 0.97 * cost(choice):
+        if secs[k] < 0.97 * secs[choice]:
             choice = k
     reason = f"{cores.reason}; {choice} shard{'s' if choice > 1 else ''} measured fastest"
     _set_threads(choice)
     return ShardReport(cores, choice, reason, "measured", cap, rates, warnings)
+
+
+SWITCH_MARGIN = 0.10
+"""A re-check switches only to a count whose update is this much faster than the current one's (hysteresis:
+timing noise smaller than this never flips the count back and forth)."""
+RECHECK_BUDGET_S = 0.25
+"""The budget ``measure`` gets in a re-check, in seconds (each count is timed at least three times whatever
+the budget, so a slow count can take longer: what a re-check cost spaces out the next one)."""
+
+
+def pick_switch(current, seconds, margin=SWITCH_MARGIN):
+    """The count to switch to from ``current`` given each count's seconds per update, or None: the fastest
+    count (the smaller on a tie), when it is faster than ``current`` by more than ``margin``."""
+    best = min(seconds, key=lambda k: (seconds[k], k))
+    if best == current or not seconds[best] < (1.0 - margin) * seconds[current]:
+        return None
+    return best
+
+
+@dataclass
+class ShardSwitch:
+    """One change of the shard count during a run, with the estimates that decided it."""
+
+    update: int
+    before: int
+    after: int
+    steps_per_s: dict  # count -> estimated actor-steps/s of a whole update
+    recheck_s: float  # seconds the re-check that decided it took
+
+    def as_dict(self):
+        return {
+            "update": self.update,
+            "from": self.before,
+            "to": self.after,
+            "est_actor_steps_per_s": {int(k): float(v) for k, v in self.steps_per_s.items()},
+            "recheck_s": self.recheck_s,
+        }
+
+    def line(self):
+        """The console line that reports it."""
+        a, b = self.steps_per_s[self.before], self.steps_per_s[self.after]
+        return (
+            f"update {self.update}: shards {self.before} -> {self.after} "
+            f"(est. {a:,.0f} -> {b:,.0f} actor-steps/s, {b / a - 1:+.0%})"
+        )
+
+
+class ShardWatch:
+    """Keeps measuring the shard count while a run trains, and switches when another count is faster.
+
+    The start calibration sees one moment: a core that is busy then makes it pick too few shards for the
+    whole run. ``recheck`` times every candidate count again with ``measure``, the start calibration's own
+    timing, on the live learner, rollout slab and environment (each left exactly as it was, a minibatch per
+    timed call as the cheap slice of an update), and switches when a count's update is ``margin`` faster
+    than the current count's (``SWITCH_MARGIN``), else keeps it. The shard count never changes a result bit
+    (docs/DETERMINISM.md), so neither does a switch.
+
+    The cost is bounded by ``share``: the trainer reports each update's seconds (``add``) and a re-check is
+    ``due`` once ``share`` of the training seconds since the last one covers what the last one cost (the
+    first: ``first_cost_s``, the start calibration's), so re-checking takes about ``share`` of the
+    training time, however slow a count turns out. ``timer(k, seconds) -> seconds`` (a seam for tests;
+    default none) replaces each count's measured seconds per update before they are compared.
+    """
+
+    def __init__(
+        self,
+        report,
+        share,
+        steps_per_update,
+        ticks_per_update=1,
+        minibatches_per_update=1,
+        first_cost_s=0.0,
+        margin=SWITCH_MARGIN,
+        timer=None,
+    ):
+        self.current = int(report.choice)
+        self.counts = sorted(int(k) for k in report.rates)
+        self.share = float(share)
+        self.steps_per_update = steps_per_update
+        self.ticks_per_update = ticks_per_update
+        self.minibatches_per_update = minibatches_per_update
+        self.margin = margin
+        self.timer = timer
+        self.last_cost_s = float(first_cost_s)
+        self.since_s = 0.0  # training seconds since the last check
+        self.switches = []
+        self.rechecks = 0
+        self.recheck_s = 0.0  # seconds spent re-checking, in all
+
+    @property
+    def active(self):
+        return self.share > 0 and len(self.counts) > 1
+
+    def add(self, seconds):
+        """Count an update's training seconds."""
+        self.since_s += float(seconds)
+
+    def due(self):
+        """Whether a re-check fits the share now."""
+        return self.active and self.share * self.since_s >= self.last_cost_s
+
+    def recheck(self, update, ppo, slab, minibatch_size, env):
+        """Time every count now (after update ``update``); switch and return a ShardSwitch when another
+        count is clearly faster, else None."""
+        t0 = time.perf_counter()
+        try:
+            # one minibatch per timed call (the start times whole epochs): the slice that keeps a re-check cheap
+            rates = measure(ppo, slab, minibatch_size, self.counts, RECHECK_BUDGET_S, env_tick(env), minibatches=1)
+        finally:
+            _set_threads(self.current)  # measuring leaves the last count set
+        secs = {}
+        for k in self.counts:
+            s = update_seconds(rates[k], self.ticks_per_update, self.minibatches_per_update)
+            secs[k] = float(self.timer(k, s)) if self.timer is not None else s
+        best = pick_switch(self.current, secs, self.margin)
+        spent = time.perf_counter() - t0
+        self.rechecks += 1
+        self.recheck_s += spent
+        self.last_cost_s, self.since_s = spent, 0.0
+        if best is None:
+            return None
+        switch = ShardSwitch(
+            update, self.current, best, {k: self.steps_per_update / secs[k] for k in self.counts}, spent
+        )
+        self.current = best
+        _set_threads(best)
+        self.switches.append(switch)
+        return switch
+
+    def as_dict(self):
+        return {
+            "share": self.share,
+            "margin": self.margin,
+            "rechecks": self.rechecks,
+            "recheck_s": self.recheck_s,
+            "final": self.current,
+            "switches": [s.as_dict() for s in self.switches],
+        }

@@ -73,6 +73,10 @@ class TrainConfig(PPOConfig):
     # --- run bookkeeping (not part of the config hash) ----------------------
     shards: int = 0
     """Learner shards (0: calibrate at start; NAVI_NB_SHARDS overrides). Results do not depend on it."""
+    shard_recheck: float = 0.03
+    """Share of the training time spent re-timing the shard counts to switch to a faster one (0: off). A
+    re-check follows an update once this share of the training seconds since the last one covers what the
+    last one cost (a large value such as 1000: after every update); an explicit ``shards`` count is never re-checked."""
     run_dir: str = "runs"
     """Folder that holds runs."""
     name: str = ""
@@ -122,6 +126,10 @@ class TrainConfig(PPOConfig):
         ):
             v = getattr(self, name)
             check(is_int(v) and v >= lo, f"{name} must be an integer >= {lo}, got {v!r}")
+        check(
+            is_num(self.shard_recheck) and self.shard_recheck >= 0,
+            f"shard_recheck must be a number >= 0, got {self.shard_recheck!r}",
+        )
         check(self.seed < 2**63, f"seed must be < 2**63, got {self.seed}")
         check(
             16 <= self.resolution <= 8192 and self.resolution & (self.resolution - 1) == 0,
@@ -220,9 +228,9 @@ class TrainConfig(PPOConfig):
         return config_hash(self.result_dict())
 
 
-RUN_FIELDS = ("shards", "run_dir", "name", "checkpoint_every", "keep_checkpoints", "eval_episodes")
+RUN_FIELDS = ("shards", "shard_recheck", "run_dir", "name", "checkpoint_every", "keep_checkpoints", "eval_episodes")
 """Bookkeeping: not part of the config hash (results do not depend on them)."""
-RESUME_FIELDS = ("shards", "checkpoint_every", "keep_checkpoints", "eval_episodes")
+RESUME_FIELDS = ("shards", "shard_recheck", "checkpoint_every", "keep_checkpoints", "eval_episodes")
 """What a resumed run may change (``run_dir`` and ``name`` place a new run's folder; a resumed run's folder is
 the one given to resume)."""
 RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in RUN_FIELDS)

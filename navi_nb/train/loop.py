@@ -23,6 +23,7 @@ One update, top to bottom (``Trainer.train``):
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -39,6 +40,7 @@ from navi_nb.train.report import print_config
 from navi_nb.train.runs import (
     CONFIG_FILE,
     POLICY_FILE,
+    RUN_FILE,
     RunError,
     check_memory,
     load_run_worlds,
@@ -91,6 +93,7 @@ class Trainer:
         self.global_step = 0
         self.obs = None
         self.shard_report = None
+        self.shard_watch = None  # re-checks the shard count while training (navi_nb.parallel.shards.ShardWatch)
         self.first_tick_s = None
         self.timing = {"collect": 0.0, "learn": 0.0}
         self.times = PhaseTimes()  # the timing hook: seconds in policy, env and PPO (bench train reads it)
@@ -323,9 +326,10 @@ class Trainer:
             raise os_error(exc, f"cannot write {self.run_path / POLICY_FILE} (the checkpoints are kept)") from None
 
     # ------------------------------------------------------------------ loop
-    def calibrate_shards(self):
-        """Pick the learner's shard count (config, NAVI_NB_SHARDS, or a short measurement)."""
-        from navi_nb.parallel.shards import choose_shards
+    def calibrate_shards(self, timer=None):
+        """Pick the learner's shard count (config, NAVI_NB_SHARDS, or a short measurement) and, when it was
+        measured, watch it (``shard_recheck``). ``timer``: the test seam of ``choose_shards`` and ``ShardWatch``."""
+        from navi_nb.parallel.shards import ShardWatch, choose_shards
 
         # The collection tick steps the real environment and the PPO timing runs the fused
         # minibatches; both are restored afterwards, so the run is unchanged. Candidates are
@@ -333,6 +337,7 @@ class Trainer:
         explicit = self.cfg.shards or None
         if self.ranks is not None:  # threads per rank from the cores it may use and its host's ranks
             explicit = self.cfg.shards or self.ranks.set_threads()
+        t0 = time.perf_counter()
         self.shard_report = choose_shards(
             explicit,
             ppo=self.ppo,
@@ -342,8 +347,31 @@ class Trainer:
             ticks_per_update=self.cfg.rollout_steps,
             minibatches_per_update=self.cfg.update_epochs * self.cfg.num_minibatches,
             minibatches_per_epoch=self.cfg.num_minibatches,
+            timer=timer,
         )
+        self.shard_watch = None
+        if self.shard_report.source == "measured" and self.cfg.shard_recheck > 0:
+            self.shard_watch = ShardWatch(
+                self.shard_report,
+                self.cfg.shard_recheck,
+                self.cfg.batch_size,
+                ticks_per_update=self.cfg.rollout_steps,
+                minibatches_per_update=self.cfg.update_epochs * self.cfg.num_minibatches,
+                first_cost_s=time.perf_counter() - t0,
+                timer=timer,
+            )
         return self.shard_report
+
+    def recheck_shards(self, row):
+        """After an update (its metrics ``row``): re-time the shard counts when the share allows
+        (``ShardWatch``); returns a ShardSwitch when the count changed, else None."""
+        w = self.shard_watch
+        if w is None:
+            return None
+        w.add(row["t_collect_s"] + row["t_learn_s"])
+        if not w.due():
+            return None
+        return w.recheck(self.update, self.ppo, self.slab, self.cfg.minibatch_size, self.env)
 
     def train_one_update(self):
         """Collect, GAE, PPO epochs (``navi_nb.learn.collect.one_update``); returns the metrics row."""
@@ -401,8 +429,10 @@ class Trainer:
             row[k] = float(losses.get(src, float("nan")))
         return row
 
-    def train(self, progress=True, stop_after=None):
-        """Run updates until ``total_steps`` (or ``stop_after`` more updates); returns a summary."""
+    def train(self, progress=True, stop_after=None, shard_timer=None):
+        """Run updates until ``total_steps`` (or ``stop_after`` more updates); returns a summary.
+
+        ``shard_timer``: the shard re-check's test seam (``ShardWatch``'s ``timer``)."""
         from navi_nb.train.progress import TrainProgress
 
         cfg, console = self.cfg, self.console
@@ -414,7 +444,7 @@ class Trainer:
             )
         if self.warmup is not None:
             self.warmup.wait()
-        self.calibrate_shards()
+        self.calibrate_shards(timer=shard_timer)
         if console is not None:
             self.shard_report.print(console)
             if self.ranks is not None:
@@ -439,6 +469,9 @@ class Trainer:
                     if self.update % cfg.checkpoint_every == 0 or self.update == last:
                         self.save_checkpoint()
                     prog.advance(row)
+                    switch = self.recheck_shards(row) if self.update < last else None
+                    if switch is not None:
+                        prog.note(switch.line())
             except BaseException:
                 try:  # the error in flight is the one to report, not a second one from closing the logs
                     self.metrics.close()
@@ -452,7 +485,45 @@ class Trainer:
                     raise os_error(exc, f"cannot write the metrics of {self.run_path}") from None
         if self.update >= cfg.num_updates:
             self.save_policy()
-        return self.summary(rows)
+        summary = self.summary(rows)
+        if rows and (self.ranks is None or self.ranks.is_root):
+            self.write_run_record(summary)
+        return summary
+
+    def write_run_record(self, summary):
+        """Add this ``train`` call to ``run.json`` (``RUN_FILE``): its summary, the start's shard report, the
+        shard re-checks and switches, the command and the software (a resumed run adds a segment)."""
+        import platform
+        import sys
+
+        import numba
+
+        path = self.run_path / RUN_FILE
+        try:
+            old = json.loads(path.read_text()) if path.is_file() else {}
+        except (OSError, ValueError):  # unreadable: start the record again rather than stop a finished run
+            old = {}
+        segments = old.get("segments") if isinstance(old, dict) and isinstance(old.get("segments"), list) else []
+        segment = {
+            "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "argv": list(sys.argv),
+            "summary": summary,
+            "shards": {
+                "start": self.shard_report.as_dict() if self.shard_report is not None else None,
+                "watch": self.shard_watch.as_dict() if self.shard_watch is not None else None,
+            },
+            "software": {
+                "navi_nb": navi_nb.__version__,
+                "python": platform.python_version(),
+                "numpy": np.__version__,
+                "numba": numba.__version__,
+                "platform": platform.platform(),
+            },
+        }
+        try:
+            write_json_atomic(path, {"segments": segments + [segment]})
+        except OSError as exc:
+            raise os_error(exc, f"cannot write {path}") from None
 
     def summary(self, rows):
         def last_finite(key, n=10):
@@ -472,7 +543,11 @@ class Trainer:
             "return_last10": last_finite("ep_return_mean"),
             "t_collect_s": self.timing["collect"],
             "t_learn_s": self.timing["learn"],
-            "shards": getattr(self.shard_report, "choice", None),
+            "shards": self.shard_watch.current
+            if self.shard_watch is not None
+            else getattr(self.shard_report, "choice", None),
+            "shard_switches": len(self.shard_watch.switches) if self.shard_watch is not None else 0,
+            "shard_recheck_s": self.shard_watch.recheck_s if self.shard_watch is not None else 0.0,
             **({"ranks": self.ranks.size} if self.ranks is not None else {}),
         }
 

@@ -9,6 +9,7 @@ Run folder (docs/TRAINING.md)::
     runs/NAME/metrics.jsonl     the same rows as JSON lines
     runs/NAME/checkpoints/      ckpt_UUUUUUUU.npz, the newest `keep_checkpoints`
     runs/NAME/policy.npz        the final policy (parameters + meta)
+    runs/NAME/run.json          what each `train` call did: summary, first tick, shard choice and switches
     runs/NAME/eval.json         evaluation results (+ eval_episodes.npz trajectories)
     runs/NAME/tb/               TensorBoard event files (when available)
 """
@@ -26,6 +27,7 @@ from navi_nb.train.config import MAX_CONFIG_BYTES, TrainConfig, from_dict
 
 CONFIG_FILE = "config.json"
 POLICY_FILE = "policy.npz"
+RUN_FILE = "run.json"
 WORLDS_FILE = "worlds.json"
 WORLDS_DIR = "worlds"
 

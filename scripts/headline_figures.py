@@ -1,0 +1,324 @@
+"""Headline figures: read them from real run folders, write docs/headline.json, rewrite every marked figure.
+
+    python scripts/headline_figures.py runs/house-quickstart --wall-s 609 \\
+        [--held-out heldout.json] [--out docs/headline.json] [--docs README.md docs/TRAINING.md ...]
+
+The README and the docs quote the quick start's figures. Each quoted figure sits between markers that
+Markdown renders as nothing::
+
+    <!-- fig:quickstart.success -->96 %<!-- /fig -->
+
+This script is their one source. It reads the quick start's run folder (``config.json``; ``run.json``:
+actor-steps, rate, shard count, time to first tick; ``eval.json``: the evaluation the train command ran
+on its own house) and, with ``--held-out``, the JSON of the held-out evaluation
+(``navi-nb eval RUN --scenes house:1000000-1000099 --episodes 200 --no-save --json heldout.json``),
+writes every figure, its text and where it came from (commands, machine, date) to ``docs/headline.json``,
+then replaces the text inside every marker of the docs with the figure's text. Without ``--held-out`` the
+held-out block of the existing ``docs/headline.json`` is kept as it is (it names its own run).
+
+``--wall-s`` is the one figure no run folder holds: the wall time of the README's whole command, from
+``pip install`` to the evaluation table (``time`` it). ``tests/test_headline.py`` checks that every
+marker's text equals ``docs/headline.json`` and that every figure there is quoted somewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+HEADLINE = ROOT / "docs" / "headline.json"
+DOCS = ("README.md", "docs/TRAINING.md", "docs/PERFORMANCE.md")
+MARKER = re.compile(r"<!-- fig:([\w.]+) -->(.*?)<!-- /fig -->")
+README_TRAIN = "navi-nb train --name house-quickstart"
+QUICKSTART_COMMAND = f'python3 -m venv .venv && .venv/bin/pip install -e ".[image]" && .venv/bin/{README_TRAIN}'
+
+
+class HeadlineError(Exception):
+    """A run folder or file that cannot give the figures (one line, naming it)."""
+
+
+# ---------------------------------------------------------------- formats
+def percent(v):
+    """A rate as a percentage, one decimal only when needed: 96 %, 76.5 %."""
+    p = round(100.0 * v, 1)
+    return f"{p:.0f} %" if p == int(p) else f"{p:.1f} %"
+
+
+def percent_range(ci):
+    return f"{100.0 * ci[0]:.0f}-{100.0 * ci[1]:.0f} %"
+
+
+def two(v):
+    return f"{v:.2f}"
+
+
+def two_range(ci):
+    return f"{ci[0]:.2f}-{ci[1]:.2f}"
+
+
+def sig3(v):
+    """Three significant digits: 2.00, 10.8, 60.0, 151."""
+    return f"{v:,.0f}" if abs(v) >= 999.5 else format(v, "#.3g").rstrip(".")
+
+
+def whole(v):
+    return f"{v:,.0f}"
+
+
+def seconds1(v):
+    return f"{v:.1f} s"
+
+
+def minutes(v):
+    m, s = divmod(int(round(v)), 60)
+    return f"{m} min {s} s" if m else f"{s} s"
+
+
+FORMATS = {
+    "percent": percent,
+    "percent_range": percent_range,
+    "two": two,
+    "two_range": two_range,
+    "sig3": sig3,
+    "whole": whole,
+    "seconds1": seconds1,
+    "minutes": minutes,
+}
+
+# key -> (format, what it is)
+FIGURES = {
+    "quickstart.success": ("percent", "success rate, deterministic evaluation in the training house"),
+    "quickstart.success_ci": ("percent_range", "its 95 % Wilson interval"),
+    "quickstart.spl": ("two", "mean SPL"),
+    "quickstart.spl_ci": ("two_range", "its 95 % bootstrap interval"),
+    "quickstart.final_distance": ("two", "mean final distance to the goal, m"),
+    "quickstart.length": ("sig3", "mean episode length, steps"),
+    "quickstart.collisions": ("sig3", "mean collisions per episode"),
+    "quickstart.actor_steps": ("whole", "actor-steps trained"),
+    "quickstart.actor_steps_per_s": ("whole", "actor-steps per second over the training updates"),
+    "quickstart.shards": ("whole", "shard count at the end of training"),
+    "quickstart.first_tick": ("seconds1", "time to first tick, cold start"),
+    "quickstart.wall": ("minutes", "wall time of the README's command, install to evaluation table"),
+    "heldout.success": ("percent", "the quick start's policy on 100 held-out houses: success rate"),
+    "heldout.success_ci": ("percent_range", "its 95 % Wilson interval"),
+    "heldout.spl": ("two", "mean SPL"),
+    "heldout.spl_ci": ("two_range", "its 95 % bootstrap interval"),
+    "heldout.final_distance": ("two", "mean final distance to the goal, m"),
+    "heldout.final_distance_ci": ("two_range", "its 95 % bootstrap interval"),
+    "heldout.length": ("sig3", "mean episode length, steps"),
+    "heldout.collisions": ("sig3", "mean collisions per episode"),
+}
+
+
+def text_of(key, value):
+    """The figure ``key``'s text for ``value`` (what its markers must hold)."""
+    if key not in FIGURES:
+        raise HeadlineError(f"unknown figure {key!r}; known: {', '.join(FIGURES)}")
+    return FORMATS[FIGURES[key][0]](value)
+
+
+def figure(key, value):
+    return {"value": value, "text": text_of(key, value), "what": FIGURES[key][1]}
+
+
+# ---------------------------------------------------------------- reading
+def read_json(path, what):
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise HeadlineError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise HeadlineError(f"{path}: {what} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise HeadlineError(f"{path}: {what} is not a JSON object")
+    return data
+
+
+def need(data, key, path):
+    v = data.get(key)
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        raise HeadlineError(f"{path}: has no finite {key!r}")
+    return v
+
+
+def eval_figures(prefix, res, path):
+    out = {
+        f"{prefix}.success": need(res, "success_rate", path),
+        f"{prefix}.success_ci": need(res, "success_rate_ci95", path),
+        f"{prefix}.spl": need(res, "spl", path),
+        f"{prefix}.spl_ci": need(res, "spl_ci95", path),
+        f"{prefix}.final_distance": need(res, "final_distance", path),
+        f"{prefix}.length": need(res, "length_mean", path),
+        f"{prefix}.collisions": need(res, "collisions_mean", path),
+    }
+    if f"{prefix}.final_distance_ci" in FIGURES:
+        out[f"{prefix}.final_distance_ci"] = need(res, "final_distance_ci95", path)
+    return {k: figure(k, v) for k, v in out.items()}
+
+
+def quickstart(run, wall_s):
+    """The quick start's figures and where they came from."""
+    run = Path(run)
+    config = read_json(run / "config.json", "the run's config")
+    record = read_json(run / "run.json", "the run's record (written when a train command ends)")
+    ev = read_json(run / "eval.json", "the run's evaluation")
+    segments = record.get("segments")
+    if not isinstance(segments, list) or not segments:
+        raise HeadlineError(f"{run / 'run.json'}: has no training segments")
+    if ev.get("scenes") != ev.get("train_scenes"):
+        raise HeadlineError(
+            f"{run / 'eval.json'}: evaluates {ev.get('scenes')!r}, not the run's own {ev.get('train_scenes')!r}: "
+            "evaluate the run again with `navi-nb eval RUN` (held-out results go to --held-out)"
+        )
+    sums = [need(s, "summary", run / "run.json") for s in segments]
+    # each train command's actor-steps over its update seconds (a resume adds a segment)
+    steps = sum(need(s, "actor_steps_per_s", run / "run.json") * need(s, "wall_s", run / "run.json") for s in sums)
+    train_s = sum(s["wall_s"] for s in sums)
+    last = segments[-1]
+    figs = {
+        **eval_figures("quickstart", ev, run / "eval.json"),
+        "quickstart.actor_steps": figure("quickstart.actor_steps", need(sums[-1], "actor_steps", run / "run.json")),
+        "quickstart.actor_steps_per_s": figure("quickstart.actor_steps_per_s", steps / train_s),
+        "quickstart.shards": figure("quickstart.shards", need(sums[-1], "shards", run / "run.json")),
+        "quickstart.first_tick": figure("quickstart.first_tick", need(sums[0], "first_tick_s", run / "run.json")),
+        "quickstart.wall": figure("quickstart.wall", float(wall_s)),
+    }
+    command = train_command(config.get("config"), run / "config.json")
+    source = {
+        "from": f"run folder {run.name}: config.json, run.json, eval.json",
+        "date": config.get("created"),
+        "finished": last.get("finished"),
+        # the README's whole command when the run is its quick start, else the train command of its settings
+        "commands": [QUICKSTART_COMMAND if command == README_TRAIN else command],
+        "machine": machine_line(last),
+        "segments": len(segments),
+        "evaluation": {"episodes": ev.get("episodes"), "seed": ev.get("seed"), "scenes": ev.get("scenes")},
+    }
+    return figs, source
+
+
+def train_command(settings, where):
+    """The ``navi-nb train`` command that makes a run of these settings: a flag for each that differs
+    from the defaults."""
+    import shlex
+
+    from navi_nb.errors import NaviError
+    from navi_nb.train.config import flag_name, from_dict
+    from navi_nb.train.report import changed_settings
+
+    try:
+        cfg = from_dict(settings, str(where))
+    except NaviError as exc:
+        raise HeadlineError(str(exc)) from None
+    parts = ["navi-nb", "train"]
+    for name, (value, _default) in changed_settings(cfg).items():
+        flag = flag_name(name)
+        if isinstance(value, bool):
+            parts.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, list):
+            parts += [flag, ",".join(str(v) for v in value)]
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                parts += [flag, f"{k}={v}"]
+        else:
+            parts += [flag, str(value)]
+    return shlex.join(parts)
+
+
+def heldout(path, run_name, machine):
+    res = read_json(path, "the held-out evaluation")
+    splits = res.get("splits") or {}
+    if set(splits) != {"held-out"}:
+        raise HeadlineError(f"{path}: is not a held-out evaluation (its splits: {', '.join(splits) or 'none'})")
+    source = {
+        "from": f"{Path(path).name}: navi-nb eval of {run_name}",
+        "commands": [f"navi-nb eval runs/{run_name} --scenes {res.get('scenes')} --episodes {res.get('episodes')}"],
+        "evaluation": {"episodes": res.get("episodes"), "seed": res.get("seed"), "scenes": res.get("scenes")},
+        "date": time.strftime("%Y-%m-%d", time.localtime(Path(path).stat().st_mtime)),  # the file's
+        "machine": machine,
+    }
+    return eval_figures("heldout", res, path), source
+
+
+def machine_line(segment):
+    """The CPU (of this machine: run this script where the run ran), its cores and the run's software."""
+    from navi_nb.bench.machine import cpu_model
+
+    sw = segment.get("software") or {}
+    cores = ((segment.get("shards") or {}).get("start") or {}).get("cores") or {}
+    return (
+        f"{cpu_model()}, {cores.get('allowed', '?')} cores allowed of {cores.get('cpu_count', '?')} reported; "
+        f"Python {sw.get('python', '?')}, NumPy {sw.get('numpy', '?')}, Numba {sw.get('numba', '?')}, "
+        f"navi_nb {sw.get('navi_nb', '?')}"
+    )
+
+
+# ---------------------------------------------------------------- writing
+def markers(text):
+    """(key, text inside, line number) of every marker in ``text``."""
+    return [(m.group(1), m.group(2), text.count("\n", 0, m.start()) + 1) for m in MARKER.finditer(text)]
+
+
+def rewrite(text, figures, where):
+    """``text`` with every marker's inside replaced by its figure's text."""
+
+    def sub(m):
+        key = m.group(1)
+        if key not in figures:
+            line = text.count("\n", 0, m.start()) + 1
+            raise HeadlineError(f"{where}:{line}: marker fig:{key} names no figure of headline.json")
+        return f"<!-- fig:{key} -->{figures[key]['text']}<!-- /fig -->"
+
+    return MARKER.sub(sub, text)
+
+
+def build(run, wall_s, held_out=None, old=None):
+    figs, source = quickstart(run, wall_s)
+    sources = {"quickstart": source}
+    if held_out is not None:
+        hfigs, sources["heldout"] = heldout(held_out, Path(run).name, source["machine"])
+    else:
+        if not old or "heldout" not in old.get("sources", {}):
+            raise HeadlineError("--held-out: no held-out evaluation given and none in the existing headline.json")
+        hfigs = {k: v for k, v in old["figures"].items() if k.startswith("heldout.")}
+        sources["heldout"] = old["sources"]["heldout"]
+    return {"figures": {**figs, **hfigs}, "sources": sources}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("run", help="the quick start's run folder")
+    p.add_argument("--wall-s", type=float, required=True, help="seconds of the README's command, install to eval")
+    p.add_argument("--held-out", metavar="FILE", help="JSON of the held-out evaluation (navi-nb eval ... --json)")
+    p.add_argument("--out", default=str(HEADLINE), help="headline JSON to write (default docs/headline.json)")
+    p.add_argument("--docs", nargs="*", default=None, help="Markdown files to rewrite (default README and docs)")
+    args = p.parse_args(argv)
+    try:
+        out = Path(args.out)
+        old = read_json(out, "the headline figures") if out.is_file() else None
+        data = build(args.run, args.wall_s, args.held_out, old)
+        docs = [Path(d) for d in args.docs] if args.docs is not None else [ROOT / d for d in DOCS]
+        new_texts = {d: rewrite(d.read_text(), data["figures"], d) for d in docs}  # all checked before writing
+    except (HeadlineError, OSError) as exc:
+        print(f"headline_figures: {exc}", file=sys.stderr)
+        return 2
+    out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    for d, text in new_texts.items():
+        d.write_text(text)
+    used = {k for text in new_texts.values() for k, _, _ in markers(text)}
+    print(f"wrote {out} ({len(data['figures'])} figures); rewrote {len(docs)} file(s)")
+    for k in sorted(set(data["figures"]) - used):
+        print(f"note: figure {k} is quoted in none of them")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

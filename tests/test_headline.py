@@ -1,0 +1,155 @@
+"""Headline figures have one source: docs/headline.json, written by scripts/headline_figures.py.
+
+Every figure the README and the docs quote from the quick start sits between markers
+(``<!-- fig:KEY -->TEXT<!-- /fig -->``); its text must be headline.json's, headline.json's text must be its
+value in the figure's format, and every figure must be quoted. The script itself runs end to end on a
+tiny real run folder (a tiny training run with its evaluation, and a tiny held-out evaluation).
+"""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from run_helpers import tiny_run_args
+
+from navi_nb.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = importlib.util.spec_from_file_location("headline_figures", ROOT / "scripts" / "headline_figures.py")
+hf = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(hf)
+
+DOC_FILES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("NAVI_NB_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def test_every_marked_figure_is_headline_json():
+    data = json.loads((ROOT / "docs" / "headline.json").read_text())
+    figures = data["figures"]
+    assert set(figures) == set(hf.FIGURES)
+    for key, fig in figures.items():
+        assert fig["text"] == hf.text_of(key, fig["value"]), key
+    used, problems = set(), []
+    for path in DOC_FILES:
+        text = path.read_text()
+        found = hf.markers(text)
+        # a marker the pattern does not read (a typo in it) would hold a hand-typed figure
+        assert text.count("<!-- fig:") == len(found) and text.count("<!-- /fig -->") == len(found), path
+        for key, inside, line in found:
+            where = f"{path.relative_to(ROOT)}:{line}"
+            if key not in figures:
+                problems.append(f"{where}: fig:{key} is not in docs/headline.json")
+            elif inside != figures[key]["text"]:
+                problems.append(
+                    f"{where}: fig:{key} reads {inside!r}, docs/headline.json says {figures[key]['text']!r}"
+                )
+            used.add(key)
+    assert not problems, "\n".join(problems)
+    assert used == set(figures), f"figures quoted nowhere: {sorted(set(figures) - used)}"
+    assert hf.QUICKSTART_COMMAND in (ROOT / "README.md").read_text()  # the command the figures name
+    for name in ("quickstart", "heldout"):
+        source = data["sources"][name]
+        assert source["date"] and source["commands"] and source["machine"], name
+
+
+def test_formats():
+    assert [hf.percent(v) for v in (0.96, 0.765, 1.0, 0.0, 0.25)] == ["96 %", "76.5 %", "100 %", "0 %", "25 %"]
+    assert hf.percent_range([0.9016, 0.9843]) == "90-98 %"
+    assert [hf.sig3(v) for v in (2.0, 10.8, 60.0, 151.0, 0.125, 1234.0)] == [
+        "2.00",
+        "10.8",
+        "60.0",
+        "151",
+        "0.125",
+        "1,234",
+    ]
+    assert [hf.minutes(v) for v in (609, 59.6, 60)] == ["10 min 9 s", "1 min 0 s", "1 min 0 s"]
+    assert hf.rewrite("a <!-- fig:quickstart.spl -->x<!-- /fig --> b", {"quickstart.spl": {"text": "0.50"}}, "t") == (
+        "a <!-- fig:quickstart.spl -->0.50<!-- /fig --> b"
+    )
+
+
+def test_script_on_a_tiny_run(tmp_path, capsys):
+    assert main(["train", *tiny_run_args(run_dir=str(tmp_path), name="qs")]) == 0
+    run = tmp_path / "qs"
+    held = tmp_path / "heldout.json"
+    heldout_argv = ["--scenes", "pillars:1000000", "--episodes", "3", "--no-save", "--json", str(held)]
+    assert main(["eval", str(run), *heldout_argv]) == 0
+    doc = tmp_path / "DOC.md"
+    original = "".join(f"| {k} | <!-- fig:{k} -->?<!-- /fig --> |\n" for k in hf.FIGURES)
+    doc.write_text(original)
+    out = tmp_path / "headline.json"
+    argv = [str(run), "--wall-s", "75.4", "--held-out", str(held), "--out", str(out), "--docs", str(doc)]
+    assert hf.main(argv) == 0
+
+    # independent answers: the per-episode values of the two evaluations and the run's record
+    ev = json.loads((run / "eval.json").read_text())["per_episode"]
+    ho = json.loads(held.read_text())["per_episode"]
+    summary = json.loads((run / "run.json").read_text())["segments"][0]["summary"]
+    expect = {}
+    for prefix, e in (("quickstart", ev), ("heldout", ho)):
+        rate = np.mean(e["success"])
+        expect[f"{prefix}.success"] = f"{100 * rate:.0f} %" if (100 * rate) % 1 == 0 else f"{100 * rate:.1f} %"
+        expect[f"{prefix}.spl"] = f"{np.mean(e['spl']):.2f}"
+        expect[f"{prefix}.final_distance"] = f"{np.mean(e['final_distance']):.2f}"
+    expect["quickstart.actor_steps"] = "128"  # 4 actors x 16 steps x 2 updates
+    expect["quickstart.actor_steps_per_s"] = f"{128 / summary['wall_s']:,.0f}"
+    expect["quickstart.first_tick"] = f"{summary['first_tick_s']:.1f} s"
+    expect["quickstart.shards"] = str(summary["shards"])
+    expect["quickstart.wall"] = "1 min 15 s"
+    rows = dict(line.strip("| ").split(" | ") for line in doc.read_text().splitlines())
+    data = json.loads(out.read_text())
+    for key, text in expect.items():
+        assert rows[key] == f"<!-- fig:{key} -->{text}<!-- /fig -->", key
+    for key in hf.FIGURES:
+        assert rows[key] == f"<!-- fig:{key} -->{data['figures'][key]['text']}<!-- /fig -->", key
+    assert data["sources"]["quickstart"]["evaluation"]["episodes"] == 4
+    assert data["sources"]["heldout"]["evaluation"]["scenes"] == "pillars:1000000"
+    assert "pillars:1000000 --episodes 3" in data["sources"]["heldout"]["commands"][0]
+    assert data["sources"]["heldout"]["machine"] == data["sources"]["quickstart"]["machine"]
+    # the command that makes the run: its settings that differ from the defaults, as flags
+    (command,) = data["sources"]["quickstart"]["commands"]
+    flags = ["--scenes box", "--resolution 32", "--actors 4", "--hidden 16", "--env max_steps=20", "--name qs"]
+    assert command.startswith("navi-nb train --") and all(f in command for f in flags), command
+    assert f"--run-dir {tmp_path}" in command and "--shards" not in command and "--seed" not in command
+
+    # bad input: one line naming it, nothing written
+    capsys.readouterr()
+    doc.write_text(original + "<!-- fig:quickstart.nope -->1<!-- /fig -->\n")
+    before = out.read_bytes()
+    assert hf.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{doc}:{len(hf.FIGURES) + 1}: marker fig:quickstart.nope" in err, err
+    assert out.read_bytes() == before and "?" in doc.read_text()
+    assert hf.main([str(tmp_path), *argv[1:]]) == 2
+    assert "config.json" in capsys.readouterr().err
+    (run / "eval.json").write_text(json.dumps(dict(json.loads((run / "eval.json").read_text()), scenes="house")))
+    assert hf.main(argv) == 2
+    assert "not the run's own" in capsys.readouterr().err
+
+
+def test_a_resumed_run_is_read_over_its_segments(tmp_path):
+    import argparse
+
+    from navi_nb.commands.train import add_arguments, resolve_config
+    from navi_nb.train.loop import Trainer
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    cfg = resolve_config(parser.parse_args(tiny_run_args(run_dir=str(tmp_path), name="two")))
+    Trainer.create(cfg).train(progress=False, stop_after=1)
+    Trainer.resume(tmp_path / "two").train(progress=False)
+    assert main(["eval", str(tmp_path / "two"), "--episodes", "2"]) == 0
+    segments = json.loads((tmp_path / "two" / "run.json").read_text())["segments"]
+    assert [s["summary"]["updates"] for s in segments] == [1, 2]
+    figs, source = hf.quickstart(tmp_path / "two", 10.0)
+    walls = [s["summary"]["wall_s"] for s in segments]
+    assert figs["quickstart.actor_steps"]["value"] == 128 and source["segments"] == 2
+    assert figs["quickstart.actor_steps_per_s"]["value"] == pytest.approx(128 / sum(walls))  # 64 steps each
+    assert figs["quickstart.first_tick"]["value"] == segments[0]["summary"]["first_tick_s"]  # the first start's
