@@ -131,6 +131,9 @@ def test_cli_md_documents_every_flag_and_default(heading, parser):
             if _flag_entry(own, flag) is None:
                 problems.append(f"flag {flag} is not named")
         default = action.default
+        shown = re.search(r"\(default ([^)]*)\)", action.help or "")
+        if default is None and shown:  # settings flags keep None as their parse default and name the real one in help
+            default = shown.group(1)
         if default in (None, False, argparse.SUPPRESS) or isinstance(action, argparse._StoreConstAction):
             continue  # switches (store_true / store_false / store_const) have no default worth writing
         flag = action.option_strings[-1]

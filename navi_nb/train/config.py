@@ -347,7 +347,7 @@ def add_config_arguments(parser) -> None:
             "list": ",".join(str(x) for x in default) if isinstance(default, list) else default,
             "optional_float": "none" if default is None else default,
         }.get(kind, default)
-        help_ = first_sentence(docs.get(f.name, f.name))
+        help_ = first_sentence(docs.get(f.name, f.name)).replace("%", "%%")  # argparse formats help with %
         if kind != "dict":
             help_ += f" (default {shown!s})" if shown != "" else " (default empty)"
         kw = {"dest": f.name, "default": None, "help": help_}
