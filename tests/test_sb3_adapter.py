@@ -237,9 +237,10 @@ def test_bench_sb3_tables_at_80_columns():
         "threads": 2,
         "torch_threads": 2,
         "throughput": {
-            "navi_nb": {"actor_steps_per_s": 12_345.6, "wall_s": 3.2},
-            "sb3": {"actor_steps_per_s": 1_234.5, "wall_s": 33.1},
+            "navi_nb": {"actor_steps_per_s": 12_345.6, "actor_steps_per_cpu_s": 6_172.8, "wall_s": 3.2},
+            "sb3": {"actor_steps_per_s": 1_234.5, "actor_steps_per_cpu_s": 2_057.5, "wall_s": 33.1},
             "ratio": 10.0,
+            "ratio_per_cpu_s": 3.0,
         },
         "learning": {
             "steps": 1_048_576,
@@ -267,7 +268,20 @@ def test_bench_sb3_tables_at_80_columns():
     lines = text.split("\n")
     assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
     assert "…" not in text, text
-    for figure in ("12,346", "1,234", "10.00x", "45.7%", "(41%-50%)", "0.32 (0.29-0.35)", "12.3%", "1,048,576"):
+    for figure in (
+        "house at 128",
+        "2 torch threads",
+        "12,346",
+        "1,234",
+        "10.00x",
+        "6,173",
+        "3.00x",
+        "45.7%",
+        "(41%-50%)",
+        "0.32 (0.29-0.35)",
+        "12.3%",
+        "1,048,576",
+    ):
         assert figure in text, (figure, text)
 
 
@@ -281,3 +295,28 @@ def test_bench_sb3_without_sb3_is_one_line(monkeypatch, capsys):
     assert bench_sb3.run(p.parse_args([])) == {"error": bench_sb3.MISSING}
     out = capsys.readouterr().out.strip().splitlines()
     assert out == [bench_sb3.MISSING] and "navi-nb[sb3]" in out[0]
+
+
+def test_threads_default_and_restored():
+    import numba
+
+    import navi_nb
+    from navi_nb.env.sb3_adapter import NaviSB3VecEnv
+    from navi_nb.threads import ThreadsError, thread_limit
+
+    before = numba.get_num_threads()
+    venv = NaviSB3VecEnv(env=make_env("box", N))
+    assert venv.threads == max(1, thread_limit() // 2)  # half the allowed cores: the rest for torch
+    venv.reset()
+    venv.step(np.zeros((N, 4), np.float32))
+    assert numba.get_num_threads() == before  # applied only while stepping
+    assert navi_nb.set_threads(1) == 1
+    try:
+        assert NaviSB3VecEnv(env=make_env("box", N)).threads == 1  # the knob is the default
+    finally:
+        navi_nb.set_threads(None)
+        numba.set_num_threads(before)
+    with pytest.raises(ThreadsError, match="threads"):
+        NaviSB3VecEnv(env=make_env("box", N), threads=thread_limit() + 1)
+    with pytest.raises(TypeError, match="num_envs"):
+        NaviSB3VecEnv("box")

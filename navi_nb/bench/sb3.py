@@ -39,9 +39,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--actors", type=int, default=16, help="actors (default 16)")
     parser.add_argument("--sensor", default="32x8", help="rays AZxEL (default 32x8)")
     parser.add_argument("--rollout-steps", type=int, default=32, help="steps per actor per update (default 32)")
-    parser.add_argument("--updates", type=int, default=2, help="timed updates for the throughput (default 2)")
+    parser.add_argument("--updates", type=int, default=4, help="timed updates for the throughput (default 4)")
     parser.add_argument(
-        "--steps", type=int, default=8192, help="actor-steps each side trains per seed (default 8192; 0: skip)"
+        "--steps", type=int, default=16384, help="actor-steps each side trains per seed (default 16384; 0: skip)"
     )
     parser.add_argument("--seeds", default="0,1", help="training seeds, comma-separated (default 0,1)")
     parser.add_argument("--episodes", type=int, default=32, help="evaluation episodes per seed (default 32)")
@@ -101,12 +101,19 @@ def sb3_throughput(settings, updates, threads):
     cfg = config(settings)
     model = _sb3_model(cfg, _world_set(cfg), threads, cfg.seed)
     model.learn(cfg.batch_size)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     model.learn(updates * cfg.batch_size)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     import torch
 
-    return {"actor_steps_per_s": updates * cfg.batch_size / wall, "wall_s": wall, "torch": torch.__version__}
+    steps = updates * cfg.batch_size
+    return {
+        "actor_steps_per_s": steps / wall,
+        "actor_steps_per_cpu_s": steps / cpu,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "torch": torch.__version__,
+    }
 
 
 def sb3_learning(settings, seeds, episodes, threads):
@@ -156,33 +163,40 @@ def navi_learning(settings, seeds, episodes, threads):
 
 
 def tables(result, args):
-    """The throughput and learning tables, laid out for 80 columns."""
+    """The setting line, the throughput and the learning tables, laid out for 80 columns."""
     from rich.table import Table
 
-    setting = (
-        f"{args.scene}, {args.actors} actors, {args.sensor} rays, {args.rollout_steps} steps per update, "
-        f"{result['threads']} navi_nb threads / {result['torch_threads']} torch threads"
-    )
-    out = []
+    out = [
+        f"setting: {args.scene} at {args.resolution}, {args.actors} actors, {args.sensor} rays, "
+        f"{args.rollout_steps} steps per actor per update, TrainConfig's PPO defaults; "
+        f"{result['threads']} navi_nb threads, {result['torch_threads']} torch threads"
+    ]
     tp = result.get("throughput")
     if tp:
-        t = Table(title=f"bench sb3 throughput: training actor-steps/s ({setting})")
-        for c in ("learner", "actor-steps/s", "timed s", "vs SB3"):
+        t = Table(
+            title="bench sb3: training actor-steps/s (collection and updates)",
+            caption="(per CPU-s: per CPU-second of the process, the rate least moved by other load)",
+            caption_justify="left",
+        )
+        for c in ("learner", "actor-steps/s", "vs SB3", "per CPU-s", "vs SB3", "timed s"):
             t.add_column(c, justify="right", no_wrap=True)
+        sb3 = tp["sb3"]
         for who, name in (("navi_nb", "navi_nb"), ("sb3", "SB3 PPO")):
             r = tp[who]
             t.add_row(
                 name,
                 f"{r['actor_steps_per_s']:,.0f}",
+                f"{r['actor_steps_per_s'] / sb3['actor_steps_per_s']:.2f}x",
+                f"{r['actor_steps_per_cpu_s']:,.0f}",
+                f"{r['actor_steps_per_cpu_s'] / sb3['actor_steps_per_cpu_s']:.2f}x",
                 f"{r['wall_s']:.1f}",
-                f"{r['actor_steps_per_s'] / tp['sb3']['actor_steps_per_s']:.2f}x",
             )
         out.append(t)
     ln = result.get("learning")
     if ln:
         t = Table(
-            title=f"bench sb3 learning: {ln['steps']:,} actor-steps per seed, seeds "
-            f"{','.join(map(str, ln['seeds']))}, {ln['episodes']} eval episodes per seed",
+            title=f"bench sb3: {ln['steps']:,} actor-steps per seed, seeds {','.join(map(str, ln['seeds']))}, "
+            f"{ln['episodes']} eval episodes each",
             caption="(95% intervals over every seed's episodes; train s: training wall time, all seeds)",
             caption_justify="left",
         )
@@ -246,9 +260,15 @@ def run(args) -> dict:
         "navi_nb.bench.sb3.sb3_throughput", timeout=3600.0, settings=settings, updates=args.updates, threads=threads
     )
     result["throughput"] = {
-        "navi_nb": {"actor_steps_per_s": navi["actor_steps_per_s"], "wall_s": navi["wall_s"]},
+        "navi_nb": {
+            "actor_steps_per_s": navi["actor_steps_per_s"],
+            "actor_steps_per_cpu_s": navi["actor_steps"] / navi["cpu_s"],
+            "wall_s": navi["wall_s"],
+            "cpu_s": navi["cpu_s"],
+        },
         "sb3": sb3,
         "ratio": navi["actor_steps_per_s"] / sb3["actor_steps_per_s"],
+        "ratio_per_cpu_s": navi["actor_steps"] / navi["cpu_s"] / sb3["actor_steps_per_cpu_s"],
     }
     if args.steps:
         navi_runs = navi_learning(settings, seeds, args.episodes, threads)
@@ -274,6 +294,7 @@ def run(args) -> dict:
         ["navi_nb training actor-steps/s", f"{tp['navi_nb']['actor_steps_per_s']:,.0f}"],
         ["SB3 PPO training actor-steps/s", f"{tp['sb3']['actor_steps_per_s']:,.0f}"],
         ["navi_nb / SB3", f"{tp['ratio']:.2f}x"],
+        ["navi_nb / SB3 per CPU-second", f"{tp['ratio_per_cpu_s']:.2f}x"],
     ]
     if "learning" in result:
         for who in ("navi_nb", "sb3"):
