@@ -237,7 +237,10 @@ def run(args) -> dict:
         az, el = (int(x) for x in args.sensor.lower().split("x"))
     except ValueError:
         raise NaviError(f"--sensor must be AZxEL (e.g. 32x8), got {args.sensor!r}") from None
-    seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
+    try:
+        seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
+    except ValueError:
+        seeds = []
     for name, v, lo in (("--updates", args.updates, 1), ("--steps", args.steps, 0), ("--episodes", args.episodes, 1)):
         if v < lo:
             raise NaviError(f"{name} must be >= {lo}, got {v}")
