@@ -24,7 +24,7 @@ COMMANDS = {
     "render": ("navi_nb.commands.render", "draw what an actor sees (or a trained run's episode) as a PNG"),
     "train": ("navi_nb.commands.train", "train a navigation policy with PPO over many actors"),
     "eval": ("navi_nb.commands.eval", "evaluate a trained run deterministically"),
-    "bench": ("navi_nb.commands.bench", "run benchmarks (compile, meshfield, trace, env, ppo, train)"),
+    "bench": ("navi_nb.commands.bench", "run benchmarks (compile, meshfield, trace, env, ppo, train, sb3)"),
     "info": ("navi_nb.commands.info", "versions, backends, cores and caches of this machine"),
     "fuzz": ("navi_nb.commands.fuzz", "fuzz the readers (.gmdag, meshes, checkpoints) with mutated files"),
 }

@@ -10,7 +10,7 @@ more threads than there are cores, and throughput collapses. The knob:
   uses; ``n`` must lie in 1 .. the cores this process may use (affinity and
   cgroup quota, :func:`navi_nb.cores.allowed_cores`) and at most
   Numba's pool size (``NUMBA_NUM_THREADS``, fixed when Numba loads).
-- The Gymnasium adapters take ``threads=`` too; without it they use the
+- The Gymnasium adapters and the Stable-Baselines3 adapter take ``threads=`` too; without it they use the
   ``set_threads`` / ``NAVI_NB_THREADS`` value, else their own default (the
   vector adapter half the allowed cores, the single-actor environment 1), and
   apply it only while they step, so the embedding program's own Numba code is

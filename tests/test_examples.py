@@ -53,3 +53,11 @@ def test_gym_adapter(tmp_path):
     pytest.importorskip("gymnasium", reason="the gym example needs the gym extra")
     out = run_example("gym_adapter.py", cwd=tmp_path)
     assert "single observation space" in out
+
+
+def test_sb3_ppo_house(tmp_path):
+    # tiny: two PPO updates of 4 actors, 4 evaluation episodes (the example's defaults train 1M steps)
+    args = ("--steps", 256, "--actors", 4, "--sensor", "8x4", "--resolution", 64, "--episodes", 4, "--threads", 1)
+    out = run_example("sb3_ppo_house.py", *args, cwd=tmp_path)
+    assert "training SB3 PPO: 1 updates of 256 actor-steps" in out
+    assert "trained 256 actor-steps" in out and "evaluation (4 episodes, seed 1000003): success" in out

@@ -58,12 +58,12 @@ def measure(cfg, shard_counts, updates, console=None):
         sent0, comm0 = (ex.bytes_sent, ex.seconds) if ex is not None else (0, 0.0)
         if ranks is not None:
             ranks.comm.Barrier()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(updates):
             tr.train_one_update()
         if ranks is not None:
             ranks.comm.Barrier()
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         spent = {k: v - before[k] for k, v in tr.times.copy().items()}
         tracing = tr.env.trace_seconds - trace0
         steps = updates * cfg.batch_size
@@ -73,6 +73,7 @@ def measure(cfg, shard_counts, updates, console=None):
                 "shards": int(shards),
                 "actor_steps_per_s": steps / wall,
                 "wall_s": wall,
+                "cpu_s": cpu,
                 "actor_steps": steps,
                 "split_s": {
                     "tracing": tracing,

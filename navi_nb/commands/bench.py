@@ -21,7 +21,10 @@ BENCHES = {
     "env": "actor-steps per second of the environment alone",
     "ppo": "PPO update samples per second at 1 and 2 shards (and PyTorch when installed)",
     "train": "end-to-end training actor-steps per second with the time split",
+    "sb3": "navi_nb's trainer against Stable-Baselines3's PPO: throughput, and success at equal actor-steps",
 }
+ALL = ("compile", "meshfield", "trace", "env", "ppo", "train")
+"""What ``bench all`` runs: every benchmark but ``sb3`` (minutes of training on each side)."""
 
 
 def _module(name):
@@ -41,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for name, help_ in BENCHES.items():
         p = sub.add_parser(name, help=help_, description=help_)
         _module(name).add_arguments(p)
-    sub.add_parser("all", help="every benchmark with its defaults, one table")
+    sub.add_parser("all", help="every benchmark but sb3 with its defaults, one table")
 
 
 def _summary_rows(result):
@@ -61,7 +64,7 @@ def run(args) -> int:
     from navi_nb.bench.machine import print_machine, summary_table
 
     console = Console()
-    names = [args.bench_name] if args.bench_name not in (None, "all") else list(BENCHES)
+    names = [args.bench_name] if args.bench_name not in (None, "all") else list(ALL)
     results = {"machine": print_machine(console)}
     for name in names:
         mod = _module(name)

@@ -159,14 +159,16 @@ def combined_seed(seed, n):
     return int(np.random.SeedSequence(entropy).generate_state(1, np.uint32)[0])
 
 
-def _check_options(options, allowed=()):
+def check_options(options, allowed=()):
+    """Refuse reset options (the actors reset together; none are supported)."""
     if options:
         unknown = [k for k in options if k not in allowed]
         if unknown:
             raise EnvConfigError(f"reset: options {unknown} are not supported (all actors reset together)")
 
 
-def _build_env(world, n, resolution, scene_seed, kwargs):
+def build_env(world, n, resolution, scene_seed, kwargs):
+    """A NavEnv of ``n`` actors in ``world`` (see :func:`make_world`); ``kwargs`` go to NavEnv."""
     return NavEnv(make_world(world, resolution, scene_seed), n, **kwargs)
 
 
@@ -191,7 +193,7 @@ class NaviVectorEnv(VectorEnv):
                 raise TypeError("NaviVectorEnv needs num_envs (and a world) or env=NavEnv(...)")
             self.threads = resolve_threads(threads, thread_limit() // 2)
             with using_threads(self.threads):
-                env = _build_env(world, num_envs, resolution, scene_seed, kwargs)
+                env = build_env(world, num_envs, resolution, scene_seed, kwargs)
         else:
             self.threads = resolve_threads(threads, thread_limit() // 2)
         self.env = env
@@ -201,7 +203,7 @@ class NaviVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 
     def reset(self, *, seed=None, options=None):
-        _check_options(options)
+        check_options(options)
         seed = combined_seed(seed, self.num_envs)
         if seed is not None:
             self._np_random, self._np_random_seed = gym.utils.seeding.np_random(seed)
@@ -263,11 +265,11 @@ class NaviEnv(gym.Env):
             raise EnvConfigError(f"NaviEnv: render_mode must be None (use `navi-nb render`), got {render_mode!r}")
         self.threads = resolve_threads(threads, 1)
         with using_threads(self.threads):
-            self.env = _build_env(world, 1, resolution, scene_seed, kwargs)
+            self.env = build_env(world, 1, resolution, scene_seed, kwargs)
         self.observation_space, self.action_space = single_spaces(self.env)
 
     def reset(self, *, seed=None, options=None):
-        _check_options(options)
+        check_options(options)
         seed = combined_seed(seed, 1)
         super().reset(seed=seed)
         with using_threads(self.threads):

@@ -137,8 +137,16 @@ def load_run_policy(run_path, cfg, obs_dim, act_dim=4, source="auto", run_worlds
     return trainer.policy, {"source": str(latest), "update": trainer.update}
 
 
-def run_episodes(env, policy, max_ticks):
-    """One episode per actor with mean actions. Returns per-episode arrays + trajectories."""
+def mean_action(policy):
+    """The acting function of navi_nb's policy for evaluation: its mean action (no sampling noise)."""
+    rng = np.random.default_rng(0)  # unused by deterministic acting; act() wants one
+    return lambda obs: policy.act(obs, rng, deterministic=True)[0]
+
+
+def run_episodes(env, act, max_ticks):
+    """One episode per actor, acting with ``act`` (observations (N, obs_dim) -> actions (N, 4): any policy,
+    e.g. :func:`mean_action` of navi_nb's or a Stable-Baselines3 model's ``predict``). Returns per-episode
+    arrays + trajectories."""
     A = env.n_actors
     obs, _ = env.reset()
     pos_log = [env.positions.copy()]
@@ -148,9 +156,8 @@ def run_episodes(env, policy, max_ticks):
     out = {k: np.zeros(A, np.float64) for k in ("return", "length", "success", "spl", "collisions")}
     world = np.zeros(A, np.int64)
     final_pos = np.zeros((A, 3), np.float32)
-    rng = np.random.default_rng(0)  # unused by deterministic acting; act() wants one
     for _ in range(max_ticks):
-        actions = policy.act(obs, rng, deterministic=True)[0]
+        actions = act(obs)
         obs, _r, _te, _tr, info = env.step(actions)
         done = info["done"] & ~finished
         keep = ~finished & ~info["done"]
@@ -208,6 +215,25 @@ def evaluation_set(run_path, cfg, scenes=None, allow_overlap=False, console=None
     return load_scene_set(items, cfg.resolution, console), split, None
 
 
+def evaluation_env(world_set, cfg, episodes, eval_seed):
+    """The environment of an evaluation: ``episodes`` actors, one episode each, seeded ``eval_seed``; round
+    robin (actor a's episode is in world a % W, so the worlds share the episodes evenly)."""
+    return make_env(world_set, cfg, n_actors=episodes, seed=eval_seed, world_schedule="round_robin")
+
+
+def evaluate_policy(act, world_set, cfg, episodes=100, seed=None):
+    """Any policy ``act`` (see :func:`run_episodes`) on the episodes ``navi-nb eval`` runs for a run with
+    config ``cfg`` in ``world_set`` (seed ``cfg.seed + SEED_OFFSET`` unless given). Returns
+    ``summarize``'s means and 95 % intervals plus ``per_episode`` (the arrays ``run_episodes`` returns)."""
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise RunError(f"episodes must be a positive integer, got {episodes!r}")
+    eval_seed = cfg.seed + SEED_OFFSET if seed is None else int(seed)
+    check_memory(f"evaluating {episodes} episodes", episodes_memory_estimate(cfg, episodes))
+    env = evaluation_env(world_set, cfg, episodes, eval_seed)
+    ep, _traj = run_episodes(env, act, env.config.max_steps + 1)
+    return {"seed": eval_seed, **summarize(ep), "per_episode": ep}
+
+
 def evaluate(
     run_path, episodes=100, seed=None, source="auto", save=True, console=None, scenes=None, allow_overlap=False
 ):
@@ -220,11 +246,10 @@ def evaluate(
     eval_seed = cfg.seed + SEED_OFFSET if seed is None else int(seed)
     check_memory(f"evaluating {episodes} episodes", episodes_memory_estimate(cfg, episodes))
     world_set, split_of, run_worlds = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
-    # round robin: actor a's episode is in world a % W, so the worlds share the episodes evenly
-    env = make_env(world_set, cfg, n_actors=episodes, seed=eval_seed, world_schedule="round_robin")
+    env = evaluation_env(world_set, cfg, episodes, eval_seed)
     policy, origin = load_run_policy(run_path, cfg, env.obs_dim, env.action_dim, source, run_worlds)
     t0 = time.perf_counter()
-    ep, traj = run_episodes(env, policy, env.config.max_steps + 1)
+    ep, traj = run_episodes(env, mean_action(policy), env.config.max_steps + 1)
     wall = time.perf_counter() - t0
     family_of = world_set.families
     world = ep["world"]
