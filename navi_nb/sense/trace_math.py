@@ -134,7 +134,9 @@ def refine_hit(
     False (and the depth ``t_hit``) when the ray does not approach the surface
     there (slope above -MIN_SLOPE: a graze, or leaving it), a first step would
     leave the window, or a long step does not land within 0.25 voxel of the
-    surface. ``iters >= 1``.
+    surface on a crossing the ray enters (a long step can pass the first
+    crossing and land where the field rises again on the solid's far side:
+    the march then goes on and meets the surface closer). ``iters >= 1``.
 
     :func:`field_at` is called from one place (the top of the loop): the CPU
     build inlines it, and every extra call site would be another copy of it
@@ -148,7 +150,9 @@ def refine_hit(
             child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx, oy + t * dy, oz + t * dz
         )
         if k == iters:  # only after a long last step: verify where it landed
-            if f > 0.25 or f < -0.25:
+            # near a zero, and one the ray enters: a long step on a shallow ray can pass the first
+            # crossing and land on the far side of the solid, where the field rises again
+            if f > 0.25 or f < -0.25 or gx * dx + gy * dy + gz * dz >= 0.0:
                 return t_hit, False
             return t, True
         if f < 1e-3 and f > -1e-3:
