@@ -90,6 +90,24 @@ def test_no_ray_passes_a_wall_two_voxels_thick(thickness_voxels):
     assert np.all(sem[hit] == 3)
 
 
+def test_a_long_newton_step_does_not_tunnel_to_a_later_crossing():
+    # a field that only varies along x: a shallow fall from 0.42 (slope -0.07 per voxel), a first zero
+    # crossing at x = 11.82, solid to 15.2, a second crossing there. Newton's first step from the
+    # march's candidate is about 5 voxels long and lands near the second crossing: the hit must be the
+    # first one (no solid passed), within a voxel.
+    xc = np.arange(32) + 0.5
+    g = np.where(xc <= 9.5, 0.42 + (9.5 - xc), 0.1 + (xc - 15.5))
+    for x, v in {10.5: 0.35, 11.5: 0.28, 12.5: -0.6, 13.5: -1.0, 14.5: -0.1}.items():
+        g[int(x)] = v
+    dist = np.broadcast_to(g[:, None, None], (32, 32, 32)).copy()
+    world = dag_from_grid(dist, (np.abs(dist) < 2).astype(np.int64))
+    sensor = Sensor(4, 1, fov_up=0.0, fov_down=0.0)  # level rays; the second one looks along +x at yaw 0
+    depth, _sem, hit = trace(world, np.array([[2.5, 16.5, 16.5]], np.float32), np.zeros(1, np.float32), sensor, 30.0)
+    first = 11.5 + 0.28 / (0.28 + 0.6) - 2.5  # the first crossing of the interpolated field, from the origin
+    assert hit.reshape(-1)[1]
+    assert abs(depth.reshape(-1)[1] - first) <= 1.0
+
+
 def test_unsigned_dialect_and_infinite_zero_quirk():
     # another writer: unsigned distances, semantic flags only near the surface
     world = slab_world(R, lo=4.0, hi=5.0, axis=2, voxel_size=VS, unsigned=True)

@@ -46,6 +46,19 @@ REFINE_WINDOW = 8.0  # voxels past the detected hit that refinement may move the
 MIN_SLOPE = 0.05  # a refined hit needs the field to fall at least this fast along the ray
 LONG_STEP = 2.0  # voxels: a longer Newton step is verified by one more evaluation
 GRAZE_MARGIN = 0.25  # voxels: a ray in a solid-centred cell marches on only when this far outside
+COUNT_STEPS = False
+"""Compile-time flag, bound per build (:func:`build_for`): the counting build
+(``count=True``, used by ``navi-nb bench trace`` only) tallies each ray's
+step kinds in :func:`trace_ray`; in the production build the tallies are
+constant zeros and the compiler drops them."""
+STAT_BITS = 10  # bits per step kind in trace_ray's packed tally (saturating at 1023)
+STAT_MAX = (1 << STAT_BITS) - 1
+STAT_KINDS = ("pruned", "free", "sphere", "candidate", "end", "descent")
+"""The packed tally's fields, lowest first: steps that jumped a pruned octant,
+stepped through a free leaf, took a sphere step in a near-surface leaf,
+stopped at a candidate hit (refined next), ended the ray (left the cube or
+passed t_max); and, not a step kind, the steps whose cell was not the cached
+one (a descent through the layout). The first five sum to the ray's steps."""
 
 
 def axis_exit(p, d, rd, lo, size):
@@ -121,7 +134,9 @@ def refine_hit(
     False (and the depth ``t_hit``) when the ray does not approach the surface
     there (slope above -MIN_SLOPE: a graze, or leaving it), a first step would
     leave the window, or a long step does not land within 0.25 voxel of the
-    surface. ``iters >= 1``.
+    surface on a crossing the ray enters (a long step can pass the first
+    crossing and land where the field rises again on the solid's far side:
+    the march then goes on and meets the surface closer). ``iters >= 1``.
 
     :func:`field_at` is called from one place (the top of the loop): the CPU
     build inlines it, and every extra call site would be another copy of it
@@ -135,7 +150,9 @@ def refine_hit(
             child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx, oy + t * dy, oz + t * dz
         )
         if k == iters:  # only after a long last step: verify where it landed
-            if f > 0.25 or f < -0.25:
+            # near a zero, and one the ray enters: a long step on a shallow ray can pass the first
+            # crossing and land on the far side of the solid, where the field rises again
+            if f > 0.25 or f < -0.25 or gx * dx + gy * dy + gz * dz >= 0.0:
                 return t_hit, False
             return t, True
         if f < 1e-3 and f > -1e-3:
@@ -171,6 +188,21 @@ def yaw_rotate(vx, vy, vz, cos_yaw, sin_yaw):
     return vx * cos_yaw - vz * sin_yaw, vy, vx * sin_yaw + vz * cos_yaw
 
 
+def pack_stats(n_pruned, n_free, n_sphere, n_cand, n_end, n_desc):
+    """The counting build's tally of one ray in one int64 (STAT_KINDS order,
+    STAT_BITS each, saturating); 0 in the production build."""
+    if not COUNT_STEPS:
+        return 0
+    out = 0
+    shift = 0
+    for v in (n_pruned, n_free, n_sphere, n_cand, n_end, n_desc):
+        if v > STAT_MAX:
+            v = STAT_MAX
+        out |= v << shift
+        shift += STAT_BITS
+    return out
+
+
 def trace_ray(
     child,
     leaf_dist,
@@ -200,7 +232,9 @@ def trace_ray(
     ray marches on). (ox, oy, oz): origin in voxel units (may lie outside the
     cube); (dx, dy, dz): unit direction. t_max > 0: the maximum distance.
     eps: hit epsilon; nudge: the push past a cell's exit; max_steps: cell
-    visits. Returns ``(depth, semantic, hit)``; on a miss ``(t_max, 0, False)``.
+    visits. Returns ``(depth, semantic, hit, steps, stats)``; on a miss
+    ``(t_max, 0, False, steps, stats)``. steps: the march's cell visits;
+    stats: :func:`pack_stats`'s tally (0 unless the counting build).
 
     The march stops at a candidate hit and leaves the loop; the candidate is
     refined in one place below (so the CPU build holds one inlined copy of the
@@ -217,7 +251,7 @@ def trace_ray(
     if t_max < t_end:
         t_end = t_max
     if t0 > t_end:
-        return t_max, 0, False
+        return t_max, 0, False, 0, pack_stats(0, 0, 0, 0, 0, 0)
     t = t0
     t_free = t0  # the surface lies beyond this point (last point known free)
     last_sem = 0
@@ -229,6 +263,12 @@ def trace_ray(
     cloz = 0.0
     csize = -1.0  # no cached cell yet
     steps = 0
+    n_pruned = 0  # the tallies (COUNT_STEPS builds only; constant 0 otherwise)
+    n_free = 0
+    n_sphere = 0
+    n_cand = 0
+    n_end = 0
+    n_desc = 0
     while True:
         # march to the next candidate hit: inside solid (d < 0) or a near-surface leaf closer than eps
         candidate = False
@@ -239,7 +279,9 @@ def trace_ray(
         while steps < max_steps:
             steps += 1
             if t > t_end:
-                return t_max, 0, False
+                if COUNT_STEPS:
+                    n_end += 1
+                return t_max, 0, False, steps, pack_stats(n_pruned, n_free, n_sphere, n_cand, n_end, n_desc)
             px = ox + t * dx
             py = oy + t * dy
             pz = oz + t * dz
@@ -254,25 +296,43 @@ def trace_ray(
                 ckind, cdist, csem, clox, cloy, cloz, csize = descend(
                     child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res, shift
                 )
+                if COUNT_STEPS:
+                    n_desc += 1
             if ckind == 0:  # pruned octant: empty, skip to its exit
+                if COUNT_STEPS:
+                    n_pruned += 1
                 step = cell_exit(px, py, pz, dx, dy, dz, rx, ry, rz, clox, cloy, cloz, csize)
                 t_free = t + step
                 t = t_free + nudge
                 continue
             d = cdist  # voxel units, NaN already read as 0 by the layout
             if d < 0.0:  # inside solid
+                if COUNT_STEPS:
+                    n_cand += 1
                 if t == t0:  # the ray starts in solid (or enters the cube there)
-                    return t0, (csem if csem != 0 else 1), True
+                    return (
+                        t0,
+                        (csem if csem != 0 else 1),
+                        True,
+                        steps,
+                        pack_stats(n_pruned, n_free, n_sphere, n_cand, n_end, n_desc),
+                    )
                 candidate = True
                 break
             if csem != 0:  # near a surface
                 last_sem = csem
                 if d < eps:
+                    if COUNT_STEPS:
+                        n_cand += 1
                     candidate = True
                     break
+                if COUNT_STEPS:
+                    n_sphere += 1
                 t_free = t
                 t = t + d
             else:  # free leaf: no surface in the cell
+                if COUNT_STEPS:
+                    n_free += 1
                 step = cell_exit(px, py, pz, dx, dy, dz, rx, ry, rz, clox, cloy, cloz, csize)
                 if d > step:
                     t = t + d
@@ -280,8 +340,8 @@ def trace_ray(
                 else:
                     t_free = t + step
                     t = t_free + nudge
-        if not candidate:
-            return t_max, 0, False
+        if not candidate:  # max_steps used up
+            return t_max, 0, False, steps, pack_stats(n_pruned, n_free, n_sphere, n_cand, n_end, n_desc)
         solid = d < 0.0
         depth = t + d
         if solid and depth < t_free:  # the surface lies at least |d| behind, but not before t_free
@@ -330,14 +390,14 @@ def trace_ray(
                     t = t + fh
                     continue
         if depth > t_max:
-            return t_max, 0, False
+            return t_max, 0, False, steps, pack_stats(n_pruned, n_free, n_sphere, n_cand, n_end, n_desc)
         sem = csem
         if solid:
             if sem == 0:
                 sem = last_sem
             if sem == 0:
                 sem = 1
-        return depth, sem, True
+        return depth, sem, True, steps, pack_stats(n_pruned, n_free, n_sphere, n_cand, n_end, n_desc)
 
 
 def ray_start(a, r, bmin, inv_voxel, dirs, origins, c, s):
@@ -406,7 +466,7 @@ def trace_one(
     IR copies made up most of its compile time.)
     """
     ox, oy, oz, dx, dy, dz = ray_start(a, r, bmin, inv_voxel, dirs, origins, c, s)
-    depth, sem, hit = trace_ray(
+    depth, sem, hit, _steps, _stats = trace_ray(
         child,
         leaf_dist,
         leaf_sem,
@@ -441,6 +501,7 @@ MATH_FUNCTIONS = (
     "slab",
     "ray_box",
     "refine_hit",
+    "pack_stats",
     "yaw_cos_sin",
     "yaw_rotate",
     "trace_ray",
@@ -450,10 +511,15 @@ MATH_FUNCTIONS = (
 )
 
 
-def build_for(decorate, decorate_outer=None, field_built=None):
+def build_for(decorate, decorate_outer=None, field_built=None, count=False):
     """Build the field's functions (``navi_nb/world/field.py``) and then every
     math function here with ``decorate`` (a decorator); returns a dict name ->
     compiled function.
+
+    ``count``: the value of :data:`COUNT_STEPS` in this build (True: the
+    counting build, whose ``trace_ray`` tallies its step kinds; give it a
+    ``decorate`` that renames, see :func:`counted_name`, so that its cached
+    code never shares a name with the production build's).
 
     ``field_built``: the field's functions already built for this target
     (the CPU passes ``field.CPU``, so there is one build of each).
@@ -476,13 +542,32 @@ def build_for(decorate, decorate_outer=None, field_built=None):
     """
     if field_built is None:
         field_built = field.build_for(decorate, decorate_outer)
-    return field.build_for(
-        decorate, decorate_outer, names=MATH_FUNCTIONS, module_globals=globals(), built=dict(field_built)
-    )
+    built = dict(field_built)
+    built["COUNT_STEPS"] = bool(count)
+    return field.build_for(decorate, decorate_outer, names=MATH_FUNCTIONS, module_globals=globals(), built=built)
+
+
+def counted_name(decorate):
+    """``decorate`` applied to a copy of the function named ``<name>_counted``
+    (Numba's cache keys compiled code on the module and qualified name, not on
+    the globals a build binds: the counting build's functions need their own names)."""
+
+    def rename(func):
+        new = field.retarget(func, {})
+        new.__name__ = func.__name__ + "_counted"
+        new.__qualname__ = func.__qualname__ + "_counted"
+        return decorate(new)
+
+    return rename
 
 
 _CPU = build_for(njit(inline="always", cache=True), njit(cache=True), field_built=field.CPU)
 nb_trace_ray = _CPU["trace_ray"]
+_CPU_COUNTED = build_for(
+    counted_name(njit(inline="always", cache=True)), counted_name(njit(cache=True)), field_built=field.CPU, count=True
+)
+nb_trace_ray_counted = _CPU_COUNTED["trace_ray"]
+"""The counting build of :func:`trace_ray` (``navi-nb bench trace`` only)."""
 nb_ray_start = _CPU["ray_start"]
 nb_write_ray = _CPU["write_ray"]
 nb_yaw_cos_sin = _CPU["yaw_cos_sin"]

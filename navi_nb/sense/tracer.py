@@ -36,8 +36,18 @@ from navi_nb.sense.checks import (
     check_world_index,
 )
 from navi_nb.sense.sensor import SenseError
-from navi_nb.sense.trace_math import nb_ray_start, nb_trace_ray, nb_write_ray, nb_yaw_cos_sin
+from navi_nb.sense.trace_math import (
+    STAT_BITS,
+    STAT_KINDS,
+    counted_name,
+    nb_ray_start,
+    nb_trace_ray,
+    nb_trace_ray_counted,
+    nb_write_ray,
+    nb_yaw_cos_sin,
+)
 from navi_nb.world import gmdag
+from navi_nb.world.field import retarget
 from navi_nb.world.world_set import WorldSet, nb_layout_views
 
 DEFAULT_EPSILON = 0.5
@@ -57,9 +67,9 @@ or two actors, so the actor index advances without a division per ray)."""
 CHUNK = 4
 """Tasks (of TASK rays) per work chunk handed to a thread (dynamic scheduling:
 rays cost different amounts, and a shared machine can stall one thread)."""
+COUNT_STEPS = False  # bound to True in the counting build of the kernel (trace_rays_counted)
 
 
-@njit(parallel=True, cache=True)
 def trace_rays(
     child,
     leaf_dist,
@@ -81,6 +91,7 @@ def trace_rays(
     depth,
     semantic,
     hit,
+    stats,
 ):
     """Trace rays for all actors, each in its own world: parallel over actors x rays, flattened.
 
@@ -96,7 +107,10 @@ def trace_rays(
     actor-frame unit directions; origins (A, 3) float32 metres; yaws (A,)
     float32 radians; nudge in voxels; max_steps int; refine: Newton
     iterations per hit (0: none); max_distance metres. Writes depth (A*R,)
-    float32 metres, semantic (A*R,) uint16, hit (A*R,) bool.
+    float32 metres, semantic (A*R,) uint16, hit (A*R,) bool. stats: written
+    only by the counting build (``trace_rays_counted``, (A*R, 2) int64: each
+    ray's steps and ``trace_math.pack_stats`` tally); the production build
+    takes any int64 array and leaves it alone.
     """
     n_dirs = dirs.shape[0]
     n_actors = origins.shape[0]
@@ -119,10 +133,13 @@ def trace_rays(
         sgn = signed[w]
         for i in range(i0, i1):
             ox, oy, oz, dx, dy, dz = nb_ray_start(a, r, org, inv_voxel, dirs, origins, cs[a, 0], cs[a, 1])
-            d, sem, h = nb_trace_ray(
+            d, sem, h, steps, tally = nb_trace_ray(
                 ch, ld, ls, tc, tl, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps, refine, sgn
             )
             nb_write_ray(i, d, sem, h, voxel, max_distance, depth, semantic, hit)
+            if COUNT_STEPS:
+                stats[i, 0] = steps
+                stats[i, 1] = tally
             r += 1
             if r == n_dirs:
                 r = 0
@@ -134,6 +151,14 @@ def trace_rays(
                     inv_voxel, voxel, res = tparams[w, 3], tparams[w, 4], tparams[w, 5]
                     t_max, eps = tparams[w, 6], tparams[w, 7]
                     sgn = signed[w]
+
+
+trace_rays_counted = counted_name(njit(parallel=True, cache=True))(
+    retarget(trace_rays, {"nb_trace_ray": nb_trace_ray_counted, "COUNT_STEPS": True})
+)
+"""The counting build of the kernel (``navi-nb bench trace``'s step anatomy; :func:`trace_counted`)."""
+trace_rays = njit(parallel=True, cache=True)(trace_rays)
+NO_STATS = np.zeros((1, 2), np.int64)  # the production kernel's unused stats argument
 
 
 TP_OX, TP_OY, TP_OZ, TP_INV_VOXEL, TP_VOXEL, TP_RES, TP_T_MAX, TP_EPS = range(8)
@@ -194,11 +219,12 @@ def world_is_signed(world) -> bool:
     return signed
 
 
-def _run_cpu(settings, sensor, origins, yaws, world_index, out):
+def _run_cpu(settings, sensor, origins, yaws, world_index, out, stats=None):
     depth, semantic, hit = out
     p = settings.packed
+    kernel = trace_rays if stats is None else trace_rays_counted
     with numba.parallel_chunksize(CHUNK):
-        trace_rays(
+        kernel(
             p.child,
             p.leaf_dist,
             p.leaf_sem,
@@ -219,6 +245,7 @@ def _run_cpu(settings, sensor, origins, yaws, world_index, out):
             depth.reshape(-1),
             semantic.reshape(-1),
             hit.reshape(-1),
+            NO_STATS if stats is None else stats,
         )
 
 
@@ -275,6 +302,48 @@ def trace(
     if origins.shape[0]:
         _run_cpu(settings, sensor, origins, yaws, world_index, out)
     return out
+
+
+def unpack_stats(packed):
+    """``trace_math.pack_stats`` tallies (int64 array) -> dict kind -> int64 array of counts."""
+    packed = np.asarray(packed, np.int64)
+    mask = (1 << STAT_BITS) - 1
+    return {k: (packed >> (STAT_BITS * j)) & mask for j, k in enumerate(STAT_KINDS)}
+
+
+def trace_counted(
+    world,
+    origins,
+    yaws,
+    sensor,
+    max_distance,
+    *,
+    epsilon=DEFAULT_EPSILON,
+    max_steps=DEFAULT_MAX_STEPS,
+    refine=DEFAULT_REFINE,
+    world_index=None,
+):
+    """:func:`trace` on the CPU through the counting build of the kernel (the same
+    source with ``COUNT_STEPS`` on; its depths are the production build's, bit for bit).
+
+    Returns ``(depth, semantic, hit, steps, kinds)``: the first three as
+    :func:`trace`; steps (A, Az, El) int64, each ray's cell visits; kinds a
+    dict ``trace_math.STAT_KINDS`` -> (A, Az, El) int64 counts (pruned, free,
+    sphere, candidate and end sum to steps; descent counts the visits whose
+    cell was not the cached one). For ``navi-nb bench trace``'s anatomy.
+    """
+    ws = _as_set(world)
+    check_sensor(sensor)
+    settings = _Settings(ws, max_distance, epsilon, max_steps, refine)
+    origins, yaws = check_pose_arrays(origins, yaws)
+    world_index = check_world_index(world_index, origins.shape[0], len(ws))
+    shape = (origins.shape[0],) + sensor.shape
+    out = (np.empty(shape, np.float32), np.empty(shape, np.uint16), np.empty(shape, np.bool_))
+    stats = np.zeros((int(np.prod(shape)), 2), np.int64)
+    if origins.shape[0]:
+        _run_cpu(settings, sensor, origins, yaws, world_index, out, stats=stats)
+    kinds = {k: v.reshape(shape) for k, v in unpack_stats(stats[:, 1]).items()}
+    return out[0], out[1], out[2], stats[:, 0].reshape(shape), kinds
 
 
 class Tracer:
