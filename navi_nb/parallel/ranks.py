@@ -72,22 +72,106 @@ def split_blocks(n_blocks, n_ranks):
     return out
 
 
+REDUCE_ENV = "NAVI_NB_REDUCE"
+"""How the ranks add up the blocks' sums: ``tree`` (point to point along the block tree, then a
+broadcast; the default) or ``allgather`` (every rank gathers every rank's subtree sums and adds the
+top of the tree itself). Both make the same additions, so the same bits."""
+REDUCE_MODES = ("tree", "allgather")
+_TAG_TREE = 0x7EE
+
+
+def reduce_mode(environ=None) -> str:
+    """The reduction ``NAVI_NB_REDUCE`` asks for (default ``tree``); anything else is refused."""
+    env = os.environ if environ is None else environ
+    mode = env.get(REDUCE_ENV, "").strip().lower() or REDUCE_MODES[0]
+    if mode not in REDUCE_MODES:
+        raise RankError(f"{REDUCE_ENV}={env.get(REDUCE_ENV)!r}: must be one of {', '.join(REDUCE_MODES)}")
+    return mode
+
+
 class RankExchange:
-    """The exchange ``PPO.exchange`` uses: this rank's blocks, every rank's, and ``allgather``.
+    """The exchange ``PPO.exchange`` uses: this rank's blocks, every rank's, and the two ways to add up.
 
     ``allgather(rows)``: every rank's ``rows`` (same dtype and row width everywhere; any row count)
-    concatenated in rank order, on every rank (``Allgatherv``). ``bytes_sent`` and ``seconds`` add up
-    what this rank sent and the time spent in the exchange (waiting included)."""
+    concatenated in rank order, on every rank (``Allgatherv``). ``tree_reduce(bufs, schedule, add)``:
+    the block tree's top added point to point (``blocks.rank_tree_schedule``), the root broadcast from
+    rank 0. ``mode`` (``reduce_mode``, the same on every rank or refused) says which ``PPO`` uses.
+    ``bytes_sent`` and ``seconds`` add up what this rank sent and the time spent in the exchange
+    (waiting included)."""
 
-    def __init__(self, comm, n_blocks):
+    def __init__(self, comm, n_blocks, mode=None):
         self.comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.n_blocks = int(n_blocks)
         self.ranges = split_blocks(self.n_blocks, self.size)
         self.first_block = self.ranges[self.rank][0]
+        self.mode = reduce_mode() if mode is None else mode
+        every = comm.allgather(self.mode)
+        if len(set(every)) > 1:
+            r = next(r for r, m in enumerate(every) if m != every[0])
+            raise RankError(
+                f"rank {r} was started with {REDUCE_ENV}={every[r]}, rank 0 with {every[0]}: every rank must "
+                "reduce the same way"
+            )
         self.bytes_sent = 0
         self.seconds = 0.0
         self.calls = 0
+        self._schedules = {}
+
+    def schedule(self):
+        """This rank's ``blocks.rank_tree_schedule`` (cached)."""
+        from navi_nb.learn.blocks import rank_tree_schedule
+
+        got = self._schedules.get("tree")
+        if got is None:
+            got = self._schedules["tree"] = rank_tree_schedule(self.n_blocks, self.ranges, self.rank)
+        return got
+
+    def tree_reduce(self, bufs, add):
+        """The whole tree's sum on every rank. ``bufs``: arrays with the schedule's ``n_rows`` rows (a row
+        ``i`` of each together make one node's sums; rows ``0 ..`` hold this rank's cover nodes);
+        ``add(ops)`` adds rows along ``ops`` in every buffer (``blocks.tree_ops``' rows). Sends, receives
+        and additions run in the schedule's order; rank 0 then broadcasts the root's row. Returns each
+        buffer's root row (1, width) (new arrays)."""
+        from mpi4py import MPI
+
+        from navi_nb.learn.blocks import ADD, SEND
+
+        t0 = time.perf_counter()
+        _, steps, root = self.schedule()
+        widths = [b[0].nbytes for b in bufs]
+        msg = np.empty(sum(widths), np.uint8)
+
+        def pack(row):
+            o = 0
+            for b, n in zip(bufs, widths):
+                msg[o : o + n] = b[row].view(np.uint8)
+                o += n
+
+        for step in steps:
+            if step[0] == ADD:
+                add(step[1])
+            elif step[0] == SEND:
+                pack(step[2])
+                self.comm.Send([msg, MPI.BYTE], dest=step[1], tag=_TAG_TREE)
+                self.bytes_sent += msg.nbytes
+            else:
+                self.comm.Recv([msg, MPI.BYTE], source=step[1], tag=_TAG_TREE)
+                o = 0
+                for b, n in zip(bufs, widths):
+                    b[step[2]].view(np.uint8)[:] = msg[o : o + n]
+                    o += n
+        if self.rank == 0:
+            pack(root)
+            self.bytes_sent += msg.nbytes
+        self.comm.Bcast([msg, MPI.BYTE], root=0)
+        out, o = [], 0
+        for b, n in zip(bufs, widths):
+            out.append(msg[o : o + n].copy().view(b.dtype).reshape(1, -1))
+            o += n
+        self.seconds += time.perf_counter() - t0
+        self.calls += 1
+        return out
 
     @property
     def local_blocks(self):
