@@ -1,6 +1,8 @@
 """Same bits over MPI ranks: 1 rank x 1 thread, 1 x 2, 2 x 1 and 4 x 1 give byte-identical weights, Adam
 state, generators and environment state, and a run saved at 2 ranks continues at 4 and at 1 with the same
-bits. Runs ``tests/mpi_run.py`` under the ``mpiexec`` next to this Python (the ``mpi`` extra's ``mpich``
+bits; the point-to-point tree reduction and the allgather agree with one process at 2, 3 (uneven) and 4
+ranks, and its schedule is checked for every split of up to 33 blocks; ranks map one read-only world
+layout file. Runs ``tests/mpi_run.py`` under the ``mpiexec`` next to this Python (the ``mpi`` extra's ``mpich``
 wheel puts it there); oversubscribed on a 2-core machine, which is fine for bits."""
 
 import json
@@ -65,6 +67,36 @@ def test_tree_reduction_same_bits_at_uneven_rank_counts():
         assert r["ranks_agree"] and r["bytes_sent"] > 0
         assert (r["learner"], r["env"]) == (one["learner"], one["env"]), r
         assert json.dumps(r["stats"]) == json.dumps(one["stats"])
+
+
+def test_ranks_share_one_read_only_world_mapping(tmp_path):
+    """Two ranks map the world's layout from one file (the first to come writes it): every packed array
+    of both ranks lies in a mapping of that file, read-only, whose PSS is below its RSS (the pages are
+    shared), and the observations are those of the layout decoded in memory."""
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", NUMBA_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
+
+    def run(n, folder):
+        out = subprocess.run(
+            [MPIEXEC, "-n", str(n), sys.executable, os.path.join(HERE, "mpi_world.py"), folder],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(next(line for line in out.stdout.splitlines() if line.startswith("[")))
+
+    decoded = run(1, "-")[0]
+    assert decoded["mapped"] is None and all(decoded["writeable"])
+    two = run(2, str(tmp_path / "layouts"))
+    files = list((tmp_path / "layouts").iterdir())
+    assert len(files) == 1 and files[0].suffix == ".layout"  # one file, no temporary left behind
+    for r in two:
+        assert r["mapped"] == str(files[0]) and not any(r["writeable"])
+        for path, pss, rss in r["arrays"]:
+            assert path == str(files[0]) and 0 < pss < rss, r["arrays"]
+        assert r["obs"] == decoded["obs"] and r["bytes"] == decoded["bytes"]
 
 
 def _simulate_tree(n_blocks, n_ranks, rng):

@@ -313,6 +313,35 @@ class RankContext:
             "its host; blocks split contiguously, the first ranks one more when uneven",
         }
 
+    def note_memory(self, world_set):
+        """Add each rank's memory and the world's to :meth:`topology`'s dict (a collective): the world
+        set's packed layout size and file (``WorldSet.map_layouts``), and per rank its RSS and PSS and
+        the layout mapping's RSS and PSS (``/proc/self/smaps``): ranks on one host that share the
+        mapped pages each count a share of them in PSS."""
+        from navi_nb.world.layout_cache import mapping_of
+
+        packed = world_set.packed
+        sizes = memory_sizes() or {}
+        mapping = mapping_of(packed.child) if packed.mapped is not None else None
+        every = self.comm.allgather(
+            {
+                "rank": self.rank,
+                "rss": sizes.get("rss"),
+                "pss": sizes.get("pss"),
+                "world_rss": mapping[2] if mapping else None,
+                "world_pss": mapping[1] if mapping else None,
+            }
+        )
+        info = dict(self.topology_info or {})
+        info["world"] = {
+            "layout_bytes": int(packed.nbytes),
+            "mapped_from": str(packed.mapped) if packed.mapped is not None else None,
+            "note": packed.map_note,
+        }
+        info["memory"] = every
+        self.topology_info = info
+        return info
+
     def gather_env_state(self, state):
         return gather_env_state(self.comm, state)
 
@@ -408,3 +437,13 @@ def print_topology(console, info):
         )
     console.print(t)
     console.print(f"[dim]{info['why']}[/]")
+    world, memory = info.get("world"), info.get("memory")
+    if world and memory:
+        where = f"mapped read-only from {world['mapped_from']}" if world["mapped_from"] else "decoded in each rank"
+        console.print(f"world layout: {world['layout_bytes'] / 2**20:.1f} MiB, {where}")
+        mib = lambda x: "-" if x is None else f"{x / 2**20:.1f}"  # noqa: E731
+        for m in memory:
+            console.print(
+                f"  rank {m['rank']}: RSS {mib(m['rss'])} MiB, PSS {mib(m['pss'])} MiB; world mapping "
+                f"RSS {mib(m['world_rss'])} MiB, PSS {mib(m['world_pss'])} MiB"
+            )
