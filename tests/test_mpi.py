@@ -184,6 +184,21 @@ def test_tree_schedule_of_three_ranks_over_eight_blocks():
     assert flat[2] == [(blocks.SEND, 1, 0)]
 
 
+def test_ranks_with_different_reductions_are_refused():
+    script = [sys.executable, os.path.join(HERE, "mpi_run.py"), "1", "1"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run(
+        [MPIEXEC, "-n", "1", "-env", "NAVI_NB_REDUCE", "tree", *script]
+        + [":", "-n", "1", "-env", "NAVI_NB_REDUCE", "allgather", *script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert out.returncode != 0
+    assert "rank 1 was started with NAVI_NB_REDUCE=allgather, rank 0 with tree" in out.stderr
+
+
 def test_reduce_mode_is_checked():
     from navi_nb.parallel.ranks import RankError, reduce_mode
 

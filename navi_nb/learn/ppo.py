@@ -281,11 +281,14 @@ class PPO:
 
     def minibatches_exchanged(self, order, mb, count, lr=None, target_kl=None, blk=None):
         """:meth:`minibatches` with the blocks spread over processes (``self.exchange``): this process's
-        ``mb / blk`` blocks' rows; per minibatch, every process's block moments are gathered and combined
-        along the block tree, each process computes its blocks' gradients and its subtrees of the tree
-        (``blocks.local_plan``), the subtree sums are gathered (in block order) and every process adds
-        the top of the tree (``fused.reduce_nodes``), clips and steps: the same additions as one process
-        holding every block, so the same bits."""
+        ``mb / blk`` blocks' rows; per minibatch, every process's block moments are combined along the
+        block tree (the same two ways as the gradients), each process computes its blocks' gradients
+        and its subtrees of the tree (``blocks.local_plan``), and the subtree sums are added along the
+        top of the tree: point to
+        point with the root broadcast (``ex.mode`` ``"tree"``, ``RankExchange.tree_reduce``), or
+        gathered in block order with every process adding the top itself (``"allgather"``); then
+        ``fused.reduce_nodes`` settles the sum into ``grad``, and every process clips and steps: the same
+        additions as one process holding every block, so the same bits."""
         ex, pol, adam = self.exchange, self.policy, self.adam
         order = np.ascontiguousarray(order, dtype=np.int64)
         mb, count, blk = int(mb), int(count), int(blk)

@@ -4,9 +4,12 @@ A run's actors are cut into fixed blocks (``actor_block``; ``navi_nb.learn.block
 rank ``r`` holds a contiguous run of blocks (the first ``n_blocks % R`` ranks one more than the rest),
 steps them in its own ``NavEnv`` (``first_block`` set, so each block draws from its own generators),
 collects their rollout rows and computes their part of each minibatch's gradient. The blocks' sums meet
-in :class:`RankExchange`: ``Allgatherv`` of fixed-size rows, concatenated in rank order (which is block
-order), after which every rank does the same additions (``PPO.minibatches_exchanged``). MPI's own
-``Allreduce`` is not used: it does not promise an order of additions.
+in :class:`RankExchange`, one of two ways (``NAVI_NB_REDUCE``, :func:`reduce_mode`): ``tree`` (default),
+the top of the block tree added point to point in the tree's own order (``blocks.rank_tree_schedule``)
+and the root broadcast from rank 0; or ``allgather``, every rank's subtree rows gathered on every rank
+(``Allgatherv``, in rank order, which is block order), after which every rank adds the top itself
+(``PPO.minibatches_exchanged``). MPI's own ``Allreduce`` is not used: it does not promise an order of
+additions.
 
 ``mpi4py`` is imported only when asked (:func:`world`), so the package works without it; the ``mpi``
 extra installs it with the ``mpich`` wheel (``pip install -e ".[mpi]"``).
@@ -96,8 +99,8 @@ class RankExchange:
     concatenated in rank order, on every rank (``Allgatherv``). ``tree_reduce(bufs, schedule, add)``:
     the block tree's top added point to point (``blocks.rank_tree_schedule``), the root broadcast from
     rank 0. ``mode`` (``reduce_mode``, the same on every rank or refused) says which ``PPO`` uses.
-    ``bytes_sent`` and ``seconds`` add up what this rank sent and the time spent in the exchange
-    (waiting included)."""
+    ``bytes_sent`` and ``seconds`` add up what this rank sent (rank 0 counts the broadcast once) and the
+    time spent in the exchange (waiting, and the tree's few additions, included)."""
 
     def __init__(self, comm, n_blocks, mode=None):
         self.comm = comm
