@@ -274,6 +274,11 @@ def test_cli_train_over_ranks(tmp_path):
     topo = json.loads((tmp_path / "two" / "config.json").read_text())["topology"]
     assert topo["ranks"] == 2 and [r["actors"] for r in topo["per_rank"]] == [4, 4]
     assert [r["blocks"] for r in topo["per_rank"]] == [[0, 1], [1, 2]]
+    # the world's layout mapped from one file, its pages shared: each rank's PSS of it below its RSS
+    assert topo["world"]["mapped_from"].endswith(".layout") and topo["world"]["layout_bytes"] > 0
+    assert [m["rank"] for m in topo["memory"]] == [0, 1]
+    for m in topo["memory"]:
+        assert 0 < m["world_pss"] < m["world_rss"] and 0 < m["pss"] < m["rss"], m
     # the one-process run, cut back to update 2, resumed over 2 ranks
     shutil.copytree(tmp_path / "one", tmp_path / "cut")
     (tmp_path / "cut" / "checkpoints" / "ckpt_00000003.npz").unlink()

@@ -324,6 +324,7 @@ class RankContext:
         from navi_nb.world.layout_cache import mapping_of
 
         packed = world_set.packed
+        self.comm.Barrier()  # every rank has mapped its world before any measures its share
         sizes = memory_sizes() or {}
         mapping = mapping_of(packed.child) if packed.mapped is not None else None
         every = self.comm.allgather(
