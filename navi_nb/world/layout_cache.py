@@ -150,7 +150,7 @@ def mapping_of(array):
                 break
             lo, hi = (int(x, 16) for x in head[0].split("-"))
             if lo <= addr < hi:
-                found = {"path": head[5] if len(head) > 5 else ""}
+                found = {"path": " ".join(head[5:])}
         elif found is not None and head and head[0] in ("Pss:", "Rss:"):
             found[head[0][:-1].lower()] = int(head[1]) * 1024
     if found is None:
