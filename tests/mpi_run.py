@@ -3,8 +3,10 @@ spread over the ranks (one rank: the single-process path, no exchange). Rank 0 p
 the SHA-256 of the weights, Adam's state, the PPO and action generators and the whole environment state
 (gathered from every rank).
 
-Arguments: ``THREADS UPDATES [save:K:PATH | load:PATH]``: save the whole state after K updates (then
-stop), or start from a saved state (written at any rank count)."""
+Arguments: ``THREADS UPDATES [save:K:PATH | load:PATH] [block:B] [actors:N]``: save the whole state after K
+updates (then stop), or start from a saved state (written at any rank count); ``block:B`` blocks of B
+actors (default 4), ``actors:N`` N actors (default 16). The reduction is ``NAVI_NB_REDUCE``'s
+(``navi_nb.parallel.ranks.reduce_mode``)."""
 
 import hashlib
 import json
@@ -29,12 +31,15 @@ ACTORS, BLOCK, STEPS, SEED = 16, 4, 16, 7
 
 def main():
     threads, updates = int(sys.argv[1]), int(sys.argv[2])
-    mode = sys.argv[3] if len(sys.argv) > 3 else ""
+    extra = sys.argv[3:]
+    block = int(next((a[6:] for a in extra if a.startswith("block:")), BLOCK))
+    actors = int(next((a[7:] for a in extra if a.startswith("actors:")), ACTORS))
+    mode = next((a for a in extra if a.startswith(("save:", "load:"))), "")
     numba.set_num_threads(threads)
     comm = ranks.world()
-    ex = ranks.RankExchange(comm, ACTORS // BLOCK)
+    ex = ranks.RankExchange(comm, actors // block)
     world = compile_scene("box", resolution=32, seed=0)
-    n_local = ex.local_blocks * BLOCK
+    n_local = ex.local_blocks * block
     env = NavEnv(
         world,
         n_local,
@@ -42,7 +47,7 @@ def main():
         task="pointgoal",
         seed=SEED,
         max_steps=20,
-        actor_block=BLOCK,
+        actor_block=block,
         first_block=ex.first_block,
     )
     pol = ActorCritic(env.obs_dim, 4, hidden=(32, 32), seed=SEED)
@@ -54,14 +59,14 @@ def main():
         tile_rows=16,
         tile_cols=16,
         ent_coef=0.01,
-        actor_block=BLOCK,
+        actor_block=block,
     )
     ppo = PPO(pol, cfg, seed=SEED)
     if ex.size > 1:
         ppo.exchange = ex
     slab = RolloutSlab(STEPS, n_local, env.obs_dim, 4)
     action_rng = action_generator(SEED)
-    rng = action_rng if ex.size == 1 else RowSlice(action_rng, ex.first_block * BLOCK, ACTORS)
+    rng = action_rng if ex.size == 1 else RowSlice(action_rng, ex.first_block * block, actors)
     obs, _ = env.reset()
     obs = obs.copy()
     done = 0
@@ -69,7 +74,7 @@ def main():
         saved = dict(np.load(mode[5:]))
         ppo.set_state({k[4:]: v for k, v in saved.items() if k.startswith("ppo_")})
         full = {k[4:]: v for k, v in saved.items() if k.startswith("env_")}
-        env.set_state(ranks.env_state_part(full, BLOCK, ex.first_block, ex.local_blocks))
+        env.set_state(ranks.env_state_part(full, block, ex.first_block, ex.local_blocks))
         restore_generator(action_rng, saved["action_rng"])
         obs = env.get_state()["obs"]
         done = int(saved["updates"])
@@ -105,6 +110,7 @@ def main():
             json.dumps(
                 {
                     "ranks": ex.size,
+                    "reduce": ex.mode,
                     "threads": numba.get_num_threads(),
                     "learner": h.hexdigest(),
                     "env": h_env.hexdigest(),

@@ -1,6 +1,8 @@
 """Same bits over MPI ranks: 1 rank x 1 thread, 1 x 2, 2 x 1 and 4 x 1 give byte-identical weights, Adam
 state, generators and environment state, and a run saved at 2 ranks continues at 4 and at 1 with the same
-bits. Runs ``tests/mpi_run.py`` under the ``mpiexec`` next to this Python (the ``mpi`` extra's ``mpich``
+bits; the point-to-point tree reduction and the allgather agree with one process at 2, 3 (uneven) and 4
+ranks, and its schedule is checked for every split of up to 33 blocks; ranks map one read-only world
+layout file. Runs ``tests/mpi_run.py`` under the ``mpiexec`` next to this Python (the ``mpi`` extra's ``mpich``
 wheel puts it there); oversubscribed on a 2-core machine, which is fine for bits."""
 
 import json
@@ -15,9 +17,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
 
 
-def mpirun(n, *args):
+def mpirun(n, *args, reduce="tree"):
     assert MPIEXEC, "mpi4py is installed but no mpiexec was found"
-    env = dict(os.environ, NUMBA_NUM_THREADS="2", OMP_WAIT_POLICY="PASSIVE")
+    env = dict(os.environ, NUMBA_NUM_THREADS="2", OMP_WAIT_POLICY="PASSIVE", NAVI_NB_REDUCE=reduce)
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
     out = subprocess.run(
         [MPIEXEC, "-n", str(n), sys.executable, os.path.join(HERE, "mpi_run.py"), *map(str, args)],
@@ -52,6 +54,157 @@ def test_same_bits_at_any_rank_and_thread_count(tmp_path):
     for n in (4, 1):
         resumed = mpirun(n, 1, 3, f"load:{saved}")
         assert (resumed["learner"], resumed["env"]) == (one["learner"], one["env"]), n
+
+
+def test_tree_reduction_same_bits_at_uneven_rank_counts():
+    """32 actors in 8 blocks: at 3 ranks (3, 3, 2 blocks) rank 0's blocks end inside the tree's node
+    [0, 4) and rank 1's straddle [0, 4) and [4, 8), so partial sums travel at inner nodes. The tree
+    path at 2, 3 and 4 ranks and the allgather path at 3 give one process's bits."""
+    one = mpirun(1, 1, 2, "actors:32")
+    runs = [mpirun(n, 1, 2, "actors:32") for n in (2, 3, 4)] + [mpirun(3, 1, 2, "actors:32", reduce="allgather")]
+    assert [(r["ranks"], r["reduce"]) for r in runs] == [(2, "tree"), (3, "tree"), (4, "tree"), (3, "allgather")]
+    for r in runs:
+        assert r["ranks_agree"] and r["bytes_sent"] > 0
+        assert (r["learner"], r["env"]) == (one["learner"], one["env"]), r
+        assert json.dumps(r["stats"]) == json.dumps(one["stats"])
+
+
+def test_ranks_share_one_read_only_world_mapping(tmp_path):
+    """Two ranks map the world's layout from one file (the first to come writes it): every packed array
+    of both ranks lies in a mapping of that file, read-only, whose PSS is below its RSS (the pages are
+    shared), and the observations are those of the layout decoded in memory."""
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", NUMBA_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
+
+    def run(n, folder):
+        out = subprocess.run(
+            [MPIEXEC, "-n", str(n), sys.executable, os.path.join(HERE, "mpi_world.py"), folder],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(next(line for line in out.stdout.splitlines() if line.startswith("[")))
+
+    decoded = run(1, "-")[0]
+    assert decoded["mapped"] is None and all(decoded["writeable"])
+    two = run(2, str(tmp_path / "layouts"))
+    files = list((tmp_path / "layouts").iterdir())
+    assert len(files) == 1 and files[0].suffix == ".layout"  # one file, no temporary left behind
+    for r in two:
+        assert r["mapped"] == str(files[0]) and not any(r["writeable"])
+        for path, pss, rss in r["arrays"]:
+            assert path == str(files[0]) and 0 < pss < rss, r["arrays"]
+        assert r["obs"] == decoded["obs"] and r["bytes"] == decoded["bytes"]
+
+
+def _simulate_tree(n_blocks, n_ranks, rng):
+    """Every rank's ``rank_tree_schedule`` run against the others with rendezvous sends (a send waits
+    for its receive): returns rank 0's root row and the one-process tree's sum."""
+    import numpy as np
+
+    from navi_nb.learn import blocks
+    from navi_nb.parallel.ranks import split_blocks
+
+    scale = np.float32(1e3) ** rng.integers(-2, 3, (n_blocks, 1)).astype(np.float32)
+    vals = rng.standard_normal((n_blocks, 5)).astype(np.float32) * scale
+    ref = vals.copy()
+    ops, root = blocks.tree_ops(0, n_blocks, {(k, k + 1): k for k in range(n_blocks)})
+    for d, left, right in ops:
+        ref[d] = ref[left] + ref[right]
+    ranges = split_blocks(n_blocks, n_ranks)
+    plans = [blocks.rank_tree_schedule(n_blocks, ranges, r) for r in range(n_ranks)]
+    bufs = []
+    for r, (a, b) in enumerate(ranges):
+        mine = vals[a:b].copy()
+        local_ops, node_rows, _ = blocks.local_plan(n_blocks, a, b)
+        for d, left, right in local_ops:
+            mine[d] = mine[left] + mine[right]
+        buf = np.full((plans[r][0], 5), np.nan, np.float32)
+        buf[: len(node_rows)] = mine[node_rows]
+        bufs.append(buf)
+    at = [0] * n_ranks
+    moved = True
+    while moved:
+        moved = False
+        for r in range(n_ranks):
+            steps = plans[r][1]
+            while at[r] < len(steps):
+                kind, *rest = steps[at[r]]
+                if kind == blocks.ADD:
+                    for d, left, right in rest[0]:
+                        bufs[r][d] = bufs[r][left] + bufs[r][right]
+                elif kind == blocks.SEND:
+                    peer, theirs = rest[0], plans[rest[0]][1]
+                    if at[peer] >= len(theirs) or theirs[at[peer]][:2] != (blocks.RECV, r):
+                        break
+                    bufs[peer][theirs[at[peer]][2]] = bufs[r][rest[1]]
+                    at[peer] += 1
+                else:
+                    break  # a receive waits for its sender's turn
+                at[r] += 1
+                moved = True
+    assert at == [len(p[1]) for p in plans], ("deadlock", n_blocks, n_ranks, at)
+    assert all(p[2] == -1 for p in plans[1:])
+    return bufs[0][plans[0][2]], ref[root]
+
+
+def test_tree_schedule_adds_as_one_process_for_every_split():
+    """For 1..33 blocks over 1..9 ranks: the point-to-point schedule, run with sends that wait for their
+    receives, ends without deadlock and rank 0 holds the one-process tree's sum bit for bit."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    for n in range(1, 34):
+        for r in range(1, min(n, 9) + 1):
+            got, want = _simulate_tree(n, r, rng)
+            assert got.tobytes() == want.tobytes(), (n, r)
+
+
+def test_tree_schedule_of_three_ranks_over_eight_blocks():
+    """Blocks [0, 3), [3, 6), [6, 8): rank 1 sends block 3 to rank 0 (node [2, 4) is rank 0's) and then its
+    node [4, 8), which it completes with rank 2's [6, 8)."""
+    from navi_nb.learn import blocks
+
+    ranges = [(0, 3), (3, 6), (6, 8)]
+    flat = []
+    for r in range(3):
+        n_rows, steps, root = blocks.rank_tree_schedule(8, ranges, r)
+        flat.append([(s[0], s[1].tolist()) if s[0] == blocks.ADD else s for s in steps])
+    # rank 0's rows: [0, 2), [2, 3), then received [3, 4) and [4, 8)
+    assert flat[0] == [
+        (blocks.RECV, 1, 2),
+        (blocks.ADD, [[1, 1, 2], [0, 0, 1]]),
+        (blocks.RECV, 1, 3),
+        (blocks.ADD, [[0, 0, 3]]),
+    ]
+    # rank 1's rows: [3, 4), [4, 6), then received [6, 8)
+    assert flat[1] == [(blocks.SEND, 0, 0), (blocks.RECV, 2, 2), (blocks.ADD, [[1, 1, 2]]), (blocks.SEND, 0, 1)]
+    assert flat[2] == [(blocks.SEND, 1, 0)]
+
+
+def test_ranks_with_different_reductions_are_refused():
+    script = [sys.executable, os.path.join(HERE, "mpi_run.py"), "1", "1"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run(
+        [MPIEXEC, "-n", "1", "-env", "NAVI_NB_REDUCE", "tree", *script]
+        + [":", "-n", "1", "-env", "NAVI_NB_REDUCE", "allgather", *script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert out.returncode != 0
+    assert "rank 1 was started with NAVI_NB_REDUCE=allgather, rank 0 with tree" in out.stderr
+
+
+def test_reduce_mode_is_checked():
+    from navi_nb.parallel.ranks import RankError, reduce_mode
+
+    assert reduce_mode({}) == "tree" and reduce_mode({"NAVI_NB_REDUCE": "allgather"}) == "allgather"
+    with pytest.raises(RankError, match="NAVI_NB_REDUCE='ring': must be one of tree, allgather"):
+        reduce_mode({"NAVI_NB_REDUCE": "ring"})
 
 
 TINY = [
@@ -121,6 +274,11 @@ def test_cli_train_over_ranks(tmp_path):
     topo = json.loads((tmp_path / "two" / "config.json").read_text())["topology"]
     assert topo["ranks"] == 2 and [r["actors"] for r in topo["per_rank"]] == [4, 4]
     assert [r["blocks"] for r in topo["per_rank"]] == [[0, 1], [1, 2]]
+    # the world's layout mapped from one file, its pages shared: each rank's PSS of it below its RSS
+    assert topo["world"]["mapped_from"].endswith(".layout") and topo["world"]["layout_bytes"] > 0
+    assert [m["rank"] for m in topo["memory"]] == [0, 1]
+    for m in topo["memory"]:
+        assert 0 < m["world_pss"] < m["world_rss"] and 0 < m["pss"] < m["rss"], m
     # the one-process run, cut back to update 2, resumed over 2 ranks
     shutil.copytree(tmp_path / "one", tmp_path / "cut")
     (tmp_path / "cut" / "checkpoints" / "ckpt_00000003.npz").unlink()

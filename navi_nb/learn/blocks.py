@@ -99,6 +99,76 @@ def local_plan(n_blocks, a, b):
     return np.concatenate(all_ops) if all_ops else np.zeros((0, 3), np.int64), np.array(rows, np.int64), nodes
 
 
+ADD, SEND, RECV = 0, 1, 2
+"""The steps of :func:`rank_tree_schedule`."""
+
+
+def rank_tree_schedule(n_blocks, ranges, rank):
+    """One process's part of the block tree when processes hold contiguous ``ranges`` of blocks and
+    combine their sums point to point (``navi_nb.parallel.ranks.RankExchange.tree_reduce``).
+
+    A node of the tree belongs to the process that holds its first block. Its left child starts at the
+    same block, so belongs to the same process; its right child may belong to a later one, which then
+    sends the right child's sum to the node's owner. The leaves are every process's :func:`cover`
+    subtrees, which are computed where the blocks are (``local_plan``); a process whose blocks do not
+    fill a subtree of the tree holds several cover nodes and sends each where the tree needs it. The
+    steps follow the tree's post-order on every process, so each message is sent and received at the
+    same place of one global order (no deadlock with blocking sends and receives), and the additions
+    are the tree's own (node = left + right), not the order in which messages arrive.
+
+    Returns ``(n_rows, steps, root)``. Rows ``0 .. len(cover) - 1`` hold this process's cover nodes in
+    block order; further rows hold received sums. ``steps`` is a list of ``(ADD, ops)`` (``ops`` as
+    :func:`tree_ops`: rows ``(dst, left, right)``, ``dst`` = ``left``), ``(SEND, peer, row)`` and
+    ``(RECV, peer, row)``. ``root`` is the row that holds the whole tree's sum on the process holding
+    block 0, -1 on the others."""
+    n_blocks, rank = int(n_blocks), int(rank)
+    ranges = [(int(a), int(b)) for a, b in ranges]
+    starts = [a for a, _ in ranges]
+    if starts[0] != 0 or ranges[-1][1] != n_blocks or any(b != c for (_, b), c in zip(ranges, starts[1:])):
+        raise BlockError(f"block ranges {ranges} do not tile blocks 0..{n_blocks - 1} in order")
+    leaves = {node for a, b in ranges for node in cover(n_blocks, a, b)}
+
+    def owner(lo):
+        r = 0
+        while r + 1 < len(starts) and starts[r + 1] <= lo:
+            r += 1
+        return r
+
+    rows = {node: i for i, node in enumerate(cover(n_blocks, *ranges[rank]))}
+    n_rows = len(rows)
+    steps, adds = [], []
+
+    def flush():
+        if adds:
+            steps.append((ADD, np.array(adds, np.int64).reshape(-1, 3)))
+            adds.clear()
+
+    def walk(lo, hi, parent_owner):
+        nonlocal n_rows
+        me = owner(lo)
+        if (lo, hi) not in leaves:
+            mid = _split(lo, hi)
+            walk(lo, mid, me)
+            walk(mid, hi, me)
+            if me == rank:
+                left, right = rows[(lo, mid)], rows[(mid, hi)]
+                adds.append((left, left, right))
+                rows[(lo, hi)] = left
+        if parent_owner is not None and parent_owner != me:
+            if me == rank:
+                flush()
+                steps.append((SEND, parent_owner, rows[(lo, hi)]))
+            elif parent_owner == rank:
+                flush()
+                rows[(lo, hi)] = n_rows
+                steps.append((RECV, me, n_rows))
+                n_rows += 1
+
+    walk(0, n_blocks, None)
+    flush()
+    return n_rows, steps, rows[(0, n_blocks)] if rank == 0 else -1
+
+
 def epoch_permutations(epoch_key, n_rows, first, count):
     """Blocks ``first .. first+count-1``'s permutations of their ``n_rows`` rows for one epoch."""
     return [

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+import numba
 import numpy as np
 
 from navi_nb.errors import NaviError
@@ -280,11 +281,14 @@ class PPO:
 
     def minibatches_exchanged(self, order, mb, count, lr=None, target_kl=None, blk=None):
         """:meth:`minibatches` with the blocks spread over processes (``self.exchange``): this process's
-        ``mb / blk`` blocks' rows; per minibatch, every process's block moments are gathered and combined
-        along the block tree, each process computes its blocks' gradients and its subtrees of the tree
-        (``blocks.local_plan``), the subtree sums are gathered (in block order) and every process adds
-        the top of the tree (``fused.reduce_nodes``), clips and steps: the same additions as one process
-        holding every block, so the same bits."""
+        ``mb / blk`` blocks' rows; per minibatch, every process's block moments are combined along the
+        block tree (the same two ways as the gradients), each process computes its blocks' gradients
+        and its subtrees of the tree (``blocks.local_plan``), and the subtree sums are added along the
+        top of the tree: point to
+        point with the root broadcast (``ex.mode`` ``"tree"``, ``RankExchange.tree_reduce``), or
+        gathered in block order with every process adding the top itself (``"allgather"``); then
+        ``fused.reduce_nodes`` settles the sum into ``grad``, and every process clips and steps: the same
+        additions as one process holding every block, so the same bits."""
         ex, pol, adam = self.exchange, self.policy, self.adam
         order = np.ascontiguousarray(order, dtype=np.int64)
         mb, count, blk = int(mb), int(count), int(blk)
@@ -297,13 +301,35 @@ class PPO:
         col = self._cols[fused.ADVANTAGES]
         out = np.empty((count, len(fused.STEP_STAT_NAMES)), np.float64)
         n_params, n_stats = self.grad.shape[0], len(STAT_NAMES)
-        send = np.empty((node_rows.shape[0], n_params + 2 * n_stats), self.grad.dtype)
+        tree = getattr(ex, "mode", "allgather") == "tree"
+        n_cover = node_rows.shape[0]
+        if tree:  # the top of the tree point to point (blocks.rank_tree_schedule), the root broadcast
+            n_rows = ex.schedule()[0]
+            m_buf = np.empty((n_rows, 3), np.float64)
+            g_buf = np.empty((n_rows, n_params), self.grad.dtype)
+            s_buf = np.empty((n_rows, n_stats), np.float64)
+            no_ops = np.zeros((0, 3), np.int64)
+            piece = max(1, -(-n_params // numba.get_num_threads()))
+
+            def add_moments(ops):
+                blocks.tree_moments(m_buf, ops)
+
+            def add_grads(ops):
+                blocks.tree_sum_rows(g_buf, ops, piece)
+                blocks.tree_sum_rows(s_buf, ops, n_stats)
+        else:
+            send = np.empty((n_cover, n_params + n_stats * 8 // self.grad.itemsize), self.grad.dtype)
         done = 0
         for i in range(count):
             rows = order[i * mb : (i + 1) * mb]
             fused.block_moments(self.source, rows, col, blk, w.moments)
-            moments = ex.allgather(w.moments)
-            blocks.tree_moments(moments, m_ops)
+            if tree:
+                blocks.tree_moments(w.moments, local_ops)  # this rank's cover nodes, as the tree pairs them
+                m_buf[:n_cover] = w.moments[node_rows]
+                moments, m_at = ex.tree_reduce([m_buf], add_moments)[0], 0
+            else:
+                moments, m_at = ex.allgather(w.moments), m_root
+                blocks.tree_moments(moments, m_ops)
             fused.local_gradients(
                 self.source,
                 rows,
@@ -312,19 +338,25 @@ class PPO:
                 pol.p["log_std"],
                 hp,
                 w,
-                moments[m_root],
+                moments[m_at],
                 local_ops,
                 0,
                 self.grad,
                 False,
             )
-            # one message per subtree: its gradient, then its float64 statistics' bytes
-            send[:, :n_params] = w.block_grads[node_rows]
-            send[:, n_params:] = np.ascontiguousarray(w.block_stats[node_rows]).view(self.grad.dtype)
-            got = ex.allgather(send)
-            nodes = np.ascontiguousarray(got[:, :n_params])
-            stats = np.ascontiguousarray(got[:, n_params:]).view(np.float64)
-            fused.reduce_nodes(nodes, stats, top_ops, top_root, self.grad, w, hp)
+            if tree:
+                g_buf[:n_cover] = w.block_grads[node_rows]
+                s_buf[:n_cover] = w.block_stats[node_rows]
+                nodes, stats = ex.tree_reduce([g_buf, s_buf], add_grads)
+                fused.reduce_nodes(nodes, stats, no_ops, 0, self.grad, w, hp)
+            else:
+                # one message per subtree: its gradient, then its float64 statistics' bytes
+                send[:, :n_params] = w.block_grads[node_rows]
+                send[:, n_params:] = np.ascontiguousarray(w.block_stats[node_rows]).view(self.grad.dtype)
+                got = ex.allgather(send)
+                nodes = np.ascontiguousarray(got[:, :n_params])
+                stats = np.ascontiguousarray(got[:, n_params:]).view(np.float64)
+                fused.reduce_nodes(nodes, stats, top_ops, top_root, self.grad, w, hp)
             done += 1
             if fused.clip_and_step(
                 w, pol.p["log_std"], hp, pol.params, self.grad, adam.m, adam.v, float(adam.t + done), out[i]

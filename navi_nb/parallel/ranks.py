@@ -4,9 +4,12 @@ A run's actors are cut into fixed blocks (``actor_block``; ``navi_nb.learn.block
 rank ``r`` holds a contiguous run of blocks (the first ``n_blocks % R`` ranks one more than the rest),
 steps them in its own ``NavEnv`` (``first_block`` set, so each block draws from its own generators),
 collects their rollout rows and computes their part of each minibatch's gradient. The blocks' sums meet
-in :class:`RankExchange`: ``Allgatherv`` of fixed-size rows, concatenated in rank order (which is block
-order), after which every rank does the same additions (``PPO.minibatches_exchanged``). MPI's own
-``Allreduce`` is not used: it does not promise an order of additions.
+in :class:`RankExchange`, one of two ways (``NAVI_NB_REDUCE``, :func:`reduce_mode`): ``tree`` (default),
+the top of the block tree added point to point in the tree's own order (``blocks.rank_tree_schedule``)
+and the root broadcast from rank 0; or ``allgather``, every rank's subtree rows gathered on every rank
+(``Allgatherv``, in rank order, which is block order), after which every rank adds the top itself
+(``PPO.minibatches_exchanged``). MPI's own ``Allreduce`` is not used: it does not promise an order of
+additions.
 
 ``mpi4py`` is imported only when asked (:func:`world`), so the package works without it; the ``mpi``
 extra installs it with the ``mpich`` wheel (``pip install -e ".[mpi]"``).
@@ -72,22 +75,106 @@ def split_blocks(n_blocks, n_ranks):
     return out
 
 
+REDUCE_ENV = "NAVI_NB_REDUCE"
+"""How the ranks add up the blocks' sums: ``tree`` (point to point along the block tree, then a
+broadcast; the default) or ``allgather`` (every rank gathers every rank's subtree sums and adds the
+top of the tree itself). Both make the same additions, so the same bits."""
+REDUCE_MODES = ("tree", "allgather")
+_TAG_TREE = 0x7EE
+
+
+def reduce_mode(environ=None) -> str:
+    """The reduction ``NAVI_NB_REDUCE`` asks for (default ``tree``); anything else is refused."""
+    env = os.environ if environ is None else environ
+    mode = env.get(REDUCE_ENV, "").strip().lower() or REDUCE_MODES[0]
+    if mode not in REDUCE_MODES:
+        raise RankError(f"{REDUCE_ENV}={env.get(REDUCE_ENV)!r}: must be one of {', '.join(REDUCE_MODES)}")
+    return mode
+
+
 class RankExchange:
-    """The exchange ``PPO.exchange`` uses: this rank's blocks, every rank's, and ``allgather``.
+    """The exchange ``PPO.exchange`` uses: this rank's blocks, every rank's, and the two ways to add up.
 
     ``allgather(rows)``: every rank's ``rows`` (same dtype and row width everywhere; any row count)
-    concatenated in rank order, on every rank (``Allgatherv``). ``bytes_sent`` and ``seconds`` add up
-    what this rank sent and the time spent in the exchange (waiting included)."""
+    concatenated in rank order, on every rank (``Allgatherv``). ``tree_reduce(bufs, schedule, add)``:
+    the block tree's top added point to point (``blocks.rank_tree_schedule``), the root broadcast from
+    rank 0. ``mode`` (``reduce_mode``, the same on every rank or refused) says which ``PPO`` uses.
+    ``bytes_sent`` and ``seconds`` add up what this rank sent (rank 0 counts the broadcast once) and the
+    time spent in the exchange (waiting, and the tree's few additions, included)."""
 
-    def __init__(self, comm, n_blocks):
+    def __init__(self, comm, n_blocks, mode=None):
         self.comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.n_blocks = int(n_blocks)
         self.ranges = split_blocks(self.n_blocks, self.size)
         self.first_block = self.ranges[self.rank][0]
+        self.mode = reduce_mode() if mode is None else mode
+        every = comm.allgather(self.mode)
+        if len(set(every)) > 1:
+            r = next(r for r, m in enumerate(every) if m != every[0])
+            raise RankError(
+                f"rank {r} was started with {REDUCE_ENV}={every[r]}, rank 0 with {every[0]}: every rank must "
+                "reduce the same way"
+            )
         self.bytes_sent = 0
         self.seconds = 0.0
         self.calls = 0
+        self._schedules = {}
+
+    def schedule(self):
+        """This rank's ``blocks.rank_tree_schedule`` (cached)."""
+        from navi_nb.learn.blocks import rank_tree_schedule
+
+        got = self._schedules.get("tree")
+        if got is None:
+            got = self._schedules["tree"] = rank_tree_schedule(self.n_blocks, self.ranges, self.rank)
+        return got
+
+    def tree_reduce(self, bufs, add):
+        """The whole tree's sum on every rank. ``bufs``: arrays with the schedule's ``n_rows`` rows (a row
+        ``i`` of each together make one node's sums; rows ``0 ..`` hold this rank's cover nodes);
+        ``add(ops)`` adds rows along ``ops`` in every buffer (``blocks.tree_ops``' rows). Sends, receives
+        and additions run in the schedule's order; rank 0 then broadcasts the root's row. Returns each
+        buffer's root row (1, width) (new arrays)."""
+        from mpi4py import MPI
+
+        from navi_nb.learn.blocks import ADD, SEND
+
+        t0 = time.perf_counter()
+        _, steps, root = self.schedule()
+        widths = [b[0].nbytes for b in bufs]
+        msg = np.empty(sum(widths), np.uint8)
+
+        def pack(row):
+            o = 0
+            for b, n in zip(bufs, widths):
+                msg[o : o + n] = b[row].view(np.uint8)
+                o += n
+
+        for step in steps:
+            if step[0] == ADD:
+                add(step[1])
+            elif step[0] == SEND:
+                pack(step[2])
+                self.comm.Send([msg, MPI.BYTE], dest=step[1], tag=_TAG_TREE)
+                self.bytes_sent += msg.nbytes
+            else:
+                self.comm.Recv([msg, MPI.BYTE], source=step[1], tag=_TAG_TREE)
+                o = 0
+                for b, n in zip(bufs, widths):
+                    b[step[2]].view(np.uint8)[:] = msg[o : o + n]
+                    o += n
+        if self.rank == 0:
+            pack(root)
+            self.bytes_sent += msg.nbytes
+        self.comm.Bcast([msg, MPI.BYTE], root=0)
+        out, o = [], 0
+        for b, n in zip(bufs, widths):
+            out.append(msg[o : o + n].copy().view(b.dtype).reshape(1, -1))
+            o += n
+        self.seconds += time.perf_counter() - t0
+        self.calls += 1
+        return out
 
     @property
     def local_blocks(self):
@@ -229,6 +316,36 @@ class RankContext:
             "its host; blocks split contiguously, the first ranks one more when uneven",
         }
 
+    def note_memory(self, world_set):
+        """Add each rank's memory and the world's to :meth:`topology`'s dict (a collective): the world
+        set's packed layout size and file (``WorldSet.map_layouts``), and per rank its RSS and PSS and
+        the layout mapping's RSS and PSS (``/proc/self/smaps``): ranks on one host that share the
+        mapped pages each count a share of them in PSS."""
+        from navi_nb.world.layout_cache import mapping_of
+
+        packed = world_set.packed
+        self.comm.Barrier()  # every rank has mapped its world before any measures its share
+        sizes = memory_sizes() or {}
+        mapping = mapping_of(packed.child) if packed.mapped is not None else None
+        every = self.comm.allgather(
+            {
+                "rank": self.rank,
+                "rss": sizes.get("rss"),
+                "pss": sizes.get("pss"),
+                "world_rss": mapping[2] if mapping else None,
+                "world_pss": mapping[1] if mapping else None,
+            }
+        )
+        info = dict(self.topology_info or {})
+        info["world"] = {
+            "layout_bytes": int(packed.nbytes),
+            "mapped_from": str(packed.mapped) if packed.mapped is not None else None,
+            "note": packed.map_note,
+        }
+        info["memory"] = every
+        self.topology_info = info
+        return info
+
     def gather_env_state(self, state):
         return gather_env_state(self.comm, state)
 
@@ -324,3 +441,13 @@ def print_topology(console, info):
         )
     console.print(t)
     console.print(f"[dim]{info['why']}[/]")
+    world, memory = info.get("world"), info.get("memory")
+    if world and memory:
+        where = f"mapped read-only from {world['mapped_from']}" if world["mapped_from"] else "decoded in each rank"
+        console.print(f"world layout: {world['layout_bytes'] / 2**20:.1f} MiB, {where}")
+        mib = lambda x: "-" if x is None else f"{x / 2**20:.1f}"  # noqa: E731
+        for m in memory:
+            console.print(
+                f"  rank {m['rank']}: RSS {mib(m['rss'])} MiB, PSS {mib(m['pss'])} MiB; world mapping "
+                f"RSS {mib(m['world_rss'])} MiB, PSS {mib(m['world_pss'])} MiB"
+            )

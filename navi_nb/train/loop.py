@@ -89,6 +89,7 @@ class Trainer:
         if ranks is not None:
             self.ppo.exchange = ranks.exchange
             self._rng_collect = RowSlice(self.rng_action, ranks.first_actor, cfg.actors)
+            ranks.note_memory(world_set)  # per-rank RSS / PSS and the shared world mapping, for the topology
         self.update = 0
         self.global_step = 0
         self.obs = None

@@ -87,13 +87,16 @@ def resolve_scenes(spec, cfg: TrainConfig, training=True) -> list:
 
 def load_scene_set(items, resolution: int, console=None, load_items=None):
     """A WorldSet of ``items`` (built-ins compiled into the world cache when missing, in as many processes
-    as this process may use); ``load_items``, when given, are where the worlds are read from instead."""
+    as this process may use); ``load_items``, when given, are where the worlds are read from instead. Its
+    decoded layout is mapped read-only from the layout cache (``WorldSet.map_layouts``)."""
     from navi_nb.parallel.cores import allowed_cores
     from navi_nb.world.world_cache import load_worlds
     from navi_nb.world.world_set import WorldSet
 
     worlds = load_worlds(load_items or items, resolution, jobs=allowed_cores().allowed, progress=console is not None)
-    return WorldSet(worlds, items=list(items))  # named "house:7" or by the file's name
+    world_set = WorldSet(worlds, items=list(items))  # named "house:7" or by the file's name
+    world_set.map_layouts()  # the decoded layout mapped read-only from its file: ranks on a host share it
+    return world_set
 
 
 def world_digest(world) -> str:

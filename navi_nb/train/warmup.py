@@ -211,8 +211,11 @@ def warm_tracer(cfg, world_path) -> None:
     from navi_nb.sense.sensor import Sensor
     from navi_nb.sense.tracer import Tracer
     from navi_nb.world.gmdag import load_world
+    from navi_nb.world.world_set import WorldSet
 
     world = load_world(world_path)
+    # the run maps its layout read-only (runs.load_scene_set): compile the kernel for read-only arrays too
+    WorldSet.of(world).map_layouts(Path(world_path).parent / "layouts")
     env_cfg = EnvConfig.from_kwargs(**cfg.env)
     tracer = Tracer(
         world,

@@ -21,7 +21,9 @@ share their slices. After packing, each world's cached layout
 (``layout.world_layout``) is replaced by views into the packed arrays, so the
 point queries and the tracer read one copy; nothing is ever copied per actor.
 
-A single world is the set of one (:meth:`WorldSet.of`).
+A single world is the set of one (:meth:`WorldSet.of`). :meth:`WorldSet.map_layouts` takes the
+packed arrays from a file mapped read-only instead (``navi_nb/world/layout_cache.py``): the same
+bytes, one copy in the page cache for every process on the host.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from numba import njit
 from navi_nb.errors import NaviError
 from navi_nb.world import gmdag
 from navi_nb.world.field import nb_table_shift
-from navi_nb.world.layout import Layout, decode_layout, field_origin, sample_offset, top_depth_for, world_layout
+from navi_nb.world.layout import Layout, decode_layout, field_origin, sample_offset, top_depth_for
 
 SET_TOP_DEPTH = 5
 """Deepest dense top table of a world in a set of several (32**3 entries, 160 KiB; a single
@@ -58,43 +60,23 @@ class PackedWorlds:
     index of the first world holding the same data (itself when distinct).
     """
 
-    def __init__(self, worlds):
+    def __init__(self, worlds, decoded=None):
+        """``decoded``: the arrays of :func:`decode_packed` (e.g. mapped from a layout file); decoded here
+        when None."""
         W = len(worlds)
-        self.distinct = np.arange(W, dtype=np.int64)
-        layouts = []
-        keys = {}
-        for w, world in enumerate(worlds):
-            key = _world_key(world) if W > 1 else None
-            if key in keys:
-                self.distinct[w] = keys[key]
-                layouts.append(None)
-                continue
-            keys[key] = w
-            voxel = float(np.float32(world.voxel_size))
-            if W == 1:
-                layouts.append(world_layout(world, 1.0 / voxel))
-            else:  # a smaller dense table per world: many worlds' tables must share the caches
-                depth = min(top_depth_for(int(world.resolution)), SET_TOP_DEPTH)
-                layouts.append(decode_layout(world, 1.0 / voxel, top_depth=depth))
-        own = [lay for lay in layouts if lay is not None]
-        self.child = np.concatenate([lay.child for lay in own])
-        self.leaf_dist = np.concatenate([lay.leaf_dist for lay in own])
-        self.leaf_sem = np.concatenate([lay.leaf_sem for lay in own])
-        self.top_code = np.concatenate([lay.top_code.reshape(-1) for lay in own])
-        self.top_level = np.concatenate([lay.top_level.reshape(-1) for lay in own])
-        ip = np.zeros((W, 6), np.int64)
+        if decoded is None:
+            decoded = decode_packed(worlds)
+        self.distinct = decoded["distinct"]
+        self.child = decoded["child"]
+        self.leaf_dist = decoded["leaf_dist"]
+        self.leaf_sem = decoded["leaf_sem"]
+        self.top_code = decoded["top_code"]
+        self.top_level = decoded["top_level"]
+        ip = decoded["iparams"]
+        self.mapped = None  # the layout file the arrays are mapped from (map_packed), if any
+        self.map_note = None  # why they were decoded rather than mapped as they were (map_packed)
         fp = np.zeros((W, 5), np.float64)
-        c = leaf = top = 0
         for w, world in enumerate(worlds):
-            lay = layouts[w]
-            if lay is None:
-                ip[w] = ip[self.distinct[w]]
-            else:
-                n = lay.top_code.shape[0]
-                ip[w] = (c, lay.child.shape[0], leaf, lay.leaf_dist.shape[0], top, n)
-                c += lay.child.shape[0]
-                leaf += lay.leaf_dist.shape[0]
-                top += n * n * n
             fp[w, FP_OX : FP_OZ + 1] = field_origin(world)
             fp[w, FP_VOXEL] = float(np.float32(world.voxel_size))
             fp[w, FP_RES] = float(world.resolution)
@@ -120,6 +102,86 @@ class PackedWorlds:
     @property
     def nbytes(self) -> int:
         return sum(int(a.nbytes) for a in self.arrays)
+
+
+def layout_depths(worlds) -> list:
+    """Each world's dense top-table depth in a set of ``worlds`` (a single world keeps
+    ``layout.TOP_DEPTH``'s; several at most :data:`SET_TOP_DEPTH`)."""
+    if len(worlds) == 1:
+        return [top_depth_for(int(worlds[0].resolution))]
+    return [min(top_depth_for(int(w.resolution)), SET_TOP_DEPTH) for w in worlds]
+
+
+def decode_packed(worlds) -> dict:
+    """The packed arrays of ``worlds`` decoded from their nodes: ``child``, ``leaf_dist``, ``leaf_sem``,
+    ``top_code``, ``top_level`` (flat), ``iparams`` (W, 6) and ``distinct`` (W,)."""
+    W = len(worlds)
+    distinct = np.arange(W, dtype=np.int64)
+    layouts, keys = [], {}
+    for w, (world, depth) in enumerate(zip(worlds, layout_depths(worlds))):
+        key = _world_key(world) if W > 1 else None
+        if key in keys:
+            distinct[w] = keys[key]
+            layouts.append(None)
+            continue
+        keys[key] = w
+        # decoded afresh, never from a layout cached on the world (which may be views of a file)
+        voxel = float(np.float32(world.voxel_size))
+        layouts.append(decode_layout(world, 1.0 / voxel, top_depth=depth))
+    own = [lay for lay in layouts if lay is not None]
+    ip = np.zeros((W, 6), np.int64)
+    c = leaf = top = 0
+    for w in range(W):
+        lay = layouts[w]
+        if lay is None:
+            ip[w] = ip[distinct[w]]
+        else:
+            n = lay.top_code.shape[0]
+            ip[w] = (c, lay.child.shape[0], leaf, lay.leaf_dist.shape[0], top, n)
+            c += lay.child.shape[0]
+            leaf += lay.leaf_dist.shape[0]
+            top += n * n * n
+    return {
+        "child": np.concatenate([lay.child for lay in own]),
+        "leaf_dist": np.concatenate([lay.leaf_dist for lay in own]),
+        "leaf_sem": np.concatenate([lay.leaf_sem for lay in own]),
+        "top_code": np.concatenate([lay.top_code.reshape(-1) for lay in own]),
+        "top_level": np.concatenate([lay.top_level.reshape(-1) for lay in own]),
+        "iparams": ip,
+        "distinct": distinct,
+    }
+
+
+def map_packed(worlds, cache_dir) -> PackedWorlds:
+    """``worlds``' packed arrays mapped read-only from their layout file in ``cache_dir``
+    (``navi_nb/world/layout_cache.py``), written first when missing or not to be trusted. Where the
+    folder cannot be written, the arrays are decoded into this process's memory instead
+    (``PackedWorlds.mapped`` None, ``map_note`` says why)."""
+    from navi_nb.world import layout_cache
+
+    keys = [_world_key(w) for w in worlds]
+    key = layout_cache.layout_key(worlds, keys, layout_depths(worlds))
+    path = Path(cache_dir) / f"{key}.layout"
+    arrays, why = layout_cache.map_layout(path, key)
+    note = None
+    if arrays is None:
+        note = f"layout file {path}: {why}; decoded and written"
+        decoded = decode_packed(worlds)
+        try:
+            layout_cache.write_layout(path, key, decoded, replace=why != "missing")
+        except OSError as exc:
+            packed = PackedWorlds(worlds, decoded)
+            packed.map_note = f"layout file {path}: cannot write it ({exc.strerror or exc}); decoded in memory"
+            return packed
+        arrays, why2 = layout_cache.map_layout(path, key)
+        if arrays is None:  # another process replaced it with a bad file in between: use ours
+            packed = PackedWorlds(worlds, decoded)
+            packed.map_note = f"layout file {path}: {why2} right after writing it; decoded in memory"
+            return packed
+    packed = PackedWorlds(worlds, arrays)
+    packed.mapped = path
+    packed.map_note = note
+    return packed
 
 
 def _world_key(world):
@@ -192,6 +254,16 @@ class WorldSet:
         """The packed arrays (built on first use, then shared)."""
         if self._packed is None:
             self._packed = PackedWorlds(self.worlds)
+        return self._packed
+
+    def map_layouts(self, cache_dir=None) -> PackedWorlds:
+        """Use the packed arrays mapped read-only from the set's layout file (:func:`map_packed`; default
+        folder ``layout_cache.default_layout_dir()``), so processes on one host share their pages."""
+        if cache_dir is None:
+            from navi_nb.world.layout_cache import default_layout_dir
+
+            cache_dir = default_layout_dir()
+        self._packed = map_packed(self.worlds, cache_dir)
         return self._packed
 
     def nbytes_per_world(self) -> np.ndarray:
