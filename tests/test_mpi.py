@@ -69,6 +69,17 @@ def test_tree_reduction_same_bits_at_uneven_rank_counts():
         assert json.dumps(r["stats"]) == json.dumps(one["stats"])
 
 
+def test_same_bits_when_ranks_hold_actor_counts_off_the_policy_chunk():
+    """16 actors in blocks of 2 over 3 ranks hold 6, 6 and 4 actors: acting's forward chunks (and the
+    critic's values of time-limit ends) must cover the same actors in every placement, or OpenBLAS's
+    row-count-dependent rounding shows in the weights."""
+    one = mpirun(1, 1, 2, "block:2")
+    three = mpirun(3, 1, 2, "block:2")
+    assert three["ranks_agree"] and three["bytes_sent"] > 0
+    assert (three["learner"], three["env"]) == (one["learner"], one["env"])
+    assert json.dumps(three["stats"]) == json.dumps(one["stats"])
+
+
 def test_ranks_share_one_read_only_world_mapping(tmp_path):
     """Two ranks map the world's layout from one file (the first to come writes it): every packed array
     of both ranks lies in a mapping of that file, read-only, whose PSS is below its RSS (the pages are

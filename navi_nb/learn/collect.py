@@ -91,7 +91,9 @@ def collect(env, policy, slab, obs, rng, times=None):
         rows = np.flatnonzero(np.asarray(truncated) & ~np.asarray(terminated))
         t3 = clock()
         if rows.size:
-            slab.final_value[t, rows] = policy.value(info["final_obs"][rows])
+            # every row's value, not the finished rows' alone: a row's bits then come from the same
+            # block-aligned chunk whichever other actors finished with it (see PPO.__init__)
+            slab.final_value[t, rows] = policy.value(info["final_obs"])[rows]
         spent["policy"] += (t1 - t0) + (clock() - t3)
         spent["env"] += t2 - t1
         done = np.asarray(info["done"])

@@ -13,6 +13,7 @@ Adam step. See docs/DETERMINISM.md for why every sum here has a fixed order.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 
 import numba
@@ -114,6 +115,11 @@ class PPO:
     def __init__(self, policy, config=None, seed=0):
         self.policy = policy
         self.config = (config or PPOConfig()).validate()
+        if self.config.actor_block > 0:
+            # Acting's forward runs in chunks of rows, one BLAS call each, and OpenBLAS may round a row
+            # differently with the call's row count: chunks that divide the block hold the same actors
+            # however the blocks are spread over processes, so acting gives the same bits everywhere.
+            policy.chunk = math.gcd(policy.chunk, self.config.actor_block)
         self.grad = np.zeros_like(policy.params)
         self.g = policy.layout.views(self.grad)
         self.adam = Adam(policy.params, lr=self.config.learning_rate, eps=self.config.adam_eps)
