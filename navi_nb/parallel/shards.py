@@ -334,9 +334,10 @@ class ShardWatch:
 
     The cost is bounded by ``share``: the trainer reports each update's seconds (``add``) and a re-check is
     ``due`` once ``share`` of the training seconds since the last one covers what the last one cost (the
-    first: ``first_cost_s``, the start calibration's), so re-checking takes about ``share`` of the
-    training time, however slow a count turns out. ``timer(k, seconds) -> seconds`` (a seam for tests;
-    default none) replaces each count's measured seconds per update before they are compared.
+    first: ``first_cost_s``; the trainer gives the start calibration's, capped at one re-check's budget),
+    so re-checking takes about ``share`` of the training time, however slow a count turns out.
+    ``timer(k, seconds) -> seconds`` (a seam for tests; default none) replaces each count's measured seconds
+    per update before they are compared.
     """
 
     def __init__(

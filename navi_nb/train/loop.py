@@ -330,7 +330,7 @@ class Trainer:
     def calibrate_shards(self, timer=None):
         """Pick the learner's shard count (config, NAVI_NB_SHARDS, or a short measurement) and, when it was
         measured, watch it (``shard_recheck``). ``timer``: the test seam of ``choose_shards`` and ``ShardWatch``."""
-        from navi_nb.parallel.shards import ShardWatch, choose_shards
+        from navi_nb.parallel.shards import RECHECK_BUDGET_S, ShardWatch, choose_shards
 
         # The collection tick steps the real environment and the PPO timing runs the fused
         # minibatches; both are restored afterwards, so the run is unchanged. Candidates are
@@ -358,7 +358,9 @@ class Trainer:
                 self.cfg.batch_size,
                 ticks_per_update=self.cfg.rollout_steps,
                 minibatches_per_update=self.cfg.update_epochs * self.cfg.num_minibatches,
-                first_cost_s=time.perf_counter() - t0,
+                # the start's cost can hold one-time work (kernels loading); a re-check costs about its budget
+                # per count, so a short run (the quick start: 3 minutes) re-checks too, first after ~17 s
+                first_cost_s=min(time.perf_counter() - t0, RECHECK_BUDGET_S * len(self.shard_report.rates)),
                 timer=timer,
             )
         return self.shard_report
