@@ -1,7 +1,8 @@
 """Headline figures: read them from real run folders, write docs/headline.json, rewrite every marked figure.
 
     python scripts/headline_figures.py runs/house-quickstart --wall-s 609 \\
-        [--held-out heldout.json] [--out docs/headline.json] [--docs README.md docs/TRAINING.md ...]
+        [--held-out heldout.json] [--corpus runs/houses --corpus-held-out houses-heldout.json] \\
+        [--out docs/headline.json] [--docs README.md docs/TRAINING.md ...]
 
 The README and the docs quote the quick start's figures. Each quoted figure sits between markers that
 Markdown renders as nothing::
@@ -14,7 +15,9 @@ on its own house) and, with ``--held-out``, the JSON of the held-out evaluation
 (``navi-nb eval RUN --scenes house:1000000-1000099 --episodes 200 --no-save --json heldout.json``),
 writes every figure, its text and where it came from (commands, machine, date) to ``docs/headline.json``,
 then replaces the text inside every marker of the docs with the figure's text. Without ``--held-out`` the
-held-out block of the existing ``docs/headline.json`` is kept as it is (it names its own run).
+held-out block of the existing ``docs/headline.json`` is kept as it is (it names its own run). ``--corpus`` and
+``--corpus-held-out`` give the same for a run over many worlds (``navi-nb train --scenes house:0-199``): its
+config, its last metrics row (actor-steps, training time) and its held-out evaluation.
 
 ``--wall-s`` is the one figure no run folder holds: the wall time of the README's whole command, from
 ``pip install`` to the evaluation table (``time`` it). ``tests/test_headline.py`` checks that every
@@ -35,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 HEADLINE = ROOT / "docs" / "headline.json"
-DOCS = ("README.md", "docs/TRAINING.md", "docs/PERFORMANCE.md")
+DOCS = ("README.md", "CONTRIBUTING.md", "docs/TRAINING.md", "docs/PERFORMANCE.md")
 MARKER = re.compile(r"<!-- fig:([\w.]+) -->(.*?)<!-- /fig -->")
 README_TRAIN = "navi-nb train --name house-quickstart"
 QUICKSTART_COMMAND = f'python3 -m venv .venv && .venv/bin/pip install -e ".[image]" && .venv/bin/{README_TRAIN}'
@@ -115,6 +118,17 @@ FIGURES = {
     "heldout.final_distance_ci": ("two_range", "its 95 % bootstrap interval"),
     "heldout.length": ("sig3", "mean episode length, steps"),
     "heldout.collisions": ("sig3", "mean collisions per episode"),
+    "corpus.success": ("percent", "a policy trained over 200 houses, on 100 held-out houses: success rate"),
+    "corpus.success_ci": ("percent_range", "its 95 % Wilson interval"),
+    "corpus.spl": ("two", "mean SPL"),
+    "corpus.spl_ci": ("two_range", "its 95 % bootstrap interval"),
+    "corpus.final_distance": ("two", "mean final distance to the goal, m"),
+    "corpus.final_distance_ci": ("two_range", "its 95 % bootstrap interval"),
+    "corpus.length": ("sig3", "mean episode length, steps"),
+    "corpus.collisions": ("sig3", "mean collisions per episode"),
+    "corpus.actor_steps": ("whole", "actor-steps trained"),
+    "corpus.train_time": ("minutes", "training wall time (the run's last metrics row)"),
+    "corpus.actor_steps_per_s": ("whole", "actor-steps per second over the whole training"),
 }
 
 
@@ -248,6 +262,42 @@ def heldout(path, run_name, machine):
     return eval_figures("heldout", res, path), source
 
 
+def corpus(run, path):
+    """A run over a corpus of worlds (its config and last metrics row) and its held-out evaluation."""
+    run = Path(run)
+    config = read_json(run / "config.json", "the run's config")
+    try:
+        rows = (run / "metrics.jsonl").read_text().splitlines()
+        last = json.loads(rows[-1])
+    except (OSError, IndexError, ValueError) as exc:
+        raise HeadlineError(f"{run / 'metrics.jsonl'}: cannot read the last metrics row ({exc})") from None
+    steps, seconds = need(last, "global_step", run / "metrics.jsonl"), need(last, "time_s", run / "metrics.jsonl")
+    res = read_json(path, "the corpus run's held-out evaluation")
+    if set(res.get("splits") or {}) != {"held-out"}:
+        raise HeadlineError(f"{path}: is not a held-out evaluation (its splits: {', '.join(res.get('splits') or {})})")
+    if Path(str(res.get("run", run))).name != run.name:
+        raise HeadlineError(f"{path}: evaluates run {res.get('run')!r}, not {run}")
+    figs = {
+        **eval_figures("corpus", res, path),
+        "corpus.actor_steps": figure("corpus.actor_steps", steps),
+        "corpus.train_time": figure("corpus.train_time", seconds),
+        "corpus.actor_steps_per_s": figure("corpus.actor_steps_per_s", steps / seconds),
+    }
+    from navi_nb.bench.machine import cpu_model
+
+    source = {
+        "from": f"run folder {run.name}: config.json, metrics.jsonl; {Path(path).name}: navi-nb eval of it",
+        "date": config.get("created"),
+        "commands": [
+            train_command(config.get("config"), run / "config.json"),
+            f"navi-nb eval runs/{run.name} --scenes {res.get('scenes')} --episodes {res.get('episodes')}",
+        ],
+        "machine": f"{cpu_model()}; navi_nb {config.get('navi_nb_version', '?')}",
+        "evaluation": {"episodes": res.get("episodes"), "seed": res.get("seed"), "scenes": res.get("scenes")},
+    }
+    return figs, source
+
+
 def machine_line(segment):
     """The CPU (of this machine: run this script where the run ran), its cores and the run's software."""
     from navi_nb.bench.machine import cpu_model
@@ -280,17 +330,27 @@ def rewrite(text, figures, where):
     return MARKER.sub(sub, text)
 
 
-def build(run, wall_s, held_out=None, old=None):
+def build(run, wall_s, held_out=None, old=None, corpus_run=None, corpus_held_out=None):
     figs, source = quickstart(run, wall_s)
     sources = {"quickstart": source}
     if held_out is not None:
         hfigs, sources["heldout"] = heldout(held_out, Path(run).name, source["machine"])
     else:
-        if not old or "heldout" not in old.get("sources", {}):
-            raise HeadlineError("--held-out: no held-out evaluation given and none in the existing headline.json")
-        hfigs = {k: v for k, v in old["figures"].items() if k.startswith("heldout.")}
-        sources["heldout"] = old["sources"]["heldout"]
-    return {"figures": {**figs, **hfigs}, "sources": sources}
+        hfigs, sources["heldout"] = kept("heldout", old, "--held-out")
+    if (corpus_run is None) != (corpus_held_out is None):
+        raise HeadlineError("--corpus and --corpus-held-out go together")
+    if corpus_run is not None:
+        cfigs, sources["corpus"] = corpus(corpus_run, corpus_held_out)
+    else:
+        cfigs, sources["corpus"] = kept("corpus", old, "--corpus")
+    return {"figures": {**figs, **hfigs, **cfigs}, "sources": sources}
+
+
+def kept(block, old, flag):
+    """A block of figures not given this time: the existing headline.json's, as it is (it names its run)."""
+    if not old or block not in old.get("sources", {}):
+        raise HeadlineError(f"{flag}: not given and no {block} figures in the existing headline.json")
+    return {k: v for k, v in old["figures"].items() if k.startswith(block + ".")}, old["sources"][block]
 
 
 def main(argv=None):
@@ -298,13 +358,15 @@ def main(argv=None):
     p.add_argument("run", help="the quick start's run folder")
     p.add_argument("--wall-s", type=float, required=True, help="seconds of the README's command, install to eval")
     p.add_argument("--held-out", metavar="FILE", help="JSON of the held-out evaluation (navi-nb eval ... --json)")
+    p.add_argument("--corpus", metavar="RUN", help="a run trained over many worlds (navi-nb train --scenes ...)")
+    p.add_argument("--corpus-held-out", metavar="FILE", help="JSON of that run's held-out evaluation")
     p.add_argument("--out", default=str(HEADLINE), help="headline JSON to write (default docs/headline.json)")
     p.add_argument("--docs", nargs="*", default=None, help="Markdown files to rewrite (default README and docs)")
     args = p.parse_args(argv)
     try:
         out = Path(args.out)
         old = read_json(out, "the headline figures") if out.is_file() else None
-        data = build(args.run, args.wall_s, args.held_out, old)
+        data = build(args.run, args.wall_s, args.held_out, old, args.corpus, args.corpus_held_out)
         docs = [Path(d) for d in args.docs] if args.docs is not None else [ROOT / d for d in DOCS]
         new_texts = {d: rewrite(d.read_text(), data["figures"], d) for d in docs}  # all checked before writing
     except (HeadlineError, OSError) as exc:

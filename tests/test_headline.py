@@ -86,6 +86,7 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     doc.write_text(original)
     out = tmp_path / "headline.json"
     argv = [str(run), "--wall-s", "75.4", "--held-out", str(held), "--out", str(out), "--docs", str(doc)]
+    argv += ["--corpus", str(run), "--corpus-held-out", str(held)]  # the tiny run stands in for a corpus run
     assert hf.main(argv) == 0
 
     # independent answers: the per-episode values of the two evaluations and the run's record
@@ -93,7 +94,7 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     ho = json.loads(held.read_text())["per_episode"]
     summary = json.loads((run / "run.json").read_text())["segments"][0]["summary"]
     expect = {}
-    for prefix, e in (("quickstart", ev), ("heldout", ho)):
+    for prefix, e in (("quickstart", ev), ("heldout", ho), ("corpus", ho)):
         rate = np.mean(e["success"])
         expect[f"{prefix}.success"] = f"{100 * rate:.0f} %" if (100 * rate) % 1 == 0 else f"{100 * rate:.1f} %"
         expect[f"{prefix}.spl"] = f"{np.mean(e['spl']):.2f}"
@@ -103,6 +104,9 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     expect["quickstart.first_tick"] = f"{summary['first_tick_s']:.1f} s"
     expect["quickstart.shards"] = str(summary["shards"])
     expect["quickstart.wall"] = "1 min 15 s"
+    last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    expect["corpus.actor_steps"] = "128"
+    expect["corpus.actor_steps_per_s"] = f"{128 / last['time_s']:,.0f}"
     rows = dict(line.strip("| ").split(" | ") for line in doc.read_text().splitlines())
     data = json.loads(out.read_text())
     for key, text in expect.items():
@@ -113,6 +117,7 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     assert data["sources"]["heldout"]["evaluation"]["scenes"] == "pillars:1000000"
     assert "pillars:1000000 --episodes 3" in data["sources"]["heldout"]["commands"][0]
     assert data["sources"]["heldout"]["machine"] == data["sources"]["quickstart"]["machine"]
+    assert data["sources"]["corpus"]["commands"][1].endswith("--scenes pillars:1000000 --episodes 3")
     # the command that makes the run: its settings that differ from the defaults, as flags
     (command,) = data["sources"]["quickstart"]["commands"]
     flags = ["--scenes box", "--resolution 32", "--actors 4", "--hidden 16", "--env max_steps=20", "--name qs"]
@@ -127,6 +132,8 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{doc}:{len(hf.FIGURES) + 1}: marker fig:quickstart.nope" in err, err
     assert out.read_bytes() == before and "?" in doc.read_text()
+    assert hf.main(argv[:-2]) == 2  # --corpus without its evaluation
+    assert "go together" in capsys.readouterr().err
     assert hf.main([str(tmp_path), *argv[1:]]) == 2
     assert "config.json" in capsys.readouterr().err
     (run / "eval.json").write_text(json.dumps(dict(json.loads((run / "eval.json").read_text()), scenes="house")))
