@@ -36,3 +36,22 @@ def test_bench_train_measures_and_splits_time():
         # depends on the machine's load, so only its sign is a property of the code)
         assert sum(split.values()) == pytest.approx(r["wall_s"])
         assert split["other"] >= 0
+
+
+def test_bench_env_runs_end_to_end(capsys):
+    """`navi-nb bench env` on a tiny setting: every figure, with the environment's own work timed against a
+    replayed trace, comes out finite and positive."""
+    import json
+
+    from navi_nb.cli import main
+
+    argv = ["bench", "--json", "-", "env", "--scene", "box", "--resolution", "32", "--actors", "4"]
+    argv += ["--az", "8", "--el", "4", "--threads", "1", "--seconds", "0.05", "--repeats", "1"]
+    argv += ["--scaling", "", "--no-canonical"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Traceback" not in out
+    data = json.loads(out[out.index("{") :])
+    row = data["env"]["main"]["1"]
+    assert row["actor_steps_per_s"] > 0 and row["trace_ms"] > 0 and row["rest_ms"] > 0, row
+    assert row["no_trace_actor_steps_per_s"] > row["actor_steps_per_s"]  # the replayed trace costs nothing

@@ -83,17 +83,17 @@ class _ReplayTracer:
     """Stands in for the tracer: returns one precomputed trace (sliced to the
     actors asked for), so a step times the environment's own work alone."""
 
-    def __init__(self, tracer, pos, yaw):
-        self.out = tuple(b.copy() for b in tracer.trace(pos, yaw))
+    def __init__(self, tracer, pos, yaw, world_index):
+        self.out = tuple(b.copy() for b in tracer.trace(pos, yaw, world_index=world_index))
 
-    def trace(self, origins, yaws, out=None, to_host=False):
+    def trace(self, origins, yaws, out=None, to_host=False, world_index=None):
         n = origins.shape[0]
         return tuple(b[:n] for b in self.out)
 
 
 def _time_without_trace(env, actions, seconds, repeats):
     real = env._tracer
-    env._tracer = _ReplayTracer(real, env.positions, env.yaws)
+    env._tracer = _ReplayTracer(real, env.positions, env.yaws, env.world_index)
     try:
         return _time_steps(env, actions, seconds, repeats)
     finally:
