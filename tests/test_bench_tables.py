@@ -189,8 +189,10 @@ def test_train_table():
     ]
     check_whole(
         render([bench_train.split_table(cfg, rows)]),
-        ["123,456", "234,567", "1.90x", "40%", "25%", "10%", "24%", "1%", "actor-steps/s", "speed-up"],
+        ["123,456", "234,567", "1.90x", "40%", "25%", "10%", "24%", "1%", "steps/s", "speed-up", "other"],
     )
+    ranked = [dict(r, ranks=k) for r in rows for k in (1, 2)]  # under mpiexec: a ranks column too
+    check_whole(render([bench_train.split_table(cfg, ranked)]), ["ranks", "policy", "other", "234,567", "1.90x"])
 
 
 def test_summary_table_sections():

@@ -99,10 +99,10 @@ def split_table(cfg, rows):
     t = Table(
         title=f"bench train: {cfg.scenes}, {cfg.actors} actors, {cfg.sensor_az}x{cfg.sensor_el} rays, "
         f"hidden {cfg.hidden}, {cfg.rollout_steps} steps x {cfg.update_epochs} epochs x "
-        f"{cfg.num_minibatches} minibatches; time split in % of wall"
+        f"{cfg.num_minibatches} minibatches; steps/s: actor-steps per second; time split in % of wall"
     )
     ranks = any(r.get("ranks", 1) > 1 for r in rows)  # a ranks column only when several were run
-    for c in ("ranks",) * ranks + ("shards", "actor-steps/s", "speed-up", "trace", "env", "policy", "PPO", "other"):
+    for c in ("ranks",) * ranks + ("shards", "steps/s", "speed-up", "trace", "env", "policy", "PPO", "other"):
         t.add_column(c, justify="right", no_wrap=True)
     base = rows[0]["actor_steps_per_s"] if rows else 1.0
     for r in rows:
