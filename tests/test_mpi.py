@@ -285,6 +285,11 @@ def test_cli_train_over_ranks(tmp_path):
     topo = json.loads((tmp_path / "two" / "config.json").read_text())["topology"]
     assert topo["ranks"] == 2 and [r["actors"] for r in topo["per_rank"]] == [4, 4]
     assert [r["blocks"] for r in topo["per_rank"]] == [[0, 1], [1, 2]]
+    record = json.loads((tmp_path / "two" / "run.json").read_text())["segments"]
+    assert (
+        record[-1]["topology"]["ranks"] == 2
+        and "topology" not in json.loads((tmp_path / "one" / "run.json").read_text())["segments"][-1]
+    )
     # the world's layout mapped from one file, its pages shared: each rank's PSS of it below its RSS
     assert topo["world"]["mapped_from"].endswith(".layout") and topo["world"]["layout_bytes"] > 0
     assert [m["rank"] for m in topo["memory"]] == [0, 1]

@@ -515,6 +515,8 @@ class Trainer:
                 "start": self.shard_report.as_dict() if self.shard_report is not None else None,
                 "watch": self.shard_watch.as_dict() if self.shard_watch is not None else None,
             },
+            # hosts, ranks, threads and memory of this call's placement (a resume may use another)
+            **({"topology": self.ranks.topology_info} if self.ranks is not None else {}),
             "software": {
                 "navi_nb": navi_nb.__version__,
                 "python": platform.python_version(),
