@@ -349,3 +349,43 @@ def test_ppo_tables():
     )
     # every row of every table names its net and who ran it
     assert text.count("torch 16 thr") == 3 and text.count("navi 1 sh") == 6 and text.count("navi 2 sh") == 4
+
+
+def test_eval_table_with_families_reads_whole_at_80_columns():
+    """`navi-nb eval` over several scene families: every split's and family's row whole at 80 columns."""
+    from navi_nb.train.evaluate import print_results
+
+    def group(n, rate):
+        return {
+            "episodes": n,
+            "success_rate": rate,
+            "success_rate_ci95": (rate - 0.05, min(1.0, rate + 0.04)),
+            "spl": 0.53,
+            "spl_ci95": (0.49, 0.58),
+            "final_distance": 1.06,
+            "final_distance_ci95": (0.81, 1.36),
+        }
+
+    fams = {"house": group(100, 0.81), "maze": group(100, 0.78), "clutter": group(100, 0.97)}
+    res = {
+        **group(300, 0.853),
+        "task": "pointgoal",
+        "scenes": "house:1000000-1000099,maze:1000000-1000099,clutter:1000000-1000099",
+        "worlds": 300,
+        "worlds_visited": 300,
+        "seed": 1000003,
+        "splits": {"held-out": group(300, 0.853)},
+        "families": fams,
+        "return_mean": 11.0,
+        "return_std": 6.6,
+        "length_mean": 111.7,
+        "collisions_mean": 1.85,
+        "policy": {"source": "policy.npz", "update": 733},
+        "wall_s": 27.5,
+    }
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    print_results(console, res)
+    text = console.export_text()
+    check_whole(
+        text, ["held-out", "clutter", "97.0% (92-100%)", "81.0% (76-85%)", "0.53 (0.49-0.58)", "1.06 (0.81-1.36)"]
+    )

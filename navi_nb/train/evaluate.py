@@ -458,7 +458,8 @@ def print_results(console, res):
         title=f"evaluation: {res['episodes']} episodes, {res['task']} in {res['scenes']} "
         f"({res['worlds']} worlds, {res['worlds_visited']} visited{overlap}; mean action, "
         f"seed {res['seed']})",
-        caption="(95% intervals; distance: final distance to the goal, m)",
+        caption="(95% intervals; distance: final distance to the goal, m"
+        + ("; the last rows: by scene family)" if len(res["families"]) > 1 else ")"),
         caption_justify="left",
         box=box.SIMPLE_HEAD,
         show_edge=False,
@@ -468,14 +469,15 @@ def print_results(console, res):
     for col in ("episodes", "success", "SPL", "distance"):
         t.add_column(col, justify="right", no_wrap=True)
     groups = [("all", res)] + list(res["splits"].items())
-    if len(res["families"]) > 1:
-        groups += [(f"{k} (family)", v) for k, v in res["families"].items()]
-    for name, g in groups:
+    families = list(res["families"].items()) if len(res["families"]) > 1 else []
+    for i, (name, g) in enumerate(groups + families):
+        if families and i == len(groups):
+            t.add_section()
         (slo, shi), (plo, phi), (dlo, dhi) = g["success_rate_ci95"], g["spl_ci95"], g["final_distance_ci95"]
-        t.add_row(
+        t.add_row(  # sized to read whole at 80 columns with a family's name in the first column
             name,
             str(g["episodes"]),
-            f"{g['success_rate']:.1%} ({slo:.0%}-{shi:.0%})",
+            f"{g['success_rate']:.1%} ({100 * slo:.0f}-{100 * shi:.0f}%)",
             f"{g['spl']:.2f} ({plo:.2f}-{phi:.2f})",
             f"{g['final_distance']:.2f} ({dlo:.2f}-{dhi:.2f})",
         )
