@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 from dataclasses import dataclass, field
 
 
@@ -166,3 +167,15 @@ def allowed_cores(root="/", affinity=None) -> CoreReport:
         allowed=allowed,
         reason=why,
     )
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -283,7 +283,7 @@ def corpus(run, path):
         "corpus.train_time": figure("corpus.train_time", seconds),
         "corpus.actor_steps_per_s": figure("corpus.actor_steps_per_s", steps / seconds),
     }
-    from navi_nb.bench.machine import cpu_model
+    from navi_nb.cores import cpu_model
 
     source = {
         "from": f"run folder {run.name}: config.json, metrics.jsonl; {Path(path).name}: navi-nb eval of it",
@@ -299,13 +299,15 @@ def corpus(run, path):
 
 
 def machine_line(segment):
-    """The CPU (of this machine: run this script where the run ran), its cores and the run's software."""
-    from navi_nb.bench.machine import cpu_model
+    """The CPU the run recorded (else this machine's: run this script where the run ran), its cores and the
+    run's software."""
+    from navi_nb.cores import cpu_model
 
     sw = segment.get("software") or {}
     cores = ((segment.get("shards") or {}).get("start") or {}).get("cores") or {}
+    cpu = sw.get("cpu") or cpu_model()
     return (
-        f"{cpu_model()}, {cores.get('allowed', '?')} cores allowed of {cores.get('cpu_count', '?')} reported; "
+        f"{cpu}, {cores.get('allowed', '?')} cores allowed of {cores.get('cpu_count', '?')} reported; "
         f"Python {sw.get('python', '?')}, NumPy {sw.get('numpy', '?')}, Numba {sw.get('numba', '?')}, "
         f"navi_nb {sw.get('navi_nb', '?')}"
     )

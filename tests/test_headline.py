@@ -92,7 +92,11 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     # independent answers: the per-episode values of the two evaluations and the run's record
     ev = json.loads((run / "eval.json").read_text())["per_episode"]
     ho = json.loads(held.read_text())["per_episode"]
-    summary = json.loads((run / "run.json").read_text())["segments"][0]["summary"]
+    segment = json.loads((run / "run.json").read_text())["segments"][0]
+    summary = segment["summary"]
+    from navi_nb.cores import cpu_model
+
+    assert segment["software"]["cpu"] == cpu_model()  # the run records its CPU; the machine line reads it
     expect = {}
     for prefix, e in (("quickstart", ev), ("heldout", ho), ("corpus", ho)):
         rate = np.mean(e["success"])
@@ -117,6 +121,7 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     assert data["sources"]["heldout"]["evaluation"]["scenes"] == "pillars:1000000"
     assert "pillars:1000000 --episodes 3" in data["sources"]["heldout"]["commands"][0]
     assert data["sources"]["heldout"]["machine"] == data["sources"]["quickstart"]["machine"]
+    assert data["sources"]["quickstart"]["machine"].startswith(cpu_model() + ", ")
     assert data["sources"]["corpus"]["commands"][1].endswith("--scenes pillars:1000000 --episodes 3")
     # the command that makes the run: its settings that differ from the defaults, as flags
     (command,) = data["sources"]["quickstart"]["commands"]

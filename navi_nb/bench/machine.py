@@ -5,16 +5,7 @@ from __future__ import annotations
 import os
 import platform
 
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from navi_nb.cores import cpu_model
 
 
 def machine_info() -> dict:

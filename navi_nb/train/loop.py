@@ -501,6 +501,8 @@ class Trainer:
 
         import numba
 
+        from navi_nb.cores import cpu_model
+
         path = self.run_path / RUN_FILE
         try:
             old = json.loads(path.read_text()) if path.is_file() else {}
@@ -518,6 +520,7 @@ class Trainer:
             # hosts, ranks, threads and memory of this call's placement (a resume may use another)
             **({"topology": self.ranks.topology_info} if self.ranks is not None else {}),
             "software": {
+                "cpu": cpu_model(),
                 "navi_nb": navi_nb.__version__,
                 "python": platform.python_version(),
                 "numpy": np.__version__,
