@@ -234,6 +234,8 @@ def train_command(settings, where):
         raise HeadlineError(str(exc)) from None
     parts = ["navi-nb", "train"]
     for name, (value, _default) in changed_settings(cfg).items():
+        if name == "run_dir":  # where the run was kept on its machine, no part of what it is
+            continue
         flag = flag_name(name)
         if isinstance(value, bool):
             parts.append(flag if value else "--no-" + flag[2:])

@@ -127,7 +127,7 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     (command,) = data["sources"]["quickstart"]["commands"]
     flags = ["--scenes box", "--resolution 32", "--actors 4", "--hidden 16", "--env max_steps=20", "--name qs"]
     assert command.startswith("navi-nb train --") and all(f in command for f in flags), command
-    assert f"--run-dir {tmp_path}" in command and "--shards" not in command and "--seed" not in command
+    assert "--run-dir" not in command and "--shards" not in command and "--seed" not in command
 
     # bad input: one line naming it, nothing written
     capsys.readouterr()
