@@ -64,6 +64,22 @@ for origins, yaws in ((np.zeros((2, 2), np.float32), np.zeros(2, np.float32)),
     except Exception as exc:
         errors.append(type(exc).__name__)
 results["errors"] = errors
+# a numba-cuda that compiles the kernel but cannot cache it: compiled again without the cache
+import navi_nb.sense.cuda_tracer as ct
+real = ct.trace_rays_cuda
+class Uncacheable:
+    py_func = staticmethod(real.py_func)
+    def __getitem__(self, launch):
+        def fail(*args):
+            raise RuntimeError("Cannot pickle CUDACodeLibrary with linking files")
+        return fail
+ct.trace_rays_cuda = Uncacheable()
+origins = np.array([[2.0, 2.0, 2.0]], np.float32)
+small = Tracer(worlds["sphere"], Sensor(4, 2), 3.0, backend="cuda")
+fallback = small.trace(origins, np.zeros(1, np.float32), to_host=True)
+cpu = trace(worlds["sphere"], origins, np.zeros(1, np.float32), Sensor(4, 2), 3.0)
+results["uncached_equal"] = bool(np.array_equal(fallback[0], cpu[0]) and ct._uncached_kernel is not None)
+ct.trace_rays_cuda = real
 print("RESULT" + json.dumps(results))
 """
 
@@ -92,3 +108,4 @@ def test_cuda_simulator_matches_cpu():
         assert case["semantic_equal"] and case["hit_equal"], case
         assert case["second_call_equal"] and case["out_written"] and case["finite_in_range"], case
     assert res["errors"] == ["SenseError"] * 3
+    assert res["uncached_equal"]

@@ -103,6 +103,24 @@ def _cupy():
     return cupy
 
 
+_uncached_kernel = None
+
+
+def _launch(blocks, *args):
+    """Launch ``trace_rays_cuda`` over ``blocks`` blocks. Some numba-cuda builds compile the kernel but
+    cannot write it to the on-disk cache ("Cannot pickle CUDACodeLibrary with linking files", raised
+    before anything runs): the kernel is then compiled once more without the cache for this process."""
+    global _uncached_kernel
+    kernel = _uncached_kernel or trace_rays_cuda
+    try:
+        kernel[blocks, THREADS_PER_BLOCK](*args)
+    except RuntimeError as exc:
+        if _uncached_kernel is not None or "pickle" not in str(exc):
+            raise
+        _uncached_kernel = cuda.jit(trace_rays_cuda.py_func)
+        _uncached_kernel[blocks, THREADS_PER_BLOCK](*args)
+
+
 class CudaTracer:
     """Device-resident world and buffers; use through ``Tracer(..., backend="cuda")``."""
 
@@ -205,7 +223,8 @@ class CudaTracer:
             flat = tuple(b.reshape(-1) for b in out)
             total = n * self.sensor.n_rays
             blocks = (total + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
-            trace_rays_cuda[blocks, THREADS_PER_BLOCK](
+            _launch(
+                blocks,
                 *self.layout,
                 wi,
                 self.dirs,
