@@ -150,3 +150,44 @@ def test_peer_failures_are_one_line_errors():
     if not peers.peer_available("embreex"):  # a peer library that is missing fails in the child, with its name
         with pytest.raises(peers.PeerError, match="embreex"):
             peers.PeerProcess("navi_nb.bench.trace.embree_peer", {"triangles": __import__("numpy").zeros((1, 3, 3))})
+
+
+def test_env_compile_kernels_compiles_what_reset_and_step_call_and_changes_nothing(monkeypatch):
+    """NavEnv.compile_kernels (called while the tracer's kernel compiles in a child): it compiles each
+    kernel for exactly the argument types reset and step then pass, and leaves the state untouched."""
+    import numpy as np
+    from numba import typeof
+
+    import navi_nb.env.nav_env as nav_env
+    from navi_nb.sense.sensor import Sensor
+    from navi_nb.world.compiler import compile_scene
+
+    called, compiled = {}, {}
+
+    class Recording:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __call__(self, *args):
+            called.setdefault(self.kernel.__name__, set()).add(tuple(typeof(a) for a in args))
+            return self.kernel(*args)
+
+        def compile(self, sig):
+            compiled.setdefault(self.kernel.__name__, set()).add(tuple(sig))
+            return self.kernel.compile(sig)
+
+    names = ("start_episodes", "build_obs", "move_actors", "score_step")
+    for name in names:
+        monkeypatch.setattr(nav_env, name, Recording(getattr(nav_env, name)))
+    env = nav_env.NavEnv(compile_scene("box", 32), 3, sensor=Sensor(8, 2), seed=1)
+    env.reset(seed=1)
+    before = {k: np.array(v, copy=True) for k, v in env.get_state().items() if isinstance(v, np.ndarray)}
+    env.compile_kernels()
+    after = env.get_state()
+    for key, value in before.items():
+        assert np.array_equal(value, after[key]), key
+    env.step(np.zeros((3, 4), np.float32))
+    env.reset(seed=2)
+    assert sorted(compiled) == sorted(names)
+    for name in names:
+        assert compiled[name] == called[name], name

@@ -46,9 +46,9 @@ TRAIN_KERNELS = (
     "navi_nb.world.layout",
 )
 """The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache)."""
-COLD_COMPILE_S = 75
-"""Roughly how many CPU-seconds compiling all of them takes (one core of a 2-core x86 machine; Numba compiles
-on one thread), so the wall time on an idle machine."""
+COLD_COMPILE_S = 40
+"""Roughly the wall seconds compiling all of them takes on an idle 2-core x86 machine, with the warm-up's
+processes compiling side by side (about 70 CPU-seconds in all; Numba compiles on one thread)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -302,7 +302,11 @@ class NavEnv:
             block_of = rows // self.actor_block
             for k in np.unique(block_of):
                 self._sample_episodes(rows[block_of == k], self._rng_spawn[k], self._rng_goal[k])
-        start_episodes(
+        start_episodes(*self._start_args(rows))
+        self._observe(rows)
+
+    def _start_args(self, rows):
+        return (
             rows,
             self._pos,
             self._goal,
@@ -321,7 +325,6 @@ class NavEnv:
             self._prev_action,
             self._vel,
         )
-        self._observe(rows)
 
     def _sample_episodes(self, rows, rng_spawn, rng_goal):
         """Spawns and goals of actors ``rows`` from the two generators; with several worlds,
@@ -351,8 +354,11 @@ class NavEnv:
         t0 = time.perf_counter()
         depth, sem, _hit = self._tracer.trace(origins, yaws, to_host=True, world_index=wi)
         self.trace_seconds += time.perf_counter() - t0
+        build_obs(*self._obs_args(rows, depth, sem))
+
+    def _obs_args(self, rows, depth, sem):
         cfg = self.config
-        build_obs(
+        return (
             rows,
             depth,
             sem,
@@ -382,6 +388,70 @@ class NavEnv:
         self._has_reset = True
         self._done[:] = False
         return self._obs, {"done": self._done}
+
+    def _move_args(self):
+        cfg = self.config
+        return (
+            self._packed,
+            self._world_index,
+            self._wparams,
+            self._pos,
+            self._yaw,
+            self._act,
+            self._speeds,
+            cfg.dt,
+            cfg.radius,
+            cfg.max_substeps,
+            self._vel,
+            self._contact,
+            self._moved,
+        )
+
+    def _score_args(self):
+        cfg = self.config
+        return (
+            self._task_code,
+            self._pos,
+            self._goal,
+            self._goal_dist,
+            self._contact,
+            self._moved,
+            self._visit,
+            self._cells,
+            self._world_index,
+            self._grid_lo,
+            self._inv_cell_w,
+            self._grid_dims,
+            self._coefs,
+            cfg.success_radius,
+            cfg.max_steps,
+            self._terms,
+            self._reward,
+            self._terminated,
+            self._truncated,
+            self._success,
+            self._ep_return,
+            self._ep_len,
+            self._path_len,
+            self._collisions,
+        )
+
+    def compile_kernels(self):
+        """Compile (or load from Numba's cache) the kernels that reset and step call, for these
+        argument types, without running them: nothing changes. A first run calls this while the
+        tracer's kernel compiles elsewhere (``navi_nb/train/warmup.py``), so the first reset and
+        step find their kernels ready."""
+        from numba import typeof
+
+        depth = np.zeros((1,) + self.sensor.shape, np.float32)  # the tracer's output types
+        sem = np.zeros((1,) + self.sensor.shape, np.uint16)
+        for kernel, args in (
+            (start_episodes, self._start_args(self._all_rows)),
+            (build_obs, self._obs_args(self._all_rows, depth, sem)),
+            (move_actors, self._move_args()),
+            (score_step, self._score_args()),
+        ):
+            kernel.compile(tuple(typeof(a) for a in args))
 
     def check_actions(self, actions) -> np.ndarray:
         """The actions as an array, or an :class:`ActionError`; changes nothing."""
@@ -423,48 +493,8 @@ class NavEnv:
         if not self._has_reset:
             raise StateError("NavEnv.step called before reset()")
         np.clip(a, -1.0, 1.0, out=self._act, casting="unsafe")
-        cfg = self.config
-        move_actors(
-            self._packed,
-            self._world_index,
-            self._wparams,
-            self._pos,
-            self._yaw,
-            self._act,
-            self._speeds,
-            cfg.dt,
-            cfg.radius,
-            cfg.max_substeps,
-            self._vel,
-            self._contact,
-            self._moved,
-        )
-        score_step(
-            self._task_code,
-            self._pos,
-            self._goal,
-            self._goal_dist,
-            self._contact,
-            self._moved,
-            self._visit,
-            self._cells,
-            self._world_index,
-            self._grid_lo,
-            self._inv_cell_w,
-            self._grid_dims,
-            self._coefs,
-            cfg.success_radius,
-            cfg.max_steps,
-            self._terms,
-            self._reward,
-            self._terminated,
-            self._truncated,
-            self._success,
-            self._ep_return,
-            self._ep_len,
-            self._path_len,
-            self._collisions,
-        )
+        move_actors(*self._move_args())
+        score_step(*self._score_args())
         self._prev_action[:] = self._act
         self._observe(self._all_rows)
         np.logical_or(self._terminated, self._truncated, out=self._done)

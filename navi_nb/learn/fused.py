@@ -186,7 +186,10 @@ def _block(a, offset, rows, cols):
     return a[offset : offset + rows * cols].reshape((rows, cols))
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+# The per-chunk and per-item helpers below are separate compiled functions, not inlined into the
+# parallel kernels: each call does a GEMM's worth of work, so the call costs nothing measurable, and the
+# learning group's cold compile is about 3 s shorter (20 s instead of 23 s on the quiet 2-core machine).
+@njit(cache=True, error_model="numpy")
 def _forward_rows(A, params, m, r0, r1):
     """Rows r0:r1 of one layer: A[out] = act(A[in] @ W + b)."""
     nin, nout, woff = m[NIN], m[NOUT], m[WOFF]
@@ -212,7 +215,7 @@ def _forward_rows(A, params, m, r0, r1):
     bias_act_rows(H, params[woff + nin * nout : woff + nin * nout + nout], 0, r1 - r0, m[ACT])
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _backward_rows(A, D, params, slots, slot_width, c, m, mp, r0, r1, has_prev):
     """Rows r0:r1 of one layer's backward: its chunk slot (chunk-mode layers),
     and the previous layer's pre-activation gradient (when ``has_prev``)."""
@@ -264,7 +267,7 @@ def _backward_rows(A, D, params, slots, slot_width, c, m, mp, r0, r1, has_prev):
         times_dact_rows(_block(D, p0, r1 - r0, nin), _block(A, mp[HOFF] + r0 * nin, r1 - r0, nin), 0, r1 - r0, mp[ACT])
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _pi_head(A, D, mo, source, rows, cols, adv, log_std, clip_coef, inv_n, dlogstd, stats, r0, r1):
     """Clipped surrogate of rows r0:r1 (``pg_loss`` of ``loss_reference.ppo_loss``):
     d loss / d mu into D, the per-sample part of d loss / d log_std, and the
@@ -304,7 +307,7 @@ def _pi_head(A, D, mo, source, rows, cols, adv, log_std, clip_coef, inv_n, dlogs
         stats[i, OLD_APPROX_KL] = -logratio
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _v_head(A, D, mo, source, rows, cols, clip_coef, clip_vloss, vf_coef, inv_n, stats, r0, r1):
     """Value loss of rows r0:r1 (``v_loss`` of ``loss_reference.ppo_loss``, clipped
     around the old values when ``clip_vloss``): d loss / d V into D, the loss into
@@ -454,7 +457,7 @@ def finish_pass(w, ops, root, grad, hp, final):
     )
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _block_item(
     item, meta, blk, k, A, D, slots, slot_width, per_block, dlogstd, stats, block_grads, log_std_off, block_stats
 ):
@@ -518,7 +521,7 @@ def _block_item(
             block_stats[k, j] = s
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy")
 def _tree_item(item, meta, buf, stats_buf, ops, log_std_off, k_act):
     """Item ``item``'s part of the rows of ``buf`` (and, for HEADS, of ``stats_buf``) added along ``ops``,
     run by contiguous run (a weight tile row by row)."""
@@ -537,7 +540,7 @@ def _tree_item(item, meta, buf, stats_buf, ops, log_std_off, k_act):
         tree_add_run(stats_buf, ops, 0, stats_buf.shape[1])
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy")
 def _settle_item(item, meta, buf, stats_buf, root, grad, log_std_off, k_act, ent_coef, stat_sums, sumsq, t):
     """Item ``item``'s part of the tree's sum (row ``root`` of ``buf``) into ``grad``, with the entropy
     bonus's ``log_std`` term (HEADS, which also copies the statistics' sums); then its sum of squares."""

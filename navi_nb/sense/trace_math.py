@@ -510,6 +510,9 @@ MATH_FUNCTIONS = (
     "trace_one",
 )
 
+OUTER_MATH = ("refine_hit",)
+"""Built with ``decorate_outer``: on the CPU a separate function (called once per hit)."""
+
 
 def build_for(decorate, decorate_outer=None, field_built=None, count=False):
     """Build the field's functions (``navi_nb/world/field.py``) and then every
@@ -524,27 +527,28 @@ def build_for(decorate, decorate_outer=None, field_built=None, count=False):
     ``field_built``: the field's functions already built for this target
     (the CPU passes ``field.CPU``, so there is one build of each).
     ``decorate_outer`` (default: ``decorate``) builds the field's
-    ``OUTER_FUNCTIONS``: on the CPU these stay separate (not IR-inlined)
-    functions. Everything a ray does on its usual path is inlined into the
-    parallel kernel, the refinement and its field lookups included: a Numba
-    call between compiled functions costs about 75-100 ns here (every array
-    argument unpacked into its fields, reference counts touched), a third of a
-    ray when the refinement and its field lookup were calls (2.5 M rays/s per
-    thread then, 3.2 M inlined). What stays out of line is rare:
-    ``descend_float`` (non-power-of-two worlds), the general corner lookup
-    (``corner_values``, ``cell_value``) and the graze check
-    (``field_at_outer``). The price is compile time: Numba copies a
-    function's IR each time it inlines it (per block, so it grows faster than
-    the function), and the kernel's cold first compile is about 47 s on the
-    shared 2-core machine (then cached). Calling ``trace_ray`` out of line
-    compiled in 20 s but ran at 2.4 M rays/s; a plain per-task function
-    holding the inlined ray compiled in 29 s and ran at 2.5 M.
+    ``OUTER_FUNCTIONS`` and :data:`OUTER_MATH`: on the CPU these stay
+    separate functions, compiled once, without Numba's reference counting
+    (``_nrt=False``: they allocate nothing), so a call passes the arrays'
+    fields and nothing else. Everything a ray does on every step is inlined
+    into the parallel kernel: a call there costs about 75-100 ns with
+    reference counting (every array argument unpacked, counts touched), and
+    calling everything out of line without it ran at 77 % of the inlined
+    speed. The refinement (once per hit, with its inlined field lookup) is
+    the one hot function kept out of line: inlined, Numba copies its IR into
+    the kernel and the kernel's cold compile took about 55 s on the quiet
+    2-core machine; out of line the tracer compiles in about 28 s and traces
+    3-4 % slower per thread (same bits). Out of line too: ``descend_float``
+    (non-power-of-two worlds), the general corner lookup (``corner_values``,
+    ``cell_value``) and the graze check (``field_at_outer``).
     """
     if field_built is None:
         field_built = field.build_for(decorate, decorate_outer)
     built = dict(field_built)
     built["COUNT_STEPS"] = bool(count)
-    return field.build_for(decorate, decorate_outer, names=MATH_FUNCTIONS, module_globals=globals(), built=built)
+    return field.build_for(
+        decorate, decorate_outer, names=MATH_FUNCTIONS, module_globals=globals(), built=built, outer=OUTER_MATH
+    )
 
 
 def counted_name(decorate):
@@ -561,10 +565,13 @@ def counted_name(decorate):
     return rename
 
 
-_CPU = build_for(njit(inline="always", cache=True), njit(cache=True), field_built=field.CPU)
+_CPU = build_for(njit(inline="always", cache=True), njit(cache=True, _nrt=False), field_built=field.CPU)
 nb_trace_ray = _CPU["trace_ray"]
 _CPU_COUNTED = build_for(
-    counted_name(njit(inline="always", cache=True)), counted_name(njit(cache=True)), field_built=field.CPU, count=True
+    counted_name(njit(inline="always", cache=True)),
+    counted_name(njit(cache=True, _nrt=False)),
+    field_built=field.CPU,
+    count=True,
 )
 nb_trace_ray_counted = _CPU_COUNTED["trace_ray"]
 """The counting build of :func:`trace_ray` (``navi-nb bench trace`` only)."""

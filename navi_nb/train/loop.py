@@ -126,6 +126,7 @@ class Trainer:
                     world_set = load_scene_set(items, cfg.resolution)
             warmup.start_tracer(world_set.worlds[0])
             self = cls(cfg, run_path, world_set, console, ranks)
+            self.env.compile_kernels()  # meanwhile: reset's and step's own kernels
             warmup.wait("tracer")  # the reset traces: load the kernel the child compiled, not compile it twice
             self.start()
         except BaseException:
@@ -209,6 +210,7 @@ class Trainer:
             world_set = load_run_worlds(run_path, cfg, console)
             warmup.start_tracer(world_set.worlds[0])
             self = cls(cfg, run_path, world_set, console, ranks)
+            self.env.compile_kernels()
             warmup.wait("tracer")
         except BaseException:
             warmup.cancel()

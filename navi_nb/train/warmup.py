@@ -7,8 +7,9 @@ threaded, and the kernels fall into groups that share nothing:
 
 - the world (compiled or loaded) and the environment: spawning, motion and
   collision, the observation and the tasks' rewards. The trainer's own
-  process compiles these while it builds the run (``Trainer.create``), as
-  before.
+  process compiles these while it builds the run (``Trainer.create``), and
+  then the reset's and step's own kernels (``NavEnv.compile_kernels``) while
+  the tracer's child is still compiling.
 - ``tracer``: the tracer's kernel, the biggest one, which the environment
   first calls at its reset. Once the trainer has its world, a child loads a
   copy of it and compiles the kernel by tracing it with the run's sensor,
@@ -233,6 +234,9 @@ def warm_tracer(cfg, world_path) -> None:
 
 
 WARMERS = {"tracer": warm_tracer, "learn": warm_learn}
+LOW_PRIORITY = {"learn": 5}
+"""Niceness increments: the learning kernels are needed last (at the shard calibration), the tracer's at
+the reset, so on a machine with fewer cores than processes the tracer's child goes first."""
 
 
 def child_main() -> None:
@@ -240,4 +244,9 @@ def child_main() -> None:
     from navi_nb.train.config import from_dict
 
     group, cfg = sys.argv[1], from_dict(json.loads(sys.argv[2]))
+    if group in LOW_PRIORITY:
+        try:
+            os.nice(LOW_PRIORITY[group])
+        except OSError:
+            pass
     WARMERS[group](cfg, *sys.argv[3:])
