@@ -265,3 +265,16 @@ def test_gymnasium_floor(monkeypatch):
     monkeypatch.setitem(sys.modules, "gymnasium.vector", types.ModuleType("gymnasium.vector"))
     with pytest.raises(ImportError, match=r"gymnasium >= 1\.1 \(for AutoresetMode\).*is installed.*pip install -U"):
         import navi_nb.env.gym_adapter  # noqa: F401
+
+
+def test_adapters_check_num_envs_against_a_given_env():
+    """Every adapter takes a NavEnv or builds one: both missing is a TypeError, a num_envs that is not the
+    given env's actor count a one-line EnvConfigError (not silently ignored)."""
+    from navi_nb.env.config import EnvConfigError
+    from navi_nb.env.gym_adapter import NaviVectorEnv
+
+    with pytest.raises(TypeError, match="NaviVectorEnv needs num_envs"):
+        NaviVectorEnv(scene_world("box"))
+    with pytest.raises(EnvConfigError, match="num_envs=3 but the NavEnv has 4 actors"):
+        NaviVectorEnv(env=make_env(n=4), num_envs=3)
+    assert NaviVectorEnv(env=make_env(n=4), num_envs=4).num_envs == 4

@@ -167,9 +167,20 @@ def check_options(options, allowed=()):
             raise EnvConfigError(f"reset: options {unknown} are not supported (all actors reset together)")
 
 
-def build_env(world, n, resolution, scene_seed, kwargs):
-    """A NavEnv of ``n`` actors in ``world`` (see :func:`make_world`); ``kwargs`` go to NavEnv."""
-    return NavEnv(make_world(world, resolution, scene_seed), n, **kwargs)
+def adapter_env(adapter, world, num_envs, env, threads, resolution, scene_seed, kwargs, default_threads=None):
+    """``(env, threads)`` for the adapter named ``adapter``: ``env`` as given (``num_envs``, when given,
+    must be its actor count), else a NavEnv of ``num_envs`` actors in ``world`` (see :func:`make_world`;
+    ``kwargs`` go to NavEnv) built on ``threads`` (default: ``default_threads``, else half the allowed
+    threads)."""
+    threads = resolve_threads(threads, thread_limit() // 2 if default_threads is None else default_threads)
+    if env is None:
+        if num_envs is None:
+            raise TypeError(f"{adapter} needs num_envs (and a world) or env=NavEnv(...)")
+        with using_threads(threads):
+            env = NavEnv(make_world(world, resolution, scene_seed), num_envs, **kwargs)
+    elif num_envs is not None and num_envs != env.n_actors:
+        raise EnvConfigError(f"{adapter}: num_envs={num_envs} but the NavEnv has {env.n_actors} actors")
+    return env, threads
 
 
 class NaviVectorEnv(VectorEnv):
@@ -188,14 +199,7 @@ class NaviVectorEnv(VectorEnv):
         scene_seed=0,
         **kwargs,
     ):
-        if env is None:
-            if num_envs is None:
-                raise TypeError("NaviVectorEnv needs num_envs (and a world) or env=NavEnv(...)")
-            self.threads = resolve_threads(threads, thread_limit() // 2)
-            with using_threads(self.threads):
-                env = build_env(world, num_envs, resolution, scene_seed, kwargs)
-        else:
-            self.threads = resolve_threads(threads, thread_limit() // 2)
+        env, self.threads = adapter_env("NaviVectorEnv", world, num_envs, env, threads, resolution, scene_seed, kwargs)
         self.env = env
         self.num_envs = env.n_actors
         self.single_observation_space, self.single_action_space = single_spaces(env)
@@ -263,9 +267,9 @@ class NaviEnv(gym.Env):
     def __init__(self, world="house", *, threads=None, resolution=128, scene_seed=0, render_mode=None, **kwargs):
         if render_mode is not None:
             raise EnvConfigError(f"NaviEnv: render_mode must be None (use `navi-nb render`), got {render_mode!r}")
-        self.threads = resolve_threads(threads, 1)
-        with using_threads(self.threads):
-            self.env = build_env(world, 1, resolution, scene_seed, kwargs)
+        self.env, self.threads = adapter_env(
+            "NaviEnv", world, 1, None, threads, resolution, scene_seed, kwargs, default_threads=1
+        )
         self.observation_space, self.action_space = single_spaces(self.env)
 
     def reset(self, *, seed=None, options=None):

@@ -53,10 +53,10 @@ import time
 import numpy as np
 
 from navi_nb.env.config import EnvConfigError
-from navi_nb.env.gym_adapter import build_env, check_options, single_spaces
+from navi_nb.env.gym_adapter import adapter_env, check_options, single_spaces
 from navi_nb.env.nav_env import NavEnv
 from navi_nb.errors import NaviError
-from navi_nb.threads import resolve_threads, thread_limit, using_threads
+from navi_nb.threads import using_threads
 
 
 class SB3Missing(NaviError, ImportError):
@@ -91,14 +91,7 @@ class NaviSB3VecEnv(VecEnv):
         scene_seed=0,
         **kwargs,
     ):
-        self.threads = resolve_threads(threads, thread_limit() // 2)
-        if env is None:
-            if num_envs is None:
-                raise TypeError("NaviSB3VecEnv needs num_envs (and a world) or env=NavEnv(...)")
-            with using_threads(self.threads):
-                env = build_env(world, num_envs, resolution, scene_seed, kwargs)
-        elif num_envs is not None and num_envs != env.n_actors:
-            raise EnvConfigError(f"NaviSB3VecEnv: num_envs={num_envs} but the NavEnv has {env.n_actors} actors")
+        env, self.threads = adapter_env("NaviSB3VecEnv", world, num_envs, env, threads, resolution, scene_seed, kwargs)
         self.env = env
         observation_space, action_space = single_spaces(env)
         super().__init__(env.n_actors, observation_space, action_space)

@@ -256,6 +256,16 @@ def _as_set(world):
     return WorldSet.of(check_world(world))
 
 
+def _cpu_inputs(world, origins, yaws, sensor, max_distance, epsilon, max_steps, refine, world_index):
+    """The CPU path's checked inputs: ``(settings, origins, yaws, world_index, output shape)``."""
+    ws = _as_set(world)
+    check_sensor(sensor)
+    settings = _Settings(ws, max_distance, epsilon, max_steps, refine)
+    origins, yaws = check_pose_arrays(origins, yaws)
+    world_index = check_world_index(world_index, origins.shape[0], len(ws))
+    return settings, origins, yaws, world_index, (origins.shape[0],) + sensor.shape
+
+
 def trace(
     world,
     origins,
@@ -289,12 +299,9 @@ def trace(
         return tracer.trace(
             origins, yaws, out=out, to_host=out is None or isinstance(out[0], np.ndarray), world_index=world_index
         )
-    ws = _as_set(world)
-    check_sensor(sensor)
-    settings = _Settings(ws, max_distance, epsilon, max_steps, refine)
-    origins, yaws = check_pose_arrays(origins, yaws)
-    world_index = check_world_index(world_index, origins.shape[0], len(ws))
-    shape = (origins.shape[0],) + sensor.shape
+    settings, origins, yaws, world_index, shape = _cpu_inputs(
+        world, origins, yaws, sensor, max_distance, epsilon, max_steps, refine, world_index
+    )
     if out is None:
         out = (np.empty(shape, np.float32), np.empty(shape, np.uint16), np.empty(shape, np.bool_))
     else:
@@ -332,12 +339,9 @@ def trace_counted(
     sphere, candidate and end sum to steps; descent counts the visits whose
     cell was not the cached one). For ``navi-nb bench trace``'s anatomy.
     """
-    ws = _as_set(world)
-    check_sensor(sensor)
-    settings = _Settings(ws, max_distance, epsilon, max_steps, refine)
-    origins, yaws = check_pose_arrays(origins, yaws)
-    world_index = check_world_index(world_index, origins.shape[0], len(ws))
-    shape = (origins.shape[0],) + sensor.shape
+    settings, origins, yaws, world_index, shape = _cpu_inputs(
+        world, origins, yaws, sensor, max_distance, epsilon, max_steps, refine, world_index
+    )
     out = (np.empty(shape, np.float32), np.empty(shape, np.uint16), np.empty(shape, np.bool_))
     stats = np.zeros((int(np.prod(shape)), 2), np.int64)
     if origins.shape[0]:
