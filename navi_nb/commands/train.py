@@ -48,7 +48,7 @@ TRAIN_KERNELS = (
 """The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache)."""
 COLD_COMPILE_S = 40
 """Roughly the wall seconds compiling all of them takes on an idle 2-core x86 machine, with the warm-up's
-processes compiling side by side (about 70 CPU-seconds in all; Numba compiles on one thread)."""
+processes compiling side by side (about 65 CPU-seconds in all; Numba compiles on one thread)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
