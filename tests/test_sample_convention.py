@@ -102,12 +102,28 @@ def test_file_without_navi_nb_key_reads_corner_sampled(corner_file):
     assert world.sidecar["sample"] == "corner" and sample_offset(world) == 0.5
     assert np.array_equal(field_origin(world), world.bmin.astype(np.float64) - 0.5 * VOXEL)
     err = _errors(world)
-    # read at its samples the depth is unbiased; the spread left is the unsigned field's hit rule
-    # (a hit is taken within a voxel of a surface whose side the field does not tell: grazing
-    # rays stop up to a few voxels early), the same for centre-sampled unsigned worlds
+    # read at its samples the depth is unbiased; the spread left is the unsigned field's: its
+    # trough near a surface is refined from points about a voxel out, so rays that meet the
+    # sphere at shallow angles (cosine below 0.2) are the ones more than a voxel off
     assert abs(np.median(err)) <= 0.1, np.median(err)
-    assert np.mean(np.abs(err) <= 1.0) >= 0.87, np.mean(np.abs(err) <= 1.0)
-    assert np.mean(np.abs(err) <= 2.0) >= 0.96, np.mean(np.abs(err) <= 2.0)
+    assert np.mean(np.abs(err) <= 1.0) >= 0.95, np.mean(np.abs(err) <= 1.0)
+    assert np.mean(np.abs(err) <= 2.0) >= 0.98, np.mean(np.abs(err) <= 2.0)
+
+
+def test_unsigned_refinement_backs_off_from_the_trough(corner_file):
+    """The unsigned field's refinement (a bent extrapolation from points outside its trough)
+    against the plain hit rule without it (``refine=0``): closer to the exact cast."""
+    world = gmdag.load_world(corner_file)
+    origins, yaws, sensor = _rays()
+    exact = ray_sphere(origins.astype(np.float64)[:, None, :], _world_dirs(sensor, yaws), CENTRE, RADIUS)
+    seen = exact < 9.0
+    within = []
+    for refine in (0, 1):
+        depth, _sem, hit = trace(world, origins, yaws, sensor, 10.0, refine=refine)
+        depth = depth.reshape(len(origins), -1).astype(np.float64)
+        assert hit.reshape(len(origins), -1)[seen].all()
+        within.append(np.mean(np.abs(depth[seen] - exact[seen]) <= VOXEL))
+    assert within[1] >= within[0] + 0.1, within
 
 
 def test_signed_corner_file_is_exact_to_a_voxel(signed_corner_file):

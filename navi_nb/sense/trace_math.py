@@ -46,6 +46,11 @@ REFINE_WINDOW = 8.0  # voxels past the detected hit that refinement may move the
 MIN_SLOPE = 0.05  # a refined hit needs the field to fall at least this fast along the ray
 LONG_STEP = 2.0  # voxels: a longer Newton step is verified by one more evaluation
 GRAZE_MARGIN = 0.25  # voxels: a ray in a solid-centred cell marches on only when this far outside
+UNSIGNED_BACKOFF = 1.75  # voxels (about sqrt 3): an unsigned field is linear this far from a plane
+UNSIGNED_LANDING = 0.75  # voxels: an unsigned field's interpolation stays below this at its surface
+MAX_BACKOFF = 4  # evaluations spent finding the back-off point
+UNSIGNED_NEAR = 0.75  # voxels: the field at the second, closer point of an unsigned refinement
+SIGNED_NEWTON, UNSIGNED_BACK, UNSIGNED_CURVE, UNSIGNED_LAND = 0, 1, 2, 3  # refine_hit's phases
 COUNT_STEPS = False
 """Compile-time flag, bound per build (:func:`build_for`): the counting build
 (``count=True``, used by ``navi-nb bench trace`` only) tallies each ray's
@@ -124,7 +129,25 @@ def ray_box(ox, oy, oz, dx, dy, dz, rx, ry, rz, size):
 
 
 def refine_hit(
-    child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox, oy, oz, dx, dy, dz, t_hit, t_lo, t_hi, iters
+    child,
+    leaf_dist,
+    leaf_sem,
+    top_code,
+    top_level,
+    res,
+    shift,
+    ox,
+    oy,
+    oz,
+    dx,
+    dy,
+    dz,
+    t_hit,
+    t_lo,
+    t_hi,
+    iters,
+    unsigned,
+    t_min,
 ):
     """Sharpen a hit's depth with Newton steps on the interpolated field along the ray.
 
@@ -138,6 +161,20 @@ def refine_hit(
     crossing and land where the field rises again on the solid's far side:
     the march then goes on and meets the surface closer). ``iters >= 1``.
 
+    ``unsigned``: the world stores |distance| (no negative leaf). Its
+    interpolated field has a rounded trough, not a zero crossing, within about
+    a voxel of a surface, so Newton steps taken there land short or long.
+    The refinement backs off along the ray (not before ``t_min``, the ray's
+    start) to a point A where the field is at least UNSIGNED_BACKOFF voxels
+    (all eight samples of the interpolation on the ray's side of a plane:
+    the field is exact there), evaluates B where the straight extrapolation
+    from A gives UNSIGNED_NEAR, takes the slope's change from A to B as the
+    field's bend along the ray, and puts the hit at the nearer root of that
+    parabola from B (straight from A when B is in the trough already). The
+    hit stands when the field there is below UNSIGNED_LANDING (it says
+    nothing about the side). A ray not approaching the surface (slope above
+    -MIN_SLOPE) or with no room to back off keeps ``t_hit``.
+
     :func:`field_at` is called from one place (the top of the loop): the CPU
     build inlines it, and every extra call site would be another copy of it
     in the kernel (compile time).
@@ -145,10 +182,65 @@ def refine_hit(
     t = t_hit
     k = 0  # the Newton step about to be taken
     long = False
+    phase = UNSIGNED_BACK if unsigned else SIGNED_NEWTON
+    n_back = 0
+    f_a = 0.0
+    s_a = 0.0
+    t_a = 0.0
     while True:
         f, gx, gy, gz = field_at(
             child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx, oy + t * dy, oz + t * dz
         )
+        slope = gx * dx + gy * dy + gz * dz
+        if phase == UNSIGNED_BACK:  # find A: a point where the field is exact (no trough)
+            if f < UNSIGNED_BACKOFF:
+                if n_back == MAX_BACKOFF or t <= t_min:
+                    return t_hit, False
+                if n_back == 0:  # in the trough the slope says nothing: back off by the margin first
+                    t = t - UNSIGNED_BACKOFF
+                elif slope > -MIN_SLOPE:
+                    return t_hit, False  # not approaching a surface: a graze
+                else:
+                    t = t - (UNSIGNED_BACKOFF - f) / (-slope) - 0.125
+                if t < t_min:
+                    t = t_min
+                n_back += 1
+                continue
+            if slope > -MIN_SLOPE:
+                return t_hit, False  # not approaching a surface: a graze
+            f_a = f
+            s_a = slope
+            t_a = t
+            phase = UNSIGNED_CURVE
+            # B: where the straight extrapolation from A puts the field at UNSIGNED_NEAR, closer in
+            t = t_a + (f_a - UNSIGNED_NEAR) / (-s_a)
+            continue
+        if phase == UNSIGNED_CURVE:  # the slope's change from A to B gives the field's bend along the ray
+            if f < 0.75 * UNSIGNED_NEAR or f >= f_a or slope > -MIN_SLOPE:
+                f = f_a  # B is in the trough already: extrapolate straight from A
+                slope = s_a
+                t = t_a
+                bend = 0.0
+            else:
+                bend = (slope - s_a) / (t - t_a)
+                # a distance field bends at most as the distance to one point does: (1 - slope^2) / f
+                top = (1.0 - slope * slope) / f
+                if bend > top:
+                    bend = top
+                if bend < -top:
+                    bend = -top
+            disc = slope * slope - 2.0 * bend * f
+            if disc < 0.0:
+                return t_hit, False  # the bent field turns back before reaching zero: a graze
+            t = t + 2.0 * f / (-slope + math.sqrt(disc))  # the nearer root of f + slope x + bend x^2 / 2
+            if t < t_lo or t > t_hi:
+                return t_hit, False
+            phase = UNSIGNED_LAND
+            continue
+        if phase == UNSIGNED_LAND:  # the field says nothing about the side it lands on: only that it is low
+            if f > UNSIGNED_LANDING:
+                return t_hit, False
+            return t, True
         if k == iters:  # only after a long last step: verify where it landed
             # near a zero, and one the ray enters: a long step on a shallow ray can pass the first
             # crossing and land on the far side of the solid, where the field rises again
@@ -157,7 +249,6 @@ def refine_hit(
             return t, True
         if f < 1e-3 and f > -1e-3:
             return t, True
-        slope = gx * dx + gy * dy + gz * dz
         if slope > -MIN_SLOPE:
             if k == 0 or f > 0.25 or f < -0.25:
                 return t_hit, False
@@ -371,6 +462,8 @@ def trace_ray(
                 t_free,
                 t_hi,
                 refine,
+                not signed,
+                t0,
             )
             if signed and not found:
                 if not solid:
