@@ -26,6 +26,22 @@ def test_compile_scene_then_inspect(tmp_path, capsys):
     world = load_world(out)
     assert world.resolution == 32 and world.sidecar["scene"] == "box"
     assert len(world.spawn_points) > 0
+    # written corner-sampled (as other readers read): the scene's cube moved up half a voxel
+    from navi_nb.world.compiler import compile_scene
+
+    own = compile_scene("box", 32)
+    assert world.sidecar["sample"] == "corner" and "voxel corners" in text
+    assert np.array_equal(world.nodes, own.nodes)
+    assert np.allclose(world.bmin, own.bmin + 0.5 * own.voxel_size, atol=0)
+    out2 = tmp_path / "box_centre.gmdag"
+    assert (
+        main(
+            ["compile", "--scene", "box", "-o", str(out2), "--resolution", "32", "--no-progress", "--sample", "centre"]
+        )
+        == 0
+    )
+    assert "voxel centres" in capsys.readouterr().out
+    assert np.array_equal(load_world(out2).bmin, own.bmin) and load_world(out2).sidecar["sample"] == "centre"
     assert main(["inspect", str(out)]) == 0
     text = capsys.readouterr().out
     assert "valid" in text and "GDAG / 1" in text and "by depth" in text

@@ -5,6 +5,10 @@
 
 Writes OUT.gmdag and its sidecar OUT.gmdag.json, then prints a summary:
 triangles, resolution, nodes, bytes, ratio to a dense float32 grid, time.
+The file is corner-sampled (``--sample corner``, the default: voxel ``i``'s
+distance belongs to ``bmin + i * voxel``, where other `.gmdag` readers look
+for it) or centre-sampled (``--sample centre``: ``bmin`` is the cube asked
+for); the node words are the same, ``bmin`` differs by half a voxel.
 """
 
 from __future__ import annotations
@@ -31,7 +35,16 @@ def add_arguments(parser) -> None:
         default=None,
         help="metres of space around the geometry (default: 4 voxels; scenes: their own cube)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="scene seed (maze and clutter layouts)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="scene seed (house, maze, clutter and pillars layouts; default 0)"
+    )
+    parser.add_argument(
+        "--sample",
+        choices=("corner", "centre"),
+        default="corner",
+        help="where the file says each voxel's distance lies: its minimum corner (default, as other "
+        "readers assume; bmin moves up half a voxel) or its centre (bmin is the cube's corner)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
 
 
@@ -63,7 +76,7 @@ def run(args) -> int:
     from rich.table import Table
 
     from navi_nb.world.compiler import compile_mesh, compile_scene
-    from navi_nb.world.gmdag import save_world
+    from navi_nb.world.gmdag import save_world, with_sample_convention
 
     out = _validate(args)
     console = Console()
@@ -96,6 +109,7 @@ def run(args) -> int:
             world = compile_mesh(args.mesh, res, args.margin, progress=tick)
             triangles = f"{world.sidecar.get('triangles', 0):,}"
         seconds = time.perf_counter() - t0
+    world = with_sample_convention(world, args.sample)
     save_world(world, out)
     dense = 4 * res**3
     table = Table(title=escape(f"compiled {out}"))
@@ -106,7 +120,8 @@ def run(args) -> int:
         ("triangles", triangles),
         ("resolution", str(res)),
         ("voxel size (m)", f"{world.voxel_size:.4g}"),
-        ("cube min (m)", ", ".join(f"{x:.3f}" for x in world.bmin)),
+        ("cube min (m)", ", ".join(f"{x:.4f}" for x in world.bmin)),
+        ("samples at", "voxel corners" if args.sample == "corner" else "voxel centres"),
         ("nodes (64-bit words)", f"{world.node_count:,}"),
         ("bytes", f"{world.nbytes:,}"),
         ("dense float32 grid bytes", f"{dense:,}"),

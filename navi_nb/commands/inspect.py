@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+_SAMPLES = {
+    "corner": "voxel corners (bmin + i * voxel)",
+    "centre": "voxel centres (bmin + (i + 1/2) * voxel)",
+}
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("file", metavar="FILE", help="a .gmdag file")
@@ -42,6 +47,7 @@ def run(args) -> int:
         ("bmin (m)", ", ".join(f"{x:.4f}" for x in world.bmin)),
         ("bmax (m)", ", ".join(f"{x:.4f}" for x in world.bmax)),
         ("voxel size (m)", f"{world.voxel_size:.6g}"),
+        ("samples at", _SAMPLES.get(world.sidecar.get("sample"), "voxel centres")),
         ("node_count (words)", f"{world.node_count:,}"),
         ("file bytes", f"{world.nbytes:,}"),
         ("ratio to dense float32", f"{4 * res**3 / world.nbytes:,.1f}x"),

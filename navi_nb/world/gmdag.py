@@ -511,8 +511,48 @@ def check_sidecar(data, source="<sidecar>") -> dict:
     return data
 
 
-def save_world(world: World, path, sidecar=True) -> Path:
-    """Write `world` as exact v1 bytes and its sidecar JSON (which always names the sample convention)."""
+SAMPLE_POSITION = {"centre": 0.5, "corner": 0.0}
+"""Where voxel ``i``'s sample lies, in voxels from ``bmin + i * voxel``."""
+
+
+def with_sample_convention(world: World, sample: str) -> World:
+    """The same field written in convention ``sample``: the same node words with ``bmin``
+    moved so that every leaf's sample stays where it is (a centre-sampled world written
+    corner-sampled has ``bmin + voxel / 2``). ``world`` itself when it is in that convention
+    already."""
+    if sample not in SAMPLE_CONVENTIONS:
+        raise GmdagError(
+            world.source, f"sample convention must be one of {', '.join(SAMPLE_CONVENTIONS)}, got {sample!r}"
+        )
+    side = world.sidecar if isinstance(world.sidecar, dict) else {}
+    have = side.get("sample", "centre")
+    if have == sample:
+        return world
+    shift = (SAMPLE_POSITION[have] - SAMPLE_POSITION[sample]) * float(np.float32(world.voxel_size))
+    bmin = (np.asarray(world.bmin, np.float32).astype(np.float64) + shift).astype(np.float32)
+    out = World(
+        resolution=world.resolution,
+        bmin=bmin,
+        voxel_size=world.voxel_size,
+        nodes=world.nodes,
+        version=world.version,
+        source=world.source,
+        deep_checked=world.deep_checked,
+    )
+    out.sidecar = dict(side)
+    out.sidecar["sample"] = sample
+    return out
+
+
+def save_world(world: World, path, sidecar=True, sample=None) -> Path:
+    """Write `world` as exact v1 bytes and its sidecar JSON (which always names the sample convention).
+
+    ``sample`` (``"corner"`` or ``"centre"``; None: the world's own) writes the file in that
+    convention (:func:`with_sample_convention`: the same node words, ``bmin`` moved by half a
+    voxel). Without a sidecar, readers take a file for corner-sampled.
+    """
+    if sample is not None:
+        world = with_sample_convention(world, sample)
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:
