@@ -88,6 +88,38 @@ def test_packed_once_identical_worlds_shared_and_sizes():
     assert all(np.array_equal(x, y) for x, y in zip(distance(worlds[0], pts), distance(fresh, pts)))
 
 
+def test_equal_subtrees_of_different_worlds_are_stored_once():
+    from navi_nb.world.compiler import compile_scene
+    from navi_nb.world.layout import decode_layout
+
+    worlds = [compile_scene("house", 32, seed) for seed in (0, 1, 2)]
+    ws = WorldSet(worlds)
+    p = ws.packed
+    alone = [decode_layout(w, 1.0 / float(np.float32(w.voxel_size)), top_depth=5) for w in worlds]
+    rows = p.child.reshape(-1, 8)
+    # one pool: every row and every leaf distinct, fewer than the worlds hold between them
+    assert np.unique(rows, axis=0).shape[0] == rows.shape[0]
+    leaves = np.stack([p.leaf_dist.view(np.int64), p.leaf_sem.astype(np.int64)], axis=1)
+    assert np.unique(leaves, axis=0).shape[0] == leaves.shape[0]
+    assert rows.shape[0] < sum(lay.child.shape[0] // 8 for lay in alone)
+    assert p.leaf_dist.shape[0] < sum(lay.leaf_dist.shape[0] for lay in alone)
+    assert p.nbytes == int(ws.nbytes_per_world().sum()) + ws.constant_nbytes()
+    assert p.nbytes < sum(lay.nbytes for lay in alone)
+    # each world finds its own cells and values in the pool: the same traces and distances as alone
+    rng = np.random.default_rng(7)
+    wi = np.array([0, 1, 2, 2, 1, 0], np.int32)
+    origins = np.concatenate([worlds[w].spawn_points[:1] for w in wi]).astype(np.float32)
+    yaws = rng.uniform(-np.pi, np.pi, len(wi)).astype(np.float32)
+    batch = trace(ws, origins, yaws, Sensor(24, 6), 12.0, world_index=wi)
+    pts = rng.uniform(worlds[0].bmin, worlds[0].bmax, (300, 3))
+    for w, world in enumerate(worlds):
+        rows_w = np.flatnonzero(wi == w)
+        fresh = compile_scene("house", 32, (0, 1, 2)[w])
+        single = trace(fresh, origins[rows_w], yaws[rows_w], Sensor(24, 6), 12.0)
+        assert all(np.array_equal(x, y[rows_w]) for x, y in zip(single, batch))
+        assert all(np.array_equal(x, y) for x, y in zip(distance(world, pts), distance(fresh, pts)))
+
+
 def test_bad_input_is_refused():
     worlds = _worlds()
     with pytest.raises(WorldSetError):

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 """Bump when ``layout.decode_layout`` or the packing changes what the arrays hold."""
 MAGIC = b"NAVILAY1"
 ALIGN = 64
-ARRAY_NAMES = ("child", "leaf_dist", "leaf_sem", "top_code", "top_level", "iparams", "distinct")
+ARRAY_NAMES = ("child", "leaf_dist", "leaf_sem", "top_code", "top_level", "iparams", "distinct", "added")
 
 
 def default_layout_dir() -> Path:
