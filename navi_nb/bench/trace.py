@@ -58,7 +58,8 @@ def add_arguments(parser):
         "--worlds",
         type=int,
         default=0,
-        help="instead: N actors over N worlds (house:0..N-1 at 128) vs N actors in one world (default 0: off)",
+        help="instead: N actors over N worlds (house:0..N-1 at 128) vs N actors in one world, the same rays "
+        "(default 0: off)",
     )
 
 
@@ -517,11 +518,23 @@ def _interest(world):
     return world.bmin.astype(np.float64), world.bmax.astype(np.float64)
 
 
+def world_grid_rays(worlds, per_world, seed):
+    """``per_world`` seeded free-space poses in each world: origins (W, per_world, 3), yaws (W, per_world)."""
+    rng = np.random.default_rng(seed)
+    origins = np.empty((len(worlds), per_world, 3), np.float32)
+    for k, w in enumerate(worlds):
+        lo, hi = _interest(w)
+        origins[k] = free_positions(w, lo, hi, per_world, seed + k)
+    return origins, rng.uniform(-math.pi, math.pi, (len(worlds), per_world)).astype(np.float32)
+
+
 def run_world_set(args) -> dict:
-    """``--worlds N``: N actors, actor k in world k of house:0..N-1 (compiled at 128, from the
-    cache), against N actors in world 0 alone (same sensor, same thread count, poses free in
-    each actor's world). Rays per second (median of ``--repeat`` calls, interleaved) and the
-    packed memory per world."""
+    """``--worlds N``: the same N x N rays traced two ways. Spread: N calls of N actors, actor k
+    in world k of house:0..N-1 (compiled at 128, from the cache), all in one world set. Alone:
+    N calls of N actors in one world, world k by itself (its own set of one). Pose j of world k
+    is traced in spread call j and in world k's call, so both trace exactly the same rays (and
+    give the same bits: checked). Rays per second over a round of all calls (median of
+    ``--repeat`` rounds, the two ways interleaved call by call) and the packed memory per world."""
     import numba
     from rich.console import Console
     from rich.table import Table
@@ -537,31 +550,46 @@ def run_world_set(args) -> dict:
     n = int(args.worlds)
     items = parse_spec(f"house:0-{n - 1}")
     worlds = load_worlds(items, WORLD_SET_RESOLUTION)
-    one = WorldSet.of(worlds[0])
-    _ = one.packed  # the single world's own layout (default dense table), packed before the set repacks it
+    alone = [WorldSet.of(w) for w in worlds]
+    for one in alone:
+        _ = one.packed  # each world's own layout (default dense table), packed before the set repacks it
+    one = alone[0]
     many = WorldSet(worlds, items=items)
     sensor = Sensor(args.az, args.el)
-    o_many, y_many = world_set_rays(many, n, args.seed)
-    o_one, y_one = world_set_rays(one, n, args.seed)
-    wi_many = (np.arange(n) % n).astype(np.int32)
+    origins, yaws = world_grid_rays(worlds, n, args.seed)  # (world k, pose j)
+    wi_many = np.arange(n, dtype=np.int32)
     tr_many = Tracer(many, sensor, args.max_distance, max_actors=n)
-    tr_one = Tracer(one, sensor, args.max_distance, max_actors=n)
+    tr_alone = [Tracer(a, sensor, args.max_distance, max_actors=n) for a in alone]
     threads = [int(t) for t in str(args.threads).split(",") if t.strip()]
     info = machine_info()
-    rays = n * sensor.n_rays
+    rays = n * n * sensor.n_rays
+    # the same rays give the same bits either way (world 0's poses, and every world's pose 0); warms both
+    first = tr_alone[0].trace(origins[0], yaws[0])[0].copy()
+    spread0 = None
+    for j in range(n):
+        d = tr_many.trace(origins[:, j], yaws[:, j], world_index=wi_many)[0]
+        if not np.array_equal(d[0], first[j]):
+            raise RuntimeError(f"world set and world alone disagree on {many.names[0]} pose {j}")
+        if j == 0:
+            spread0 = d.copy()
+    for k in range(n):
+        if not np.array_equal(tr_alone[k].trace(origins[k], yaws[k])[0][0], spread0[k]):
+            raise RuntimeError(f"world set and world alone disagree on {many.names[k]} pose 0")
     rows = []
     for t in threads:
         numba.set_num_threads(min(t, numba.config.NUMBA_NUM_THREADS))
-        tr_many.trace(o_many, y_many, world_index=wi_many)  # warm
-        tr_one.trace(o_one, y_one)
         times = {"one": [], "many": []}
-        for _ in range(max(1, args.repeat)):  # interleaved: a busy moment hits both alike
-            t0 = time.perf_counter()
-            tr_one.trace(o_one, y_one)
-            times["one"].append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            tr_many.trace(o_many, y_many, world_index=wi_many)
-            times["many"].append(time.perf_counter() - t0)
+        for _ in range(max(1, args.repeat)):
+            spent = {"one": 0.0, "many": 0.0}
+            for k in range(n):  # interleaved call by call: a busy moment hits both alike
+                t0 = time.perf_counter()
+                tr_alone[k].trace(origins[k], yaws[k])
+                spent["one"] += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                tr_many.trace(origins[:, k], yaws[:, k], world_index=wi_many)
+                spent["many"] += time.perf_counter() - t0
+            for key, v in spent.items():
+                times[key].append(v)
         rate = {k: rays / np.median(v) for k, v in times.items()}
         spread = {k: (rays / max(v), rays / min(v)) for k, v in times.items()}
         rows.append(
@@ -574,8 +602,8 @@ def run_world_set(args) -> dict:
                 "spread_many": spread["many"],
             }
         )
-    table = Table(title=f"{n} actors x {sensor.n_rays} rays: {n} worlds vs 1 world")
-    for col in ("threads", "1 world Mrays/s", f"{n} worlds Mrays/s", "ratio"):
+    table = Table(title=f"the same {n} x {n} x {sensor.n_rays} rays: {n} actors in {n} worlds vs in 1 world")
+    for col in ("threads", "1 world per call Mrays/s", f"{n} worlds per call Mrays/s", "ratio"):
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(

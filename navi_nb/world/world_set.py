@@ -214,7 +214,17 @@ def share_subtrees(layouts):
         pool_of[sel] = base + inv.reshape(-1)
         pooled.append(urows)
         base += urows.shape[0]
-    child = np.concatenate(pooled).astype(layouts[0].child.dtype).reshape(-1) if pooled else layouts[0].child[:0]
+    # number the pool in first-seen order (world by world, each in its breadth-first order): a world's
+    # nodes stay near each other, as in its own layout, instead of sorted by height across all worlds
+    first_row = np.full(base, rows.shape[0], np.int64)
+    np.minimum.at(first_row, pool_of, np.arange(rows.shape[0]))
+    renumber = np.empty(base, np.int64)
+    renumber[np.argsort(first_row, kind="stable")] = np.arange(base)
+    pool_rows = np.concatenate(pooled) if pooled else np.zeros((0, 8), np.int64)
+    pool_rows = pool_rows[np.argsort(renumber, kind="stable")]
+    pool_rows = np.where(pool_rows >= 0, renumber[np.where(pool_rows >= 0, pool_rows, 0)], pool_rows)
+    pool_of = renumber[pool_of]
+    child = pool_rows.astype(layouts[0].child.dtype).reshape(-1)
     # each layout's top table in pool codes
     top_codes = []
     for k, lay in enumerate(layouts):
