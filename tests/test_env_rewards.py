@@ -134,3 +134,49 @@ def test_episode_statistics_add_up():
         finished += int(done.sum())
         ret[done], length[done], contacts[done] = 0.0, 0, 0
     assert finished >= 16 * 2
+
+
+def _doorway_grid():
+    """A 10 x 10 m floor of 0.25 m cells, one layer high, split at x = 5.0..5.25 m by a wall whose
+    doorway spans z = 7.5..8.75 m."""
+    dims = np.array([40, 1, 40], np.int64)
+    reach = np.ones((40, 1, 40), bool)
+    reach[20, :, :] = False
+    reach[20, :, 30:35] = True
+    return reach.ravel(), dims, np.zeros(3), 0.25
+
+
+def test_shortest_path_through_a_doorway_against_the_taut_string():
+    from navi_nb.env.spawn import path_lengths
+
+    reach, dims, lo, cell = _doorway_grid()
+    s = np.array([[2.0, 0.125, 2.0], [2.0, 0.125, 2.0], [1.0, 0.125, 9.0], [2.0, 0.125, 2.0]])
+    g = np.array([[8.0, 0.125, 2.0], [4.0, 0.125, 6.0], [9.0, 0.125, 8.0], [8.0, 0.125, 20.0]])
+    length = path_lengths(reach, dims, lo, cell, s, g)
+    # round the wall: the taut string bends at the doorway's two near corners (5.0, 7.5) and (5.25, 7.5);
+    # the found path runs between cell centres, so it is a little longer (segments are checked every
+    # quarter cell, so one may clip a wall corner by less than that: not shorter than 99 %)
+    taut = math.hypot(3.0, 5.5) + 0.25 + math.hypot(2.75, 5.5)
+    assert 0.99 * taut <= length[0] <= 1.03 * taut, (length[0], taut)
+    straight = np.linalg.norm(g - s, axis=1)
+    # in sight: the straight line itself
+    np.testing.assert_allclose(length[1], straight[1], rtol=1e-12)
+    # through the doorway in a straight line (z 9 -> 8 crosses x = 5 at z 8.5, inside the opening)
+    np.testing.assert_allclose(length[2], straight[2], rtol=1e-12)
+    # a goal outside the grid: the straight line
+    np.testing.assert_allclose(length[3], straight[3], rtol=1e-12)
+
+
+def test_spl_divides_by_the_shortest_path_in_a_world_with_walls():
+    """In the house, every episode's SPL distance is at least the straight line, equal to it when
+    the goal is in sight of the spawn, and longer for some goals behind walls."""
+    env = make_env("house", n=32)
+    env.reset(seed=3)
+    straight = np.linalg.norm(env._goal.astype(np.float64) - env._pos.astype(np.float64), axis=1)
+    l = env.get_state()["start_dist"]
+    assert np.all(l >= straight - 1e-9)
+    assert np.any(l > straight + 0.5)  # some goal lies behind a wall
+    assert np.any(np.abs(l - straight) < 1e-9)  # and some in sight
+    sp = env._spawner
+    again = sp.path_lengths(env._pos, env._goal)
+    assert np.array_equal(again, l)  # a pure function of the spawn and the goal

@@ -20,7 +20,7 @@ at every (re)set by ``EnvConfig.world_schedule`` as a function of (seed,
 actor, episode number) only, so it does not depend on thread counts or on
 which other actors reset in the same step. A single World is the set of one
 (every actor in world 0, no draws: bits as before). Spawns, goals,
-collision, the visit grid and SPL's straight-line distance are each actor's
+collision, the visit grid and SPL's shortest path are each actor's
 world's; ``info["episode"]["world"]`` names the world of each finished
 episode.
 """
@@ -303,7 +303,20 @@ class NavEnv:
             for k in np.unique(block_of):
                 self._sample_episodes(rows[block_of == k], self._rng_spawn[k], self._rng_goal[k])
         start_episodes(*self._start_args(rows))
+        if self.task == "pointgoal":
+            self._start_shortest_paths(rows)
         self._observe(rows)
+
+    def _start_shortest_paths(self, rows):
+        """SPL's distance for actors ``rows``: the shortest path from spawn to goal through their
+        world's reachable cells (``spawn.path_lengths``), world by world."""
+        if len(self.world_set) == 1:
+            self._start_dist[rows] = self._spawner.path_lengths(self._pos[rows], self._goal[rows])
+            return
+        wi = self._world_index[rows]
+        for w in np.unique(wi):
+            sub = rows[wi == w]
+            self._start_dist[sub] = self._spawners[w].path_lengths(self._pos[sub], self._goal[sub])
 
     def _start_args(self, rows):
         return (

@@ -100,6 +100,198 @@ def _largest_component(free):
     return labels, best
 
 
+@njit(cache=True)
+def _segment_free(reach, dims, lo, cell, ax, ay, az, bx, by, bz):
+    """Every point of segment a-b, sampled every quarter cell, lies in a reachable cell."""
+    dx = bx - ax
+    dy = by - ay
+    dz = bz - az
+    steps = int(np.sqrt(dx * dx + dy * dy + dz * dz) / (0.25 * cell)) + 1
+    for k in range(steps + 1):
+        t = k / steps
+        ix = int(np.floor((ax + t * dx - lo[0]) / cell))
+        iy = int(np.floor((ay + t * dy - lo[1]) / cell))
+        iz = int(np.floor((az + t * dz - lo[2]) / cell))
+        if ix < 0 or iy < 0 or iz < 0 or ix >= dims[0] or iy >= dims[1] or iz >= dims[2]:
+            return False
+        if not reach[(ix * dims[1] + iy) * dims[2] + iz]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _heap_push(heap_f, heap_c, where, size, f, c):
+    """Insert cell ``c`` with key ``f`` (or lower its key) in the indexed min-heap; returns the size.
+    Ties go to the lower cell index, so the search does not depend on anything but its inputs."""
+    i = where[c]
+    if i < 0:
+        i = size
+        size += 1
+    heap_f[i] = f
+    heap_c[i] = c
+    where[c] = i
+    while i > 0:
+        p = (i - 1) >> 1
+        if heap_f[p] < heap_f[i] or (heap_f[p] == heap_f[i] and heap_c[p] < heap_c[i]):
+            break
+        heap_f[i], heap_f[p] = heap_f[p], heap_f[i]
+        heap_c[i], heap_c[p] = heap_c[p], heap_c[i]
+        where[heap_c[i]] = i
+        where[heap_c[p]] = p
+        i = p
+    return size
+
+
+@njit(cache=True)
+def _heap_pop(heap_f, heap_c, where, size):
+    """Remove the heap's minimum; returns (cell, new size)."""
+    top = heap_c[0]
+    where[top] = -2  # closed
+    size -= 1
+    if size > 0:
+        heap_f[0] = heap_f[size]
+        heap_c[0] = heap_c[size]
+        where[heap_c[0]] = 0
+        i = 0
+        while True:
+            a = 2 * i + 1
+            if a >= size:
+                break
+            b = a + 1
+            m = a
+            if b < size and (heap_f[b] < heap_f[a] or (heap_f[b] == heap_f[a] and heap_c[b] < heap_c[a])):
+                m = b
+            if heap_f[i] < heap_f[m] or (heap_f[i] == heap_f[m] and heap_c[i] < heap_c[m]):
+                break
+            heap_f[i], heap_f[m] = heap_f[m], heap_f[i]
+            heap_c[i], heap_c[m] = heap_c[m], heap_c[i]
+            where[heap_c[i]] = i
+            where[heap_c[m]] = m
+            i = m
+    return top, size
+
+
+@njit(cache=True)
+def path_lengths(reach, dims, lo, cell, starts, goals):
+    """Shortest path length (metres) from each start to its goal through the reachable cells.
+
+    A* over the cells' 26 neighbours (edges between cell centres, heuristic the straight
+    distance), then the cell path pulled taut: from each point, on to the last of the following
+    path points that a straight segment through reachable cells still reaches (start and goal
+    themselves are the path's ends). A pair whose start or goal is not in a reachable cell, or
+    that no path joins, gets the straight distance. Never below the straight distance.
+    """
+    nx, ny, nz = dims[0], dims[1], dims[2]
+    n_cells = nx * ny * nz
+    out = np.empty(starts.shape[0], np.float64)
+    cost = np.empty(n_cells, np.float64)
+    parent = np.empty(n_cells, np.int64)
+    where = np.empty(n_cells, np.int64)
+    seen = np.zeros(n_cells, np.int64)  # a cell's cost and heap slot hold for pair q only when seen == q + 1
+    heap_f = np.empty(n_cells, np.float64)
+    heap_c = np.empty(n_cells, np.int64)
+    path = np.empty(n_cells + 2, np.int64)
+    px = np.empty(n_cells + 2, np.float64)
+    py = np.empty(n_cells + 2, np.float64)
+    pz = np.empty(n_cells + 2, np.float64)
+    for q in range(starts.shape[0]):
+        sx, sy, sz = np.float64(starts[q, 0]), np.float64(starts[q, 1]), np.float64(starts[q, 2])
+        gx, gy, gz = np.float64(goals[q, 0]), np.float64(goals[q, 1]), np.float64(goals[q, 2])
+        straight = np.sqrt((gx - sx) ** 2 + (gy - sy) ** 2 + (gz - sz) ** 2)
+        out[q] = straight
+        si = np.floor((np.array([sx, sy, sz]) - lo) / cell)
+        gi = np.floor((np.array([gx, gy, gz]) - lo) / cell)
+        inside = True
+        for a in range(3):
+            if si[a] < 0 or gi[a] < 0 or si[a] >= dims[a] or gi[a] >= dims[a]:
+                inside = False
+        if not inside:
+            continue
+        s_cell = (int(si[0]) * ny + int(si[1])) * nz + int(si[2])
+        g_cell = (int(gi[0]) * ny + int(gi[1])) * nz + int(gi[2])
+        if not (reach[s_cell] and reach[g_cell]):
+            continue
+        if _segment_free(reach, dims, lo, cell, sx, sy, sz, gx, gy, gz):
+            continue  # in sight: the straight line is the path
+        tag = q + 1
+        seen[s_cell] = tag
+        where[s_cell] = -1
+        cost[s_cell] = 0.0
+        parent[s_cell] = -1
+        tx, ty, tz = int(gi[0]), int(gi[1]), int(gi[2])
+        size = _heap_push(heap_f, heap_c, where, 0, 0.0, s_cell)
+        found = False
+        while size > 0:
+            c, size = _heap_pop(heap_f, heap_c, where, size)
+            if c == g_cell:
+                found = True
+                break
+            iz = c % nz
+            iy = (c // nz) % ny
+            ix = c // (ny * nz)
+            for ox in range(-1, 2):
+                jx = ix + ox
+                if jx < 0 or jx >= nx:
+                    continue
+                for oy in range(-1, 2):
+                    jy = iy + oy
+                    if jy < 0 or jy >= ny:
+                        continue
+                    for oz in range(-1, 2):
+                        jz = iz + oz
+                        if jz < 0 or jz >= nz or (ox == 0 and oy == 0 and oz == 0):
+                            continue
+                        n = (jx * ny + jy) * nz + jz
+                        if not reach[n]:
+                            continue
+                        if seen[n] != tag:
+                            seen[n] = tag
+                            cost[n] = np.inf
+                            where[n] = -1
+                        elif where[n] == -2:
+                            continue
+                        g = cost[c] + cell * np.sqrt(ox * ox + oy * oy + oz * oz)
+                        if g < cost[n]:
+                            cost[n] = g
+                            parent[n] = c
+                            h = cell * np.sqrt((jx - tx) ** 2 + (jy - ty) ** 2 + (jz - tz) ** 2)
+                            size = _heap_push(heap_f, heap_c, where, size, g + h, n)
+        if not found:
+            continue
+        # the cell path, start to goal: start point, the centres in between, goal point
+        k = 0
+        c = g_cell
+        while c >= 0:
+            path[k] = c
+            k += 1
+            c = parent[c]
+        m = 0
+        px[m], py[m], pz[m] = sx, sy, sz
+        m += 1
+        for j in range(k - 2, 0, -1):  # skip the start's and the goal's own cells
+            c = path[j]
+            px[m] = lo[0] + (c // (ny * nz) + 0.5) * cell
+            py[m] = lo[1] + ((c // nz) % ny + 0.5) * cell
+            pz[m] = lo[2] + (c % nz + 0.5) * cell
+            m += 1
+        px[m], py[m], pz[m] = gx, gy, gz
+        m += 1
+        # pulled taut
+        length = 0.0
+        i = 0
+        while i < m - 1:
+            j = i + 1
+            while j + 1 < m and _segment_free(
+                reach, dims, lo, cell, px[i], py[i], pz[i], px[j + 1], py[j + 1], pz[j + 1]
+            ):
+                j += 1
+            length += np.sqrt((px[j] - px[i]) ** 2 + (py[j] - py[i]) ** 2 + (pz[j] - pz[i]) ** 2)
+            i = j
+        if length > straight:
+            out[q] = length
+    return out
+
+
 class SpawnSampler:
     """The pool of reachable free-space points and the batched samplers."""
 
@@ -141,6 +333,7 @@ class SpawnSampler:
             labels, best = _largest_component(free)
             reach = (labels == best) & (best > 0)
         self.pool = centres[reach]
+        self.reach = np.ascontiguousarray(reach.ravel())  # (X*Y*Z,) bool: the pool's cells (path_lengths)
         if self.pool.shape[0] == 0:
             raise EnvConfigError(
                 f"spawn: no free space with clearance {radius + margin + 0.5 * cell:.3g} m "
@@ -151,7 +344,14 @@ class SpawnSampler:
 
     @property
     def nbytes(self) -> int:
-        return int(self.pool.nbytes + self.spawn_points.nbytes)
+        return int(self.pool.nbytes + self.spawn_points.nbytes + self.reach.nbytes)
+
+    def path_lengths(self, starts, goals) -> np.ndarray:
+        """(n,) float64 metres: the shortest path from each start to its goal through the pool's
+        cells (:func:`path_lengths`), the distance SPL divides by."""
+        starts = np.ascontiguousarray(starts, np.float64).reshape(-1, 3)
+        goals = np.ascontiguousarray(goals, np.float64).reshape(-1, 3)
+        return path_lengths(self.reach, self.dims, self.lo, float(self.cell), starts, goals)
 
     def sample_spawns(self, rng: np.random.Generator, n: int):
         """(n,3) float32 positions and (n,) float32 yaws."""

@@ -19,9 +19,12 @@ explore
 
 Either task is truncated when the episode reaches ``max_steps`` steps without
 terminating. Per episode the environment reports return, length, success,
-SPL (``success * l / max(p, l)``, l the spawn-to-goal straight-line
-distance, p the path length travelled), coverage (fraction of the reachable
-visit-grid cells visited) and collisions (steps with a contact).
+SPL (``success * l / max(p, l)``, p the path length travelled, l the
+shortest path from spawn to goal through the world's reachable cells,
+``spawn.path_lengths``: the geodesic distance of Anderson et al.'s
+definition, which is the straight-line distance when the goal is in sight),
+coverage (fraction of the reachable visit-grid cells visited) and collisions
+(steps with a contact).
 """
 
 from __future__ import annotations
