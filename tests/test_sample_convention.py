@@ -106,8 +106,8 @@ def test_file_without_navi_nb_key_reads_corner_sampled(corner_file):
     # trough near a surface is refined from points about a voxel out, so rays that meet the
     # sphere at shallow angles (cosine below 0.2) are the ones more than a voxel off
     assert abs(np.median(err)) <= 0.1, np.median(err)
-    assert np.mean(np.abs(err) <= 1.0) >= 0.95, np.mean(np.abs(err) <= 1.0)
-    assert np.mean(np.abs(err) <= 2.0) >= 0.98, np.mean(np.abs(err) <= 2.0)
+    assert np.mean(np.abs(err) <= 1.0) >= 0.97, np.mean(np.abs(err) <= 1.0)
+    assert np.mean(np.abs(err) <= 2.0) >= 0.99, np.mean(np.abs(err) <= 2.0)
 
 
 def test_unsigned_refinement_backs_off_from_the_trough(corner_file):
@@ -136,7 +136,7 @@ def test_signed_corner_file_is_exact_to_a_voxel(signed_corner_file):
 def test_reading_corner_files_at_centres_is_half_a_voxel_off(corner_file, signed_corner_file):
     """The same files read as centre-sampled (what reading other writers' files at centres did):
     the sphere moves by half a voxel along the diagonal, depths are off by about half a voxel."""
-    for path, right_within_1 in ((corner_file, 0.87), (signed_corner_file, 0.97)):
+    for path, right_within_1 in ((corner_file, 0.97), (signed_corner_file, 0.97)):
         world = gmdag.load_world(path)
         world.sidecar["sample"] = "centre"
         err = _errors(world)

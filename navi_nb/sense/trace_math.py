@@ -170,10 +170,13 @@ def refine_hit(
     the field is exact there), evaluates B where the straight extrapolation
     from A gives UNSIGNED_NEAR, takes the slope's change from A to B as the
     field's bend along the ray, and puts the hit at the nearer root of that
-    parabola from B (straight from A when B is in the trough already). The
-    hit stands when the field there is below UNSIGNED_LANDING (it says
-    nothing about the side). A ray not approaching the surface (slope above
-    -MIN_SLOPE) or with no room to back off keeps ``t_hit``.
+    parabola from B (straight from B when it turns back before zero, from A
+    when B is in the trough already). Slopes there are taken along the
+    gradient rescaled to unit length (a pruned octant's lower bound in the
+    interpolation shortens it). The hit stands when the field there is below
+    UNSIGNED_LANDING (it says nothing about the side). A ray not approaching
+    the surface (slope above -MIN_SLOPE) or with no room to back off keeps
+    ``t_hit``.
 
     :func:`field_at` is called from one place (the top of the loop): the CPU
     build inlines it, and every extra call site would be another copy of it
@@ -192,6 +195,12 @@ def refine_hit(
             child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx, oy + t * dy, oz + t * dz
         )
         slope = gx * dx + gy * dy + gz * dz
+        if phase != SIGNED_NEWTON:
+            # a distance field's gradient has unit length; where the interpolation reads a pruned
+            # octant's lower bound it comes out shorter, its direction still right: rescale it
+            glen = math.sqrt(gx * gx + gy * gy + gz * gz)
+            if glen > 0.3:
+                slope = slope / glen
         if phase == UNSIGNED_BACK:  # find A: a point where the field is exact (no trough)
             if f < UNSIGNED_BACKOFF:
                 if n_back == MAX_BACKOFF or t <= t_min:
@@ -230,8 +239,8 @@ def refine_hit(
                 if bend < -top:
                     bend = -top
             disc = slope * slope - 2.0 * bend * f
-            if disc < 0.0:
-                return t_hit, False  # the bent field turns back before reaching zero: a graze
+            if disc < 0.0:  # the parabola turns back before zero (a bend overestimated on a shallow ray)
+                disc = slope * slope  # the hit stands: extrapolate straight from B
             t = t + 2.0 * f / (-slope + math.sqrt(disc))  # the nearer root of f + slope x + bend x^2 / 2
             if t < t_lo or t > t_hi:
                 return t_hit, False
