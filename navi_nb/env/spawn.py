@@ -120,6 +120,20 @@ def _segment_free(reach, dims, lo, cell, ax, ay, az, bx, by, bz):
 
 
 @njit(cache=True)
+def _heap_before(heap_f, heap_c, a, b):
+    """Heap slot ``a`` orders before slot ``b``: the smaller key, ties to the lower cell index."""
+    return heap_f[a] < heap_f[b] or (heap_f[a] == heap_f[b] and heap_c[a] < heap_c[b])
+
+
+@njit(cache=True)
+def _heap_swap(heap_f, heap_c, where, a, b):
+    heap_f[a], heap_f[b] = heap_f[b], heap_f[a]
+    heap_c[a], heap_c[b] = heap_c[b], heap_c[a]
+    where[heap_c[a]] = a
+    where[heap_c[b]] = b
+
+
+@njit(cache=True)
 def _heap_push(heap_f, heap_c, where, size, f, c):
     """Insert cell ``c`` with key ``f`` (or lower its key) in the indexed min-heap; returns the size.
     Ties go to the lower cell index, so the search does not depend on anything but its inputs."""
@@ -132,12 +146,9 @@ def _heap_push(heap_f, heap_c, where, size, f, c):
     where[c] = i
     while i > 0:
         p = (i - 1) >> 1
-        if heap_f[p] < heap_f[i] or (heap_f[p] == heap_f[i] and heap_c[p] < heap_c[i]):
+        if _heap_before(heap_f, heap_c, p, i):
             break
-        heap_f[i], heap_f[p] = heap_f[p], heap_f[i]
-        heap_c[i], heap_c[p] = heap_c[p], heap_c[i]
-        where[heap_c[i]] = i
-        where[heap_c[p]] = p
+        _heap_swap(heap_f, heap_c, where, i, p)
         i = p
     return size
 
@@ -159,14 +170,11 @@ def _heap_pop(heap_f, heap_c, where, size):
                 break
             b = a + 1
             m = a
-            if b < size and (heap_f[b] < heap_f[a] or (heap_f[b] == heap_f[a] and heap_c[b] < heap_c[a])):
+            if b < size and _heap_before(heap_f, heap_c, b, a):
                 m = b
-            if heap_f[i] < heap_f[m] or (heap_f[i] == heap_f[m] and heap_c[i] < heap_c[m]):
+            if _heap_before(heap_f, heap_c, i, m):
                 break
-            heap_f[i], heap_f[m] = heap_f[m], heap_f[i]
-            heap_c[i], heap_c[m] = heap_c[m], heap_c[i]
-            where[heap_c[i]] = i
-            where[heap_c[m]] = m
+            _heap_swap(heap_f, heap_c, where, i, m)
             i = m
     return top, size
 
