@@ -40,8 +40,15 @@ sys.path.insert(0, str(ROOT))
 HEADLINE = ROOT / "docs" / "headline.json"
 DOCS = ("README.md", "CONTRIBUTING.md", "docs/TRAINING.md", "docs/PERFORMANCE.md")
 MARKER = re.compile(r"<!-- fig:([\w.]+) -->(.*?)<!-- /fig -->")
-README_TRAIN = "navi-nb train --name house-quickstart"
-QUICKSTART_COMMAND = f'python3 -m venv .venv && .venv/bin/pip install -e ".[image]" && .venv/bin/{README_TRAIN}'
+INSTALL = 'python3 -m venv .venv && .venv/bin/pip install -e ".[image]"'
+DEFAULTS_TRAIN = "navi-nb train --name house-quickstart"
+DEFAULTS_COMMAND = f"{INSTALL} && .venv/bin/{DEFAULTS_TRAIN}"
+"""The defaults in one house, as docs/PERFORMANCE.md gives it (the ``quickstart.*`` figures)."""
+CORPUS_TRAIN = "navi-nb train --scenes house:0-199 --sensor-az 32 --sensor-el 8 --total-steps 6000000 --name houses"
+CORPUS_TRAIN += " --eval-episodes 0"
+CORPUS_EVAL = "navi-nb eval runs/houses --scenes house:1000000-1000099 --episodes 200"
+QUICKSTART_COMMAND = f"{INSTALL} && .venv/bin/{CORPUS_TRAIN} && .venv/bin/{CORPUS_EVAL}"
+"""The README's quick start: train over 200 houses, evaluate in 100 held-out ones (the ``corpus.*`` figures)."""
 
 
 class HeadlineError(Exception):
@@ -109,8 +116,8 @@ FIGURES = {
     "quickstart.actor_steps_per_s": ("whole", "actor-steps per second over the training updates"),
     "quickstart.shards": ("whole", "shard count at the end of training"),
     "quickstart.first_tick": ("seconds1", "time to first tick, cold start"),
-    "quickstart.wall": ("minutes", "wall time of the README's command, install to evaluation table"),
-    "heldout.success": ("percent", "the quick start's policy on 100 held-out houses: success rate"),
+    "quickstart.wall": ("minutes", "wall time of the defaults' command (one house), install to evaluation table"),
+    "heldout.success": ("percent", "the defaults' single-house policy on 100 held-out houses: success rate"),
     "heldout.success_ci": ("percent_range", "its 95 % Wilson interval"),
     "heldout.spl": ("two", "mean SPL"),
     "heldout.spl_ci": ("two_range", "its 95 % bootstrap interval"),
@@ -118,7 +125,7 @@ FIGURES = {
     "heldout.final_distance_ci": ("two_range", "its 95 % bootstrap interval"),
     "heldout.length": ("sig3", "mean episode length, steps"),
     "heldout.collisions": ("sig3", "mean collisions per episode"),
-    "corpus.success": ("percent", "a policy trained over 200 houses, on 100 held-out houses: success rate"),
+    "corpus.success": ("percent", "the quick start over 200 houses, on 100 held-out ones: success rate"),
     "corpus.success_ci": ("percent_range", "its 95 % Wilson interval"),
     "corpus.spl": ("two", "mean SPL"),
     "corpus.spl_ci": ("two_range", "its 95 % bootstrap interval"),
@@ -129,6 +136,7 @@ FIGURES = {
     "corpus.actor_steps": ("whole", "actor-steps trained"),
     "corpus.train_time": ("minutes", "training wall time (the run's last metrics row)"),
     "corpus.actor_steps_per_s": ("whole", "actor-steps per second over the whole training"),
+    "corpus.wall": ("minutes", "wall time of the README's quick start command, install to held-out evaluation"),
 }
 
 
@@ -210,8 +218,8 @@ def quickstart(run, wall_s):
         "from": f"run folder {run.name}: config.json, run.json, eval.json",
         "date": config.get("created"),
         "finished": last.get("finished"),
-        # the README's whole command when the run is its quick start, else the train command of its settings
-        "commands": [QUICKSTART_COMMAND if command == README_TRAIN else command],
+        # the whole command of docs/PERFORMANCE.md when the run is the defaults', else the train command
+        "commands": [DEFAULTS_COMMAND if command == DEFAULTS_TRAIN else command],
         "machine": machine_line(last),
         "segments": len(segments),
         "evaluation": {"episodes": ev.get("episodes"), "seed": ev.get("seed"), "scenes": ev.get("scenes")},
@@ -264,8 +272,9 @@ def heldout(path, run_name, machine):
     return eval_figures("heldout", res, path), source
 
 
-def corpus(run, path):
-    """A run over a corpus of worlds (its config and last metrics row) and its held-out evaluation."""
+def corpus(run, path, wall_s):
+    """A run over a corpus of worlds (its config and last metrics row), its held-out evaluation and the wall
+    time of the command that trained and evaluated it."""
     run = Path(run)
     config = read_json(run / "config.json", "the run's config")
     try:
@@ -284,16 +293,18 @@ def corpus(run, path):
         "corpus.actor_steps": figure("corpus.actor_steps", steps),
         "corpus.train_time": figure("corpus.train_time", seconds),
         "corpus.actor_steps_per_s": figure("corpus.actor_steps_per_s", steps / seconds),
+        "corpus.wall": figure("corpus.wall", wall_s),
     }
     from navi_nb.cores import cpu_model
 
+    commands = [
+        train_command(config.get("config"), run / "config.json"),
+        f"navi-nb eval runs/{run.name} --scenes {res.get('scenes')} --episodes {res.get('episodes')}",
+    ]
     source = {
         "from": f"run folder {run.name}: config.json, metrics.jsonl; {Path(path).name}: navi-nb eval of it",
         "date": config.get("created"),
-        "commands": [
-            train_command(config.get("config"), run / "config.json"),
-            f"navi-nb eval runs/{run.name} --scenes {res.get('scenes')} --episodes {res.get('episodes')}",
-        ],
+        "commands": commands if commands != [CORPUS_TRAIN, CORPUS_EVAL] else [QUICKSTART_COMMAND],
         "machine": f"{cpu_model()}; navi_nb {config.get('navi_nb_version', '?')}",
         "evaluation": {"episodes": res.get("episodes"), "seed": res.get("seed"), "scenes": res.get("scenes")},
     }
@@ -334,17 +345,17 @@ def rewrite(text, figures, where):
     return MARKER.sub(sub, text)
 
 
-def build(run, wall_s, held_out=None, old=None, corpus_run=None, corpus_held_out=None):
+def build(run, wall_s, held_out=None, old=None, corpus_run=None, corpus_held_out=None, corpus_wall_s=None):
     figs, source = quickstart(run, wall_s)
     sources = {"quickstart": source}
     if held_out is not None:
         hfigs, sources["heldout"] = heldout(held_out, Path(run).name, source["machine"])
     else:
         hfigs, sources["heldout"] = kept("heldout", old, "--held-out")
-    if (corpus_run is None) != (corpus_held_out is None):
-        raise HeadlineError("--corpus and --corpus-held-out go together")
+    if not (corpus_run is None) == (corpus_held_out is None) == (corpus_wall_s is None):
+        raise HeadlineError("--corpus, --corpus-held-out and --corpus-wall-s go together")
     if corpus_run is not None:
-        cfigs, sources["corpus"] = corpus(corpus_run, corpus_held_out)
+        cfigs, sources["corpus"] = corpus(corpus_run, corpus_held_out, corpus_wall_s)
     else:
         cfigs, sources["corpus"] = kept("corpus", old, "--corpus")
     return {"figures": {**figs, **hfigs, **cfigs}, "sources": sources}
@@ -364,13 +375,14 @@ def main(argv=None):
     p.add_argument("--held-out", metavar="FILE", help="JSON of the held-out evaluation (navi-nb eval ... --json)")
     p.add_argument("--corpus", metavar="RUN", help="a run trained over many worlds (navi-nb train --scenes ...)")
     p.add_argument("--corpus-held-out", metavar="FILE", help="JSON of that run's held-out evaluation")
+    p.add_argument("--corpus-wall-s", type=float, help="seconds of the README's quick start, install to eval")
     p.add_argument("--out", default=str(HEADLINE), help="headline JSON to write (default docs/headline.json)")
     p.add_argument("--docs", nargs="*", default=None, help="Markdown files to rewrite (default README and docs)")
     args = p.parse_args(argv)
     try:
         out = Path(args.out)
         old = read_json(out, "the headline figures") if out.is_file() else None
-        data = build(args.run, args.wall_s, args.held_out, old, args.corpus, args.corpus_held_out)
+        data = build(args.run, args.wall_s, args.held_out, old, args.corpus, args.corpus_held_out, args.corpus_wall_s)
         docs = [Path(d) for d in args.docs] if args.docs is not None else [ROOT / d for d in DOCS]
         new_texts = {d: rewrite(d.read_text(), data["figures"], d) for d in docs}  # all checked before writing
     except (HeadlineError, OSError) as exc:

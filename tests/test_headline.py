@@ -52,7 +52,9 @@ def test_every_marked_figure_is_headline_json():
             used.add(key)
     assert not problems, "\n".join(problems)
     assert used == set(figures), f"figures quoted nowhere: {sorted(set(figures) - used)}"
-    assert hf.QUICKSTART_COMMAND in (ROOT / "README.md").read_text()  # the command the figures name
+    assert hf.QUICKSTART_COMMAND in (ROOT / "README.md").read_text()  # the commands the figures name
+    assert hf.DEFAULTS_COMMAND in (ROOT / "docs" / "PERFORMANCE.md").read_text()
+    assert data["sources"]["corpus"]["commands"] == [hf.QUICKSTART_COMMAND]
     for name in ("quickstart", "heldout"):
         source = data["sources"][name]
         assert source["date"] and source["commands"] and source["machine"], name
@@ -86,7 +88,7 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     doc.write_text(original)
     out = tmp_path / "headline.json"
     argv = [str(run), "--wall-s", "75.4", "--held-out", str(held), "--out", str(out), "--docs", str(doc)]
-    argv += ["--corpus", str(run), "--corpus-held-out", str(held)]  # the tiny run stands in for a corpus run
+    argv += ["--corpus", str(run), "--corpus-held-out", str(held), "--corpus-wall-s", "541"]  # a stand-in corpus run
     assert hf.main(argv) == 0
 
     # independent answers: the per-episode values of the two evaluations and the run's record
@@ -111,6 +113,7 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     expect["corpus.actor_steps"] = "128"
     expect["corpus.actor_steps_per_s"] = f"{128 / last['time_s']:,.0f}"
+    expect["corpus.wall"] = "9 min 1 s"
     rows = dict(line.strip("| ").split(" | ") for line in doc.read_text().splitlines())
     data = json.loads(out.read_text())
     for key, text in expect.items():
@@ -137,7 +140,9 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{doc}:{len(hf.FIGURES) + 1}: marker fig:quickstart.nope" in err, err
     assert out.read_bytes() == before and "?" in doc.read_text()
-    assert hf.main(argv[:-2]) == 2  # --corpus without its evaluation
+    assert hf.main(argv[:-2]) == 2  # --corpus without its wall time
+    assert "go together" in capsys.readouterr().err
+    assert hf.main(argv[:-4]) == 2  # --corpus without its evaluation
     assert "go together" in capsys.readouterr().err
     assert hf.main([str(tmp_path), *argv[1:]]) == 2
     assert "config.json" in capsys.readouterr().err
