@@ -28,27 +28,39 @@ import os
 
 from rich.markup import escape
 
-TRAIN_KERNELS = (
-    "navi_nb.env.motion",
-    "navi_nb.env.observation",
-    "navi_nb.env.spawn",
-    "navi_nb.env.tasks",
-    "navi_nb.learn.adam",
-    "navi_nb.learn.blas",
-    "navi_nb.learn.blocks",
-    "navi_nb.learn.fused",
-    "navi_nb.learn.gae",
-    "navi_nb.learn.loss_reference",
-    "navi_nb.learn.mlp",
-    "navi_nb.sense.tracer",
-    "navi_nb.world.field",
-    "navi_nb.world.gmdag",
-    "navi_nb.world.layout",
-)
-"""The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache)."""
-COLD_COMPILE_S = 40
-"""Roughly the wall seconds compiling all of them takes on an idle 2-core x86 machine, with the warm-up's
-processes compiling side by side (about 65 CPU-seconds in all; Numba compiles on one thread)."""
+COLD_COMPILE_CPU_S = {
+    "navi_nb.sense.tracer": 24.6,  # with its refinement, compiled from sense/trace_math.py
+    "navi_nb.learn.fused": 16.4,
+    "navi_nb.world.field": 7.2,
+    "navi_nb.env.motion": 6.5,
+    "navi_nb.env.spawn": 3.3,
+    "navi_nb.env.tasks": 2.2,
+    "navi_nb.learn.mlp": 1.7,
+    "navi_nb.env.observation": 1.1,
+    "navi_nb.learn.gae": 0.8,
+    "navi_nb.world.layout": 0.7,
+    "navi_nb.learn.adam": 0.5,
+    "navi_nb.world.gmdag": 0.4,
+    "navi_nb.learn.blocks": 0.1,
+    "navi_nb.learn.loss_reference": 0.1,
+    "navi_nb.learn.blas": 0.1,
+}
+"""The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache), with the
+CPU-seconds of each one's cold compile in one process on an idle x86 core (Numba's compile events, a
+defaults run; about 67 in all)."""
+TRAIN_KERNELS = tuple(COLD_COMPILE_CPU_S)
+COLD_START_FIXED_S = 4.0
+"""What a cold first tick adds to the compiling: imports, the shard calibration."""
+
+
+def cold_compile_estimate(cold, cores: int) -> float:
+    """Wall seconds to compile the ``cold`` modules on an idle machine with ``cores`` cores: the warm-up
+    compiles in up to three processes side by side (``navi_nb.train.warmup``), and Numba compiles each
+    module on one thread, so the largest module bounds it from below."""
+    work = [COLD_COMPILE_CPU_S[name] for name in cold]
+    if not work:
+        return 0.0
+    return max(max(work), sum(work) / max(1, min(cores, 3))) + COLD_START_FIXED_S
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -84,11 +96,12 @@ def resolve_config(args):
 
 def announce_cold_kernels(console) -> bool:
     """Say once, before the first compile, that kernels are compiling and about how long it takes."""
+    from navi_nb.cores import allowed_cores
     from navi_nb.jit_cache import cold_sources
 
     cold = cold_sources(TRAIN_KERNELS)
     if cold:
-        seconds = COLD_COMPILE_S * len(cold) / len(TRAIN_KERNELS)
+        seconds = cold_compile_estimate(cold, allowed_cores().allowed)
         busy = os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else 0.0
         seconds *= max(1.0, busy)  # a busy machine shares its cores with the compile
         console.print(
