@@ -21,6 +21,8 @@ import math
 import os
 from pathlib import Path
 
+from navi_nb.files import write_atomic
+
 # name, TensorBoard namespace, description
 COLUMNS = [
     ("update", None, "PPO update number, 1-based"),
@@ -135,15 +137,6 @@ def _open_tensorboard(folder):
     return SummaryWriter(str(folder)), f"TensorBoard event files: {folder}"
 
 
-def _atomic_write_text(path: Path, text: str):
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", newline="") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def truncate_metrics(run_dir, update: int):
     """Keep only rows with ``update <= update`` (and drop a torn last line)."""
     run_dir = Path(run_dir)
@@ -165,7 +158,7 @@ def truncate_metrics(run_dir, update: int):
             if u > update:
                 break
             keep.append(line)
-        _atomic_write_text(csv_path, "".join(keep))
+        write_atomic(csv_path, "".join(keep).encode("utf-8"))
     if jsonl_path.exists():
         keep = []
         for line in jsonl_path.read_text().splitlines(keepends=True):
@@ -178,7 +171,7 @@ def truncate_metrics(run_dir, update: int):
             if u > update:
                 break
             keep.append(line)
-        _atomic_write_text(jsonl_path, "".join(keep))
+        write_atomic(jsonl_path, "".join(keep).encode("utf-8"))
 
 
 def read_metrics_csv(path) -> list:

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from navi_nb.errors import NaviError
+from navi_nb.files import write_atomic
 from navi_nb.train.config import MAX_CONFIG_BYTES, TrainConfig, from_dict
 
 CONFIG_FILE = "config.json"
@@ -350,10 +351,5 @@ def check_memory(what: str, need: int) -> None:
 
 
 def write_json_atomic(path: Path, data):
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True, default=str)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """``data`` as indented JSON with sorted keys, written whole or not at all."""
+    write_atomic(path, (json.dumps(data, indent=1, sort_keys=True, default=str) + "\n").encode("utf-8"))

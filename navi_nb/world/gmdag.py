@@ -31,6 +31,7 @@ import numpy as np
 from numba import njit
 
 from navi_nb.errors import NaviError
+from navi_nb.files import write_atomic
 
 MAGIC = b"GDAG"
 VERSION = 1
@@ -553,13 +554,7 @@ def save_world(world: World, path, sidecar=True, sample=None) -> Path:
     """
     if sample is not None:
         world = with_sample_convention(world, sample)
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(world.to_bytes())
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    path = write_atomic(path, world.to_bytes())
     if sidecar:
         # navi_nb's files always record their sample convention (in-memory worlds without the key are centre-sampled)
         side = dict(world.sidecar)
