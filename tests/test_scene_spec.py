@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -239,6 +240,11 @@ def test_cli_spec_and_errors(tmp_path, capsys):
     assert main(["scenes", "--spec", "house:0-4,maze:1000000-1000001"]) == 0
     out = capsys.readouterr().out
     assert "7 worlds: house 5, maze 2; held-out 2" in out
+    mesh = Path(__file__).resolve().parents[1] / "navi_nb" / "data" / "meshes" / "wallhole.obj"
+    assert main(["scenes", "--spec", f"{mesh},house:7"]) == 0
+    assert "2 worlds: meshes 1, house 1; held-out 0" in capsys.readouterr().out
+    assert main(["scenes", "--spec", "maze:3"]) == 0
+    assert "1 world: maze 1; held-out 0" in capsys.readouterr().out
     assert main(["scenes"]) == 0
     out = capsys.readouterr().out
     assert "held out for evaluation: seeds >= 1,000,000" in out and "house:0-199 " in out

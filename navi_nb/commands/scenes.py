@@ -91,11 +91,11 @@ def _resolve(args, console) -> int:
     estimate = check_memory(items, args.resolution)
     families = {}
     for it in items:
-        key = it.family if it.builtin else "files"
+        key = it.family if it.builtin else ("meshes" if it.mesh else ".gmdag files")
         families[key] = families.get(key, 0) + 1
     heldout = sum(is_heldout(it) for it in items)
     console.print(
-        f"{len(items)} worlds: "
+        f"{len(items)} world{'s' * (len(items) != 1)}: "
         + ", ".join(f"{k} {v}" for k, v in families.items())
         + f"; held-out {heldout}; about {estimate / 2**20:.1f} MiB at resolution {args.resolution}",
         markup=False,
@@ -114,6 +114,8 @@ def _resolve(args, console) -> int:
     t0 = time.perf_counter()
     compile_worlds(items, args.resolution, cache, jobs, progress=not args.no_progress)
     console.print(
-        f"cache {cache}: ready in {time.perf_counter() - t0:.1f} s ({jobs} processes)", markup=False, highlight=False
+        f"cache {cache}: ready in {time.perf_counter() - t0:.1f} s (up to {jobs} process{'es' * (jobs != 1)})",
+        markup=False,
+        highlight=False,
     )
     return 0
