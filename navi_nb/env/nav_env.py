@@ -310,13 +310,16 @@ class NavEnv:
     def _start_shortest_paths(self, rows):
         """SPL's distance for actors ``rows``: the shortest path from spawn to goal through their
         world's reachable cells (``spawn.path_lengths``), world by world."""
+        for spawner, sub in self._by_world(rows):
+            self._start_dist[sub] = spawner.path_lengths(self._pos[sub], self._goal[sub])
+
+    def _by_world(self, rows):
+        """(spawn sampler, the actors of ``rows`` in its world) for each world that ``rows`` touch, in
+        ascending world order (rows ascending within one); a set of one is all of ``rows`` at once."""
         if len(self.world_set) == 1:
-            self._start_dist[rows] = self._spawner.path_lengths(self._pos[rows], self._goal[rows])
-            return
+            return [(self._spawner, rows)]
         wi = self._world_index[rows]
-        for w in np.unique(wi):
-            sub = rows[wi == w]
-            self._start_dist[sub] = self._spawners[w].path_lengths(self._pos[sub], self._goal[sub])
+        return [(self._spawners[w], rows[wi == w]) for w in np.unique(wi)]
 
     def _start_args(self, rows):
         return (
@@ -343,19 +346,11 @@ class NavEnv:
         """Spawns and goals of actors ``rows`` from the two generators; with several worlds,
         world by world in ascending world order (rows ascending within one)."""
         cfg = self.config
-        if len(self.world_set) == 1:
-            pos, yaw = self._spawner.sample_spawns(rng_spawn, rows.shape[0])
-            self._pos[rows] = pos
-            self._yaw[rows] = yaw
-            self._goal[rows] = self._spawner.sample_goals(rng_goal, pos, cfg.goal_min_distance, cfg.goal_max_distance)
-            return
-        wi = self._world_index[rows]
-        for w in np.unique(wi):
-            sub = rows[wi == w]
-            self._pos[sub], self._yaw[sub] = self._spawners[w].sample_spawns(rng_spawn, sub.shape[0])
-        for w in np.unique(wi):
-            sub = rows[wi == w]
-            self._goal[sub] = self._spawners[w].sample_goals(
+        groups = self._by_world(rows)
+        for spawner, sub in groups:  # every spawn first, then every goal: each generator's draws in one order
+            self._pos[sub], self._yaw[sub] = spawner.sample_spawns(rng_spawn, sub.shape[0])
+        for spawner, sub in groups:
+            self._goal[sub] = spawner.sample_goals(
                 rng_goal, self._pos[sub], cfg.goal_min_distance, cfg.goal_max_distance
             )
 

@@ -101,6 +101,17 @@ def _largest_component(free):
 
 
 @njit(cache=True)
+def _cell_at(dims, lo, cell, x, y, z):
+    """The flat index of the grid cell holding point (x, y, z), or -1 outside the grid."""
+    ix = int(np.floor((x - lo[0]) / cell))
+    iy = int(np.floor((y - lo[1]) / cell))
+    iz = int(np.floor((z - lo[2]) / cell))
+    if ix < 0 or iy < 0 or iz < 0 or ix >= dims[0] or iy >= dims[1] or iz >= dims[2]:
+        return -1
+    return (ix * dims[1] + iy) * dims[2] + iz
+
+
+@njit(cache=True)
 def _segment_free(reach, dims, lo, cell, ax, ay, az, bx, by, bz):
     """Every point of segment a-b, sampled every quarter cell, lies in a reachable cell."""
     dx = bx - ax
@@ -109,12 +120,8 @@ def _segment_free(reach, dims, lo, cell, ax, ay, az, bx, by, bz):
     steps = int(np.sqrt(dx * dx + dy * dy + dz * dz) / (0.25 * cell)) + 1
     for k in range(steps + 1):
         t = k / steps
-        ix = int(np.floor((ax + t * dx - lo[0]) / cell))
-        iy = int(np.floor((ay + t * dy - lo[1]) / cell))
-        iz = int(np.floor((az + t * dz - lo[2]) / cell))
-        if ix < 0 or iy < 0 or iz < 0 or ix >= dims[0] or iy >= dims[1] or iz >= dims[2]:
-            return False
-        if not reach[(ix * dims[1] + iy) * dims[2] + iz]:
+        c = _cell_at(dims, lo, cell, ax + t * dx, ay + t * dy, az + t * dz)
+        if c < 0 or not reach[c]:
             return False
     return True
 
@@ -207,17 +214,9 @@ def path_lengths(reach, dims, lo, cell, starts, goals):
         gx, gy, gz = np.float64(goals[q, 0]), np.float64(goals[q, 1]), np.float64(goals[q, 2])
         straight = np.sqrt((gx - sx) ** 2 + (gy - sy) ** 2 + (gz - sz) ** 2)
         out[q] = straight
-        si = np.floor((np.array([sx, sy, sz]) - lo) / cell)
-        gi = np.floor((np.array([gx, gy, gz]) - lo) / cell)
-        inside = True
-        for a in range(3):
-            if si[a] < 0 or gi[a] < 0 or si[a] >= dims[a] or gi[a] >= dims[a]:
-                inside = False
-        if not inside:
-            continue
-        s_cell = (int(si[0]) * ny + int(si[1])) * nz + int(si[2])
-        g_cell = (int(gi[0]) * ny + int(gi[1])) * nz + int(gi[2])
-        if not (reach[s_cell] and reach[g_cell]):
+        s_cell = _cell_at(dims, lo, cell, sx, sy, sz)
+        g_cell = _cell_at(dims, lo, cell, gx, gy, gz)
+        if s_cell < 0 or g_cell < 0 or not (reach[s_cell] and reach[g_cell]):
             continue
         if _segment_free(reach, dims, lo, cell, sx, sy, sz, gx, gy, gz):
             continue  # in sight: the straight line is the path
@@ -226,7 +225,7 @@ def path_lengths(reach, dims, lo, cell, starts, goals):
         where[s_cell] = -1
         cost[s_cell] = 0.0
         parent[s_cell] = -1
-        tx, ty, tz = int(gi[0]), int(gi[1]), int(gi[2])
+        tx, ty, tz = g_cell // (ny * nz), (g_cell // nz) % ny, g_cell % nz
         size = _heap_push(heap_f, heap_c, where, 0, 0.0, s_cell)
         found = False
         while size > 0:
