@@ -1,26 +1,27 @@
 """Headline figures: read them from real run folders, write docs/headline.json, rewrite every marked figure.
 
-    python scripts/headline_figures.py runs/house-quickstart --wall-s 609 \\
-        [--held-out heldout.json] [--corpus runs/houses --corpus-held-out houses-heldout.json] \\
+    python scripts/headline_figures.py runs/house-quickstart --wall-s 254 [--held-out heldout.json] \\
+        [--corpus runs/houses --corpus-held-out runs/houses/eval.json --corpus-wall-s 519] \\
         [--out docs/headline.json] [--docs README.md docs/TRAINING.md ...]
 
-The README and the docs quote the quick start's figures. Each quoted figure sits between markers that
-Markdown renders as nothing::
+The README and the docs quote three runs' figures. Each quoted figure sits between markers that Markdown
+renders as nothing::
 
-    <!-- fig:quickstart.success -->96 %<!-- /fig -->
+    <!-- fig:corpus.success -->90 %<!-- /fig -->
 
-This script is their one source. It reads the quick start's run folder (``config.json``; ``run.json``:
-actor-steps, rate, shard count, time to first tick; ``eval.json``: the evaluation the train command ran
-on its own house) and, with ``--held-out``, the JSON of the held-out evaluation
-(``navi-nb eval RUN --scenes house:1000000-1000099 --episodes 200 --no-save --json heldout.json``),
-writes every figure, its text and where it came from (commands, machine, date) to ``docs/headline.json``,
-then replaces the text inside every marker of the docs with the figure's text. Without ``--held-out`` the
-held-out block of the existing ``docs/headline.json`` is kept as it is (it names its own run). ``--corpus`` and
-``--corpus-held-out`` give the same for a run over many worlds (``navi-nb train --scenes house:0-199``): its
-config, its last metrics row (actor-steps, training time) and its held-out evaluation.
+This script is their one source. ``quickstart.*``: the defaults in one house (``navi-nb train --name
+house-quickstart``), from its run folder (``config.json``; ``run.json``: actor-steps, rate, shard count, time
+to first tick; ``eval.json``: the evaluation the train command ran in its own house). ``heldout.*``: with
+``--held-out``, that policy's evaluation on the held-out houses (``navi-nb eval RUN --scenes
+house:1000000-1000099 --episodes 200 --no-save --json heldout.json``). ``corpus.*``: with ``--corpus``,
+``--corpus-held-out`` and ``--corpus-wall-s``, the README's quick start over 200 houses (its config, its last
+metrics row, its held-out evaluation and the whole command's time). It writes every figure, its text and where
+it came from (commands, machine, date) to ``docs/headline.json``, then replaces the text inside every marker of
+the docs with the figure's text. A block not given keeps its figures from the existing ``docs/headline.json``
+(they name their own run).
 
-``--wall-s`` is the one figure no run folder holds: the wall time of the README's whole command, from
-``pip install`` to the evaluation table (``time`` it). ``tests/test_headline.py`` checks that every
+``--wall-s`` and ``--corpus-wall-s`` are the figures no run folder holds: the wall time of each whole command,
+from ``pip install`` to the evaluation table (``time`` it). ``tests/test_headline.py`` checks that every
 marker's text equals ``docs/headline.json`` and that every figure there is quoted somewhere.
 """
 
