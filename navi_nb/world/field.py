@@ -350,7 +350,7 @@ FIELD_FUNCTIONS = (
     "field_at_outer",
     "point_value",
 )
-OUTER_FUNCTIONS = ("descend_float", "cell_value", "corner_values", "field_at_outer")
+OUTER_FUNCTIONS = ("descend_float", "cell_value", "voxel_fast", "corner_values", "field_at_outer")
 """Built with ``decorate_outer``: on the CPU these stay separate (not IR-inlined) functions, without
 reference counting (``_nrt=False``: they allocate nothing). Rare paths, and ``field_at_outer`` for the point
 query (:func:`point_value`): the collision's kernel then holds one call instead of an inlined copy of

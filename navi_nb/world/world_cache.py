@@ -146,6 +146,19 @@ def _write_entry(world, path):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+COMPILE_KERNELS = {
+    "builtin": ("navi_nb.world.sdf", "navi_nb.world.compiler", "navi_nb.world.dagshare"),
+    "mesh": ("navi_nb.world.mesh_field", "navi_nb.world.compiler", "navi_nb.world.dagshare"),
+}
+"""The modules whose kernels compiling a built-in scene or a mesh calls first (``jit_cache.cold_sources``)."""
+
+
+def _kernels_cold(item) -> bool:
+    from navi_nb.jit_cache import cold_sources
+
+    return bool(cold_sources(COMPILE_KERNELS["mesh" if item.mesh else "builtin"]))
+
+
 def _worker_init():
     # one Numba thread per process: the processes already fill the cores
     import numba
@@ -273,20 +286,24 @@ def _run(missing, resolution, jobs, progress):
         from concurrent.futures.process import BrokenProcessPool
 
         ctx = multiprocessing.get_context("spawn")  # safe beside Numba's threads; no forked locks
+        calls = [(it, *_compile_call(it, resolution, p)) for it, p in missing]
+        # kernels not yet in Numba's cache: the first world alone compiles them, and the processes started
+        # for the rest load them (each compiling them too would cost every process about 5 CPU-seconds)
+        batches = [calls[:1], calls[1:]] if _kernels_cold(missing[0][0]) else [calls]
         with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=ctx, initializer=_worker_init) as pool:
-            calls = [(it, *_compile_call(it, resolution, p)) for it, p in missing]
-            futures = {pool.submit(fn, *args): it for it, fn, args in calls}
-            for f in as_completed(futures):
-                try:
-                    f.result()
-                except NaviError as exc:
-                    raise _item_error(futures[f], exc) from None
-                except BrokenProcessPool:
-                    raise _item_error(
-                        futures[f], "a compile process died (out of memory?); entries finished so far are kept"
-                    ) from None
-                done += 1
-                tick(done)
+            for batch in batches:
+                futures = {pool.submit(fn, *args): it for it, fn, args in batch}
+                for f in as_completed(futures):
+                    try:
+                        f.result()
+                    except NaviError as exc:
+                        raise _item_error(futures[f], exc) from None
+                    except BrokenProcessPool:
+                        raise _item_error(
+                            futures[f], "a compile process died (out of memory?); entries finished so far are kept"
+                        ) from None
+                    done += 1
+                    tick(done)
     finally:
         if bar is not None:
             bar.stop()
