@@ -338,7 +338,7 @@ def _v_head(A, D, mo, source, rows, cols, clip_coef, clip_vloss, vf_coef, inv_n,
         stats[i, V_LOSS] = vl
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def chunk_pass(source, rows, cols, params, log_std, hp, w):
     """Phase 1: per fixed chunk of samples, gather, both trunks forward, the loss
     heads, both trunks backward, and the chunk's slots (see the module doc).
@@ -424,7 +424,7 @@ def _chunk_pass(
             )
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def finish_pass(w, ops, root, grad, hp, final):
     """Phase 2, a ``prange`` over the fixed work items of ``w.items``. Item t,
     for each block k in turn, writes its own part of block k's gradient
