@@ -29,25 +29,25 @@ import os
 from rich.markup import escape
 
 COLD_COMPILE_CPU_S = {
-    "navi_nb.learn.fused": 16.9,
-    "navi_nb.sense.tracer": 11.4,  # with its refinement, compiled from sense/trace_math.py (3.4 of it)
-    "navi_nb.env.motion": 5.1,
-    "navi_nb.world.field": 3.6,
-    "navi_nb.env.spawn": 3.3,
-    "navi_nb.env.tasks": 2.3,
-    "navi_nb.learn.mlp": 1.6,
-    "navi_nb.env.observation": 1.2,
+    "navi_nb.learn.fused": 13.9,
+    "navi_nb.sense.tracer": 10.6,  # with its refinement, compiled from sense/trace_math.py (3.0 of it)
+    "navi_nb.env.motion": 5.9,
+    "navi_nb.world.field": 3.8,
+    "navi_nb.env.spawn": 3.7,
+    "navi_nb.env.tasks": 2.8,
+    "navi_nb.learn.mlp": 1.9,
+    "navi_nb.env.observation": 1.4,
     "navi_nb.world.layout": 0.7,
     "navi_nb.learn.gae": 0.5,
+    "navi_nb.world.gmdag": 0.5,
     "navi_nb.learn.adam": 0.4,
-    "navi_nb.world.gmdag": 0.4,
-    "navi_nb.learn.blas": 0.4,
+    "navi_nb.learn.blas": 0.1,
     "navi_nb.learn.blocks": 0.1,
     "navi_nb.learn.loss_reference": 0.1,
 }
 """The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache), with the
 CPU-seconds of each one's cold compile in one process on an idle x86 core (Numba's compile events, a
-defaults run; about 48 in all)."""
+defaults run; about 46 in all)."""
 TRAIN_KERNELS = tuple(COLD_COMPILE_CPU_S)
 COLD_START_FIXED_S = 4.0
 """What a cold first tick adds to the compiling: imports, the shard calibration."""
