@@ -369,13 +369,20 @@ FIELD_FUNCTIONS = (
     "field_at_outer",
     "point_value",
 )
-OUTER_FUNCTIONS = ("descend_float", "cell_value", "voxel_fast", "corner_values", "field_at_outer")
+SCALAR_HELPERS = ("cell_index", "axis_lerp_index", "corner_term")
+"""Helpers that take and return numbers only. On the CPU they are separate compiled functions (built
+with ``decorate_outer``) rather than Numba IR-inlined copies: Numba links a callee's code into its
+caller and LLVM inlines such small functions there, so the kernels' speed and bits are
+unchanged, while Numba types and lowers each once instead of once per call site (a function taking
+arrays is different: a call passes every array's fields, hence the IR inlining elsewhere)."""
+OUTER_FUNCTIONS = SCALAR_HELPERS + ("descend_float", "cell_value", "voxel_fast", "corner_values", "field_at_outer")
 """Built with ``decorate_outer``: on the CPU these stay separate (not IR-inlined) functions, without
-reference counting (``_nrt=False``: they allocate nothing). Rare paths; ``field_at_outer`` for the point
-query (:func:`point_value`): the collision's kernel then holds one call instead of an inlined copy of
-the interpolation (its cold compile went from about 34 s to 2 s); and ``voxel_fast``, called 8 times per
-interpolation: one compiled copy instead of 8 inlined ones took the tracer's refinement from 6.4 to 2.6 s
-of cold compile and ``field_at_outer`` from 5.5 to 2.8 s, at the same tracer speed and bits (measured)."""
+reference counting (``_nrt=False``: they allocate nothing). The scalar helpers (above); rare paths;
+``field_at_outer`` for the point query (:func:`point_value`): the collision's kernel then holds one
+call instead of an inlined copy of the interpolation (its cold compile went from about 34 s to 2 s);
+and ``voxel_fast``, called 8 times per interpolation: one compiled copy instead of 8 inlined ones took
+the tracer's refinement from 6.4 to 2.6 s of cold compile and ``field_at_outer`` from 5.5 to 2.8 s, at
+the same tracer speed and bits (measured)."""
 
 
 def retarget(func, namespace):
