@@ -134,3 +134,45 @@ def test_checkpoint_holds_the_learner_states_and_refuses_the_old_layout(tmp_path
             z.writestr(n, b)
     with pytest.raises(ck.CheckpointError, match=f"{path}.*layout 1.*layout 2 only"):
         Trainer.resume(tmp_path / "r")
+
+
+def test_a_cold_learning_child_is_awaited_after_the_first_rollout_with_the_same_bits(tmp_path):
+    """While the learning kernels still compile in their child, the first rollout runs first and the
+    first update waits for the child and picks its shard count after it: the run's state after every
+    update equals a run that waited before its first tick."""
+    ref = Trainer.create(tiny_config(tmp_path), run_path=tmp_path / "ref")
+    ref.train(progress=False)
+
+    run = Trainer.create(tiny_config(tmp_path), run_path=tmp_path / "deferred")
+    ticks = []
+    step = run.env.step
+
+    def counting_step(actions):
+        ticks.append(1)
+        return step(actions)
+
+    run.env.step = counting_step
+    waited = []
+
+    class Child:
+        children = ["learn"]
+        groups = ["learn"]
+
+        def wait(self, group=None):
+            waited.append(len(ticks))
+            self.groups = []
+            return {}
+
+        def cancel(self):
+            pass
+
+    run.warmup = Child()
+    run.train(progress=False)
+    assert waited == [run.cfg.rollout_steps]  # once, after the first rollout's ticks (no calibration tick before)
+    assert run.shard_report is not None
+    assert _state_bytes(run) == _state_bytes(ref)
+    a = read_metrics_csv(tmp_path / "ref" / "metrics.csv")
+    b = read_metrics_csv(tmp_path / "deferred" / "metrics.csv")
+    assert [repr({k: v for k, v in r.items() if k not in TIMING}) for r in a] == [
+        repr({k: v for k, v in r.items() if k not in TIMING}) for r in b
+    ]  # repr: NaN (no episode finished yet) equals itself

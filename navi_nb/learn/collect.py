@@ -107,7 +107,7 @@ def collect(env, policy, slab, obs, rng, times=None):
     return np.array(obs, copy=True), out
 
 
-def one_update(env, ppo, slab, obs, rng, num_updates=None, times=None):
+def one_update(env, ppo, slab, obs, rng, num_updates=None, times=None, before_learn=None):
     """Collect a rollout from ``obs``, bootstrap, and make one PPO update.
 
     Returns ``(obs, episodes, stats)``: the observation to continue from,
@@ -115,10 +115,18 @@ def one_update(env, ppo, slab, obs, rng, num_updates=None, times=None):
     GAE: termination has no bootstrap; truncation bootstraps from the
     final observation's value (``slab.final_value``); the rollout's last
     step bootstraps from the value of the observation after it.
+    ``before_learn()``: called between the collection and the update (the
+    trainer's first update waits there for its learning kernels and picks
+    its shard count); it must leave the environment, the slab and the
+    learner as they were.
     """
     obs, episodes = collect(env, ppo.policy, slab, obs, rng, times)
     t0 = time.perf_counter()
     last_values = ppo.policy.value(obs)
+    if before_learn is not None:
+        pause = time.perf_counter()
+        before_learn()
+        t0 += time.perf_counter() - pause  # not the policy's time
     t1 = time.perf_counter()
     stats = ppo.update(slab, last_values, num_updates=num_updates)
     if times is not None:

@@ -378,24 +378,42 @@ class Trainer:
             return None
         return w.recheck(self.update, self.ppo, self.slab, self.cfg.minibatch_size, self.env)
 
-    def train_one_update(self):
-        """Collect, GAE, PPO epochs (``navi_nb.learn.collect.one_update``); returns the metrics row."""
+    def train_one_update(self, before_learn=None):
+        """Collect, GAE, PPO epochs (``navi_nb.learn.collect.one_update``); returns the metrics row.
+
+        ``before_learn()``: run between the collection and the update (``one_update``); its time counts in
+        none of the row's times."""
         from navi_nb.learn.collect import one_update
 
         cfg = self.cfg
         update = self.update + 1
         before = self.times.copy()
+        paused = [0.0]
+
+        def hook():
+            p0 = time.perf_counter()
+            before_learn()
+            paused[0] = time.perf_counter() - p0
+
         t0 = time.perf_counter()
         self.obs, ep, losses = one_update(
-            self.env, self.ppo, self.slab, self.obs, self._rng_collect, num_updates=cfg.num_updates, times=self.times
+            self.env,
+            self.ppo,
+            self.slab,
+            self.obs,
+            self._rng_collect,
+            num_updates=cfg.num_updates,
+            times=self.times,
+            before_learn=hook if before_learn is not None else None,
         )
         if self.ranks is not None:
             ep = self.ranks.episodes(ep)
         t2 = time.perf_counter()
+        self._t_start += paused[0]
         if self.first_tick_s is None and self.times.first_step_time is not None:
             self.first_tick_s = process_age() - (time.time() - self.times.first_step_time)
         t_learn = self.times.seconds["ppo"] - before["ppo"]
-        t_collect = (t2 - t0) - t_learn
+        t_collect = (t2 - t0) - t_learn - paused[0]
         lr = losses["learning_rate"]
         self.update = update
         self.global_step += cfg.batch_size
@@ -434,6 +452,20 @@ class Trainer:
             row[k] = float(losses.get(src, float("nan")))
         return row
 
+    def start_learning(self, shard_timer=None):
+        """Before the first update: wait for the learning kernels' warm-up child, pick the shard count
+        (``calibrate_shards``) and print the choice."""
+        if self.warmup is not None:
+            self.warmup.wait()
+        self.calibrate_shards(timer=shard_timer)
+        console = self.console
+        if console is not None:
+            self.shard_report.print(console)
+            if self.ranks is not None:
+                from navi_nb.parallel.ranks import print_topology
+
+                print_topology(console, self.ranks.topology_info)
+
     def train(self, progress=True, stop_after=None, shard_timer=None):
         """Run updates until ``total_steps`` (or ``stop_after`` more updates); returns a summary.
 
@@ -447,23 +479,24 @@ class Trainer:
             console.print(
                 f"run {escape(str(self.run_path))} is already complete ({self.update} of {cfg.num_updates} updates)"
             )
-        if self.warmup is not None:
-            self.warmup.wait()
-        self.calibrate_shards(timer=shard_timer)
-        if console is not None:
-            self.shard_report.print(console)
-            if self.ranks is not None:
-                from navi_nb.parallel.ranks import print_topology
-
-                print_topology(console, self.ranks.topology_info)
-        self._t_start = time.perf_counter()
         start_update = self.update
         last = cfg.num_updates if stop_after is None else min(cfg.num_updates, self.update + stop_after)
+        # A first run's learning kernels may still be compiling in their child (navi_nb.train.warmup): the first
+        # rollout needs only the policy's forward pass, so it goes first, and the update waits for the child
+        # and picks the shard count after it (calibrating there is what a mid-run re-check does).
+        deferred = (
+            self.ranks is None and self.warmup is not None and "learn" in self.warmup.groups and self.update < last
+        )
+        if not deferred:
+            self.start_learning(shard_timer)
+        self._t_start = time.perf_counter()
         rows = []
         with TrainProgress(console, cfg, start_update, enabled=progress and console is not None) as prog:
             try:
                 while self.update < last:
-                    row = self.train_one_update()
+                    hook = (lambda: self.start_learning(shard_timer)) if deferred else None
+                    deferred = False
+                    row = self.train_one_update(before_learn=hook)
                     try:
                         self.metrics.write(row)
                     except OSError as exc:
@@ -478,6 +511,8 @@ class Trainer:
                     if switch is not None:
                         prog.note(switch.line())
             except BaseException:
+                if self.warmup is not None:
+                    self.warmup.cancel()  # a learning child still compiling
                 try:  # the error in flight is the one to report, not a second one from closing the logs
                     self.metrics.close()
                 except OSError:

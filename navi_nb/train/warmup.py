@@ -16,8 +16,11 @@ threaded, and the kernels fall into groups that share nothing:
   while the trainer builds the environment (spawning and collision compile
   meanwhile); the trainer waits for it before the reset.
 - ``learn``: the policy's forward and sampling, GAE, the fused PPO
-  minibatches and Adam. Nothing in ``sense`` needs them until the shard
-  calibration, so a child process compiles them meanwhile, by running one
+  minibatches and Adam. Nothing in ``sense`` needs them until the first
+  update (the first rollout needs only the policy's forward pass, the first
+  kernel the child compiles; the trainer waits for the child, and then
+  picks its shard count, between that rollout and its update), so a child
+  process compiles them meanwhile, at the lowest priority, by running one
   real update (``navi_nb.learn.collect.one_update``) with the run's network,
   rollout and minibatch sizes and dtypes on the point-goal task of
   ``navi_nb.learn.toy`` padded to the run's observation length: the same
@@ -234,9 +237,11 @@ def warm_tracer(cfg, world_path) -> None:
 
 
 WARMERS = {"tracer": warm_tracer, "learn": warm_learn}
-LOW_PRIORITY = {"learn": 5}
-"""Niceness increments: the learning kernels are needed last (at the shard calibration), the tracer's at
-the reset, so on a machine with fewer cores than processes the tracer's child goes first."""
+LOW_PRIORITY = {"learn": 19}
+"""Niceness increments: the learning kernels are needed last (at the first update, after the first rollout:
+``Trainer.train`` waits for their child there), the tracer's at the reset and the trainer's own environment
+kernels before the first tick, so on a machine with fewer cores than processes the learning child takes
+only what they leave."""
 
 
 def child_main() -> None:
