@@ -208,3 +208,26 @@ def test_half_encoder_matches_numpy():
     back = gmdag.HALF_TO_FLOAT[tz].astype(np.float64)
     assert np.all(np.abs(back) <= np.abs(x))
     assert np.all(np.abs(back - x) <= np.abs(x) * 2.0**-10 + 2.0**-24)
+
+
+def test_an_interrupted_save_leaves_the_old_world_and_sidecar_whole(tmp_path, monkeypatch):
+    """save_world replaces the world file and its sidecar each in one rename: a save that fails at the
+    renames leaves the files that were there, byte for byte, and no temporary file."""
+    import os
+
+    import navi_nb.files
+
+    path = tmp_path / "w.gmdag"
+    old = compiled_scene("box", 16)
+    gmdag.save_world(old, path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert set(before) == {"w.gmdag", "w.gmdag.json"}
+
+    def refuse(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(navi_nb.files.os, "replace", refuse)
+    with pytest.raises(OSError):
+        gmdag.save_world(compiled_scene("pillars", 16), path)
+    monkeypatch.setattr(navi_nb.files.os, "replace", os.replace)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

@@ -554,13 +554,15 @@ def save_world(world: World, path, sidecar=True, sample=None) -> Path:
     """
     if sample is not None:
         world = with_sample_convention(world, sample)
-    path = write_atomic(path, world.to_bytes())
+    data = world.to_bytes()
     if sidecar:
         # navi_nb's files always record their sample convention (in-memory worlds without the key are centre-sampled)
         side = dict(world.sidecar)
         side.setdefault("sample", "centre")
-        sidecar_path(path).write_text(json.dumps(side, indent=1, sort_keys=True))
-    return path
+        # both files replaced whole (an interrupted save leaves the old file or the new, never a torn one),
+        # the sidecar first: the world file last, as the world cache does
+        write_atomic(sidecar_path(path), json.dumps(side, indent=1, sort_keys=True).encode())
+    return write_atomic(path, data)
 
 
 # --------------------------------------------------------------------------
