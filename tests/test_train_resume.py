@@ -155,7 +155,6 @@ def test_a_cold_learning_child_is_awaited_after_the_first_rollout_with_the_same_
     waited = []
 
     class Child:
-        children = ["learn"]
         groups = ["learn"]
 
         def wait(self, group=None):

@@ -47,10 +47,11 @@ class RowSlice:
 
 class PhaseTimes:
     """Seconds spent per phase, added up over calls: ``policy`` (acting and the critic's values of final
-    observations), ``env`` (``env.step``), ``ppo`` (GAE and the epochs); ``first_step_time`` is the
-    ``time.time()`` at which the first environment step returned (None before it)."""
+    observations), ``env`` (``env.step``), ``ppo`` (GAE and the epochs), ``before_learn`` (``one_update``'s
+    hook: no part of collecting or learning); ``first_step_time`` is the ``time.time()`` at which the first
+    environment step returned (None before it)."""
 
-    PHASES = ("policy", "env", "ppo")
+    PHASES = ("policy", "env", "ppo", "before_learn")
 
     def __init__(self):
         self.seconds = dict.fromkeys(self.PHASES, 0.0)
@@ -118,20 +119,20 @@ def one_update(env, ppo, slab, obs, rng, num_updates=None, times=None, before_le
     ``before_learn()``: called between the collection and the update (the
     trainer's first update waits there for its learning kernels and picks
     its shard count); it must leave the environment, the slab and the
-    learner as they were.
+    learner as they were. Its time is ``times``' ``before_learn`` phase.
     """
     obs, episodes = collect(env, ppo.policy, slab, obs, rng, times)
     t0 = time.perf_counter()
     last_values = ppo.policy.value(obs)
-    if before_learn is not None:
-        pause = time.perf_counter()
-        before_learn()
-        t0 += time.perf_counter() - pause  # not the policy's time
     t1 = time.perf_counter()
+    if before_learn is not None:
+        before_learn()
+    t2 = time.perf_counter()
     stats = ppo.update(slab, last_values, num_updates=num_updates)
     if times is not None:
         times.seconds["policy"] += t1 - t0
-        times.seconds["ppo"] += time.perf_counter() - t1
+        times.seconds["before_learn"] += t2 - t1
+        times.seconds["ppo"] += time.perf_counter() - t2
     return obs, episodes, stats
 
 

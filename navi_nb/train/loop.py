@@ -388,13 +388,6 @@ class Trainer:
         cfg = self.cfg
         update = self.update + 1
         before = self.times.copy()
-        paused = [0.0]
-
-        def hook():
-            p0 = time.perf_counter()
-            before_learn()
-            paused[0] = time.perf_counter() - p0
-
         t0 = time.perf_counter()
         self.obs, ep, losses = one_update(
             self.env,
@@ -404,16 +397,17 @@ class Trainer:
             self._rng_collect,
             num_updates=cfg.num_updates,
             times=self.times,
-            before_learn=hook if before_learn is not None else None,
+            before_learn=before_learn,
         )
         if self.ranks is not None:
             ep = self.ranks.episodes(ep)
         t2 = time.perf_counter()
-        self._t_start += paused[0]
+        paused = self.times.seconds["before_learn"] - before["before_learn"]
+        self._t_start += paused  # the row's time_s is training time
         if self.first_tick_s is None and self.times.first_step_time is not None:
             self.first_tick_s = process_age() - (time.time() - self.times.first_step_time)
         t_learn = self.times.seconds["ppo"] - before["ppo"]
-        t_collect = (t2 - t0) - t_learn - paused[0]
+        t_collect = (t2 - t0) - t_learn - paused
         lr = losses["learning_rate"]
         self.update = update
         self.global_step += cfg.batch_size
