@@ -170,7 +170,7 @@ def _heap_pop(heap_f, heap_c, where, size):
         heap_f[0] = heap_f[size]
         heap_c[0] = heap_c[size]
         where[heap_c[0]] = 0
-        i = 0
+        i = np.int64(0)  # not a literal 0: the helpers below would compile a second copy for it
         while True:
             a = 2 * i + 1
             if a >= size:
@@ -226,7 +226,8 @@ def path_lengths(reach, dims, lo, cell, starts, goals):
         cost[s_cell] = 0.0
         parent[s_cell] = -1
         tx, ty, tz = g_cell // (ny * nz), (g_cell // nz) % ny, g_cell % nz
-        size = _heap_push(heap_f, heap_c, where, 0, 0.0, s_cell)
+        # np.int64(0), not 0: an integer constant would be typed as a literal and compile a second copy
+        size = _heap_push(heap_f, heap_c, where, np.int64(0), 0.0, s_cell)
         found = False
         while size > 0:
             c, size = _heap_pop(heap_f, heap_c, where, size)

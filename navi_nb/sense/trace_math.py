@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit
 
 from navi_nb.world import field
@@ -502,7 +503,9 @@ def trace_ray(
 def ray_start(a, r, bmin, inv_voxel, dirs, origins, c, s):
     """(ox, oy, oz, dx, dy, dz): ray ``r`` of actor ``a`` in voxel units, its
     direction turned by the actor's yaw (``c, s``: :func:`yaw_cos_sin`)."""
-    dx, dy, dz = yaw_rotate(float(dirs[r, 0]), float(dirs[r, 1]), float(dirs[r, 2]), c, s)
+    # np.float64, not float(): Numba's float() keeps a float32 float32, and the unrotated dy would type the
+    # march's helpers a second time
+    dx, dy, dz = yaw_rotate(np.float64(dirs[r, 0]), np.float64(dirs[r, 1]), np.float64(dirs[r, 2]), c, s)
     ox = (float(origins[a, 0]) - float(bmin[0])) * inv_voxel
     oy = (float(origins[a, 1]) - float(bmin[1])) * inv_voxel
     oz = (float(origins[a, 2]) - float(bmin[2])) * inv_voxel

@@ -244,14 +244,17 @@ def corner_values(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, j
 
 
 def corner_term(acc, gx, gy, gz, fx, fy, fz, ox, oy, oz, v):
-    """Add corner ``(ox, oy, oz)`` (0 or 1 each) holding ``v`` to the trilinear sums."""
-    wx = fx if ox == 1 else 1.0 - fx
-    wy = fy if oy == 1 else 1.0 - fy
-    wz = fz if oz == 1 else 1.0 - fz
+    """Add corner ``(ox, oy, oz)`` (0.0 or 1.0 each) holding ``v`` to the trilinear sums.
+
+    The offsets are floats: Numba types an integer constant argument as a literal, and each of the eight
+    corners would compile a copy of this function of its own."""
+    wx = fx if ox == 1.0 else 1.0 - fx
+    wy = fy if oy == 1.0 else 1.0 - fy
+    wz = fz if oz == 1.0 else 1.0 - fz
     acc += wx * wy * wz * v
-    gx += (1.0 if ox == 1 else -1.0) * wy * wz * v
-    gy += (1.0 if oy == 1 else -1.0) * wx * wz * v
-    gz += (1.0 if oz == 1 else -1.0) * wx * wy * v
+    gx += (1.0 if ox == 1.0 else -1.0) * wy * wz * v
+    gy += (1.0 if oy == 1.0 else -1.0) * wx * wz * v
+    gz += (1.0 if oz == 1.0 else -1.0) * wx * wy * v
     return acc, gx, gy, gz
 
 
@@ -299,14 +302,14 @@ def field_at(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py
         v0, v1, v2, v3, v4, v5, v6, v7 = corner_values(
             child, leaf_dist, leaf_sem, top_code, top_level, res, shift, jx, jy, jz
         )
-    acc, gx, gy, gz = corner_term(0.0, 0.0, 0.0, 0.0, fx, fy, fz, 0, 0, 0, v0)
-    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1, 0, 0, v1)
-    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 0, 1, 0, v2)
-    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1, 1, 0, v3)
-    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 0, 0, 1, v4)
-    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1, 0, 1, v5)
-    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 0, 1, 1, v6)
-    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1, 1, 1, v7)
+    acc, gx, gy, gz = corner_term(0.0, 0.0, 0.0, 0.0, fx, fy, fz, 0.0, 0.0, 0.0, v0)
+    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1.0, 0.0, 0.0, v1)
+    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 0.0, 1.0, 0.0, v2)
+    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1.0, 1.0, 0.0, v3)
+    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 0.0, 0.0, 1.0, v4)
+    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1.0, 0.0, 1.0, v5)
+    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 0.0, 1.0, 1.0, v6)
+    acc, gx, gy, gz = corner_term(acc, gx, gy, gz, fx, fy, fz, 1.0, 1.0, 1.0, v7)
     return acc, gx, gy, gz
 
 
