@@ -54,10 +54,10 @@ def test_cold_groups_follow_the_numba_cache(tmp_path):
     """,
         tmp_path / "numba",
     )
-    assert out["before"] == ["tracer", "learn"]
-    assert out["cuda"] == ["learn"]  # the tracer group compiles the CPU kernel only
+    assert out["before"] == ["env", "tracer", "learn"]
+    assert out["cuda"] == ["env", "learn"]  # the tracer group compiles the CPU kernel only
     assert out["cold"] == ["navi_nb.learn.fused"]
-    assert out["after"] == ["tracer", "learn"]  # one file of a group cached is not the group
+    assert out["after"] == ["env", "tracer", "learn"]  # one file of a group cached is not the group
 
 
 def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
@@ -112,6 +112,81 @@ def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
     assert out["grad_norm"] > 0
 
 
+def test_env_and_tracer_warmup_on_the_stand_in_leave_a_run_on_other_worlds_nothing_to_compile(tmp_path):
+    """The env and tracer children compile on the shipped stand-in world; then an environment on two other
+    worlds (a set, mapped read-only as a run maps it) is built, reset and stepped with every kernel of the
+    environment, the tracer and the field loaded from the cache: no compilation. (The same watch does see a
+    compile: the shortest paths' kernel called with float32 points, a signature no child compiled.)"""
+    out = _run(
+        """
+        import json, tempfile
+        import numpy as np
+        from numba.core import event
+        from navi_nb.train import warmup
+        from navi_nb.train.config import TrainConfig
+        cfg = TrainConfig(scenes="house:1,maze:2", resolution=32, actors=6, sensor_az=8, sensor_el=4)
+        warmup.GROUPS = {k: warmup.GROUPS[k] for k in ("env", "tracer")}  # this test's groups only
+        w = warmup.start(cfg)
+        groups = w.groups
+        report = w.wait()
+        from navi_nb.env import spawn
+        from navi_nb.train.runs import make_env
+        from navi_nb.world.compiler import compile_scene
+        from navi_nb.world.world_set import WorldSet
+        world_set = WorldSet([compile_scene("house", 32, seed=1), compile_scene("maze", 32, seed=2)])
+        world_set.map_layouts(tempfile.mkdtemp() + "/layouts")
+        modules = {}
+
+        class Watch(event.Listener):
+            def on_start(self, ev):
+                f = ev.data["dispatcher"].py_func
+                modules.setdefault(f.__module__, []).append(f.__qualname__)
+
+            def on_end(self, ev):
+                pass
+
+        event.register("numba:compile", Watch())
+        env = make_env(world_set, cfg)
+        env.compile_kernels()
+        env.reset(seed=cfg.seed)
+        for _ in range(3):
+            obs = env.step(np.full((cfg.actors, 4), 0.5, np.float32))[0]
+        watched = ("navi_nb.env", "navi_nb.sense", "navi_nb.world.field", "navi_nb.world.query")
+        during = sorted(f"{m}.{q}" for m, qs in modules.items() if m.startswith(watched) for q in qs)
+        pool = env._spawner
+        pts = pool.pool[:2].astype(np.float32)
+        spawn.path_lengths(pool.reach, pool.dims, pool.lo, float(pool.cell), pts, pts[::-1].copy())
+        after = sorted(f"{m}.{q}" for m, qs in modules.items() if m.startswith(watched) for q in qs)
+        print(json.dumps({"groups": groups, "report": report, "during": during, "after": after,
+                          "finite": bool(np.isfinite(obs).all())}))
+    """,
+        tmp_path / "numba",
+    )
+    assert out["groups"] == ["env", "tracer"]
+    assert out["report"]["env"][0] == 0 and out["report"]["tracer"][0] == 0
+    assert out["during"] == []
+    assert "navi_nb.env.spawn.path_lengths" in out["after"]  # the watch sees a compile
+    assert out["finite"]
+
+
+def test_the_stand_in_world_is_the_world_caches_box_entry(tmp_path):
+    """The shipped stand-in is what the world cache compiles for the built-in box at 32 voxels (the file bit for
+    bit; the sidecar but for the compile's own timing). When the compiler changes, regenerate it with
+    ``python -c "from navi_nb.world.world_cache import compile_one; compile_one('box', 0, 32,
+    'navi_nb/data/warmup/box-r32.gmdag')"``."""
+    from navi_nb.train.warmup import STAND_IN
+    from navi_nb.world.gmdag import read_sidecar
+    from navi_nb.world.world_cache import compile_one
+
+    fresh = tmp_path / "box.gmdag"
+    compile_one("box", 0, 32, fresh)
+    assert fresh.read_bytes() == STAND_IN.read_bytes()
+    ours, theirs = read_sidecar(STAND_IN), read_sidecar(fresh)
+    for side in (ours, theirs):
+        side["compiler"].pop("seconds")
+    assert ours == theirs
+
+
 def test_warm_cache_starts_no_child(tmp_path):
     """Nothing cold, or the warm-up turned off: ``start`` starts no process."""
     out = _run(
@@ -133,7 +208,7 @@ def test_warm_cache_starts_no_child(tmp_path):
     """,
         tmp_path / "numba",
     )
-    assert out == {"warm": [], "cold": ["tracer", "learn"], "off": []}
+    assert out == {"warm": [], "cold": ["env", "tracer", "learn"], "off": []}
 
 
 def test_peer_call_in_child_matches_in_process():

@@ -446,9 +446,9 @@ class NavEnv:
 
     def compile_kernels(self):
         """Compile (or load from Numba's cache) the kernels that reset and step call, for these
-        argument types, without running them: nothing changes. A first run calls this while the
-        tracer's kernel compiles elsewhere (``navi_nb/train/warmup.py``), so the first reset and
-        step find their kernels ready."""
+        argument types, without running them (the point-goal task's shortest paths run for no actor):
+        nothing changes. A first run's warm-up child calls this on a stand-in world
+        (``navi_nb/train/warmup.py``), so the run's first reset and step find their kernels ready."""
         from numba import typeof
 
         depth = np.zeros((1,) + self.sensor.shape, np.float32)  # the tracer's output types
@@ -460,6 +460,9 @@ class NavEnv:
             (score_step, self._score_args()),
         ):
             kernel.compile(tuple(typeof(a) for a in args))
+        if self.task == "pointgoal":  # SPL's shortest paths, for no actor: the kernel only
+            none = np.zeros((0, 3), np.float64)
+            self._spawner.path_lengths(none, none)
 
     def check_actions(self, actions) -> np.ndarray:
         """The actions as an array, or an :class:`ActionError`; changes nothing."""

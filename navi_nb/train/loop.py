@@ -113,8 +113,8 @@ class Trainer:
         items = resolve_scenes(cfg.scenes, cfg)
         check_memory(f"actors={cfg.actors} with rollout_steps={cfg.rollout_steps}", cfg.memory_estimate())
         ranks = _rank_context(cfg)
-        # first run: the tracer and learning kernels compile in child processes (one process only: ranks
-        # already compile side by side)
+        # first run: the environment's, tracer's and learning kernels compile in child processes while the
+        # worlds compile (one process only: ranks already compile side by side)
         warmup = start_warmup(cfg, console) if ranks is None else Warmup()
         try:
             if ranks is None or ranks.is_root:
@@ -124,9 +124,9 @@ class Trainer:
                 run_path = Path(ranks.bcast(str(run_path)))
                 if not ranks.is_root:
                     world_set = load_scene_set(items, cfg.resolution)
-            warmup.start_tracer(world_set.worlds[0])
+            warmup.wait("env")  # building the environment calls its kernels: load what the child compiled
             self = cls(cfg, run_path, world_set, console, ranks)
-            self.env.compile_kernels()  # meanwhile: reset's and step's own kernels
+            self.env.compile_kernels()  # reset's and step's kernels loaded while the tracer's child may still run
             warmup.wait("tracer")  # the reset traces: load the kernel the child compiled, not compile it twice
             self.start()
         except BaseException:
@@ -208,7 +208,7 @@ class Trainer:
         warmup = start_warmup(cfg, console) if ranks is None else Warmup()
         try:
             world_set = load_run_worlds(run_path, cfg, console)
-            warmup.start_tracer(world_set.worlds[0])
+            warmup.wait("env")
             self = cls(cfg, run_path, world_set, console, ranks)
             self.env.compile_kernels()
             warmup.wait("tracer")

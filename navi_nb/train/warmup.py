@@ -5,16 +5,16 @@ cached kernels, ``navi_nb/jit_cache.py``) the first training tick waits for
 Numba to compile every kernel the trainer calls. Compilation is single-
 threaded, and the kernels fall into groups that share nothing:
 
-- the world (compiled or loaded) and the environment: spawning, motion and
-  collision, the observation and the tasks' rewards. The trainer's own
-  process compiles these while it builds the run (``Trainer.create``), and
-  then the reset's and step's own kernels (``NavEnv.compile_kernels``) while
-  the tracer's child is still compiling.
-- ``tracer``: the tracer's kernel, the biggest one, which the environment
-  first calls at its reset. Once the trainer has its world, a child loads a
-  copy of it and compiles the kernel by tracing it with the run's sensor,
-  while the trainer builds the environment (spawning and collision compile
-  meanwhile); the trainer waits for it before the reset.
+- the worlds: the compile processes of the world cache
+  (``navi_nb/world/world_cache.py``) compile the world compiler's kernels
+  with the run's first world, then the rest of the worlds.
+- ``env``: the environment's own kernels: spawning and its reachable cells,
+  collision, the shortest paths SPL divides by, the observation and the
+  tasks' rewards. A child builds the run's environment (its actors, sensor,
+  task and settings) on a stand-in world and compiles the kernels that
+  building it, its reset and its step call (``NavEnv.compile_kernels``).
+- ``tracer``: the tracer's kernel, the biggest one. A child compiles it by
+  tracing the stand-in world with the run's sensor, range and actor count.
 - ``learn``: the policy's forward and sampling, GAE, the fused PPO
   minibatches and Adam. Nothing in ``sense`` needs them until the first
   update (the first rollout needs only the policy's forward pass, the first
@@ -24,17 +24,25 @@ threaded, and the kernels fall into groups that share nothing:
   real update (``navi_nb.learn.collect.one_update``) with the run's network,
   rollout and minibatch sizes and dtypes on the point-goal task of
   ``navi_nb.learn.toy`` padded to the run's observation length: the same
-  calls with the same argument types, so the same signatures. Numba writes
-  what it compiled to its on-disk cache; the trainer then loads those kernels
-  instead of compiling them.
+  calls with the same argument types, so the same signatures.
 
-``start(cfg)`` starts the learning group's child when that group is cold
-(nothing when the cache is warm: a warm start costs a few file checks),
-``Warmup.start_tracer(world)`` the tracer's, and ``Warmup.wait(group)``
-waits for a child before the trainer's first call into its kernels. A child
-that fails only costs time: the trainer compiles what is missing itself, as
-it would without a warm-up. ``NAVI_NB_WARMUP=0`` turns
-the warm-up off.
+A kernel's compiled code depends on its arguments' types, not on their
+values, and every world's arrays have the same types. So the ``env`` and
+``tracer`` children need not wait for the run's worlds: from the start they
+use ``STAND_IN``, the built-in ``box`` room at 32 voxels shipped with the
+package (a world cache entry; the tests check it is the compiler's output
+and that after these children a run on other worlds compiles nothing of
+theirs), mapped read-only as the run maps its own. They compile while the
+world cache compiles the run's worlds. Numba writes what they compiled to its
+on-disk cache; the trainer then waits for each child before its first call
+into that group (``env`` before it builds the environment, ``tracer``
+before the reset) and loads those kernels instead of compiling them.
+
+``start(cfg)`` starts the children of the cold groups (nothing when the
+cache is warm: a warm start costs a few file checks), and
+``Warmup.wait(group)`` waits for one. A child that fails only costs time:
+the trainer compiles what is missing itself, as it would without a warm-up.
+``NAVI_NB_WARMUP=0`` turns the warm-up off.
 """
 
 from __future__ import annotations
@@ -52,7 +60,17 @@ import numpy as np
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 ENV_VAR = "NAVI_NB_WARMUP"
 
+STAND_IN = PACKAGE_DIR / "data" / "warmup" / "box-r32.gmdag"
+"""The world the ``env`` and ``tracer`` children compile on (``world_cache.compile_one("box", 0, 32, path)``);
+with its sidecar (spawn points, classes)."""
+
 GROUPS = {
+    "env": (
+        "navi_nb.env.motion",
+        "navi_nb.env.spawn",
+        "navi_nb.env.tasks",
+        "navi_nb.env.observation",
+    ),
     "tracer": ("navi_nb.sense.tracer",),
     "learn": (
         "navi_nb.learn.mlp",
@@ -94,23 +112,6 @@ class Warmup:
         self.cold = list(cold)
         self.started = time.perf_counter()
         self.report = {}
-        self._folder = None
-
-    def start_tracer(self, world) -> None:
-        """Start the tracer's child (when that group is cold) on a copy of ``world``, the run's world."""
-        if "tracer" not in self.cold or self.cfg is None:
-            return
-        from navi_nb.world.gmdag import save_world
-
-        self._folder = tempfile.TemporaryDirectory(prefix="navi_nb_warmup_")
-        path = Path(self._folder.name) / "world.gmdag"
-        try:
-            save_world(world, path)
-        except OSError:
-            return  # no copy, no child: this process compiles the kernel itself
-        child = _spawn("tracer", self.cfg, str(path))
-        if child is not None:
-            self.children.append(child)
 
     @property
     def groups(self):
@@ -132,14 +133,7 @@ class Warmup:
                 )
             err.close()
         self.children = [c for c in self.children if c not in joined]
-        if not self.children:
-            self._cleanup()
         return self.report
-
-    def _cleanup(self):
-        if self._folder is not None:
-            self._folder.cleanup()
-            self._folder = None
 
     def cancel(self) -> None:
         """End the children now (the run failed to start)."""
@@ -149,10 +143,9 @@ class Warmup:
             proc.wait()
             err.close()
         self.children = []
-        self._cleanup()
 
 
-def _spawn(group, cfg, *extra):
+def _spawn(group, cfg):
     """A child compiling ``group`` for the run ``cfg``: (group, Popen, stderr file), or None."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -161,7 +154,7 @@ def _spawn(group, cfg, *extra):
     err = tempfile.TemporaryFile()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, group, json.dumps(cfg.to_dict()), *extra],
+            [sys.executable, "-c", _CHILD, group, json.dumps(cfg.to_dict())],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -174,13 +167,14 @@ def _spawn(group, cfg, *extra):
 
 
 def start(cfg, console=None) -> Warmup:
-    """The warm-up of the run ``cfg`` (a TrainConfig): the learning kernels' child starts now when they are
-    cold; which groups are cold is decided here, before this process compiles anything."""
+    """The warm-up of the run ``cfg`` (a TrainConfig): a child for each cold group starts now; which groups
+    are cold is decided here, before this process compiles anything."""
     cold = cold_groups(cfg) if enabled() else []
     warm = Warmup([], console, cfg, cold)
-    child = _spawn("learn", cfg) if "learn" in cold else None
-    if child is not None:
-        warm.children.append(child)
+    for group in cold:
+        child = _spawn(group, cfg)
+        if child is not None:
+            warm.children.append(child)
     if cold and console is not None:
         console.print(f"[dim]compiling the {' and '.join(cold)} kernels in background processes (first run only)[/]")
     return warm
@@ -208,44 +202,66 @@ def warm_learn(cfg) -> None:
         raise RuntimeError("the warm-up update produced non-finite parameters")
 
 
-def warm_tracer(cfg, world_path) -> None:
-    """Compile the tracer kernel the run ``cfg`` calls: the run's world (a copy at ``world_path``), its sensor
-    and range, one call with float32 poses as the environment makes them."""
-    from navi_nb.env.config import EnvConfig
-    from navi_nb.sense.sensor import Sensor
-    from navi_nb.sense.tracer import Tracer
+def stand_in_set(folder):
+    """``STAND_IN`` as a one-world WorldSet, its layout mapped read-only from ``folder`` as the run maps its
+    own (``runs.load_scene_set``): the kernels compile for read-only arrays too."""
     from navi_nb.world.gmdag import load_world
     from navi_nb.world.world_set import WorldSet
 
-    world = load_world(world_path)
-    # the run maps its layout read-only (runs.load_scene_set): compile the kernel for read-only arrays too
-    WorldSet.of(world).map_layouts(Path(world_path).parent / "layouts")
+    world_set = WorldSet([load_world(STAND_IN, mmap=True)])
+    world_set.map_layouts(Path(folder) / "layouts")
+    return world_set
+
+
+def warm_env(cfg) -> None:
+    """Compile the environment kernels the run ``cfg`` calls: its environment built on the stand-in world
+    (spawning, reachable cells), then the kernels of its reset and step (``NavEnv.compile_kernels``). The
+    environment's kernels run on the host whatever the tracer's backend, so the stand-in's traces on the CPU."""
+    from dataclasses import replace
+
+    from navi_nb.train.runs import make_env
+
+    with tempfile.TemporaryDirectory(prefix="navi_nb_warmup_") as folder:
+        env = make_env(stand_in_set(folder), replace(cfg, backend="cpu"))
+        env.compile_kernels()
+
+
+def warm_tracer(cfg) -> None:
+    """Compile the tracer kernel the run ``cfg`` calls: the stand-in world, the run's sensor, range and
+    actor count, one call with float32 poses as the environment makes them."""
+    from navi_nb.env.config import EnvConfig
+    from navi_nb.sense.sensor import Sensor
+    from navi_nb.sense.tracer import Tracer
+
     env_cfg = EnvConfig.from_kwargs(**cfg.env)
-    tracer = Tracer(
-        world,
-        Sensor(az=cfg.sensor_az, el=cfg.sensor_el),
-        env_cfg.max_distance,
-        backend=cfg.backend,
-        max_actors=cfg.actors,
-    )
-    centre = (0.5 * (np.asarray(world.bmin, np.float64) + np.asarray(world.bmax, np.float64))).astype(np.float32)
-    origins = np.repeat(centre[None, :], cfg.actors, axis=0)
-    yaws = np.linspace(-np.pi, np.pi, cfg.actors, endpoint=False, dtype=np.float32)
-    depth, _, _ = tracer.trace(origins, yaws, to_host=True)
+    with tempfile.TemporaryDirectory(prefix="navi_nb_warmup_") as folder:
+        world_set = stand_in_set(folder)
+        world = world_set.worlds[0]
+        tracer = Tracer(
+            world_set,
+            Sensor(az=cfg.sensor_az, el=cfg.sensor_el),
+            env_cfg.max_distance,
+            backend=cfg.backend,
+            max_actors=cfg.actors,
+        )
+        centre = 0.5 * (np.asarray(world.bmin, np.float64) + np.asarray(world.bmax, np.float64))
+        origins = np.repeat(centre.astype(np.float32)[None, :], cfg.actors, axis=0)
+        yaws = np.linspace(-np.pi, np.pi, cfg.actors, endpoint=False, dtype=np.float32)
+        depth, _, _ = tracer.trace(origins, yaws, to_host=True)
     if not np.all(np.isfinite(depth)):
         raise RuntimeError("the warm-up trace returned non-finite depths")
 
 
-WARMERS = {"tracer": warm_tracer, "learn": warm_learn}
+WARMERS = {"env": warm_env, "tracer": warm_tracer, "learn": warm_learn}
 LOW_PRIORITY = {"learn": 19}
 """Niceness increments: the learning kernels are needed last (at the first update, after the first rollout:
-``Trainer.train`` waits for their child there), the tracer's at the reset and the trainer's own environment
-kernels before the first tick, so on a machine with fewer cores than processes the learning child takes
-only what they leave."""
+``Trainer.train`` waits for their child there), the worlds, the environment's and the tracer's before the
+first tick, so on a machine with fewer cores than processes the learning child takes only what they
+leave."""
 
 
 def child_main() -> None:
-    """A warm-up child: ``argv`` = [group, the run's config as JSON, the group's own arguments...]."""
+    """A warm-up child: ``argv`` = [group, the run's config as JSON]."""
     from navi_nb.train.config import from_dict
 
     group, cfg = sys.argv[1], from_dict(json.loads(sys.argv[2]))
@@ -254,4 +270,4 @@ def child_main() -> None:
             os.nice(LOW_PRIORITY[group])
         except OSError:
             pass
-    WARMERS[group](cfg, *sys.argv[3:])
+    WARMERS[group](cfg)
