@@ -84,6 +84,8 @@ GROUPS = {
 """Group name -> the modules that define its kernels; a group is cold when Numba's cache holds no kernel of
 one of them (``navi_nb.jit_cache.cold_sources``)."""
 
+GROUP_NAMES = {"env": "environment", "tracer": "tracer", "learn": "learning"}  # as the console names them
+
 _CHILD = "from navi_nb.train.warmup import child_main\nchild_main()\n"
 
 
@@ -176,7 +178,9 @@ def start(cfg, console=None) -> Warmup:
         if child is not None:
             warm.children.append(child)
     if cold and console is not None:
-        console.print(f"[dim]compiling the {' and '.join(cold)} kernels in background processes (first run only)[/]")
+        names = [GROUP_NAMES[g] for g in cold]
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        console.print(f"[dim]compiling the {listed} kernels in background processes (first run only)[/]")
     return warm
 
 
