@@ -449,10 +449,15 @@ class Trainer:
     def start_learning(self, shard_timer=None):
         """Before the first update: wait for the learning kernels' warm-up child, pick the shard count
         (``calibrate_shards``) and print the choice."""
+        console = self.console
         if self.warmup is not None:
+            if console is not None and self.warmup.running("learn"):
+                console.print(
+                    "[dim]first update: waiting for the learning kernels, still compiling in their background "
+                    "process (first run only)[/]"
+                )
             self.warmup.wait()
         self.calibrate_shards(timer=shard_timer)
-        console = self.console
         if console is not None:
             self.shard_report.print(console)
             if self.ranks is not None:

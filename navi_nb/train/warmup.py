@@ -119,6 +119,10 @@ class Warmup:
     def groups(self):
         return [g for g, _, _ in self.children]
 
+    def running(self, group) -> bool:
+        """Whether the child of ``group`` is still compiling."""
+        return any(g == group and proc.poll() is None for g, proc, _ in self.children)
+
     def wait(self, group=None) -> dict:
         """Wait for the child of ``group`` (default: every child); returns {group: (exit status, seconds
         since start)} of the children joined so far."""
