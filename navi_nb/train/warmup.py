@@ -223,8 +223,8 @@ def stand_in_set(folder):
 
 def warm_env(cfg) -> None:
     """Compile the environment kernels the run ``cfg`` calls: its environment built on the stand-in world
-    (spawning, reachable cells), then the kernels of its reset and step (``NavEnv.compile_kernels``). The
-    environment's kernels run on the host whatever the tracer's backend, so the stand-in's traces on the CPU."""
+    (spawning, reachable cells), then the kernels of its reset and step (``NavEnv.compile_kernels``). They run
+    on the host whatever the tracer's backend, so this environment's tracer is a CPU one in every case."""
     from dataclasses import replace
 
     from navi_nb.train.runs import make_env
