@@ -107,11 +107,9 @@ def enabled() -> bool:
 class Warmup:
     """The running warm-up children; ``wait()`` joins them (at most once)."""
 
-    def __init__(self, children=(), console=None, cfg=None, cold=()):
+    def __init__(self, children=(), console=None):
         self.children = list(children)  # (group, Popen, stderr file)
         self.console = console
-        self.cfg = cfg
-        self.cold = list(cold)
         self.started = time.perf_counter()
         self.report = {}
 
@@ -176,7 +174,7 @@ def start(cfg, console=None) -> Warmup:
     """The warm-up of the run ``cfg`` (a TrainConfig): a child for each cold group starts now; which groups
     are cold is decided here, before this process compiles anything."""
     cold = cold_groups(cfg) if enabled() else []
-    warm = Warmup([], console, cfg, cold)
+    warm = Warmup([], console)
     for group in cold:
         child = _spawn(group, cfg)
         if child is not None:
