@@ -39,6 +39,7 @@ OP_BOX, OP_SPHERE, OP_CYLINDER, OP_CAPSULE = 0, 1, 2, 3
 OP_UNION, OP_INTERSECT, OP_SUBTRACT, OP_COMPLEMENT = 10, 11, 12, 13
 STACK = 32
 CHUNK = 256  # points per parallel work item (one stack allocation each)
+PRUNE_RUN = 64  # points that share one pruned program (evaluate_program)
 
 
 # --------------------------------------------------------------------------
@@ -200,25 +201,30 @@ def _capsule(px, py, pz, row):
     return np.sqrt(dx * dx + dy * dy + dz * dz) - row[10], row[1]
 
 
+@njit(inline="always", cache=True)
+def _primitive(code, px, py, pz, row):
+    """(distance, class) of a primitive row at a point."""
+    if code == OP_BOX:
+        return _box(px, py, pz, row)
+    if code == OP_SPHERE:
+        return _sphere(px, py, pz, row)
+    if code == OP_CYLINDER:
+        return _cylinder(px, py, pz, row)
+    return _capsule(px, py, pz, row)
+
+
 @njit(cache=True)
-def eval_point(program, px, py, pz, sd, sc):
-    """Run the program at one point; sd/sc are scratch stacks (float64 each)."""
+def eval_point(program, rows, n_rows, px, py, pz, sd, sc):
+    """Run the program's rows ``rows[:n_rows]`` (all of them, or those :func:`prune_rows` keeps) at one
+    point; sd/sc are scratch stacks (float64 each)."""
     top = -1
-    for i in range(program.shape[0]):
-        row = program[i]
+    for k in range(n_rows):
+        row = program[rows[k]]
         code = int(row[0])
-        if code == OP_BOX:
-            d, c = _box(px, py, pz, row)
-        elif code == OP_SPHERE:
-            d, c = _sphere(px, py, pz, row)
-        elif code == OP_CYLINDER:
-            d, c = _cylinder(px, py, pz, row)
-        elif code == OP_CAPSULE:
-            d, c = _capsule(px, py, pz, row)
-        elif code == OP_COMPLEMENT:
+        if code == OP_COMPLEMENT:
             sd[top] = -sd[top]
             continue
-        else:
+        if code >= OP_UNION:
             b = sd[top]
             bc = sc[top]
             top -= 1
@@ -236,24 +242,109 @@ def eval_point(program, px, py, pz, sd, sc):
                     sd[top] = -b
                     sc[top] = bc
             continue
+        d, c = _primitive(code, px, py, pz, row)
         top += 1
         sd[top] = d
         sc[top] = c
     return sd[0], sc[0]
 
 
+@njit(cache=True)
+def prune_rows(program, cx, cy, cz, h, rows, sd, first):
+    """The rows that decide the program's value and class everywhere within ``h`` of ``(cx, cy, cz)``:
+    written to ``rows``, their count returned; sd (float64) and first (int64) are scratch stacks.
+
+    Every primitive is an exact distance and min, max and negation keep a function 1-Lipschitz, so each
+    operand of an operator is within ``h`` of its value at the centre anywhere in the ball. Where one
+    operand of a union is larger than the other by more than ``2 h`` (plus a rounding margin) there, it
+    never wins the union in the ball, and dropping its rows and the operator's row leaves the other
+    operand's value and class at every point: the same operations in the same order, so the same bits.
+    Likewise the smaller operand of an intersection, and a subtraction's ``b`` where ``-b`` never exceeds
+    ``a``. The value at the centre of an operator is computed in full either way (the parents' tests
+    need it)."""
+    n = 0
+    top = -1
+    for i in range(program.shape[0]):
+        row = program[i]
+        code = int(row[0])
+        rows[n] = i
+        n += 1
+        if code == OP_COMPLEMENT:
+            sd[top] = -sd[top]
+            continue
+        if code < OP_UNION:
+            d, _c = _primitive(code, cx, cy, cz, row)
+            top += 1
+            sd[top] = d
+            first[top] = n - 1  # where this operand's rows start in ``rows``
+            continue
+        b = sd[top]
+        b_first = first[top]
+        top -= 1
+        a = sd[top]
+        if code == OP_SUBTRACT:
+            b = -b
+        # the margin: the operands' rounding (relative 1e-12 is far above float64's) and the ball
+        gap = 2.0 * h + 1e-12 * (abs(a) + abs(b)) + 1e-12
+        keep_a = True
+        keep_b = True
+        if code == OP_UNION:
+            keep_b = not (b - a > gap)
+            keep_a = not (a - b > gap)
+        elif code == OP_INTERSECT:
+            keep_b = not (a - b > gap)
+            keep_a = not (b - a > gap)
+        else:  # OP_SUBTRACT: only b (dropping a would leave a complement to write)
+            keep_b = not (a - b > gap)
+        if not keep_b:  # the result is a: drop b's rows and this row
+            n = b_first
+        elif not keep_a:  # the result is b: move b's rows over a's and drop this row
+            a_first = first[top]
+            m = n - 1 - b_first
+            for k in range(m):
+                rows[a_first + k] = rows[b_first + k]
+            n = a_first + m
+            sd[top] = b
+            continue
+        if code == OP_UNION:
+            sd[top] = min(a, b)
+        else:
+            sd[top] = max(a, b)
+    return n
+
+
 @njit(parallel=True, cache=True)
 def evaluate_program(program, points, out_d, out_c):
-    """Signed distance (metres) and class at points (N,3) float64 -> out_d (N,), out_c (N,) int32."""
+    """Signed distance (metres) and class at points (N,3) float64 -> out_d (N,), out_c (N,) int32.
+
+    Each run of ``PRUNE_RUN`` points runs only the rows that decide its bounding box (:func:`prune_rows`):
+    the same values and classes as the whole program, bit for bit; callers that pass nearby points in
+    runs (the compiler's cells) save most of the work."""
     n = points.shape[0]
     nchunks = (n + CHUNK - 1) // CHUNK
     for k in prange(nchunks):
         sd = np.empty(STACK, dtype=np.float64)
         sc = np.empty(STACK, dtype=np.float64)
-        for i in range(k * CHUNK, min(n, (k + 1) * CHUNK)):
-            d, c = eval_point(program, points[i, 0], points[i, 1], points[i, 2], sd, sc)
-            out_d[i] = d
-            out_c[i] = np.int32(c)
+        first = np.empty(STACK, dtype=np.int64)
+        rows = np.empty(program.shape[0], dtype=np.int64)
+        for i0 in range(k * CHUNK, min(n, (k + 1) * CHUNK), PRUNE_RUN):
+            i1 = min(n, i0 + PRUNE_RUN)
+            lo0, lo1, lo2 = points[i0, 0], points[i0, 1], points[i0, 2]
+            hi0, hi1, hi2 = lo0, lo1, lo2
+            for i in range(i0 + 1, i1):
+                lo0 = min(lo0, points[i, 0])
+                lo1 = min(lo1, points[i, 1])
+                lo2 = min(lo2, points[i, 2])
+                hi0 = max(hi0, points[i, 0])
+                hi1 = max(hi1, points[i, 1])
+                hi2 = max(hi2, points[i, 2])
+            e0, e1, e2 = 0.5 * (hi0 - lo0), 0.5 * (hi1 - lo1), 0.5 * (hi2 - lo2)
+            h = np.sqrt(e0 * e0 + e1 * e1 + e2 * e2) * (1.0 + 1e-12)
+            n_rows = prune_rows(program, lo0 + e0, lo1 + e1, lo2 + e2, h, rows, sd, first)
+            for i in range(i0, i1):
+                d, c = eval_point(program, rows, n_rows, points[i, 0], points[i, 1], points[i, 2], sd, sc)
+                out_d[i] = d
+                out_c[i] = np.int32(c)
 
 
 @njit(parallel=True, cache=True)
@@ -268,12 +359,15 @@ def raycast_program(program, origins, dirs, max_distance, eps, max_steps, out):
     for k in prange(nchunks):
         sd = np.empty(STACK, dtype=np.float64)
         sc = np.empty(STACK, dtype=np.float64)
+        rows = np.arange(program.shape[0])
         for i in range(k * CHUNK, min(n, (k + 1) * CHUNK)):
             t = 0.0
             res = max_distance
             for _ in range(max_steps):
                 d, c = eval_point(
                     program,
+                    rows,
+                    rows.shape[0],
                     origins[i, 0] + t * dirs[i, 0],
                     origins[i, 1] + t * dirs[i, 1],
                     origins[i, 2] + t * dirs[i, 2],
