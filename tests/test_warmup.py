@@ -61,8 +61,9 @@ def test_cold_groups_follow_the_numba_cache(tmp_path):
 
 
 def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
-    """After the learn group's child ran, this process's policy, GAE, shard calibration and PPO update (the
-    trainer's calls, with the run's sizes) load every learning kernel from the cache: no compilation."""
+    """After the learn group's child (and its helper, which compiles the update's second pass) ran, this
+    process's policy, GAE, shard calibration and PPO update (the trainer's calls, with the run's sizes) load
+    every learning kernel from the cache: no compilation."""
     out = _run(
         """
         import json
@@ -99,9 +100,13 @@ def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
         obs, _, stats = one_update(env, ppo, slab, obs, action_generator(3), num_updates=cfg.num_updates)
         choose_shards(None, ppo=ppo, slab=slab, minibatch_size=cfg.minibatch_size, tick=lambda: None,
                       budget_s=0.2, minibatches_per_update=4, minibatches_per_epoch=2)
+        from navi_nb.learn import fused
+        # the helper's and the child's passes were compiled for the types the update's chain gives them:
+        # the cache holds one signature of each (a mismatch would have compiled the chain's own as well)
+        passes = [len(k._cache._cache_file._load_index()) for k in (fused._chunk_pass, fused._finish_pass)]
         print(json.dumps({"groups": groups, "report": report, "cold_after": warmup.cold_groups(cfg),
                           "learn_compiled": sorted(set(m for m in compiled if m.startswith("navi_nb.learn"))),
-                          "grad_norm": float(stats["grad_norm"])}))
+                          "grad_norm": float(stats["grad_norm"]), "pass_signatures": passes}))
     """,
         tmp_path / "numba",
     )
@@ -110,6 +115,7 @@ def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
     assert out["cold_after"] == []
     assert out["learn_compiled"] == []
     assert out["grad_norm"] > 0
+    assert out["pass_signatures"] == [1, 1]
 
 
 def test_env_and_tracer_warmup_on_the_stand_in_leave_a_run_on_other_worlds_nothing_to_compile(tmp_path):

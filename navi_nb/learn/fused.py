@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -349,7 +350,13 @@ def chunk_pass(source, rows, cols, params, log_std, hp, w):
     (``w.adv`` already prepared). Chunks never cross a block's edge: each block's
     rows are cut into chunks from its own first row.
     """
-    _chunk_pass(
+    _chunk_pass(*chunk_args(source, rows, cols, params, log_std, hp, w))
+
+
+@njit(cache=True, inline="always")
+def chunk_args(source, rows, cols, params, log_std, hp, w):
+    """:func:`_chunk_pass`'s arguments (also run as plain Python by :func:`compile_passes`, for their types)."""
+    return (
         source,
         rows,
         cols,
@@ -436,7 +443,13 @@ def finish_pass(w, ops, root, grad, hp, final):
     :func:`reduce_nodes`'s last steps: its part of ``grad``, ``w.stat_sums`` and
     its sum of squares. Otherwise the rows of ``local_plan``'s subtrees are
     this process's share of the tree, for :func:`reduce_nodes`."""
-    _finish_pass(
+    _finish_pass(*finish_args(w, ops, root, grad, hp, final))
+
+
+@njit(cache=True, inline="always")
+def finish_args(w, ops, root, grad, hp, final):
+    """:func:`_finish_pass`'s arguments (also run as plain Python by :func:`compile_passes`, for their types)."""
+    return (
         w.items,
         w.meta,
         w.blk,
@@ -459,6 +472,19 @@ def finish_pass(w, ops, root, grad, hp, final):
         w.stat_sums,
         w.sumsq,
     )
+
+
+def compile_passes(names, source, rows, cols, params, log_std, hp, w, ops, root, grad):
+    """Compile (or load from Numba's cache) the parallel passes in ``names`` (``"chunk"``, ``"finish"``) for
+    the types of these arguments, which :func:`minibatches_update` and :func:`local_gradients` give them,
+    without running them. A warm-up process compiles one while another compiles the other
+    (``navi_nb/train/warmup.py``); the chain that calls them then loads them."""
+    if "chunk" in names:
+        args = chunk_args.py_func(source, rows, cols, params, log_std, hp, w)
+        _chunk_pass.compile(tuple(numba.typeof(a) for a in args))
+    if "finish" in names:
+        args = finish_args.py_func(w, ops, root, grad, hp, True)
+        _finish_pass.compile(tuple(numba.typeof(a) for a in args))
 
 
 @njit(cache=True, error_model="numpy")
@@ -887,7 +913,9 @@ def minibatches_update(source, order, count, cols, params, log_std, hp, w, ops, 
         rows = order[b * mb : (b + 1) * mb]
         block_moments(source, rows, cols[ADVANTAGES], w.blk, w.moments)
         tree_moments(w.moments, ops)
-        local_gradients(source, rows, cols, params, log_std, hp, w, w.moments[root], ops, root, grad, True)
+        # np.bool_: a bool, not the literal True, so the passes are typed as every other caller and
+        # compile_passes types them (a literal would compile a variant of their own)
+        local_gradients(source, rows, cols, params, log_std, hp, w, w.moments[root], ops, root, grad, np.bool_(True))
         if clip_and_step(w, log_std, hp, params, grad, adam_m, adam_v, step0 + b + 1.0, out[b]):
             return b + 1
     return count

@@ -414,6 +414,37 @@ class PPO:
         return self.config.learning_rate * (1.0 - update / float(num_updates))
 
     # ---- one PPO update over a filled rollout --------------------------------
+    def _use_slab(self, slab):
+        """The slab's rows as the minibatches' source (``set_source``)."""
+        self.set_source(
+            slab.flat, slab.obs_dim, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")}
+        )
+
+    def compile_passes(self, slab, names=("chunk", "finish")):
+        """Compile (or load from Numba's cache) the fused minibatch passes in ``names`` for this learner's
+        and ``slab``'s types (``fused.compile_passes``), without running them: a warm-up process's call.
+        The arguments are the ones :meth:`update` builds, at its sizes (the same per-size buffers)."""
+        self._use_slab(slab)
+        block, _rows_per_block, blk = self.block_layout(slab.n_steps, slab.n_actors)
+        mb = slab.n_actors // block * blk
+        pol = self.policy
+        w = self._plan.work(mb, self.config.chunk_size, pol.act_dim, blk)
+        ops, root = self._tree(w.n_blocks)
+        rows = np.zeros(mb, np.int64)
+        fused.compile_passes(
+            names,
+            self.source,
+            rows,
+            self._cols,
+            pol.params,
+            pol.p["log_std"],
+            self._hyper_params(),
+            w,
+            ops,
+            root,
+            self.grad,
+        )
+
     def update(self, slab, last_values, num_updates=None):
         """GAE, then epochs of shuffled minibatches. Returns the update's stats."""
         cfg = self.config
@@ -434,9 +465,7 @@ class PPO:
             slab.advantages,
             slab.returns,
         )
-        self.set_source(
-            slab.flat, slab.obs_dim, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")}
-        )
+        self._use_slab(slab)
         block, rows_per_block, blk = self.block_layout(slab.n_steps, slab.n_actors)
         n_local = slab.n_actors // block
         ex = self.exchange

@@ -186,11 +186,11 @@ def start(cfg, console=None) -> Warmup:
     return warm
 
 
-def warm_learn(cfg) -> None:
-    """Compile the learning kernels the run ``cfg`` calls: one real update on the padded point-goal task."""
+def _learn_setup(cfg):
+    """The run ``cfg``'s network, learner and rollout slab on the point-goal task of ``navi_nb.learn.toy`` padded
+    to the run's observation length: ``(env, ppo, slab, first observation)``."""
     from navi_nb.env.config import EnvConfig
     from navi_nb.env.observation import obs_layout, obs_size
-    from navi_nb.learn.collect import action_generator, one_update
     from navi_nb.learn.ppo import PPO, PPOConfig
     from navi_nb.learn.rollout import RolloutSlab
     from navi_nb.learn.toy import PointGoalToy
@@ -203,9 +203,45 @@ def warm_learn(cfg) -> None:
     ppo = PPO(policy, PPOConfig.of(cfg), seed=cfg.seed)
     slab = RolloutSlab(cfg.rollout_steps, cfg.actors, env.obs_dim, env.action_dim)
     obs, _ = env.reset(seed=cfg.seed)
-    one_update(env, ppo, slab, obs, action_generator(cfg.seed), num_updates=cfg.num_updates)
-    if not np.all(np.isfinite(policy.params)):
+    return env, ppo, slab, obs
+
+
+def warm_learn(cfg) -> None:
+    """Compile the learning kernels the run ``cfg`` calls: one real update on the padded point-goal task.
+
+    The update's two parallel passes are the biggest part of it and share nothing: a helper process
+    (``learn-finish``) compiles the second from the start, this one compiles the first after the rollout
+    (whose policy kernel the trainer needs first), waits for the helper, and then compiles the rest of the
+    update, loading both."""
+    from navi_nb.learn.collect import action_generator, one_update
+
+    helper = _spawn("learn-finish", cfg)
+    try:
+        env, ppo, slab, obs = _learn_setup(cfg)
+
+        def before_learn():
+            ppo.compile_passes(slab, ("chunk",))
+            if helper is not None:
+                helper[1].wait()
+
+        one_update(
+            env, ppo, slab, obs, action_generator(cfg.seed), num_updates=cfg.num_updates, before_learn=before_learn
+        )
+    finally:
+        if helper is not None:
+            if helper[1].poll() is None:
+                helper[1].kill()
+            helper[1].wait()
+            helper[2].close()
+    if not np.all(np.isfinite(ppo.policy.params)):
         raise RuntimeError("the warm-up update produced non-finite parameters")
+
+
+def warm_learn_finish(cfg) -> None:
+    """The ``learn`` child's helper: compile the update's second parallel pass (``fused._finish_pass``) for the
+    run ``cfg``'s types."""
+    _env, ppo, slab, _obs = _learn_setup(cfg)
+    ppo.compile_passes(slab, ("finish",))
 
 
 def stand_in_set(folder):
@@ -258,18 +294,34 @@ def warm_tracer(cfg) -> None:
         raise RuntimeError("the warm-up trace returned non-finite depths")
 
 
-WARMERS = {"env": warm_env, "tracer": warm_tracer, "learn": warm_learn}
-LOW_PRIORITY = {"learn": 19}
+WARMERS = {"env": warm_env, "tracer": warm_tracer, "learn": warm_learn, "learn-finish": warm_learn_finish}
+LOW_PRIORITY = {"learn": 19, "learn-finish": 19}
 """Niceness increments: the learning kernels are needed last (at the first update, after the first rollout:
 ``Trainer.train`` waits for their child there), the worlds, the environment's and the tracer's before the
 first tick, so on a machine with fewer cores than processes the learning child takes only what they
 leave."""
 
 
+def _end_with_parent() -> None:
+    """On Linux, have the kernel kill this process when the process that started it ends (``prctl``'s
+    ``PR_SET_PDEATHSIG``): a trainer killed outright, or a ``learn`` child ended by ``Warmup.cancel``, leaves
+    no compile running behind it. Elsewhere, or if the call fails, a child ends when its compile does."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def child_main() -> None:
     """A warm-up child: ``argv`` = [group, the run's config as JSON]."""
     from navi_nb.train.config import from_dict
 
+    _end_with_parent()
     group, cfg = sys.argv[1], from_dict(json.loads(sys.argv[2]))
     if group in LOW_PRIORITY:
         try:
