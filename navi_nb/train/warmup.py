@@ -24,7 +24,11 @@ threaded, and the kernels fall into groups that share nothing:
   real update (``navi_nb.learn.collect.one_update``) with the run's network,
   rollout and minibatch sizes and dtypes on the point-goal task of
   ``navi_nb.learn.toy`` padded to the run's observation length: the same
-  calls with the same argument types, so the same signatures.
+  calls with the same argument types, so the same signatures. The update's
+  two parallel passes are most of it and independent: a helper process of
+  the child (``learn-finish``) compiles the second for the same types while
+  the child compiles the first (``PPO.compile_passes``), and the rest of the
+  update then loads both.
 
 A kernel's compiled code depends on its arguments' types, not on their
 values, and every world's arrays have the same types. So the ``env`` and
