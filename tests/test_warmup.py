@@ -193,6 +193,44 @@ def test_the_stand_in_world_is_the_world_caches_box_entry(tmp_path):
     assert ours == theirs
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_child_ends_when_the_process_that_started_it_is_killed(tmp_path):
+    """A trainer killed outright leaves no warm-up child compiling behind it: the kernel ends the child with
+    its parent (the learn child's helper is such a child of the learn child)."""
+    import signal
+    import time
+
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from navi_nb.train import warmup
+        from navi_nb.train.config import TrainConfig
+        group, proc, err = warmup._spawn("learn", TrainConfig())
+        print(proc.pid, flush=True)
+        time.sleep(120)
+        """
+    )
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=ROOT)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    child = int(parent.stdout.readline())
+    time.sleep(4.0)  # the child is compiling by now (a cold learn group takes far longer than this test)
+    assert os.path.exists(f"/proc/{child}")
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":  # ended, not yet reaped
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the warm-up child kept running after its parent was killed")
+
+
 def test_warm_cache_starts_no_child(tmp_path):
     """Nothing cold, or the warm-up turned off: ``start`` starts no process."""
     out = _run(
