@@ -414,6 +414,12 @@ class PPO:
         return self.config.learning_rate * (1.0 - update / float(num_updates))
 
     # ---- one PPO update over a filled rollout --------------------------------
+    def _minibatch_layout(self, slab):
+        """``block_layout``'s ``(block, rows_per_block, blk)`` for ``slab``, and this process's minibatch size
+        (its blocks' ``blk`` rows each)."""
+        block, rows_per_block, blk = self.block_layout(slab.n_steps, slab.n_actors)
+        return block, rows_per_block, blk, slab.n_actors // block * blk
+
     def _use_slab(self, slab):
         """The slab's rows as the minibatches' source (``set_source``)."""
         self.set_source(
@@ -425,8 +431,7 @@ class PPO:
         and ``slab``'s types (``fused.compile_passes``), without running them: a warm-up process's call.
         The arguments are the ones :meth:`update` builds, at its sizes (the same per-size buffers)."""
         self._use_slab(slab)
-        block, _rows_per_block, blk = self.block_layout(slab.n_steps, slab.n_actors)
-        mb = slab.n_actors // block * blk
+        _block, _rows_per_block, blk, mb = self._minibatch_layout(slab)
         pol = self.policy
         w = self._plan.work(mb, self.config.chunk_size, pol.act_dim, blk)
         ops, root = self._tree(w.n_blocks)
@@ -466,7 +471,7 @@ class PPO:
             slab.returns,
         )
         self._use_slab(slab)
-        block, rows_per_block, blk = self.block_layout(slab.n_steps, slab.n_actors)
+        block, rows_per_block, blk, mb = self._minibatch_layout(slab)
         n_local = slab.n_actors // block
         ex = self.exchange
         first = 0 if ex is None else ex.first_block
@@ -474,7 +479,6 @@ class PPO:
             raise PPOConfigError(
                 f"the slab holds {n_local} blocks; this process should hold blocks {ex.ranges[ex.rank]}"
             )
-        mb = n_local * blk
         lr = self.learning_rate(self.updates_done, num_updates)
         totals, count, norms, stopped = {}, 0, [], False
         for _epoch in range(cfg.update_epochs):

@@ -219,7 +219,7 @@ def warm_learn(cfg) -> None:
     update, loading both."""
     from navi_nb.learn.collect import action_generator, one_update
 
-    helper = _spawn("learn-finish", cfg)
+    helper = _spawn("learn-finish", cfg)  # (group, process, stderr file), or None: compile it here
     try:
         env, ppo, slab, obs = _learn_setup(cfg)
 
@@ -233,10 +233,11 @@ def warm_learn(cfg) -> None:
         )
     finally:
         if helper is not None:
-            if helper[1].poll() is None:
-                helper[1].kill()
-            helper[1].wait()
-            helper[2].close()
+            _, proc, err = helper
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            err.close()
     if not np.all(np.isfinite(ppo.policy.params)):
         raise RuntimeError("the warm-up update produced non-finite parameters")
 

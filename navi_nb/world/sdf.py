@@ -313,6 +313,23 @@ def prune_rows(program, cx, cy, cz, h, rows, sd, first):
     return n
 
 
+@njit(inline="always", cache=True)
+def _bounding_ball(points, i0, i1):
+    """(centre x, y, z, radius) of a ball holding ``points[i0:i1]``: their bounding box's centre and half
+    diagonal (rounded up a little)."""
+    lo0, lo1, lo2 = points[i0, 0], points[i0, 1], points[i0, 2]
+    hi0, hi1, hi2 = lo0, lo1, lo2
+    for i in range(i0 + 1, i1):
+        lo0 = min(lo0, points[i, 0])
+        lo1 = min(lo1, points[i, 1])
+        lo2 = min(lo2, points[i, 2])
+        hi0 = max(hi0, points[i, 0])
+        hi1 = max(hi1, points[i, 1])
+        hi2 = max(hi2, points[i, 2])
+    e0, e1, e2 = 0.5 * (hi0 - lo0), 0.5 * (hi1 - lo1), 0.5 * (hi2 - lo2)
+    return lo0 + e0, lo1 + e1, lo2 + e2, np.sqrt(e0 * e0 + e1 * e1 + e2 * e2) * (1.0 + 1e-12)
+
+
 @njit(parallel=True, cache=True)
 def evaluate_program(program, points, out_d, out_c):
     """Signed distance (metres) and class at points (N,3) float64 -> out_d (N,), out_c (N,) int32.
@@ -329,18 +346,8 @@ def evaluate_program(program, points, out_d, out_c):
         rows = np.empty(program.shape[0], dtype=np.int64)
         for i0 in range(k * CHUNK, min(n, (k + 1) * CHUNK), PRUNE_RUN):
             i1 = min(n, i0 + PRUNE_RUN)
-            lo0, lo1, lo2 = points[i0, 0], points[i0, 1], points[i0, 2]
-            hi0, hi1, hi2 = lo0, lo1, lo2
-            for i in range(i0 + 1, i1):
-                lo0 = min(lo0, points[i, 0])
-                lo1 = min(lo1, points[i, 1])
-                lo2 = min(lo2, points[i, 2])
-                hi0 = max(hi0, points[i, 0])
-                hi1 = max(hi1, points[i, 1])
-                hi2 = max(hi2, points[i, 2])
-            e0, e1, e2 = 0.5 * (hi0 - lo0), 0.5 * (hi1 - lo1), 0.5 * (hi2 - lo2)
-            h = np.sqrt(e0 * e0 + e1 * e1 + e2 * e2) * (1.0 + 1e-12)
-            n_rows = prune_rows(program, lo0 + e0, lo1 + e1, lo2 + e2, h, rows, sd, first)
+            cx, cy, cz, h = _bounding_ball(points, i0, i1)
+            n_rows = prune_rows(program, cx, cy, cz, h, rows, sd, first)
             for i in range(i0, i1):
                 d, c = eval_point(program, rows, n_rows, points[i, 0], points[i, 1], points[i, 2], sd, sc)
                 out_d[i] = d
