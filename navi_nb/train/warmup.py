@@ -18,9 +18,10 @@ threaded, and the kernels fall into groups that share nothing:
 - ``learn``: the policy's forward and sampling, GAE, the fused PPO
   minibatches and Adam. Nothing in ``sense`` needs them until the first
   update (the first rollout needs only the policy's forward pass, the first
-  kernel the child compiles; the trainer waits for the child, and then
-  picks its shard count, between that rollout and its update), so a child
-  process compiles them meanwhile, at the lowest priority, by running one
+  kernel the child compiles, at normal priority: the first tick needs it; the
+  trainer waits for the child, and then picks its shard count, between that
+  rollout and its update), so a child process compiles them meanwhile, the
+  rest at the lowest priority, by running one
   real update (``navi_nb.learn.collect.one_update``) with the run's network,
   rollout and minibatch sizes and dtypes on the point-goal task of
   ``navi_nb.learn.toy`` padded to the run's observation length: the same
@@ -222,6 +223,10 @@ def warm_learn(cfg) -> None:
     helper = _spawn("learn-finish", cfg)  # (group, process, stderr file), or None: compile it here
     try:
         env, ppo, slab, obs = _learn_setup(cfg)
+        # the first rollout's kernel, at normal priority: the run's first tick needs it, and at the lowest
+        # the trainer often found it not yet compiled and compiled it itself while the other core stood idle
+        ppo.policy.forward(obs)
+        _lower_priority()
 
         def before_learn():
             ppo.compile_passes(slab, ("chunk",))
@@ -300,11 +305,19 @@ def warm_tracer(cfg) -> None:
 
 
 WARMERS = {"env": warm_env, "tracer": warm_tracer, "learn": warm_learn, "learn-finish": warm_learn_finish}
-LOW_PRIORITY = {"learn": 19, "learn-finish": 19}
-"""Niceness increments: the learning kernels are needed last (at the first update, after the first rollout:
-``Trainer.train`` waits for their child there), the worlds, the environment's and the tracer's before the
-first tick, so on a machine with fewer cores than processes the learning child takes only what they
-leave."""
+LOW_PRIORITY = 19
+"""The niceness of the learning kernels' compile: they are needed last (at the first update, after the first
+rollout: ``Trainer.train`` waits for their child there), the worlds, the environment's and the tracer's before
+the first tick, so on a machine with fewer cores than processes the learning child takes only what they
+leave. The ``learn-finish`` helper takes it from its start, the ``learn`` child once it has compiled the
+policy's forward pass (which the first tick needs)."""
+
+
+def _lower_priority() -> None:
+    try:
+        os.nice(LOW_PRIORITY)
+    except OSError:
+        pass
 
 
 def _end_with_parent() -> None:
@@ -328,9 +341,6 @@ def child_main() -> None:
 
     _end_with_parent()
     group, cfg = sys.argv[1], from_dict(json.loads(sys.argv[2]))
-    if group in LOW_PRIORITY:
-        try:
-            os.nice(LOW_PRIORITY[group])
-        except OSError:
-            pass
+    if group == "learn-finish":
+        _lower_priority()
     WARMERS[group](cfg)
