@@ -193,6 +193,28 @@ def test_the_stand_in_world_is_the_world_caches_box_entry(tmp_path):
     assert ours == theirs
 
 
+def test_the_shipped_stand_in_layout_is_the_one_a_run_writes(tmp_path):
+    """The stand-in's shipped layout file is, byte for byte, the file that mapping the stand-in writes
+    (``world_set.map_packed``), and the children map it from the package: they neither validate nor decode
+    the stand-in. When the layout's format changes, regenerate it with ``python -c "from navi_nb.train.warmup
+    import STAND_IN, STAND_IN_LAYOUTS; from navi_nb.world.gmdag import load_world; from navi_nb.world.world_set
+    import WorldSet; WorldSet([load_world(STAND_IN)]).map_layouts(STAND_IN_LAYOUTS)"`` (and delete the old
+    file)."""
+    from navi_nb.train.warmup import STAND_IN, STAND_IN_LAYOUTS, stand_in_set
+    from navi_nb.world.gmdag import load_world
+    from navi_nb.world.world_set import WorldSet, layout_file
+
+    fresh = WorldSet([load_world(STAND_IN)])
+    fresh.map_layouts(tmp_path)
+    written, _ = layout_file(fresh.worlds, tmp_path)
+    shipped, _ = layout_file(fresh.worlds, STAND_IN_LAYOUTS)
+    assert shipped.read_bytes() == written.read_bytes()
+    assert sorted(p.name for p in STAND_IN_LAYOUTS.iterdir()) == [shipped.name]  # no stale file ships
+    world_set = stand_in_set(tmp_path / "unused")
+    assert world_set.packed.mapped == shipped and world_set.packed.map_note is None
+    assert not (tmp_path / "unused").exists()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_child_ends_when_the_process_that_started_it_is_killed(tmp_path):
     """A trainer killed outright leaves no warm-up child compiling behind it: the kernel ends the child with

@@ -68,6 +68,10 @@ ENV_VAR = "NAVI_NB_WARMUP"
 STAND_IN = PACKAGE_DIR / "data" / "warmup" / "box-r32.gmdag"
 """The world the ``env`` and ``tracer`` children compile on (``world_cache.compile_one("box", 0, 32, path)``);
 with its sidecar (spawn points, classes)."""
+STAND_IN_LAYOUTS = PACKAGE_DIR / "data" / "warmup" / "layouts"
+"""The stand-in's layout file (``world_set.map_packed``), shipped so that the children neither validate nor
+decode it: the world-loading kernels then compile once, in the processes that load the run's worlds, not in
+both children as well."""
 
 GROUPS = {
     "env": (
@@ -255,13 +259,19 @@ def warm_learn_finish(cfg) -> None:
 
 
 def stand_in_set(folder):
-    """``STAND_IN`` as a one-world WorldSet, its layout mapped read-only from ``folder`` as the run maps its
-    own (``runs.load_scene_set``): the kernels compile for read-only arrays too."""
+    """``STAND_IN`` as a one-world WorldSet, its layout mapped read-only as the run maps its own
+    (``runs.load_scene_set``): the kernels compile for read-only arrays too. The layout comes from
+    ``STAND_IN_LAYOUTS``; without a file there for this code's layout (an edit to the layout's format),
+    it is decoded into ``folder``. The stand-in is the package's own file, which the tests check against
+    the compiler's output, so it is not validated again."""
     from navi_nb.world.gmdag import load_world
-    from navi_nb.world.world_set import WorldSet
+    from navi_nb.world.world_set import WorldSet, layout_file
 
-    world_set = WorldSet([load_world(STAND_IN, mmap=True)])
-    world_set.map_layouts(Path(folder) / "layouts")
+    world = load_world(STAND_IN, mmap=True, validate=False)
+    world.deep_checked = True
+    world_set = WorldSet([world])
+    shipped = layout_file(world_set.worlds, STAND_IN_LAYOUTS)[0].exists()
+    world_set.map_layouts(STAND_IN_LAYOUTS if shipped else Path(folder) / "layouts")
     return world_set
 
 

@@ -253,9 +253,7 @@ def map_packed(worlds, cache_dir) -> PackedWorlds:
     (``PackedWorlds.mapped`` None, ``map_note`` says why)."""
     from navi_nb.world import layout_cache
 
-    keys = [_world_key(w) for w in worlds]
-    key = layout_cache.layout_key(worlds, keys, layout_depths(worlds))
-    path = Path(cache_dir) / f"{key}.layout"
+    path, key = layout_file(worlds, cache_dir)
     arrays, why = layout_cache.map_layout(path, key)
     note = None
     if arrays is None:
@@ -276,6 +274,14 @@ def map_packed(worlds, cache_dir) -> PackedWorlds:
     packed.mapped = path
     packed.map_note = note
     return packed
+
+
+def layout_file(worlds, cache_dir):
+    """``(path, key)``: where in ``cache_dir`` the layout file of ``worlds`` is, and the key it holds."""
+    from navi_nb.world import layout_cache
+
+    key = layout_cache.layout_key(worlds, [_world_key(w) for w in worlds], layout_depths(worlds))
+    return Path(cache_dir) / f"{key}.layout", key
 
 
 def _world_key(world):
