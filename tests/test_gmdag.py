@@ -56,6 +56,18 @@ def test_compiled_worlds_pass_deep_validation(name):
     assert w2.deep_checked
 
 
+def test_deep_validation_has_one_signature_for_compiled_and_loaded_worlds(tmp_path):
+    """The compiler validates a world whose nodes are a writable array, a loaded file's are read-only: the walk
+    sees a read-only array either way, so the trainer loads the walk its world-compile processes compiled."""
+    world = _world([encode_leaf(0, 0.5)])  # writable nodes, as the compiler's
+    assert world.nodes.flags.writeable
+    validate_world(world)
+    assert world.nodes.flags.writeable  # the caller's array is left as it was
+    validate_world(load_world(save_world(world, tmp_path / "w.gmdag"), mmap=True, validate=False))
+    validate_world(from_bytes(world.to_bytes(), validate=False))
+    assert [sig[0].mutable for sig in gmdag._deep_walk.signatures] == [False]
+
+
 def _header(magic=b"GDAG", version=1, res=2, bmin=(0.0, 0.0, 0.0), voxel=1.0, count=1):
     return gmdag.HEADER.pack(magic, version, res, *bmin, voxel, count)
 

@@ -652,7 +652,10 @@ def _deep_walk(nodes, max_depth):
 
 def validate_world(world: World) -> World:
     """Deep check (docs/FORMAT.md, "Reading"); raises GmdagError naming the rule."""
-    nodes = np.asarray(world.nodes)
+    nodes = np.asarray(world.nodes).view()
+    # always a read-only array (a loaded file's nodes are; a compiled world's are not): one compiled
+    # signature of the walk, so the trainer loads the one its world-compile processes left in the cache
+    nodes.flags.writeable = False
     code, node, extra = _deep_walk(nodes, MAX_DEPTH)
     if code:
         raise GmdagError(world.source, _DEEP_RULES[int(code)].format(node=int(node), extra=int(extra)))
