@@ -227,8 +227,8 @@ def warm_learn(cfg) -> None:
     helper = _spawn("learn-finish", cfg)  # (group, process, stderr file), or None: compile it here
     try:
         env, ppo, slab, obs = _learn_setup(cfg)
-        # the first rollout's kernel, at normal priority: the run's first tick needs it, and at the lowest
-        # the trainer often found it not yet compiled and compiled it itself while the other core stood idle
+        # the first rollout's kernel, at normal priority: the run's first tick needs it (compiled at the
+        # lowest, it was sometimes not ready then, and the trainer compiled it a second time itself)
         ppo.policy.forward(obs)
         _lower_priority()
 
