@@ -253,7 +253,8 @@ def warm_learn(cfg) -> None:
 
 def warm_learn_finish(cfg) -> None:
     """The ``learn`` child's helper: compile the update's second parallel pass (``fused._finish_pass``) for the
-    run ``cfg``'s types."""
+    run ``cfg``'s types, at the lowest priority from the start."""
+    _lower_priority()
     _env, ppo, slab, _obs = _learn_setup(cfg)
     ppo.compile_passes(slab, ("finish",))
 
@@ -319,8 +320,8 @@ LOW_PRIORITY = 19
 """The niceness of the learning kernels' compile: they are needed last (at the first update, after the first
 rollout: ``Trainer.train`` waits for their child there), the worlds, the environment's and the tracer's before
 the first tick, so on a machine with fewer cores than processes the learning child takes only what they
-leave. The ``learn-finish`` helper takes it from its start, the ``learn`` child once it has compiled the
-policy's forward pass (which the first tick needs)."""
+leave. Each warmer takes it itself: the ``learn-finish`` helper from its start, the ``learn`` child once it
+has compiled the policy's forward pass (which the first tick needs)."""
 
 
 def _lower_priority() -> None:
@@ -351,6 +352,4 @@ def child_main() -> None:
 
     _end_with_parent()
     group, cfg = sys.argv[1], from_dict(json.loads(sys.argv[2]))
-    if group == "learn-finish":
-        _lower_priority()
     WARMERS[group](cfg)
