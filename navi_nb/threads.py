@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import numbers
 import os
+import threading
 
 from navi_nb.errors import NaviError
 
@@ -126,3 +127,94 @@ def using_threads(n: int):
         yield
     finally:
         numba.set_num_threads(before)
+
+
+class _Ranges:
+    """Hands out consecutive ranges of ``[0, n)`` to threads: each range a fraction of what is left
+    (guided scheduling), never under ``grain``, so that early ranges are long (few calls) and the last
+    ones short (the threads finish together, even when the shared machine stalls one of them)."""
+
+    def __init__(self, n, threads, grain):
+        self.n, self.threads, self.grain = n, threads, grain
+        self.next = 0
+        self.lock = threading.Lock()
+
+    def take(self):
+        with self.lock:
+            lo = self.next
+            if lo >= self.n:
+                return None
+            hi = min(self.n, lo + max(self.grain, (self.n - lo) // (2 * self.threads)))
+            self.next = hi
+            return lo, hi
+
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _worker_pool():
+    """The process's worker threads (one fewer than Numba's pool size; the calling thread works too)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            import numba
+
+            _pool = ThreadPoolExecutor(max(1, int(numba.config.NUMBA_NUM_THREADS) - 1), "navi-nb")
+        return _pool
+
+
+def _run_ranges(kernel, ranges, args):
+    while (span := ranges.take()) is not None:
+        kernel(span[0], span[1], *args)
+
+
+def run_ranges(kernel, n, grain, *args):
+    """Call ``kernel(lo, hi, *args)`` over consecutive ranges that cover ``[0, n)``, on as many threads
+    as Numba's count in this thread (``numba.get_num_threads``, which :func:`set_threads` and
+    :func:`using_threads` set), the calling thread one of them.
+
+    ``kernel`` is a compiled function built with ``nogil=True`` whose ranges write disjoint outputs,
+    each item computed alone: the results are the same bits at any thread count. This is how the
+    per-tick kernels run in parallel without a ``prange``: Numba compiles a ``prange`` loop as a
+    separate function with its own wrapper, and links and generates the machine code of everything
+    it calls again at each of those levels, several CPU-seconds per kernel on a first run.
+    """
+    import numba
+
+    n = int(n)
+    threads = min(numba.get_num_threads(), max(1, -(-n // grain)))
+    if threads <= 1:
+        if n > 0:
+            kernel(0, n, *args)
+        return
+    ranges = _Ranges(n, threads, grain)
+    pool = _worker_pool()
+    helpers = [pool.submit(_run_ranges, kernel, ranges, args) for _ in range(threads - 1)]
+    try:
+        _run_ranges(kernel, ranges, args)
+    finally:
+        for helper in helpers:
+            helper.result()
+
+
+class RangeKernel:
+    """A compiled range function ``span(lo, hi, *args)``, called as one kernel over all its items:
+    ``kernel(*args)`` runs :func:`run_ranges` over ``[0, size(*args))`` with ranges of at least
+    ``grain`` items; ``kernel.compile(sig)`` compiles ``span`` for ``args`` of the types ``sig``
+    (a warm-up compiles it without running it)."""
+
+    def __init__(self, span, size, grain):
+        self.span, self.size, self.grain = span, size, grain
+        self.__name__ = span.__name__
+        self.__doc__ = span.__doc__
+
+    def __call__(self, *args):
+        run_ranges(self.span, self.size(*args), self.grain, *args)
+
+    def compile(self, sig):
+        from numba import types
+
+        return self.span.compile((types.int64, types.int64) + tuple(sig))

@@ -297,7 +297,7 @@ def test_env_compile_kernels_compiles_what_reset_and_step_call_and_changes_nothi
     """NavEnv.compile_kernels (called while the tracer's kernel compiles in a child): it compiles each
     kernel for exactly the argument types reset and step then pass, and leaves the state untouched."""
     import numpy as np
-    from numba import typeof
+    from numba import types, typeof
 
     import navi_nb.env.nav_env as nav_env
     from navi_nb.sense.sensor import Sensor
@@ -306,20 +306,20 @@ def test_env_compile_kernels_compiles_what_reset_and_step_call_and_changes_nothi
     called, compiled = {}, {}
 
     class Recording:
-        def __init__(self, kernel):
-            self.kernel = kernel
+        def __init__(self, name, kernel):
+            self.name, self.kernel = name, kernel
 
         def __call__(self, *args):
-            called.setdefault(self.kernel.__name__, set()).add(tuple(typeof(a) for a in args))
+            called.setdefault(self.name, set()).add(tuple(typeof(a) for a in args))
             return self.kernel(*args)
 
         def compile(self, sig):
-            compiled.setdefault(self.kernel.__name__, set()).add(tuple(sig))
+            compiled.setdefault(self.name, set()).add(tuple(sig))
             return self.kernel.compile(sig)
 
     names = ("start_episodes", "build_obs", "move_actors", "score_step")
     for name in names:
-        monkeypatch.setattr(nav_env, name, Recording(getattr(nav_env, name)))
+        monkeypatch.setattr(nav_env, name, Recording(name, getattr(nav_env, name)))
     env = nav_env.NavEnv(compile_scene("box", 32), 3, sensor=Sensor(8, 2), seed=1)
     env.reset(seed=1)
     before = {k: np.array(v, copy=True) for k, v in env.get_state().items() if isinstance(v, np.ndarray)}
@@ -332,3 +332,9 @@ def test_env_compile_kernels_compiles_what_reset_and_step_call_and_changes_nothi
     assert sorted(compiled) == sorted(names)
     for name in names:
         assert compiled[name] == called[name], name
+        # what compile() built is what a call runs (a range kernel's ranges are two int64s before the args)
+        kernel = getattr(nav_env, name).kernel
+        dispatcher = getattr(kernel, "span", kernel)
+        head = (types.int64, types.int64) if dispatcher is not kernel else ()
+        for sig in called[name]:
+            assert head + sig in dispatcher.signatures, name

@@ -34,8 +34,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from navi_nb.threads import RangeKernel, run_ranges
 from navi_nb.world.layout import field_origin
 from navi_nb.world.query import query_point, world_arrays
 from navi_nb.world.world_set import world_field
@@ -106,12 +107,48 @@ def field_cube(world):
     return lo, world.bmax.astype(np.float64) + shift
 
 
-@njit(cache=True, _nrt=False)
-def move_actor(
+@njit(cache=True, nogil=True, _nrt=False)
+def move_span(
+    i0,
+    i1,
+    packed,
+    world_index,
+    wparams,
+    pos,
+    yaw,
+    act,
+    speeds,
+    dt,
+    radius,
+    max_substeps,
+    vel_out,
+    contact_out,
+    moved_out,
+):
+    """Actors ``i0 .. i1 - 1``'s step of :data:`move_actors`, each actor alone."""
+    for i in range(i0, i1):
+        _move_actor(
+            i,
+            packed,
+            world_index,
+            wparams,
+            pos,
+            yaw,
+            act,
+            speeds,
+            dt,
+            radius,
+            max_substeps,
+            vel_out,
+            contact_out,
+            moved_out,
+        )
+
+
+@njit(inline="always", cache=True)
+def _move_actor(
     i, packed, world_index, wparams, pos, yaw, act, speeds, dt, radius, max_substeps, vel_out, contact_out, moved_out
 ):
-    """Actor ``i``'s step of :func:`move_actors` (a compiled call from its parallel loop: Numba's parallel
-    passes then see a call, not this body, and the kernel compiles in less time at the same speed)."""
     w = world_index[i]
     field = world_field(packed, w)
     rpm = np.float64(radius) + wparams[w, WP_MARGIN]
@@ -182,44 +219,40 @@ def move_actor(
     yaw[i] = np.float32(ny_)
 
 
-@njit(parallel=True, cache=True)
-def move_actors(
-    packed, world_index, wparams, pos, yaw, act, speeds, dt, radius, max_substeps, vel_out, contact_out, moved_out
-):
-    """Advance every actor one step with collision, each in its own world.
-
-    packed: the world set's packed layouts (``WorldSet.packed.arrays``);
-    world_index (A,) int32: each actor's world; wparams (W, 8) float64:
-    :func:`world_motion_params`. pos (A,3) float32 metres and yaw (A,)
-    float32 radians are updated in place. act (A,4) float32, already clipped
-    to [-1, 1]. speeds (4,) float64: max forward, vertical, lateral speed
-    (m/s) and yaw rate (rad/s). Writes vel_out (A,3) float32 (world-frame
-    velocity actually achieved, m/s), contact_out (A,) bool, moved_out (A,)
-    float32 (metres travelled).
-    """
-    for i in prange(pos.shape[0]):
-        move_actor(
-            np.int64(i),
-            packed,
-            world_index,
-            wparams,
-            pos,
-            yaw,
-            act,
-            speeds,
-            dt,
-            radius,
-            max_substeps,
-            vel_out,
-            contact_out,
-            moved_out,
-        )
+def _actors(packed, world_index, *rest):
+    return world_index.shape[0]
 
 
-@njit(parallel=True, cache=True)
-def _distances(field, points, out):
-    for i in prange(points.shape[0]):
+move_actors = RangeKernel(move_span, _actors, 8)
+"""Advance every actor one step with collision, each in its own world: ``move_actors(packed,
+world_index, wparams, pos, yaw, act, speeds, dt, radius, max_substeps, vel_out, contact_out,
+moved_out)``, :func:`move_span` over all actors on the threads (``threads.run_ranges``).
+
+packed: the world set's packed layouts (``WorldSet.packed.arrays``);
+world_index (A,) int32: each actor's world; wparams (W, 8) float64:
+:func:`world_motion_params`. pos (A,3) float32 metres and yaw (A,)
+float32 radians are updated in place. act (A,4) float32, already clipped
+to [-1, 1]. speeds (4,) float64: max forward, vertical, lateral speed
+(m/s) and yaw rate (rad/s). Writes vel_out (A,3) float32 (world-frame
+velocity actually achieved, m/s), contact_out (A,) bool, moved_out (A,)
+float32 (metres travelled).
+"""
+
+
+@njit(cache=True, nogil=True)
+def _distances(i0, i1, field, points, out):
+    for i in range(i0, i1):
         out[i] = _sdf(field, points[i, 0], points[i, 1], points[i, 2])
+
+
+@njit(cache=True, nogil=True)
+def _distances_in(i0, i1, packed, w, points, out):
+    field = world_field(packed, w)
+    for i in range(i0, i1):
+        out[i] = _sdf(field, points[i, 0], points[i, 1], points[i, 2])
+
+
+POINTS_GRAIN = 4096  # the fewest clearance points a thread is handed at once
 
 
 def clearance_distances(world, points) -> np.ndarray:
@@ -231,14 +264,7 @@ def clearance_distances(world, points) -> np.ndarray:
     if pts.shape[0]:
         if isinstance(world, tuple):
             world_set, w = world
-            _distances_in(world_set.packed.arrays, int(w), pts, out)
+            run_ranges(_distances_in, pts.shape[0], POINTS_GRAIN, world_set.packed.arrays, int(w), pts, out)
         else:
-            _distances(world_arrays(world), pts, out)
+            run_ranges(_distances, pts.shape[0], POINTS_GRAIN, world_arrays(world), pts, out)
     return out
-
-
-@njit(parallel=True, cache=True)
-def _distances_in(packed, w, points, out):
-    field = world_field(packed, w)
-    for i in prange(points.shape[0]):
-        out[i] = _sdf(field, points[i, 0], points[i, 1], points[i, 2])

@@ -21,7 +21,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
+
+from navi_nb.threads import RangeKernel
 
 
 def obs_layout(n_rays: int, semantic: bool, goal: bool) -> dict:
@@ -45,8 +47,10 @@ def obs_size(layout: dict) -> int:
     return max(s.stop for s in layout.values())
 
 
-@njit(parallel=True, cache=True)
-def build_obs(
+@njit(cache=True, nogil=True)
+def build_obs_span(
+    j0,
+    j1,
     rows,
     depth,
     semantic,
@@ -63,7 +67,7 @@ def build_obs(
     inv_goal_scale,
     out,
 ):
-    """Write observation rows.
+    """Write observation rows ``rows[j0:j1]`` (:data:`build_obs` writes them all, on the threads).
 
     rows (K,) int64: the actor of each traced row j (depth[j] belongs to actor
     rows[j]). depth (K,Az,El) float32 metres, semantic (K,Az,El) uint16.
@@ -71,10 +75,9 @@ def build_obs(
     float32; inv_speeds (3,) float64 = 1 / (max forward, vertical, lateral speed).
     out (A, D) float32: rows ``rows`` are overwritten, other rows untouched.
     """
-    k = rows.shape[0]
     az = depth.shape[1]
     el = depth.shape[2]
-    for j in prange(k):
+    for j in range(j0, j1):
         i = rows[j]
         o = 0
         for a in range(az):
@@ -114,3 +117,12 @@ def build_obs(
                 out[i, o + 1] = np.float32(0.0)
                 out[i, o + 2] = np.float32(1.0)
             out[i, o + 3] = np.float32(gy * inv_goal_scale)
+
+
+def _rows(rows, *rest):
+    return rows.shape[0]
+
+
+build_obs = RangeKernel(build_obs_span, _rows, 8)
+"""Write the observation rows of actors ``rows``: :func:`build_obs_span` over all of them, arguments as its
+own after ``j0, j1``."""

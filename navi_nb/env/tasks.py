@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 POINTGOAL = 0
 EXPLORE = 1
@@ -92,7 +92,7 @@ def _cell_index(x, y, z, lo, inv_cell, dims):
     return (ix * dims[1] + iy) * dims[2] + iz
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
 def start_episodes(
     rows,
     pos,
@@ -115,7 +115,7 @@ def start_episodes(
     """Zero the episode counters of actors ``rows`` and mark their spawn cell (in their
     world's visit grid: ``grid_lo`` (W,3), ``inv_cell`` (W,), ``dims`` (W,3), row
     ``world_index[i]``)."""
-    for j in prange(rows.shape[0]):
+    for j in range(rows.shape[0]):
         i = rows[j]
         w = world_index[i]
         gx = np.float64(goal[i, 0]) - np.float64(pos[i, 0])
@@ -139,7 +139,7 @@ def start_episodes(
             vel[i, q] = 0.0
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
 def score_step(
     task,
     pos,
@@ -178,7 +178,7 @@ def score_step(
     path_len (float64), collisions (int32).
     """
     n = pos.shape[0]
-    for i in prange(n):
+    for i in range(n):
         ok = False
         total = 0.0
         if task == 0:

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import numbers
 
-import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from navi_nb.sense.backend import resolve_backend
 from navi_nb.sense.checks import (
@@ -46,6 +45,7 @@ from navi_nb.sense.trace_math import (
     nb_write_ray,
     nb_yaw_cos_sin,
 )
+from navi_nb.threads import RangeKernel
 from navi_nb.world import gmdag
 from navi_nb.world.field import retarget
 from navi_nb.world.world_set import WorldSet, nb_layout_views
@@ -61,77 +61,16 @@ DEFAULT_REFINE = 1
 field (0 turns it off: depth = the point where the hit was found)."""
 UNSIGNED_MIN_EPSILON = 1.0
 """Hit epsilon (voxels) used at least for unsigned worlds (no negative leaves)."""
-TASK = 64
-"""Rays per iteration of the kernel's parallel loop (consecutive rays of one
-or two actors, so the actor index advances without a division per ray)."""
-CHUNK = 4
-"""Tasks (of TASK rays) per work chunk handed to a thread (dynamic scheduling:
-rays cost different amounts, and a shared machine can stall one thread)."""
-COUNT_STEPS = False  # bound to True in the counting build of the kernel (trace_rays_counted)
+GRAIN = 256
+"""The fewest rays a thread is handed at once (``threads.run_ranges`` hands out
+shrinking ranges: rays cost different amounts, and a shared machine can stall
+one thread)."""
+COUNT_STEPS = False  # bound to True in the counting build of the kernel (trace_span_counted)
 
 
-def trace_task(
-    task,
-    child,
-    leaf_dist,
-    leaf_sem,
-    top_code,
-    top_level,
-    iparams,
-    tparams,
-    origin32,
-    signed,
-    world_index,
-    dirs,
-    origins,
-    cs,
-    nudge,
-    max_steps,
-    refine,
-    max_distance,
-    depth,
-    semantic,
-    hit,
-    stats,
-):
-    """Trace the rays of one task (rays ``task * TASK`` up to ``TASK`` more, flattened over actors x rays)
-    of :func:`trace_rays`; cs (A, 2) float64: each actor's yaw cosine and sine."""
-    n_dirs = dirs.shape[0]
-    n = origins.shape[0] * n_dirs
-    i0 = task * TASK
-    i1 = min(i0 + TASK, n)
-    a = i0 // n_dirs  # one division per task; (a, r) then advance with i
-    r = i0 - a * n_dirs
-    # the actor's world: views of its layout and its parameters, taken again only when the world changes
-    # (scalars in locals: the kernel's writes could alias the table, so loads in the loop would repeat)
-    w = world_index[a]
-    ch, ld, ls, tc, tl = nb_layout_views(child, leaf_dist, leaf_sem, top_code, top_level, iparams, w)
-    org = origin32[w]
-    inv_voxel, voxel, res, t_max, eps = tparams[w, 3], tparams[w, 4], tparams[w, 5], tparams[w, 6], tparams[w, 7]
-    sgn = signed[w]
-    for i in range(i0, i1):
-        ox, oy, oz, dx, dy, dz = nb_ray_start(a, r, org, inv_voxel, dirs, origins, cs[a, 0], cs[a, 1])
-        d, sem, h, steps, tally = nb_trace_ray(
-            ch, ld, ls, tc, tl, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps, refine, sgn
-        )
-        nb_write_ray(i, d, sem, h, voxel, max_distance, depth, semantic, hit)
-        if COUNT_STEPS:
-            stats[i, 0] = steps
-            stats[i, 1] = tally
-        r += 1
-        if r == n_dirs:
-            r = 0
-            a += 1
-            if i + 1 < i1 and world_index[a] != w:
-                w = world_index[a]
-                ch, ld, ls, tc, tl = nb_layout_views(child, leaf_dist, leaf_sem, top_code, top_level, iparams, w)
-                org = origin32[w]
-                inv_voxel, voxel, res = tparams[w, 3], tparams[w, 4], tparams[w, 5]
-                t_max, eps = tparams[w, 6], tparams[w, 7]
-                sgn = signed[w]
-
-
-def trace_rays(
+def trace_span(
+    i0,
+    i1,
     child,
     leaf_dist,
     leaf_sem,
@@ -154,7 +93,7 @@ def trace_rays(
     hit,
     stats,
 ):
-    """Trace rays for all actors, each in its own world: parallel over actors x rays, flattened.
+    """Trace rays ``i0 .. i1 - 1`` (flattened over actors x rays) of every actor, each in its own world.
 
     child, leaf_dist, leaf_sem, top_code, top_level, iparams: the world set's
     packed layouts (``navi_nb/world/world_set.py``; world ``w`` is read
@@ -169,59 +108,67 @@ def trace_rays(
     float32 radians; nudge in voxels; max_steps int; refine: Newton
     iterations per hit (0: none); max_distance metres. Writes depth (A*R,)
     float32 metres, semantic (A*R,) uint16, hit (A*R,) bool. stats: written
-    only by the counting build (``trace_rays_counted``, (A*R, 2) int64: each
+    only by the counting build (``trace_span_counted``, (A*R, 2) int64: each
     ray's steps and ``trace_math.pack_stats`` tally); the production build
     takes any int64 array and leaves it alone.
 
-    The parallel loop calls the compiled :func:`trace_task` per task of
-    ``TASK`` rays instead of holding the march itself: Numba's parallel
-    passes and the loop body's separate compile then see a call, not the
-    inlined march, which more than halves the kernel's cold compile at no
-    measurable cost per ray (one call per 64 rays).
+    :func:`trace_rays` runs it over the whole batch in ranges, one thread each
+    (``threads.run_ranges``); each ray is computed alone, so the ranges change
+    no bit. Every step of a ray is inlined here, in the one function the
+    threads call: nothing big is linked into a caller and compiled again.
     """
-    n_actors = origins.shape[0]
-    n = n_actors * dirs.shape[0]
-    cs = np.empty((n_actors, 2), np.float64)  # each actor's yaw cos / sin, once
-    for a in range(n_actors):
-        cs[a, 0], cs[a, 1] = nb_yaw_cos_sin(yaws[a])
-    n_tasks = (n + TASK - 1) // TASK
-    for task in prange(n_tasks):
-        nb_trace_task(
-            np.int64(task),
-            child,
-            leaf_dist,
-            leaf_sem,
-            top_code,
-            top_level,
-            iparams,
-            tparams,
-            origin32,
-            signed,
-            world_index,
-            dirs,
-            origins,
-            cs,
-            nudge,
-            max_steps,
-            refine,
-            max_distance,
-            depth,
-            semantic,
-            hit,
-            stats,
+    n_dirs = dirs.shape[0]
+    if i1 <= i0:
+        return
+    a = i0 // n_dirs  # one division per range; (a, r) then advance with i
+    r = i0 - a * n_dirs
+    # the actor's world: views of its layout and its parameters, taken again only when the world changes
+    # (scalars in locals: the kernel's writes could alias the table, so loads in the loop would repeat)
+    w = world_index[a]
+    ch, ld, ls, tc, tl = nb_layout_views(child, leaf_dist, leaf_sem, top_code, top_level, iparams, w)
+    org = origin32[w]
+    inv_voxel, voxel, res, t_max, eps = tparams[w, 3], tparams[w, 4], tparams[w, 5], tparams[w, 6], tparams[w, 7]
+    sgn = signed[w]
+    c, s = nb_yaw_cos_sin(yaws[a])
+    for i in range(i0, i1):
+        ox, oy, oz, dx, dy, dz = nb_ray_start(a, r, org, inv_voxel, dirs, origins, c, s)
+        d, sem, h, steps, tally = nb_trace_ray(
+            ch, ld, ls, tc, tl, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps, refine, sgn
         )
+        nb_write_ray(i, d, sem, h, voxel, max_distance, depth, semantic, hit)
+        if COUNT_STEPS:
+            stats[i, 0] = steps
+            stats[i, 1] = tally
+        r += 1
+        if r == n_dirs and i + 1 < i1:
+            r = 0
+            a += 1
+            c, s = nb_yaw_cos_sin(yaws[a])
+            if world_index[a] != w:
+                w = world_index[a]
+                ch, ld, ls, tc, tl = nb_layout_views(child, leaf_dist, leaf_sem, top_code, top_level, iparams, w)
+                org = origin32[w]
+                inv_voxel, voxel, res = tparams[w, 3], tparams[w, 4], tparams[w, 5]
+                t_max, eps = tparams[w, 6], tparams[w, 7]
+                sgn = signed[w]
 
 
-nb_trace_task_counted = counted_name(njit(cache=True, _nrt=False))(
-    retarget(trace_task, {"nb_trace_ray": nb_trace_ray_counted, "COUNT_STEPS": True})
-)
-trace_rays_counted = counted_name(njit(parallel=True, cache=True))(
-    retarget(trace_rays, {"nb_trace_task": nb_trace_task_counted})
+nb_trace_span_counted = counted_name(njit(cache=True, nogil=True, _nrt=False))(
+    retarget(trace_span, {"nb_trace_ray": nb_trace_ray_counted, "COUNT_STEPS": True})
 )
 """The counting build of the kernel (``navi-nb bench trace``'s step anatomy; :func:`trace_counted`)."""
-nb_trace_task = njit(cache=True, _nrt=False)(trace_task)
-trace_rays = njit(parallel=True, cache=True)(trace_rays)
+nb_trace_span = njit(cache=True, nogil=True, _nrt=False)(trace_span)
 NO_STATS = np.zeros((1, 2), np.int64)  # the production kernel's unused stats argument
+
+
+def _rays(*args):
+    return args[11].shape[0] * args[10].shape[0]  # actors x rays per actor
+
+
+trace_rays = RangeKernel(nb_trace_span, _rays, GRAIN)
+"""The CPU kernel: :func:`trace_span` over every ray of the batch, in parallel ranges (arguments as
+``trace_span``'s after ``i0, i1``)."""
+trace_rays_counted = RangeKernel(nb_trace_span_counted, _rays, GRAIN)
 
 
 TP_OX, TP_OY, TP_OZ, TP_INV_VOXEL, TP_VOXEL, TP_RES, TP_T_MAX, TP_EPS = range(8)
@@ -309,30 +256,7 @@ def _run_cpu(settings, sensor, origins, yaws, world_index, out, stats=None):
         hit.reshape(-1),
         NO_STATS if stats is None else stats,
     )
-    counted = stats is not None
-    _compile_task_first(counted, head, tail)
-    with numba.parallel_chunksize(CHUNK):
-        (trace_rays_counted if counted else trace_rays)(*head, yaws, *tail)
-
-
-_TASK_READY = set()
-
-
-def _compile_task_first(counted, head, tail):
-    """Compile (or load) the task function for these arguments from this shallow Python frame, before the
-    parallel kernel that calls it. Left to the kernel's own compile, it is compiled three compiles deep,
-    where CPython 3.11's frame stack (grown in 16 KiB chunks, each mapped and unmapped at once) thrashed:
-    millions of mmap/munmap pairs, 35 s of system time on top of the 25 s compile. Once per process and
-    kind of arguments (the arrays' types differ only in being read-only or not)."""
-    key = (counted,) + tuple(a.flags.writeable for a in head if isinstance(a, np.ndarray))
-    if key in _TASK_READY:
-        return
-    task = nb_trace_task_counted if counted else nb_trace_task
-    cs = np.empty((1, 2), np.float64)
-    sig = tuple(numba.typeof(x) for x in (np.int64(0), *head, cs, *tail))
-    if sig not in task.overloads:
-        task.compile(sig)
-    _TASK_READY.add(key)
+    (trace_rays if stats is None else trace_rays_counted)(*head, yaws, *tail)
 
 
 def _as_set(world):

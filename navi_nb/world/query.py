@@ -30,9 +30,10 @@ unvalidated worlds) are read as the layout reads them (NaN as 0, +-inf as
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from navi_nb.errors import NaviError
+from navi_nb.threads import RangeKernel
 from navi_nb.world.field import nb_point_value, nb_table_shift
 from navi_nb.world.gmdag import World, validate_world
 from navi_nb.world.layout import field_origin, world_layout
@@ -71,21 +72,23 @@ def _query_row(field, points, out_d, out_s, i):
     out_s[i] = np.uint16(s)
 
 
-@njit(parallel=True, cache=True)
-def query_distance(field, points, out_d, out_s):
-    """Kernel: points (N,3) metres -> out_d (N,) float32 metres, out_s (N,) uint16."""
-    for i in prange(points.shape[0]):
+@njit(cache=True, nogil=True)
+def query_rows(i0, i1, field, points, out_d, out_s):
+    """Points ``i0 .. i1 - 1`` of :data:`query_distance`."""
+    for i in range(i0, i1):
         _query_row(field, points, out_d, out_s, i)
 
 
-@njit(cache=True)
-def query_distance_serial(field, points, out_d, out_s):
-    """query_distance on one thread: small batches skip the parallel launch."""
-    for i in range(points.shape[0]):
-        _query_row(field, points, out_d, out_s, i)
+SERIAL_BELOW = 512  # the fewest points a thread is handed: smaller batches run in the calling thread
 
 
-SERIAL_BELOW = 512  # batches smaller than this run on one thread
+def _points(field, points, *rest):
+    return points.shape[0]
+
+
+query_distance = RangeKernel(query_rows, _points, SERIAL_BELOW)
+"""Kernel: ``query_distance(field, points, out_d, out_s)``, points (N,3) metres -> out_d (N,) float32
+metres, out_s (N,) uint16, on the threads (``threads.run_ranges``)."""
 
 
 def world_arrays(world: World):
@@ -132,6 +135,5 @@ def distance(world: World, points):
     out_d = np.empty(p.shape[0], dtype=np.float32)
     out_s = np.empty(p.shape[0], dtype=np.uint16)
     if p.shape[0]:
-        kernel = query_distance_serial if p.shape[0] < SERIAL_BELOW else query_distance
-        kernel(field, p, out_d, out_s)
+        query_distance(field, p, out_d, out_s)
     return out_d, out_s

@@ -32,7 +32,9 @@ space (a union of exact fields is exact outside all of them).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
+
+from navi_nb.threads import RangeKernel
 
 ROW = 12
 OP_BOX, OP_SPHERE, OP_CYLINDER, OP_CAPSULE = 0, 1, 2, 3
@@ -330,16 +332,11 @@ def _bounding_ball(points, i0, i1):
     return lo0 + e0, lo1 + e1, lo2 + e2, np.sqrt(e0 * e0 + e1 * e1 + e2 * e2) * (1.0 + 1e-12)
 
 
-@njit(parallel=True, cache=True)
-def evaluate_program(program, points, out_d, out_c):
-    """Signed distance (metres) and class at points (N,3) float64 -> out_d (N,), out_c (N,) int32.
-
-    Each run of ``PRUNE_RUN`` points runs only the rows that decide its bounding box (:func:`prune_rows`):
-    the same values and classes as the whole program, bit for bit; callers that pass nearby points in
-    runs (the compiler's cells) save most of the work."""
+@njit(cache=True, nogil=True)
+def evaluate_chunks(k0, k1, program, points, out_d, out_c):
+    """Chunks ``k0 .. k1 - 1`` (of ``CHUNK`` points) of :data:`evaluate_program`."""
     n = points.shape[0]
-    nchunks = (n + CHUNK - 1) // CHUNK
-    for k in prange(nchunks):
+    for k in range(k0, k1):
         sd = np.empty(STACK, dtype=np.float64)
         sc = np.empty(STACK, dtype=np.float64)
         first = np.empty(STACK, dtype=np.int64)
@@ -354,16 +351,25 @@ def evaluate_program(program, points, out_d, out_c):
                 out_c[i] = np.int32(c)
 
 
-@njit(parallel=True, cache=True)
-def raycast_program(program, origins, dirs, max_distance, eps, max_steps, out):
-    """Sphere trace the exact field: depth (metres) per ray, max_distance on a miss.
+def _chunks(program, points, *rest):
+    return (points.shape[0] + CHUNK - 1) // CHUNK
 
-    origins, dirs (N,3) float64 (dirs unit length). A ray starting inside
-    solid (d <= eps) returns 0.
-    """
+
+evaluate_program = RangeKernel(evaluate_chunks, _chunks, 1)
+"""``evaluate_program(program, points, out_d, out_c)``: signed distance (metres) and class at points (N,3)
+float64 -> out_d (N,), out_c (N,) int32, in chunks of ``CHUNK`` points on the threads
+(``threads.run_ranges``).
+
+Each run of ``PRUNE_RUN`` points runs only the rows that decide its bounding box (:func:`prune_rows`):
+the same values and classes as the whole program, bit for bit; callers that pass nearby points in
+runs (the compiler's cells) save most of the work."""
+
+
+@njit(cache=True, nogil=True)
+def raycast_chunks(k0, k1, program, origins, dirs, max_distance, eps, max_steps, out):
+    """Chunks ``k0 .. k1 - 1`` (of ``CHUNK`` rays) of :data:`raycast_program`."""
     n = origins.shape[0]
-    nchunks = (n + CHUNK - 1) // CHUNK
-    for k in prange(nchunks):
+    for k in range(k0, k1):
         sd = np.empty(STACK, dtype=np.float64)
         sc = np.empty(STACK, dtype=np.float64)
         rows = np.arange(program.shape[0])
@@ -388,3 +394,9 @@ def raycast_program(program, origins, dirs, max_distance, eps, max_steps, out):
                 if t >= max_distance:
                     break
             out[i] = min(res, max_distance)
+
+
+raycast_program = RangeKernel(raycast_chunks, _chunks, 1)
+"""``raycast_program(program, origins, dirs, max_distance, eps, max_steps, out)``: sphere trace the exact
+field, depth (metres) per ray, max_distance on a miss, in chunks of ``CHUNK`` rays on the threads.
+origins, dirs (N,3) float64 (dirs unit length). A ray starting inside solid (d <= eps) returns 0."""
