@@ -120,6 +120,26 @@ def test_equal_subtrees_of_different_worlds_are_stored_once():
         assert all(np.array_equal(x, y) for x, y in zip(distance(world, pts), distance(fresh, pts)))
 
 
+def test_equal_rows_groups_rows_as_np_unique_does_and_survives_hash_collisions(monkeypatch):
+    from navi_nb.world import world_set
+
+    rng = np.random.default_rng(3)
+    base = rng.integers(-5, 40, (60, 8))
+    rows = base[rng.integers(0, 60, 2000)]  # many repeats
+    rows[::7, 3] = -1
+    expected, expected_inverse = np.unique(rows, axis=0, return_inverse=True)
+    expected_inverse = expected_inverse.reshape(-1)
+    for mix in (world_set._ROW_MIX, np.zeros(8, np.uint64)):  # zeros: every row's hash collides
+        monkeypatch.setattr(world_set, "_ROW_MIX", mix)
+        distinct, inverse = world_set.equal_rows(rows)
+        assert np.array_equal(distinct[inverse], rows)  # each row's class holds that row
+        assert distinct.shape[0] == expected.shape[0]  # as many classes as np.unique finds
+        # the same partition: rows in one class of np.unique are in one class here, and back
+        assert len(set(zip(inverse.tolist(), expected_inverse.tolist()))) == expected.shape[0]
+    distinct, inverse = world_set.equal_rows(np.zeros((0, 8), np.int64))
+    assert distinct.shape == (0, 8) and inverse.shape == (0,)
+
+
 def test_bad_input_is_refused():
     worlds = _worlds()
     with pytest.raises(WorldSetError):

@@ -166,6 +166,49 @@ def decode_packed(worlds) -> dict:
     }
 
 
+_ROW_MIX = np.array(
+    [
+        0x9E3779B97F4A7C15,
+        0xC2B2AE3D27D4EB4F,
+        0x165667B19E3779F9,
+        0xD6E8FEB86659FD93,
+        0xFF51AFD7ED558CCD,
+        0xC4CEB9FE1A85EC53,
+        0x94D049BB133111EB,
+        0xBF58476D1CE4E5B9,
+    ],
+    np.uint64,
+)  # odd 64-bit constants (golden ratio, xxHash, SplitMix64, Murmur3): a row's hash mixes each column
+
+
+def equal_rows(rows):
+    """``(distinct, inverse)`` for the rows of an (N, 8) int64 array: each distinct row once, in no
+    particular order, and for each row the index of its equal in ``distinct``.
+
+    Sorted by a 64-bit hash of the rows, equal rows lie next to each other; every pair of neighbours
+    with equal hashes is then compared in full, and should two different rows ever share a hash the
+    rows are grouped by ``np.unique`` instead: exact either way. About 15 times faster than
+    ``np.unique(axis=0)``, which sorts the rows as structured records (most of a cold run's packing of
+    200 worlds)."""
+    n = rows.shape[0]
+    if n == 0:
+        return rows.reshape(0, 8), np.zeros(0, np.int64)
+    h = (rows.astype(np.uint64) * _ROW_MIX).sum(axis=1)  # wraps modulo 2**64
+    h ^= h >> np.uint64(31)
+    order = np.argsort(h)
+    hs, rs = h[order], rows[order]
+    same_hash = hs[1:] == hs[:-1]
+    if np.any(same_hash & np.any(rs[1:] != rs[:-1], axis=1)):
+        distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
+        return distinct, inverse.reshape(-1)
+    first = np.empty(n, np.bool_)
+    first[0] = True
+    first[1:] = ~same_hash
+    inverse = np.empty(n, np.int64)
+    inverse[order] = np.cumsum(first) - 1
+    return rs[first], inverse
+
+
 def share_subtrees(layouts):
     """One pool of leaves and inner nodes for several decoded layouts, each stored once.
 
@@ -210,8 +253,8 @@ def share_subtrees(layouts):
         if sel.size == 0:
             continue
         r = np.where(inner[sel], pool_of[np.where(inner[sel], rows_g[sel], 0)], mapped_leaf[sel])
-        urows, inv = np.unique(r, axis=0, return_inverse=True)
-        pool_of[sel] = base + inv.reshape(-1)
+        urows, inv = equal_rows(r)
+        pool_of[sel] = base + inv
         pooled.append(urows)
         base += urows.shape[0]
     # number the pool in first-seen order (world by world, each in its breadth-first order): a world's
