@@ -93,44 +93,12 @@ def _make_loop_gemm(dtype):
     return loop_gemm
 
 
-_loop_sgemm = cfunc(
-    types.void(
-        _i32,
-        _i32,
-        _i32,
-        _i64,
-        _i64,
-        _i64,
-        types.float32,
-        types.CPointer(types.float32),
-        _i64,
-        types.CPointer(types.float32),
-        _i64,
-        types.float32,
-        types.CPointer(types.float32),
-        _i64,
-    ),
-    cache=True,
-)(_make_loop_gemm(np.float32))
-_loop_dgemm = cfunc(
-    types.void(
-        _i32,
-        _i32,
-        _i32,
-        _i64,
-        _i64,
-        _i64,
-        types.float64,
-        types.CPointer(types.float64),
-        _i64,
-        types.CPointer(types.float64),
-        _i64,
-        types.float64,
-        types.CPointer(types.float64),
-        _i64,
-    ),
-    cache=True,
-)(_make_loop_gemm(np.float64))
+def _loop_gemm_address(dtype, item):
+    """The address of the plain-loop gemm for ``dtype`` (``item`` its Numba type), compiled on this first
+    use: a run that binds the BLAS never compiles it (a few CPU-seconds at import on a first run)."""
+    ptr = types.CPointer(item)
+    sig = types.void(_i32, _i32, _i32, _i64, _i64, _i64, item, ptr, _i64, ptr, _i64, item, ptr, _i64)
+    return cfunc(sig, cache=True)(_make_loop_gemm(dtype)).address
 
 
 _THREAD_SETTER = None
@@ -170,8 +138,8 @@ def _bind():
         _llvm.add_symbol("navi_nb_sgemm", addrs["s"])
         _llvm.add_symbol("navi_nb_dgemm", addrs["d"])
         return "blas"
-    _llvm.add_symbol("navi_nb_sgemm", _loop_sgemm.address)
-    _llvm.add_symbol("navi_nb_dgemm", _loop_dgemm.address)
+    _llvm.add_symbol("navi_nb_sgemm", _loop_gemm_address(np.float32, types.float32))
+    _llvm.add_symbol("navi_nb_dgemm", _loop_gemm_address(np.float64, types.float64))
     return "numba"
 
 
