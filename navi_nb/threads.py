@@ -1,7 +1,10 @@
 """How many threads navi_nb's parallel kernels use when it is embedded in another program.
 
-navi_nb's kernels (ray tracing, motion, scoring) run on Numba's thread pool,
-which by default is as large as the machine. Inside a trainer that has its own
+navi_nb's kernels run on threads: the per-tick ones (ray tracing, motion, the
+observation) and the world compiler's on a pool of Python threads that call
+compiled range functions without the GIL (:func:`run_ranges`), the learning
+kernels on Numba's own pool. Both take their count from Numba's count in the
+calling thread, which by default is as large as the machine. Inside a trainer that has its own
 pool (PyTorch, JAX, another Numba user), the two pools together can ask for
 more threads than there are cores, and throughput collapses. The knob:
 
@@ -151,6 +154,16 @@ class _Ranges:
 
 _pool = None
 _pool_lock = threading.Lock()
+
+
+def _forget_pool():
+    # a forked child has none of its parent's threads: it starts a pool of its own when it needs one
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _worker_pool():
