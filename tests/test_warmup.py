@@ -297,7 +297,7 @@ def test_env_compile_kernels_compiles_what_reset_and_step_call_and_changes_nothi
     """NavEnv.compile_kernels (called while the tracer's kernel compiles in a child): it compiles each
     kernel for exactly the argument types reset and step then pass, and leaves the state untouched."""
     import numpy as np
-    from numba import types, typeof
+    from numba import typeof, types
 
     import navi_nb.env.nav_env as nav_env
     from navi_nb.sense.sensor import Sensor

@@ -29,25 +29,26 @@ import os
 from rich.markup import escape
 
 COLD_COMPILE_CPU_S = {
-    "navi_nb.learn.fused": 13.9,
-    "navi_nb.sense.tracer": 10.6,  # with its refinement, compiled from sense/trace_math.py (3.0 of it)
-    "navi_nb.env.motion": 5.9,
-    "navi_nb.world.field": 3.8,
-    "navi_nb.env.spawn": 3.7,
-    "navi_nb.env.tasks": 2.8,
-    "navi_nb.learn.mlp": 1.9,
-    "navi_nb.env.observation": 1.4,
-    "navi_nb.world.layout": 0.7,
-    "navi_nb.learn.gae": 0.5,
-    "navi_nb.world.gmdag": 0.5,
-    "navi_nb.learn.adam": 0.4,
-    "navi_nb.learn.blas": 0.1,
+    "navi_nb.learn.fused": 28.2,
+    "navi_nb.env.motion": 11.3,  # with the field's point query (navi_nb.world.field), compiled inside it
+    "navi_nb.sense.tracer": 8.2,  # with its refinement, compiled from sense/trace_math.py
+    "navi_nb.env.spawn": 4.4,
+    "navi_nb.learn.mlp": 3.7,
+    "navi_nb.env.tasks": 1.5,
+    "navi_nb.world.layout": 1.5,
+    "navi_nb.learn.gae": 1.3,
+    "navi_nb.env.observation": 1.2,
+    "navi_nb.world.gmdag": 1.2,
+    "navi_nb.learn.adam": 0.1,
     "navi_nb.learn.blocks": 0.1,
     "navi_nb.learn.loss_reference": 0.1,
+    "navi_nb.world.field": 0.0,  # compiled inside the collision's and the tracer's kernels, counted there
 }
 """The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache), with the
-CPU-seconds of each one's cold compile in one process on an idle x86 core (Numba's compile events, a
-defaults run; about 46 in all)."""
+CPU-seconds of each one's cold compile in one process: Numba's compile events, each counted under the
+module of the kernel whose first call compiled it, in a defaults run without the warm-up
+(``NAVI_NB_WARMUP=0``) on the 2-core AMD EPYC (Zen 3) host of docs/PERFORMANCE.md, the mean of two runs
+(about 63 in all)."""
 TRAIN_KERNELS = tuple(COLD_COMPILE_CPU_S)
 COLD_START_FIXED_S = 4.0
 """What a cold first tick adds to the compiling: imports, the shard calibration."""
