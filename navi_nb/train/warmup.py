@@ -86,7 +86,6 @@ GROUPS = {
         "navi_nb.learn.fused",
         "navi_nb.learn.adam",
         "navi_nb.learn.gae",
-        "navi_nb.learn.blas",
         "navi_nb.learn.blocks",
     ),
 }
