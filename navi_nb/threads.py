@@ -135,21 +135,42 @@ def using_threads(n: int):
 class _Ranges:
     """Hands out consecutive ranges of ``[0, n)`` to threads: each range a fraction of what is left
     (guided scheduling), never under ``grain``, so that early ranges are long (few calls) and the last
-    ones short (the threads finish together, even when the shared machine stalls one of them)."""
+    ones short (the threads finish together, even when the shared machine stalls one of them). Counts
+    the ranges handed out and not yet done, so that the calling thread waits for those only, not for a
+    helper that woke too late to find any (its wake-up would add to every call)."""
 
     def __init__(self, n, threads, grain):
         self.n, self.threads, self.grain = n, threads, grain
         self.next = 0
-        self.lock = threading.Lock()
+        self.running = 0
+        self.error = None
+        self.cond = threading.Condition(threading.Lock())
 
     def take(self):
-        with self.lock:
+        with self.cond:
             lo = self.next
-            if lo >= self.n:
+            if lo >= self.n or self.error is not None:
                 return None
             hi = min(self.n, lo + max(self.grain, (self.n - lo) // (2 * self.threads)))
             self.next = hi
+            self.running += 1
             return lo, hi
+
+    def done(self, error=None):
+        with self.cond:
+            self.running -= 1
+            if error is not None and self.error is None:
+                self.error = error
+            if self.running == 0:
+                self.cond.notify_all()
+
+    def wait(self):
+        """Until every range handed out is done; then raise the first error a range raised."""
+        with self.cond:
+            while self.running:
+                self.cond.wait()
+        if self.error is not None:
+            raise self.error
 
 
 _pool = None
@@ -181,7 +202,12 @@ def _worker_pool():
 
 def _run_ranges(kernel, ranges, args):
     while (span := ranges.take()) is not None:
-        kernel(span[0], span[1], *args)
+        try:
+            kernel(span[0], span[1], *args)
+        except BaseException as exc:  # handed to the calling thread, which raises it
+            ranges.done(exc)
+            return
+        ranges.done()
 
 
 def run_ranges(kernel, n, grain, *args):
@@ -205,19 +231,21 @@ def run_ranges(kernel, n, grain, *args):
         return
     ranges = _Ranges(n, threads, grain)
     pool = _worker_pool()
-    helpers = [pool.submit(_run_ranges, kernel, ranges, args) for _ in range(threads - 1)]
-    try:
-        _run_ranges(kernel, ranges, args)
-    finally:
-        for helper in helpers:
-            helper.result()
+    for _ in range(threads - 1):
+        pool.submit(_run_ranges, kernel, ranges, args)
+    _run_ranges(kernel, ranges, args)
+    ranges.wait()
 
 
 class RangeKernel:
     """A compiled range function ``span(lo, hi, *args)``, called as one kernel over all its items:
     ``kernel(*args)`` runs :func:`run_ranges` over ``[0, size(*args))`` with ranges of at least
-    ``grain`` items; ``kernel.compile(sig)`` compiles ``span`` for ``args`` of the types ``sig``
-    (a warm-up compiles it without running it)."""
+    ``grain`` items (a number, or a function of the arguments); ``kernel.compile(sig)`` compiles
+    ``span`` for ``args`` of the types ``sig`` (a warm-up compiles it without running it).
+
+    Choose the grain so that a range is worth a thread: a helper thread that wakes up takes the GIL
+    to pick its range, and on a busy machine it can be descheduled holding it, so work of a few tens
+    of microseconds runs faster in the calling thread alone."""
 
     def __init__(self, span, size, grain):
         self.span, self.size, self.grain = span, size, grain
@@ -225,7 +253,8 @@ class RangeKernel:
         self.__doc__ = span.__doc__
 
     def __call__(self, *args):
-        run_ranges(self.span, self.size(*args), self.grain, *args)
+        grain = self.grain(*args) if callable(self.grain) else self.grain
+        run_ranges(self.span, self.size(*args), grain, *args)
 
     def compile(self, sig):
         from numba import types
