@@ -123,10 +123,10 @@ def _rows(rows, *rest):
     return rows.shape[0]
 
 
-OBS_GRAIN_RAYS = 262144
-"""The fewest rays (over all the rows) a thread is handed: about 2 ms of work. Less is faster in the
-calling thread alone on a busy machine (64 actors x 1,024 rays: about 0.4 ms on one thread, 0.5 to
-0.65 ms handed to two)."""
+OBS_GRAIN_RAYS = 16384
+"""The fewest rays (over all the rows) a thread is handed: about 0.25 ms of work. A helper thread's
+wake-up and its handoffs of the GIL cost tens of microseconds on a busy machine, so smaller batches
+run in the calling thread alone."""
 
 
 def _grain(rows, depth, *rest):
