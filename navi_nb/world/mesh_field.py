@@ -52,8 +52,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from navi_nb.threads import RangeKernel
 from navi_nb.world.bvh import LEAF_SIZE, STACK, build_bvh, pack_nodes
 from navi_nb.world.mesh_io import MeshError, check_mesh
 from navi_nb.world.nearest_search import GROUP, MAX_CANDIDATES, group_nearest, nearest_triangle
@@ -172,30 +173,14 @@ def evaluate_chunk(
             sdf[i] = -d if neg else d
 
 
-@njit(parallel=True, cache=True)
-def evaluate_kernel(
-    points, cap, sign_mode, all_closed, tri, tri_class, tri_closed, edge_n, vert_n, nf, ni, mom, beta, sdf, cls
+@njit(cache=True, nogil=True)
+def evaluate_chunks(
+    k0, k1, points, cap, sign_mode, all_closed, tri, tri_class, tri_closed, edge_n, vert_n, nf, ni, mom, beta, sdf, cls
 ):
-    """Signed distance and class at points.
-
-    points (P, 3) float64; cap float64 (inf for none); sign_mode 0 unsigned,
-    1 auto (pseudonormal where the nearest triangle's component is closed,
-    else winding), 2 winding; all_closed: every component is closed (then the
-    sign is constant inside any surface-free ball, and a beyond-cap point
-    inside the free ball of an earlier point of its chunk copies its sign);
-    per leaf slot: tri (F, 9) float64, tri_class (F,) int32, tri_closed (F,)
-    uint8, edge_n (F, 3, 3) (edges ab, bc, ca), vert_n (F, 3,
-    3) (corners a, b, c) pseudonormals; nf/ni the packed BVH (float32 / int32
-    views), mom (M, 8) float64 moments. Writes sdf (P,) float64, cls (P,) int32.
-
-    Points are processed in fixed chunks of CHUNK (whatever the thread count),
-    each chunk in order, so results do not depend on the number of threads.
-    """
-    p_count = points.shape[0]
-    n_chunks = (p_count + CHUNK - 1) // CHUNK
+    """Chunks ``k0 .. k1 - 1`` (of ``CHUNK`` points) of :data:`evaluate_kernel`."""
     # auto on a mesh with open parts: the sign needs the nearest feature anyway, so search unbounded
     search2 = cap * cap if (sign_mode != 1 or all_closed) else np.inf
-    for ch in prange(n_chunks):
+    for ch in range(k0, k1):
         evaluate_chunk(
             ch,
             points,
@@ -217,16 +202,44 @@ def evaluate_kernel(
         )
 
 
-@njit(parallel=True, cache=True)
-def winding_kernel(points, tri, ni, mom, beta, out):
-    """Generalised winding number at points (P, 3) float64 into out (P,) float64."""
+def _chunks(points, *rest):
+    return (points.shape[0] + CHUNK - 1) // CHUNK
+
+
+evaluate_kernel = RangeKernel(evaluate_chunks, _chunks, 1)
+"""Signed distance and class at points: ``evaluate_kernel(points, cap, sign_mode, all_closed, tri,
+tri_class, tri_closed, edge_n, vert_n, nf, ni, mom, beta, sdf, cls)``, its chunks on the threads
+(``threads.run_ranges``).
+
+points (P, 3) float64; cap float64 (inf for none); sign_mode 0 unsigned,
+1 auto (pseudonormal where the nearest triangle's component is closed,
+else winding), 2 winding; all_closed: every component is closed (then the
+sign is constant inside any surface-free ball, and a beyond-cap point
+inside the free ball of an earlier point of its chunk copies its sign);
+per leaf slot: tri (F, 9) float64, tri_class (F,) int32, tri_closed (F,)
+uint8, edge_n (F, 3, 3) (edges ab, bc, ca), vert_n (F, 3,
+3) (corners a, b, c) pseudonormals; nf/ni the packed BVH (float32 / int32
+views), mom (M, 8) float64 moments. Writes sdf (P,) float64, cls (P,) int32.
+
+Points are processed in fixed chunks of CHUNK (whatever the thread count),
+each chunk in order, so results do not depend on the number of threads.
+"""
+
+
+@njit(cache=True, nogil=True)
+def winding_chunks(k0, k1, points, tri, ni, mom, beta, out):
+    """Chunks ``k0 .. k1 - 1`` of :data:`winding_kernel`."""
     p_count = points.shape[0]
-    n_chunks = (p_count + CHUNK - 1) // CHUNK
     beta2 = beta * beta
-    for ch in prange(n_chunks):
-        stack = np.empty(STACK, np.int64)
+    stack = np.empty(STACK, np.int64)
+    for ch in range(k0, k1):
         for i in range(ch * CHUNK, min(p_count, (ch + 1) * CHUNK)):
             out[i] = winding_number(points[i, 0], points[i, 1], points[i, 2], tri, ni, mom, beta2, stack)
+
+
+winding_kernel = RangeKernel(winding_chunks, _chunks, 1)
+"""Generalised winding number at points (P, 3) float64 into out (P,) float64:
+``winding_kernel(points, tri, ni, mom, beta, out)``, its chunks on the threads."""
 
 
 def _aligned(shape, dtype, align=64):
