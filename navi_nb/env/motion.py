@@ -127,96 +127,74 @@ def move_span(
 ):
     """Actors ``i0 .. i1 - 1``'s step of :data:`move_actors`, each actor alone."""
     for i in range(i0, i1):
-        _move_actor(
-            i,
-            packed,
-            world_index,
-            wparams,
-            pos,
-            yaw,
-            act,
-            speeds,
-            dt,
-            radius,
-            max_substeps,
-            vel_out,
-            contact_out,
-            moved_out,
-        )
-
-
-@njit(inline="always", cache=True)
-def _move_actor(
-    i, packed, world_index, wparams, pos, yaw, act, speeds, dt, radius, max_substeps, vel_out, contact_out, moved_out
-):
-    w = world_index[i]
-    field = world_field(packed, w)
-    rpm = np.float64(radius) + wparams[w, WP_MARGIN]
-    h_min = wparams[w, WP_H_MIN]
-    lo = wparams[w, WP_LO : WP_LO + 3]
-    hi = wparams[w, WP_HI : WP_HI + 3]
-    psi = np.float64(yaw[i])
-    s, c = math.sin(psi), math.cos(psi)
-    f = np.float64(act[i, 0]) * speeds[0] * dt
-    v = np.float64(act[i, 1]) * speeds[1] * dt
-    l = np.float64(act[i, 2]) * speeds[2] * dt
-    # requested displacement: f * forward + v * up + l * right
-    rx = f * s + l * c
-    ry = v
-    rz = -f * c + l * s
-    x0 = np.float64(pos[i, 0])
-    y0 = np.float64(pos[i, 1])
-    z0 = np.float64(pos[i, 2])
-    x, y, z = x0, y0, z0
-    contact = False
-    for _sub in range(max_substeps):
-        L = math.sqrt(rx * rx + ry * ry + rz * rz)
-        if L < 1e-9:
-            break
-        clear = _clearance(field, x, y, z, rpm)
-        h = clear if clear > h_min else h_min
-        if h >= L:
-            t = 1.0
-        else:
-            t = h / L
-        sx, sy, sz = rx * t, ry * t, rz * t
-        rx -= sx
-        ry -= sy
-        rz -= sz
-        nx, ny, nz = x + sx, y + sy, z + sz
-        # push out of the margin band along the normal (twice, for corners)
-        for _push in range(2):
-            c2 = _clearance(field, nx, ny, nz, rpm)
-            if c2 >= 0.0:
+        w = world_index[i]
+        field = world_field(packed, w)
+        rpm = np.float64(radius) + wparams[w, WP_MARGIN]
+        h_min = wparams[w, WP_H_MIN]
+        lo = wparams[w, WP_LO : WP_LO + 3]
+        hi = wparams[w, WP_HI : WP_HI + 3]
+        psi = np.float64(yaw[i])
+        s, c = math.sin(psi), math.cos(psi)
+        f = np.float64(act[i, 0]) * speeds[0] * dt
+        v = np.float64(act[i, 1]) * speeds[1] * dt
+        l = np.float64(act[i, 2]) * speeds[2] * dt
+        # requested displacement: f * forward + v * up + l * right
+        rx = f * s + l * c
+        ry = v
+        rz = -f * c + l * s
+        x0 = np.float64(pos[i, 0])
+        y0 = np.float64(pos[i, 1])
+        z0 = np.float64(pos[i, 2])
+        x, y, z = x0, y0, z0
+        contact = False
+        for _sub in range(max_substeps):
+            L = math.sqrt(rx * rx + ry * ry + rz * rz)
+            if L < 1e-9:
                 break
-            contact = True
-            gx, gy, gz = _normal(field, nx, ny, nz, -sx / (L * t), -sy / (L * t), -sz / (L * t))
-            nx -= gx * c2
-            ny -= gy * c2
-            nz -= gz * c2
-            dn = rx * gx + ry * gy + rz * gz
-            if dn < 0.0:  # drop the rest of the move's component into the surface
-                rx -= dn * gx
-                ry -= dn * gy
-                rz -= dn * gz
-        # the world cube's sides
-        nx, rx, hit_x = _keep_inside(nx, rx, lo[0], hi[0])
-        ny, ry, hit_y = _keep_inside(ny, ry, lo[1], hi[1])
-        nz, rz, hit_z = _keep_inside(nz, rz, lo[2], hi[2])
-        contact = contact or hit_x or hit_y or hit_z
-        x, y, z = nx, ny, nz
-    dx, dy, dz = x - x0, y - y0, z - z0
-    pos[i, 0] = np.float32(x)
-    pos[i, 1] = np.float32(y)
-    pos[i, 2] = np.float32(z)
-    vel_out[i, 0] = np.float32(dx / dt)
-    vel_out[i, 1] = np.float32(dy / dt)
-    vel_out[i, 2] = np.float32(dz / dt)
-    moved_out[i] = np.float32(math.sqrt(dx * dx + dy * dy + dz * dz))
-    contact_out[i] = contact
-    ny_ = psi + np.float64(act[i, 3]) * speeds[3] * dt
-    ny_ = (ny_ + math.pi) % (2.0 * math.pi) - math.pi
-    yaw[i] = np.float32(ny_)
+            clear = _clearance(field, x, y, z, rpm)
+            h = clear if clear > h_min else h_min
+            if h >= L:
+                t = 1.0
+            else:
+                t = h / L
+            sx, sy, sz = rx * t, ry * t, rz * t
+            rx -= sx
+            ry -= sy
+            rz -= sz
+            nx, ny, nz = x + sx, y + sy, z + sz
+            # push out of the margin band along the normal (twice, for corners)
+            for _push in range(2):
+                c2 = _clearance(field, nx, ny, nz, rpm)
+                if c2 >= 0.0:
+                    break
+                contact = True
+                gx, gy, gz = _normal(field, nx, ny, nz, -sx / (L * t), -sy / (L * t), -sz / (L * t))
+                nx -= gx * c2
+                ny -= gy * c2
+                nz -= gz * c2
+                dn = rx * gx + ry * gy + rz * gz
+                if dn < 0.0:  # drop the rest of the move's component into the surface
+                    rx -= dn * gx
+                    ry -= dn * gy
+                    rz -= dn * gz
+            # the world cube's sides
+            nx, rx, hit_x = _keep_inside(nx, rx, lo[0], hi[0])
+            ny, ry, hit_y = _keep_inside(ny, ry, lo[1], hi[1])
+            nz, rz, hit_z = _keep_inside(nz, rz, lo[2], hi[2])
+            contact = contact or hit_x or hit_y or hit_z
+            x, y, z = nx, ny, nz
+        dx, dy, dz = x - x0, y - y0, z - z0
+        pos[i, 0] = np.float32(x)
+        pos[i, 1] = np.float32(y)
+        pos[i, 2] = np.float32(z)
+        vel_out[i, 0] = np.float32(dx / dt)
+        vel_out[i, 1] = np.float32(dy / dt)
+        vel_out[i, 2] = np.float32(dz / dt)
+        moved_out[i] = np.float32(math.sqrt(dx * dx + dy * dy + dz * dz))
+        contact_out[i] = contact
+        ny_ = psi + np.float64(act[i, 3]) * speeds[3] * dt
+        ny_ = (ny_ + math.pi) % (2.0 * math.pi) - math.pi
+        yaw[i] = np.float32(ny_)
 
 
 def _actors(packed, world_index, *rest):
