@@ -137,10 +137,11 @@ def test_checkpoint_holds_the_learner_states_and_refuses_the_old_layout(tmp_path
 
 
 def test_a_cold_learning_child_is_awaited_after_the_first_rollout_with_the_same_bits(tmp_path):
-    """While the learning kernels still compile in their child, the first rollout runs first and the
-    first update waits for the child and picks its shard count after it: the run's state after every
-    update equals a run that waited before its first tick."""
+    """The first rollout runs first, and the first update waits for the learning kernels' child and picks
+    its shard count after it: the run's state after every update equals a run that picked its shard count
+    before its first tick."""
     ref = Trainer.create(tiny_config(tmp_path), run_path=tmp_path / "ref")
+    ref.calibrate_shards()
     ref.train(progress=False)
 
     run = Trainer.create(tiny_config(tmp_path), run_path=tmp_path / "deferred")
@@ -175,3 +176,25 @@ def test_a_cold_learning_child_is_awaited_after_the_first_rollout_with_the_same_
     assert [repr({k: v for k, v in r.items() if k not in TIMING}) for r in a] == [
         repr({k: v for k, v in r.items() if k not in TIMING}) for r in b
     ]  # repr: NaN (no episode finished yet) equals itself
+
+
+def test_the_shard_count_is_picked_after_the_first_rollout_without_a_learning_child(tmp_path):
+    """With every kernel cached (no warm-up child) the first tick does not wait for the calibration
+    either: it runs once, after the first rollout."""
+    run = Trainer.create(tiny_config(tmp_path), run_path=tmp_path / "warm")
+    run.warmup.wait()  # every kernel loaded: no child left for the update to wait for
+    ticks, calibrated = [], []
+    step, calibrate = run.env.step, run.calibrate_shards
+
+    def counting_step(actions):
+        ticks.append(1)
+        return step(actions)
+
+    def recording_calibrate(timer=None):
+        calibrated.append(len(ticks))
+        return calibrate(timer)
+
+    run.env.step, run.calibrate_shards = counting_step, recording_calibrate
+    run.train(progress=False, stop_after=3)
+    assert calibrated == [run.cfg.rollout_steps]
+    assert run.shard_report is not None and run.update == 3

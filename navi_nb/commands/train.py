@@ -51,7 +51,7 @@ module of the kernel whose first call compiled it, in a defaults run without the
 (about 63 in all)."""
 TRAIN_KERNELS = tuple(COLD_COMPILE_CPU_S)
 COLD_START_FIXED_S = 4.0
-"""What a cold first tick adds to the compiling: imports, the shard calibration."""
+"""What a cold first tick adds to the compiling: imports, packing the worlds, building the environment."""
 
 
 def cold_compile_estimate(cold, cores: int) -> float:

@@ -480,12 +480,11 @@ class Trainer:
             )
         start_update = self.update
         last = cfg.num_updates if stop_after is None else min(cfg.num_updates, self.update + stop_after)
-        # A first run's learning kernels may still be compiling in their child (navi_nb.train.warmup): the first
-        # rollout needs only the policy's forward pass, so it goes first, and the update waits for the child
-        # and picks the shard count after it (calibrating there is what a mid-run re-check does).
-        deferred = (
-            self.ranks is None and self.warmup is not None and "learn" in self.warmup.groups and self.update < last
-        )
+        # The first rollout needs only the policy's forward pass, so it goes first: the update waits for a first
+        # run's learning kernels, still compiling in their child (navi_nb.train.warmup), and picks the shard
+        # count after it (calibrating there is what a mid-run re-check does), so the first tick does not wait
+        # for the calibration's second of timing. Ranks calibrate together, before their first tick.
+        deferred = self.ranks is None and self.update < last
         if not deferred:
             self.start_learning(shard_timer)
         self._t_start = time.perf_counter()
