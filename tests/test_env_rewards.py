@@ -180,3 +180,17 @@ def test_spl_divides_by_the_shortest_path_in_a_world_with_walls():
     sp = env._spawner
     again = sp.path_lengths(env._pos, env._goal)
     assert np.array_equal(again, l)  # a pure function of the spawn and the goal
+
+
+def test_grid_centres_are_the_cell_centres_in_flat_index_order():
+    """The spawn grid's centres, worked out per cell as ``lo + (index + 0.5) * cell`` with the flat index
+    ``(ix * Y + iy) * Z + iz``, bit for bit."""
+    from navi_nb.env.spawn import grid_centres
+
+    lo, dims, cell = np.array([-1.5, 0.25, 3.0]), np.array([3, 1, 4]), 0.3
+    got = grid_centres(lo, dims, cell)
+    assert got.shape == (12, 3)
+    for ix in range(3):
+        for iz in range(4):
+            want = [lo[0] + (ix + 0.5) * cell, lo[1] + 0.5 * cell, lo[2] + (iz + 0.5) * cell]
+            assert got[ix * 4 + iz].tolist() == want

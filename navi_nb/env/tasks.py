@@ -68,12 +68,6 @@ class VisitGrid:
         self.n_cells = int(np.prod(self.dims))
         self.nbytes = (self.n_cells + 7) // 8
 
-    def centres(self):
-        """(n_cells, 3) float64 cell centres in cell-index order (x outermost, z fastest)."""
-        ix, iy, iz = np.meshgrid(*[np.arange(d) for d in self.dims], indexing="ij")
-        idx = np.stack([ix.ravel(), iy.ravel(), iz.ravel()], axis=1)
-        return self.lo + (idx + 0.5) * self.cell
-
     def cell_of(self, points):
         p = np.asarray(points, dtype=np.float64)
         c = np.floor((p - self.lo) / self.cell).astype(np.int64)
