@@ -236,15 +236,19 @@ def share_subtrees(layouts):
     row_world = np.repeat(np.arange(L), counts)
     inner = rows >= 0
     rows_g = np.where(inner, rows + inner_off[row_world][:, None], -1)  # inner children as global row numbers
-    leafy = rows <= -2
-    rows_leaf = np.where(leafy, -rows - 2 + leaf_off[row_world][:, None], 0)
-    mapped_leaf = np.where(leafy, -leaf_of[rows_leaf] - 2, -1)
+    mapped_leaf = np.full(rows.shape, -1, np.int64)  # leaf children as pooled leaf codes
+    at_row, at_col = np.nonzero(rows <= -2)
+    mapped_leaf[at_row, at_col] = -leaf_of[-rows[at_row, at_col] - 2 + leaf_off[row_world[at_row]]] - 2
+    # heights, from the leaves up: rows with no inner child are height 0 (most rows), so only the rows
+    # above them are worked out again, at most the trees' depth times
     height = np.zeros(rows.shape[0], np.int64)
-    for _ in range(rows.shape[0] + 1):  # at most the trees' depth passes
-        h = np.where(inner, height[np.where(inner, rows_g, 0)] + 1, 0).max(axis=1)
-        if np.array_equal(h, height):
+    upper = np.nonzero(inner.any(axis=1))[0]
+    up_inner, up_g = inner[upper], np.where(inner[upper], rows_g[upper], 0)
+    for _ in range(rows.shape[0] + 1):
+        h = np.where(up_inner, height[up_g] + 1, 0).max(axis=1)
+        if np.array_equal(h, height[upper]):
             break
-        height = h
+        height[upper] = h
     pool_of = np.full(rows.shape[0], -1, np.int64)
     pooled = []
     base = 0
