@@ -338,3 +338,32 @@ def test_env_compile_kernels_compiles_what_reset_and_step_call_and_changes_nothi
         head = (types.int64, types.int64) if dispatcher is not kernel else ()
         for sig in called[name]:
             assert head + sig in dispatcher.signatures, name
+
+
+def test_the_layout_decoder_thread_compiles_what_packing_the_run_calls(tmp_path):
+    """On a cold cache ``start`` compiles the layout decoder in a thread (on the stand-in) and ``wait``
+    joins it; packing worlds loaded as a run loads them (mapped read-only) then compiles no other
+    signature of the decoder's kernels."""
+    out = _run(
+        f"""
+        import json
+        from navi_nb.train import warmup
+        from navi_nb.train.config import TrainConfig
+        from navi_nb.world import layout
+        from navi_nb.world.scene_spec import parse_spec
+        from navi_nb.world.world_cache import load_worlds
+        from navi_nb.world.world_set import decode_packed
+        warmup.GROUPS = {{}}  # no child: the thread alone
+        warm = warmup.start(TrainConfig())
+        started = warm.decoder is not None
+        warm.wait()
+        kernels = (layout._number_nodes, layout._fill, layout._fill_top)
+        before = [len(k.signatures) for k in kernels]
+        worlds = load_worlds(parse_spec("house:3-4"), 32, cache_dir={str(tmp_path / "worlds")!r})
+        decode_packed(worlds)
+        print(json.dumps({{"started": started, "joined": warm.decoder is None, "before": before,
+                          "after": [len(k.signatures) for k in kernels]}}))
+    """,
+        tmp_path / "numba",
+    )
+    assert out == {"started": True, "joined": True, "before": [1, 1, 1], "after": [1, 1, 1]}

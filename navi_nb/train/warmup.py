@@ -43,6 +43,12 @@ on-disk cache; the trainer then waits for each child before its first call
 into that group (``env`` before it builds the environment, ``tracer``
 before the reset) and loads those kernels instead of compiling them.
 
+The trainer itself packs the run's worlds once the last one is compiled, on
+one core, with the layout decoder's kernels (``navi_nb/world/layout.py``):
+when those are cold, a thread of the trainer compiles them on the stand-in
+while the worlds compile (:func:`compile_layout_decoder`), so that the
+packing, at the end of the wait for the first tick, loads them instead.
+
 ``start(cfg)`` starts the children of the cold groups (nothing when the
 cache is warm: a warm start costs a few file checks), and
 ``Warmup.wait(group)`` waits for one. A child that fails only costs time:
@@ -57,6 +63,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -92,6 +99,9 @@ GROUPS = {
 """Group name -> the modules that define its kernels; a group is cold when Numba's cache holds no kernel of
 one of them (``navi_nb.jit_cache.cold_sources``)."""
 
+LAYOUT_MODULES = ("navi_nb.world.layout",)
+"""The layout decoder, compiled in a thread of the trainer itself (:func:`compile_layout_decoder`)."""
+
 GROUP_NAMES = {"env": "environment", "tracer": "tracer", "learn": "learning"}  # as the console names them
 
 _CHILD = "from navi_nb.train.warmup import child_main\nchild_main()\n"
@@ -117,6 +127,7 @@ class Warmup:
 
     def __init__(self, children=(), console=None):
         self.children = list(children)  # (group, Popen, stderr file)
+        self.decoder = None  # the thread compiling the layout decoder (compile_layout_decoder), if any
         self.console = console
         self.started = time.perf_counter()
         self.report = {}
@@ -145,7 +156,14 @@ class Warmup:
                 )
             err.close()
         self.children = [c for c in self.children if c not in joined]
+        if group is None:
+            self._join_decoder()
         return self.report
+
+    def _join_decoder(self):
+        if self.decoder is not None:
+            self.decoder.join()  # long done by the time anything waits: it ends before the worlds are packed
+            self.decoder = None
 
     def cancel(self) -> None:
         """End the children now (the run failed to start)."""
@@ -155,6 +173,7 @@ class Warmup:
             proc.wait()
             err.close()
         self.children = []
+        self._join_decoder()  # a compile in a thread cannot be stopped; it takes a second or two
 
 
 def _spawn(group, cfg):
@@ -178,11 +197,33 @@ def _spawn(group, cfg):
     return group, proc, err
 
 
+def compile_layout_decoder() -> bool:
+    """Compile the layout decoder's kernels by decoding the stand-in, loaded as the run's worlds are (mapped
+    read-only: the same argument types, so the same signatures); returns whether it did. Run in a thread of the
+    trainer while the worlds compile: the compile holds Numba's lock, and a packing that starts meanwhile
+    waits for it and loads what it compiled. Never raises: on any failure the packing compiles them."""
+    try:
+        from navi_nb.world import gmdag
+        from navi_nb.world.layout import decode_layout
+
+        world = gmdag.load_world(STAND_IN, mmap=True, validate=False)
+        decode_layout(world, 1.0 / float(np.float32(world.voxel_size)))
+        return True
+    except Exception:
+        return False
+
+
 def start(cfg, console=None) -> Warmup:
-    """The warm-up of the run ``cfg`` (a TrainConfig): a child for each cold group starts now; which groups
-    are cold is decided here, before this process compiles anything."""
+    """The warm-up of the run ``cfg`` (a TrainConfig): a child for each cold group starts now, and a thread
+    for the layout decoder when it is cold; which groups are cold is decided here, before this process
+    compiles anything."""
+    from navi_nb.jit_cache import cold_sources
+
     cold = cold_groups(cfg) if enabled() else []
     warm = Warmup([], console)
+    if enabled() and os.environ.get("NUMBA_DISABLE_CACHE", "0") in ("", "0") and cold_sources(LAYOUT_MODULES):
+        warm.decoder = threading.Thread(target=compile_layout_decoder, name="navi-nb-layout-warmup")
+        warm.decoder.start()
     for group in cold:
         child = _spawn(group, cfg)
         if child is not None:
