@@ -180,14 +180,18 @@ def test_a_cold_learning_child_is_awaited_after_the_first_rollout_with_the_same_
 
 def test_the_shard_count_is_picked_after_the_first_rollout_without_a_learning_child(tmp_path):
     """With every kernel cached (no warm-up child) the first tick does not wait for the calibration
-    either: it runs once, after the first rollout."""
-    run = Trainer.create(tiny_config(tmp_path), run_path=tmp_path / "warm")
+    either: it runs once, after the first rollout, and the rollout before it runs at the asked-for
+    thread count."""
+    import numba
+
+    run = Trainer.create(tiny_config(tmp_path, shards=1), run_path=tmp_path / "warm")
     run.warmup.wait()  # every kernel loaded: no child left for the update to wait for
-    ticks, calibrated = [], []
+    ticks, calibrated, threads = [], [], []
     step, calibrate = run.env.step, run.calibrate_shards
 
     def counting_step(actions):
         ticks.append(1)
+        threads.append(numba.get_num_threads())
         return step(actions)
 
     def recording_calibrate(timer=None):
@@ -195,6 +199,11 @@ def test_the_shard_count_is_picked_after_the_first_rollout_without_a_learning_ch
         return calibrate(timer)
 
     run.env.step, run.calibrate_shards = counting_step, recording_calibrate
-    run.train(progress=False, stop_after=3)
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)  # what the first rollout must not run at
+    try:
+        run.train(progress=False, stop_after=3)
+    finally:
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     assert calibrated == [run.cfg.rollout_steps]
     assert run.shard_report is not None and run.update == 3
+    assert set(threads) == {1}  # the asked-for count from the first tick on, not Numba's default

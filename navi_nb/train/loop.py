@@ -367,6 +367,14 @@ class Trainer:
             )
         return self.shard_report
 
+    def rollout_threads(self):
+        """Numba's thread count until the calibration picks the shard count: the count asked for
+        (``shards``, ``NAVI_NB_SHARDS``), else every allowed core; never Numba's default of every reported
+        core, which a container's quota may allow a small part of."""
+        from navi_nb.parallel.shards import choose_shards
+
+        choose_shards(self.cfg.shards or None)
+
     def recheck_shards(self, row):
         """After an update (its metrics ``row``): re-time the shard counts when the share allows
         (``ShardWatch``); returns a ShardSwitch when the count changed, else None."""
@@ -485,7 +493,9 @@ class Trainer:
         # count after it (calibrating there is what a mid-run re-check does), so the first tick does not wait
         # for the calibration's second of timing. Ranks calibrate together, before their first tick.
         deferred = self.ranks is None and self.update < last
-        if not deferred:
+        if deferred:
+            self.rollout_threads()
+        else:
             self.start_learning(shard_timer)
         self._t_start = time.perf_counter()
         rows = []
