@@ -304,7 +304,7 @@ def test_cold_kernel_notice(tmp_path, monkeypatch):
     assert jit_cache.cold_sources(TRAIN_KERNELS) == list(TRAIN_KERNELS)
     assert round(sum(COLD_COMPILE_CPU_S.values()), 1) == 62.8
     # all cold on two cores: 62.8 CPU-s over two cores, 31.4 s (more than the largest module, 28.2 s),
-    # plus 4 s of imports and calibration: 35.4 s
+    # plus 4 s of imports, packing the worlds and building the environment: 35.4 s
     assert notice() == (True, "compiling kernels, first run only: ~40 s (an estimate; cached afterwards)\n")
     monkeypatch.setattr("os.getloadavg", lambda: (4.0 * os.cpu_count(),) * 3)  # four jobs per core
     assert "~140 s" in notice()[1]  # 4 x 35.4 s
