@@ -1,8 +1,8 @@
 """Headline figures: read them from real run folders, write docs/headline.json, rewrite every marked figure.
 
-    python scripts/headline_figures.py runs/house-quickstart --wall-s 254 [--held-out heldout.json] \\
+    python scripts/headline_figures.py [runs/house-quickstart --wall-s 254] [--held-out heldout.json] \\
         [--corpus runs/houses --corpus-held-out runs/houses/eval.json --corpus-wall-s 519] \\
-        [--out docs/headline.json] [--docs README.md docs/TRAINING.md ...]
+        [--bench bench1.json bench2.json ...] [--out docs/headline.json] [--docs README.md docs/TRAINING.md ...]
 
 The README and the docs quote three runs' figures. Each quoted figure sits between markers that Markdown
 renders as nothing::
@@ -19,6 +19,10 @@ metrics row, its held-out evaluation and the whole command's time). It writes ev
 it came from (commands, machine, date) to ``docs/headline.json``, then replaces the text inside every marker of
 the docs with the figure's text. A block not given keeps its figures from the existing ``docs/headline.json``
 (they name their own run).
+
+``bench.*``: with ``--bench FILE ...``, the ``navi-nb bench --json FILE`` outputs of runs of every benchmark on
+one machine: each figure is the median over the files, with its range when there are several (the issue
+lines' figures: the tracer against Embree, the environment, training, PPO's scaling).
 
 ``--wall-s`` and ``--corpus-wall-s`` are the figures no run folder holds: the wall time of each whole command,
 from ``pip install`` to the evaluation table (``time`` it). ``tests/test_headline.py`` checks that every
@@ -93,6 +97,35 @@ def minutes(v):
     return f"{m} min {s} s" if m else f"{s} s"
 
 
+def mrays(v):
+    return f"{v / 1e6:.2f} M"
+
+
+def ratio(v):
+    return f"{v:.2f}x"
+
+
+def percent2(v):
+    return f"{100.0 * v:.2f} %"
+
+
+def text(v):
+    return str(v)
+
+
+def over_runs(fmt):
+    """A figure measured in several benchmark runs (a list, one value per run): the median, and the range
+    when the runs differ in it."""
+
+    def format_runs(values):
+        import statistics
+
+        mid, lo, hi = fmt(statistics.median(values)), fmt(min(values)), fmt(max(values))
+        return mid if lo == hi else f"{mid} ({lo} to {hi})"
+
+    return format_runs
+
+
 FORMATS = {
     "percent": percent,
     "percent_range": percent_range,
@@ -102,6 +135,12 @@ FORMATS = {
     "whole": whole,
     "seconds1": seconds1,
     "minutes": minutes,
+    "text": text,
+    "runs_mrays": over_runs(mrays),
+    "runs_ratio": over_runs(ratio),
+    "runs_two": over_runs(two),
+    "runs_percent2": over_runs(percent2),
+    "runs_whole": over_runs(whole),
 }
 
 # key -> (format, what it is)
@@ -138,6 +177,25 @@ FIGURES = {
     "corpus.train_time": ("minutes", "training wall time (the run's last metrics row)"),
     "corpus.actor_steps_per_s": ("whole", "actor-steps per second over the whole training"),
     "corpus.wall": ("minutes", "wall time of the README's quick start command, install to held-out evaluation"),
+    "bench.machine": ("text", "the machine the benchmarks ran on, as navi-nb bench prints it"),
+    "bench.runs": ("whole", "runs of navi-nb bench the bench figures are the median of"),
+    "bench.trace_1t": ("runs_mrays", "navi_nb tracer, bench scene at 256, rays/s on 1 thread"),
+    "bench.trace_2t": ("runs_mrays", "the same on 2 threads"),
+    "bench.embree_1t": ("runs_mrays", "Embree on the same rays and the original triangles, 1 thread"),
+    "bench.trace_vs_embree_1t": ("runs_ratio", "navi_nb's rays/s on 1 thread over Embree's"),
+    "bench.trace_vs_embree_2t": ("runs_ratio", "navi_nb's rays/s per thread on 2 threads over Embree's 1 thread"),
+    "bench.trace_scaling": ("runs_ratio", "navi_nb's rays/s from 1 to 2 threads"),
+    "bench.trace_p99_voxel": ("runs_two", "99th percentile of |depth - Embree|, voxels"),
+    "bench.trace_hits_equal": ("runs_percent2", "rays whose hit flag equals Embree's"),
+    "bench.trace_outliers": ("runs_whole", "rays more than 2 voxels off Embree, of 65,536"),
+    "bench.steps_bench": ("runs_two", "mean steps per ray, bench scene at 256"),
+    "bench.steps_house": ("runs_two", "mean steps per ray, house:0 at 128"),
+    "bench.env_1t": ("runs_whole", "environment, house, 64 actors x 64 x 16 rays: actor-steps/s on 1 thread"),
+    "bench.env_2t": ("runs_whole", "the same on 2 threads"),
+    "bench.ppo_default_scaling": ("runs_ratio", "PPO samples/s from 1 to 2 shards, the default 2 x 128 network"),
+    "bench.ppo_small_scaling": ("runs_ratio", "the same, the small 2 x 64 network"),
+    "bench.train_1s": ("runs_whole", "training end to end, house, 64 actors: actor-steps/s at 1 shard"),
+    "bench.train_2s": ("runs_whole", "the same at 2 shards"),
 }
 
 
@@ -312,6 +370,83 @@ def corpus(run, path, wall_s):
     return figs, source
 
 
+def bench_values(data, path):
+    """One ``navi-nb bench --json`` output's value of every ``bench.*`` figure but the machine and run count."""
+
+    def at(*keys):
+        v = data
+        for k in keys:
+            if not isinstance(v, dict) or k not in v:
+                raise HeadlineError(
+                    f"{path}: has no {'.'.join(keys)} (a navi-nb bench --json output of every benchmark)"
+                )
+            v = v[k]
+        if not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise HeadlineError(f"{path}: {'.'.join(keys)} is not a finite number")
+        return v
+
+    def train_rate(shards):
+        runs = (data.get("train") or {}).get("runs") or []
+        runs = [r for r in runs if isinstance(r, dict) and r.get("shards") == shards and r.get("ranks", 1) == 1]
+        if len(runs) != 1:
+            raise HeadlineError(f"{path}: has no single-process training run at {shards} shard(s)")
+        v = runs[0].get("actor_steps_per_s")
+        if not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise HeadlineError(f"{path}: the training run at {shards} shard(s) has no finite actor_steps_per_s")
+        return v
+
+    t1, t2 = at("trace", "threads", "1", "rays_per_s"), at("trace", "threads", "2", "rays_per_s")
+    embree = at("trace", "embree", "rays_per_s")
+    return {
+        "bench.trace_1t": t1,
+        "bench.trace_2t": t2,
+        "bench.embree_1t": embree,
+        "bench.trace_vs_embree_1t": t1 / embree,
+        "bench.trace_vs_embree_2t": t2 / 2.0 / embree,
+        "bench.trace_scaling": t2 / t1,
+        "bench.trace_p99_voxel": at("trace", "embree", "depth_diff_p99_voxels"),
+        "bench.trace_hits_equal": at("trace", "embree", "hit_agreement"),
+        "bench.trace_outliers": at("trace", "embree", "outliers", "outliers"),
+        "bench.steps_bench": at("trace", "anatomy", "bench scene", "kinds", "steps", "mean"),
+        "bench.steps_house": at("trace", "anatomy", "house:0 at 128", "kinds", "steps", "mean"),
+        "bench.env_1t": at("env", "main", "1", "actor_steps_per_s"),
+        "bench.env_2t": at("env", "main", "2", "actor_steps_per_s"),
+        "bench.ppo_default_scaling": at("ppo", "nets", "default", "shards", "2", "speedup_vs_1"),
+        "bench.ppo_small_scaling": at("ppo", "nets", "small", "shards", "2", "speedup_vs_1"),
+        "bench.train_1s": train_rate(1),
+        "bench.train_2s": train_rate(2),
+    }
+
+
+def bench(paths):
+    """The ``bench.*`` figures over one or more ``navi-nb bench --json`` outputs, all from one machine."""
+    runs = [(p, read_json(p, "a navi-nb bench output")) for p in paths]
+    machines = {}
+    for p, data in runs:
+        m = data.get("machine")
+        if not isinstance(m, dict) or not m.get("cpu"):
+            raise HeadlineError(f"{p}: has no machine (a navi-nb bench --json output of every benchmark)")
+        machines[p] = (
+            f"{m['cpu']}, {m.get('allowed_cores', '?')} cores allowed of {m.get('cpu_count', '?')} reported; "
+            f"Python {m.get('python', '?')}, NumPy {m.get('numpy', '?')}, Numba {m.get('numba', '?')}"
+        )
+    if len(set(machines.values())) > 1:
+        p = next(p for p in machines if machines[p] != machines[paths[0]])
+        raise HeadlineError(f"{p}: ran on {machines[p]!r}, not {machines[paths[0]]!r}: one machine's runs only")
+    values = [bench_values(data, p) for p, data in runs]
+    figs = {k: figure(k, [v[k] for v in values]) for k in values[0]}
+    figs["bench.machine"] = figure("bench.machine", machines[paths[0]])
+    figs["bench.runs"] = figure("bench.runs", len(runs))
+    source = {
+        "from": ", ".join(Path(p).name for p in paths),
+        "commands": ["navi-nb bench --json FILE"],
+        "machine": machines[paths[0]],
+        "date": time.strftime("%Y-%m-%d", time.localtime(max(Path(p).stat().st_mtime for p in paths))),
+        "load_average": [(data.get("trace") or {}).get("load_average_before") for _, data in runs],
+    }
+    return figs, source
+
+
 def machine_line(segment):
     """The CPU the run recorded (else this machine's: run this script where the run ran), its cores and the
     run's software."""
@@ -346,8 +481,17 @@ def rewrite(text, figures, where):
     return MARKER.sub(sub, text)
 
 
-def build(run, wall_s, held_out=None, old=None, corpus_run=None, corpus_held_out=None, corpus_wall_s=None):
-    figs, source = quickstart(run, wall_s)
+def build(
+    run, wall_s, held_out=None, old=None, corpus_run=None, corpus_held_out=None, corpus_wall_s=None, bench_files=None
+):
+    if (run is None) != (wall_s is None):
+        raise HeadlineError("the quick start's run folder and --wall-s go together")
+    if held_out is not None and run is None:
+        raise HeadlineError("--held-out: needs the quick start's run folder (the policy it evaluates)")
+    if run is not None:
+        figs, source = quickstart(run, wall_s)
+    else:
+        figs, source = kept("quickstart", old, "the quick start's run folder")
     sources = {"quickstart": source}
     if held_out is not None:
         hfigs, sources["heldout"] = heldout(held_out, Path(run).name, source["machine"])
@@ -359,7 +503,11 @@ def build(run, wall_s, held_out=None, old=None, corpus_run=None, corpus_held_out
         cfigs, sources["corpus"] = corpus(corpus_run, corpus_held_out, corpus_wall_s)
     else:
         cfigs, sources["corpus"] = kept("corpus", old, "--corpus")
-    return {"figures": {**figs, **hfigs, **cfigs}, "sources": sources}
+    if bench_files:
+        bfigs, sources["bench"] = bench(bench_files)
+    else:
+        bfigs, sources["bench"] = kept("bench", old, "--bench")
+    return {"figures": {**figs, **hfigs, **cfigs, **bfigs}, "sources": sources}
 
 
 def kept(block, old, flag):
@@ -371,19 +519,29 @@ def kept(block, old, flag):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("run", help="the quick start's run folder")
-    p.add_argument("--wall-s", type=float, required=True, help="seconds of the README's command, install to eval")
+    p.add_argument("run", nargs="?", help="the quick start's run folder (else its figures are kept)")
+    p.add_argument("--wall-s", type=float, help="seconds of the defaults' command, install to eval (with the run)")
     p.add_argument("--held-out", metavar="FILE", help="JSON of the held-out evaluation (navi-nb eval ... --json)")
     p.add_argument("--corpus", metavar="RUN", help="a run trained over many worlds (navi-nb train --scenes ...)")
     p.add_argument("--corpus-held-out", metavar="FILE", help="JSON of that run's held-out evaluation")
     p.add_argument("--corpus-wall-s", type=float, help="seconds of the README's quick start, install to eval")
+    p.add_argument("--bench", nargs="+", metavar="FILE", help="navi-nb bench --json outputs, one machine's runs")
     p.add_argument("--out", default=str(HEADLINE), help="headline JSON to write (default docs/headline.json)")
     p.add_argument("--docs", nargs="*", default=None, help="Markdown files to rewrite (default README and docs)")
     args = p.parse_args(argv)
     try:
         out = Path(args.out)
         old = read_json(out, "the headline figures") if out.is_file() else None
-        data = build(args.run, args.wall_s, args.held_out, old, args.corpus, args.corpus_held_out, args.corpus_wall_s)
+        data = build(
+            args.run,
+            args.wall_s,
+            args.held_out,
+            old,
+            args.corpus,
+            args.corpus_held_out,
+            args.corpus_wall_s,
+            args.bench,
+        )
         docs = [Path(d) for d in args.docs] if args.docs is not None else [ROOT / d for d in DOCS]
         new_texts = {d: rewrite(d.read_text(), data["figures"], d) for d in docs}  # all checked before writing
     except (HeadlineError, OSError) as exc:

@@ -88,6 +88,7 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     doc.write_text(original)
     out = tmp_path / "headline.json"
     argv = [str(run), "--wall-s", "75.4", "--held-out", str(held), "--out", str(out), "--docs", str(doc)]
+    argv += ["--bench", str(bench_output(tmp_path / "bench.json", 2.0e6, 3.5e6, 8.0e6, 4313.4, 2861.3))]
     argv += ["--corpus", str(run), "--corpus-held-out", str(held), "--corpus-wall-s", "541"]  # a stand-in corpus run
     assert hf.main(argv) == 0
 
@@ -114,6 +115,8 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     expect["corpus.actor_steps"] = "128"
     expect["corpus.actor_steps_per_s"] = f"{128 / last['time_s']:,.0f}"
     expect["corpus.wall"] = "9 min 1 s"
+    expect["bench.trace_vs_embree_2t"] = "0.22x"  # 3.5 M / 2 threads / 8 M
+    expect["bench.env_2t"] = "4,313"
     rows = dict(line.strip("| ").split(" | ") for line in doc.read_text().splitlines())
     data = json.loads(out.read_text())
     for key, text in expect.items():
@@ -170,3 +173,90 @@ def test_a_resumed_run_is_read_over_its_segments(tmp_path):
     assert figs["quickstart.actor_steps"]["value"] == 128 and source["segments"] == 2
     assert figs["quickstart.actor_steps_per_s"]["value"] == pytest.approx(128 / sum(walls))  # 64 steps each
     assert figs["quickstart.first_tick"]["value"] == segments[0]["summary"]["first_tick_s"]  # the first start's
+
+
+def bench_output(path, trace_1t, trace_2t, embree, env_2t, train_2s, cpu="Test CPU"):
+    """A file shaped as ``navi-nb bench --json`` writes it, holding only what the bench figures read."""
+    anatomy = {"kinds": {"steps": {"mean": 7.5}}}
+    data = {
+        "machine": {
+            "cpu": cpu,
+            "cpu_count": 2,
+            "allowed_cores": 2,
+            "python": "3.11.7",
+            "numpy": "2.4",
+            "numba": "0.68",
+        },
+        "trace": {
+            "threads": {"1": {"rays_per_s": trace_1t}, "2": {"rays_per_s": trace_2t}},
+            "embree": {
+                "rays_per_s": embree,
+                "depth_diff_p99_voxels": 0.459,
+                "hit_agreement": 0.99991,
+                "outliers": {"outliers": 155},
+            },
+            "anatomy": {"bench scene": anatomy, "house:0 at 128": {"kinds": {"steps": {"mean": 6.731}}}},
+            "load_average_before": [1.0, 1.0, 0.5],
+        },
+        "env": {"main": {"1": {"actor_steps_per_s": 2446.3}, "2": {"actor_steps_per_s": env_2t}}},
+        "ppo": {"nets": {n: {"shards": {"2": {"speedup_vs_1": 1.8}}} for n in ("default", "small")}},
+        "train": {
+            "runs": [
+                {"shards": 1, "ranks": 1, "actor_steps_per_s": 1688.7},
+                {"shards": 2, "ranks": 1, "actor_steps_per_s": train_2s},
+            ]
+        },
+    }
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_the_bench_block_is_the_median_of_runs_with_their_range(tmp_path, capsys):
+    files = [
+        bench_output(tmp_path / "a.json", 2.0e6, 3.5e6, 8.0e6, 4313.4, 2861.3),
+        bench_output(tmp_path / "b.json", 2.5e6, 4.6e6, 6.0e6, 4100.0, 3000.0),
+        bench_output(tmp_path / "c.json", 2.2e6, 4.0e6, 7.0e6, 4500.6, 2500.0),
+    ]
+    figs, source = hf.bench([str(f) for f in files])
+    text = {k: v["text"] for k, v in figs.items()}
+    assert text["bench.runs"] == "3"
+    assert text["bench.machine"] == "Test CPU, 2 cores allowed of 2 reported; Python 3.11.7, NumPy 2.4, Numba 0.68"
+    assert text["bench.trace_1t"] == "2.20 M (2.00 M to 2.50 M)"
+    assert text["bench.embree_1t"] == "7.00 M (6.00 M to 8.00 M)"
+    # per run: 2.0/8.0 = 0.25, 2.5/6.0 = 0.4167, 2.2/7.0 = 0.3143; per thread at 2: 0.21875, 0.38333, 0.28571
+    assert text["bench.trace_vs_embree_1t"] == "0.31x (0.25x to 0.42x)"
+    assert text["bench.trace_vs_embree_2t"] == "0.29x (0.22x to 0.38x)"
+    assert text["bench.trace_scaling"] == "1.82x (1.75x to 1.84x)"  # 1.75, 1.84, 1.818
+    assert text["bench.trace_hits_equal"] == "99.99 %"  # the same in every run: no range
+    assert text["bench.env_2t"] == "4,313 (4,100 to 4,501)"
+    assert text["bench.train_2s"] == "2,861 (2,500 to 3,000)"
+    assert text["bench.steps_house"] == "6.73"
+    assert source["machine"] == text["bench.machine"] and source["from"] == "a.json, b.json, c.json"
+    one, _ = hf.bench([str(files[0])])
+    assert one["bench.trace_1t"]["text"] == "2.00 M" and one["bench.runs"]["text"] == "1"
+
+    # through the script: only the bench block given, the others kept from the existing headline.json
+    out = tmp_path / "headline.json"
+    out.write_text((ROOT / "docs" / "headline.json").read_text())
+    doc = tmp_path / "DOC.md"
+    doc.write_text("<!-- fig:bench.env_2t -->?<!-- /fig --> <!-- fig:quickstart.spl -->?<!-- /fig -->\n")
+    assert hf.main(["--bench", *map(str, files), "--out", str(out), "--docs", str(doc)]) == 0
+    kept = json.loads((ROOT / "docs" / "headline.json").read_text())["figures"]["quickstart.spl"]["text"]
+    env = "<!-- fig:bench.env_2t -->4,313 (4,100 to 4,501)<!-- /fig -->"
+    assert doc.read_text() == f"{env} <!-- fig:quickstart.spl -->{kept}<!-- /fig -->\n"
+
+    # bad input: one line naming the file, nothing written
+    capsys.readouterr()
+    before, doc_before = out.read_bytes(), doc.read_bytes()
+    other = bench_output(tmp_path / "d.json", 2.0e6, 3.5e6, 8.0e6, 4313.4, 2861.3, cpu="Another CPU")
+    assert hf.main(["--bench", str(files[0]), str(other), "--out", str(out), "--docs", str(doc)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "d.json: ran on 'Another CPU" in err, err
+    broken = tmp_path / "e.json"
+    broken.write_text(json.dumps({"machine": {"cpu": "Test CPU"}, "trace": {}}))
+    assert hf.main(["--bench", str(broken), "--out", str(out), "--docs", str(doc)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "e.json: has no trace.threads" in err, err
+    assert hf.main(["--held-out", str(files[0]), "--out", str(out), "--docs", str(doc)]) == 2
+    assert "needs the quick start's run folder" in capsys.readouterr().err
+    assert out.read_bytes() == before and doc.read_bytes() == doc_before
