@@ -8,9 +8,20 @@ modify the returned World (copy it first).
 
 from __future__ import annotations
 
+import atexit
 import functools
+import os
+import shutil
+import tempfile
 
 import pytest
+
+# The caches a test does not point elsewhere itself (compiled worlds, layout files, spawn pools) live in one
+# folder for the session, not in the user's ~/.cache; child processes inherit it.
+if not os.environ.get("NAVI_NB_CACHE"):
+    _session_cache = tempfile.mkdtemp(prefix="navi_nb_test_cache_")
+    os.environ["NAVI_NB_CACHE"] = _session_cache
+    atexit.register(shutil.rmtree, _session_cache, True)
 
 
 @functools.cache

@@ -36,7 +36,7 @@ import numpy as np
 from navi_nb.env.config import TASKS, ActionError, EnvConfig, EnvConfigError, StateError
 from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
 from navi_nb.env.observation import build_obs, obs_layout, obs_size
-from navi_nb.env.spawn import SpawnSampler
+from navi_nb.env.spawn import SpawnSampler, default_pool_dir
 from navi_nb.env.tasks import TASK_CODES, TERMS, VisitGrid, reward_coefficients, score_step, start_episodes
 from navi_nb.rng_state import STATE_DTYPE, STATE_SHAPE, GeneratorStateError, generator_from_array, generator_to_array
 from navi_nb.world import gmdag
@@ -175,6 +175,7 @@ class NavEnv:
         self._spawners = []
         self._grids = []
         reachable = []
+        pool_dir = default_pool_dir()
         for w, wd in enumerate(world_set.worlds):
             cube_lo, cube_hi = field_cube(wd)
             roi = _region_of_interest(wd)
@@ -195,6 +196,8 @@ class NavEnv:
                 spawn_cell,
                 wd.spawn_points,
                 cfg.spawn,
+                cache_dir=pool_dir,
+                world_digest=gmdag.world_digest(wd),
             )
             grid = VisitGrid(cube_lo, cube_hi, cfg.visit_cell, cfg.visit_max_cells)
             reach = np.zeros(grid.n_cells, dtype=bool)

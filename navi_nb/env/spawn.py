@@ -10,6 +10,16 @@ The free cells 6-connected to the world's listed spawn points (or, when it
 lists none, the largest such component) form the *pool*: every spawn and goal
 lies near a pool centre, so goals are reachable from spawns.
 
+Building the grid queries every cell centre (about 50,000 a house at 128, 8 to 9
+ms), so its result, the pool's cells and which listed spawn points keep their
+clearance, is kept in ``spawn/KEY.npz`` beside the world cache (``NAVI_NB_CACHE``
+moves it), KEY hashing the world's bytes, every setting the grid depends on and
+the sources of the code that computes it: a start over 200 houses reads 200
+small files instead of querying ten million points. A
+file that is missing, unreadable or not of the expected shapes is computed
+again and replaced; one that cannot be written is skipped (the cache only saves
+time). The pool is the same either way.
+
 Sampling is batched and seeded: one ``np.random.Generator`` for spawns, one for
 goals, each drawn once for all the actors being reset, so results do not depend
 on thread counts or on the order of kernels.
@@ -26,6 +36,14 @@ on thread counts or on the order of kernels.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+import zlib
+from pathlib import Path
+
 import numpy as np
 from numba import njit
 
@@ -33,6 +51,66 @@ from navi_nb.env.config import EnvConfigError
 
 GOAL_CANDIDATES = 64
 MAX_GRID_CELLS = 160  # per axis
+POOL_CACHE_VERSION = 1
+POOL_SOURCES = ("env/spawn.py", "env/motion.py", "world/field.py", "world/layout.py", "world/world_set.py")
+"""The sources whose code decides a pool (the grid, the clearance query, the layout it reads): an edit to
+any of them starts new cache files."""
+_sources_digest = None
+
+
+def pool_cache_key(world_digest, cube_lo, cube_hi, roi_lo, roi_hi, radius, margin, cell, spawn_points) -> str:
+    """The name of a pool's cache file: a hash of the world's content (``world_digest``), the sampler's
+    settings (exact float bits), the listed spawn points and the sources that compute it."""
+    global _sources_digest
+    if _sources_digest is None:
+        from navi_nb.jit_cache import PACKAGE_DIR, sources_hash
+
+        _sources_digest = sources_hash([PACKAGE_DIR / name for name in POOL_SOURCES])
+    settings = [np.asarray(v, np.float64).ravel().tolist() for v in (cube_lo, cube_hi, roi_lo, roi_hi)]
+    settings += [float(radius), float(margin), float(cell)]
+    h = hashlib.blake2b(digest_size=20)
+    h.update(json.dumps([POOL_CACHE_VERSION, _sources_digest, str(world_digest)]).encode())
+    h.update(json.dumps([float(x).hex() for row in settings for x in np.ravel(row)]).encode())
+    h.update(np.ascontiguousarray(spawn_points, np.float64).reshape(-1, 3).tobytes())
+    return h.hexdigest()
+
+
+def default_pool_dir() -> Path:
+    """``spawn/`` beside the world cache's ``worlds/`` (``NAVI_NB_CACHE`` moves both)."""
+    from navi_nb.world.world_cache import default_cache_dir
+
+    return default_cache_dir().parent / "spawn"
+
+
+def read_pool(path, n_cells, n_points):
+    """``(reach, keep)`` from a pool file, or None when it is missing or not a pool of these sizes."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            reach, keep = f["reach"], f["keep"]
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error):
+        return None
+    if reach.dtype != np.bool_ or keep.dtype != np.bool_ or reach.shape != (n_cells,) or keep.shape != (n_points,):
+        return None
+    return reach, keep
+
+
+def write_pool(path, reach, keep):
+    """Write a pool file atomically (a temporary file renamed over the name); False when it cannot."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez_compressed(f, reach=reach, keep=keep)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        return False
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 @njit(cache=True)
@@ -300,22 +378,58 @@ def path_lengths(reach, dims, lo, cell, starts, goals):
     return out
 
 
+def axis_centres(lo, dims, cell) -> list:
+    """Per axis, the (n,) float64 cell centres ``lo + (index + 0.5) * cell`` of a grid."""
+    return [lo[a] + (np.arange(int(dims[a])) + 0.5) * cell for a in range(3)]
+
+
 def grid_centres(lo, dims, cell) -> np.ndarray:
-    """(X*Y*Z, 3) float64: the centres ``lo + (index + 0.5) * cell`` of a grid's cells in flat index order
-    (x outermost, z fastest). Filled one axis at a time from broadcast rows: several times faster than
-    the index grid of ``np.meshgrid``, the same bits."""
-    nx, ny, nz = (int(d) for d in dims)
-    out = np.empty((nx, ny, nz, 3), dtype=np.float64)
-    out[..., 0] = (lo[0] + (np.arange(nx) + 0.5) * cell)[:, None, None]
-    out[..., 1] = (lo[1] + (np.arange(ny) + 0.5) * cell)[None, :, None]
-    out[..., 2] = (lo[2] + (np.arange(nz) + 0.5) * cell)[None, None, :]
+    """(X*Y*Z, 3) float64: the centres of a grid's cells in flat index order (x outermost, z fastest).
+    Filled one axis at a time from broadcast rows: several times faster than the index grid of
+    ``np.meshgrid``, the same bits."""
+    xs, ys, zs = axis_centres(lo, dims, cell)
+    out = np.empty((xs.shape[0], ys.shape[0], zs.shape[0], 3), dtype=np.float64)
+    out[..., 0] = xs[:, None, None]
+    out[..., 1] = ys[None, :, None]
+    out[..., 2] = zs[None, None, :]
     return out.reshape(-1, 3)
+
+
+def cell_centres(lo, dims, cell, flat) -> np.ndarray:
+    """(n, 3) float64: the centres of the cells at flat indices ``flat``, the bits :func:`grid_centres`
+    gives them (the same per-axis rows), without building the whole grid."""
+    rows = axis_centres(lo, dims, cell)
+    index = np.unravel_index(np.asarray(flat, np.int64), tuple(int(d) for d in dims))
+    return np.stack([rows[a][index[a]] for a in range(3)], axis=1)
 
 
 class SpawnSampler:
     """The pool of reachable free-space points and the batched samplers."""
 
-    def __init__(self, distance_fn, cube_lo, cube_hi, roi_lo, roi_hi, radius, margin, cell, spawn_points, mode):
+    def __init__(
+        self,
+        distance_fn,
+        cube_lo,
+        cube_hi,
+        roi_lo,
+        roi_hi,
+        radius,
+        margin,
+        cell,
+        spawn_points,
+        mode,
+        cache_dir=None,
+        world_digest=None,
+    ):
+        """cache_dir: the folder of pool files (:func:`default_pool_dir`) to read the grid's result from, or
+        to write it to when it is not there, under :func:`pool_cache_key` of ``world_digest`` (the world's
+        content hash, ``gmdag.world_digest``) and these settings; None computes it."""
+        cache = None
+        if cache_dir is not None:
+            if not isinstance(world_digest, str) or not world_digest:
+                raise EnvConfigError("spawn: a pool cache folder needs the world's content hash (world_digest)")
+            key = pool_cache_key(world_digest, cube_lo, cube_hi, roi_lo, roi_hi, radius, margin, cell, spawn_points)
+            cache = Path(cache_dir) / f"{key}.npz"
         lo = np.maximum(np.asarray(roi_lo, np.float64), np.asarray(cube_lo, np.float64) + radius)
         hi = np.minimum(np.asarray(roi_hi, np.float64), np.asarray(cube_hi, np.float64) - radius)
         if np.any(hi <= lo):
@@ -331,18 +445,41 @@ class SpawnSampler:
         self.mode = mode
         self.lo = lo
         self.dims = dims
-        centres = grid_centres(lo, dims, cell)
-        dist = np.asarray(distance_fn(centres), dtype=np.float64)
-        free = (dist >= radius + margin + 0.5 * cell).reshape(tuple(dims))
         sp = np.asarray(spawn_points, dtype=np.float64).reshape(-1, 3)
-        self.spawn_points = np.zeros((0, 3), np.float32)
+        found = read_pool(cache, int(np.prod(dims)), sp.shape[0]) if cache is not None else None
+        if found is None:
+            centres = grid_centres(lo, dims, cell)
+            reach, keep = self._reachable_cells(centres, sp)
+            if cache is not None:
+                write_pool(cache, reach, keep)
+            self.pool = centres[reach]
+        else:
+            reach, keep = found
+            self.pool = cell_centres(lo, dims, cell, np.flatnonzero(reach))
+        self.spawn_points = sp[keep].astype(np.float32)
+        self.reach = np.ascontiguousarray(reach)  # (X*Y*Z,) bool: the pool's cells (path_lengths)
+        if self.pool.shape[0] == 0:
+            raise EnvConfigError(
+                f"spawn: no free space with clearance {radius + margin + 0.5 * cell:.3g} m "
+                f"(radius {radius}, margin {margin:.3g}, cell {cell:.3g}) in this world"
+            )
+        if mode == "points" and self.spawn_points.shape[0] == 0:
+            self.mode = "free"
+
+    def _reachable_cells(self, centres, sp):
+        """``(reach, keep)``: the pool's cells, flat (X*Y*Z,) bool, and which listed spawn points keep
+        the clearance (k,) bool."""
+        lo, dims, cell, distance_fn = self.lo, self.dims, self.cell, self.distance_fn
+        dist = np.asarray(distance_fn(centres), dtype=np.float64)
+        free = (dist >= self.radius + self.margin + 0.5 * cell).reshape(tuple(dims))
+        keep = np.zeros(sp.shape[0], dtype=bool)
         if sp.shape[0]:
-            d_sp = np.asarray(distance_fn(sp), dtype=np.float64)
-            self.spawn_points = sp[d_sp >= radius + margin].astype(np.float32)
+            keep = np.asarray(distance_fn(sp), dtype=np.float64) >= self.radius + self.margin
+        kept = sp[keep].astype(np.float32)
         label = np.zeros(int(np.prod(dims)), dtype=np.int32)
         seeds = np.zeros(0, dtype=np.int64)
-        if self.spawn_points.shape[0]:
-            c = np.floor((self.spawn_points - lo) / cell).astype(np.int64)
+        if kept.shape[0]:
+            c = np.floor((kept - lo) / cell).astype(np.int64)
             inside = np.all((c >= 0) & (c < dims), axis=1)
             c = c[inside]
             seeds = (c[:, 0] * dims[1] + c[:, 1]) * dims[2] + c[:, 2]
@@ -351,15 +488,7 @@ class SpawnSampler:
         else:
             labels, best = _largest_component(free)
             reach = (labels == best) & (best > 0)
-        self.pool = centres[reach]
-        self.reach = np.ascontiguousarray(reach.ravel())  # (X*Y*Z,) bool: the pool's cells (path_lengths)
-        if self.pool.shape[0] == 0:
-            raise EnvConfigError(
-                f"spawn: no free space with clearance {radius + margin + 0.5 * cell:.3g} m "
-                f"(radius {radius}, margin {margin:.3g}, cell {cell:.3g}) in this world"
-            )
-        if mode == "points" and self.spawn_points.shape[0] == 0:
-            self.mode = "free"
+        return np.ascontiguousarray(reach.ravel()), keep
 
     @property
     def nbytes(self) -> int:

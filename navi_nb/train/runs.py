@@ -16,7 +16,6 @@ Run folder (docs/TRAINING.md)::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 from navi_nb.errors import NaviError
 from navi_nb.files import write_atomic
 from navi_nb.train.config import MAX_CONFIG_BYTES, TrainConfig, from_dict
+from navi_nb.world.gmdag import world_digest
 
 CONFIG_FILE = "config.json"
 POLICY_FILE = "policy.npz"
@@ -98,11 +98,6 @@ def load_scene_set(items, resolution: int, console=None, load_items=None):
     world_set = WorldSet(worlds, items=list(items))  # named "house:7" or by the file's name
     world_set.map_layouts()  # the decoded layout mapped read-only from its file: ranks on a host share it
     return world_set
-
-
-def world_digest(world) -> str:
-    """A short content hash of a world (its exact file bytes)."""
-    return hashlib.sha256(world.to_bytes()).hexdigest()[:16]
 
 
 def save_run_worlds(run_path: Path, cfg: TrainConfig, world_set):

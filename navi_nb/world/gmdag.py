@@ -327,6 +327,13 @@ class World:
         )
 
 
+def world_digest(world) -> str:
+    """A short content hash of a world: SHA-256 of its exact file bytes (header and nodes), 16 hex digits."""
+    import hashlib
+
+    return hashlib.sha256(world.to_bytes()).hexdigest()[:16]
+
+
 def check_header_fields(fields, source):
     """Header rules on unpacked ``HEADER`` fields; raise GmdagError naming `source`."""
     magic, version, resolution, bx, by, bz, voxel, count = fields

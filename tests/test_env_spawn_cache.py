@@ -1,0 +1,139 @@
+"""The spawn pool's cache file: the same pool as computing it, read instead of querying the grid, and
+recomputed (never trusted) when the file is damaged or of another grid."""
+
+import numpy as np
+import pytest
+from conftest import compiled_scene
+
+import navi_nb.env.nav_env as nav_env
+from navi_nb.env import spawn
+from navi_nb.env.nav_env import NavEnv
+from navi_nb.sense.sensor import Sensor
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAVI_NB_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "spawn"
+
+
+@pytest.fixture()
+def queries(monkeypatch):
+    """Counts the points the environment's clearance query is asked for."""
+    counted = [0]
+    real = nav_env.clearance_distances
+
+    def counting(world, points):
+        counted[0] += len(points)
+        return real(world, points)
+
+    monkeypatch.setattr(nav_env, "clearance_distances", counting)
+    return counted
+
+
+def build(**cfg):
+    return NavEnv(compiled_scene("house", 64), 4, Sensor(8, 2), **cfg)
+
+
+def assert_same_pool(a, b):
+    assert np.array_equal(a.reach, b.reach) and a.reach.dtype == b.reach.dtype
+    assert np.array_equal(a.pool, b.pool) and a.pool.dtype == b.pool.dtype == np.float64
+    assert np.array_equal(a.spawn_points, b.spawn_points) and a.spawn_points.dtype == np.float32
+
+
+def computed(env):
+    """The same sampler built with no cache: the independent answer."""
+    s = env._spawner
+    world = compiled_scene("house", 64)
+    lo, hi = nav_env.field_cube(world)
+    roi = nav_env._region_of_interest(world)
+    roi_lo, roi_hi = roi if roi is not None else (lo, hi)
+    return spawn.SpawnSampler(
+        s.distance_fn, lo, hi, roi_lo, roi_hi, s.radius, s.margin, s.cell, world.spawn_points, s.mode
+    )
+
+
+def test_cell_centres_are_grid_centres_bit_for_bit():
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        lo, dims, cell = rng.normal(size=3) * 7, rng.integers(1, 9, size=3), float(rng.uniform(0.05, 0.4))
+        flat = np.sort(rng.choice(int(np.prod(dims)), size=5, replace=True))
+        assert spawn.cell_centres(lo, dims, cell, flat).tobytes() == spawn.grid_centres(lo, dims, cell)[flat].tobytes()
+
+
+def test_a_second_environment_reads_its_pool_from_the_cache_file(cache, queries):
+    first = build()
+    files = sorted(cache.glob("*.npz"))
+    assert len(files) == 1
+    assert queries[0] > 1000  # the grid was queried
+    queries[0] = 0
+    second = build()
+    assert queries[0] == 0  # read, not queried
+    assert sorted(cache.glob("*.npz")) == files
+    assert_same_pool(first._spawner, second._spawner)
+    assert_same_pool(second._spawner, computed(second))
+    obs_a, _ = first.reset(seed=5)
+    obs_b, _ = second.reset(seed=5)
+    assert np.array_equal(obs_a, obs_b)
+
+
+def test_another_setting_or_another_source_is_another_file(cache, queries, monkeypatch):
+    build()
+    build(radius=0.25)
+    assert len(list(cache.glob("*.npz"))) == 2
+    monkeypatch.setattr(spawn, "_sources_digest", "an edited source")
+    queries[0] = 0
+    build()
+    assert len(list(cache.glob("*.npz"))) == 3 and queries[0] > 1000
+
+
+def test_a_damaged_or_foreign_file_is_computed_again_and_replaced(cache, queries):
+    good = build()
+    (path,) = cache.glob("*.npz")
+    n_cells, n_points = good._spawner.reach.shape[0], compiled_scene("house", 64).spawn_points.shape[0]
+    whole = path.read_bytes()
+    middle = len(whole) // 2
+    bad_files = {
+        "garbage": b"not a pool file",
+        "truncated": whole[:100],
+        "bytes changed inside": whole[:middle]
+        + bytes(b ^ 0x5A for b in whole[middle : middle + 16])
+        + whole[middle + 16 :],
+    }
+    for why, data in bad_files.items():
+        path.write_bytes(data)
+        assert spawn.read_pool(path, n_cells, n_points) is None, why
+        queries[0] = 0
+        env = build()
+        assert queries[0] > 1000, why
+        assert_same_pool(env._spawner, good._spawner)
+        assert spawn.read_pool(path, n_cells, n_points) is not None, why  # replaced by a good one
+    # a readable pool of another grid's size
+    spawn.write_pool(path, np.ones(n_cells + 1, bool), np.ones(n_points, bool))
+    assert spawn.read_pool(path, n_cells, n_points) is None
+    env = build()
+    assert_same_pool(env._spawner, good._spawner)
+    # wrong dtype
+    np.savez(path.with_suffix(".tmp.npz"), reach=np.zeros(n_cells, np.int8), keep=np.ones(n_points, bool))
+    path.with_suffix(".tmp.npz").replace(path)
+    assert spawn.read_pool(path, n_cells, n_points) is None
+
+
+def test_a_cache_that_cannot_be_written_only_costs_time(tmp_path, monkeypatch, queries):
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    monkeypatch.setenv("NAVI_NB_CACHE", str(blocker / "cache"))  # its folder cannot be made
+    env = build()
+    assert queries[0] > 1000 and not (blocker / "spawn").exists()
+    assert_same_pool(env._spawner, computed(env))
+    assert not spawn.write_pool(blocker / "spawn" / "x.npz", env._spawner.reach, np.ones(0, bool))
+
+
+def test_a_cache_folder_without_the_world_hash_is_refused(tmp_path):
+    from navi_nb.env.config import EnvConfigError
+
+    env = build()
+    s = env._spawner
+    with pytest.raises(EnvConfigError, match="world_digest"):
+        spawn.SpawnSampler(s.distance_fn, s.lo, s.lo + 1.0, s.lo, s.lo + 1.0, 0.2, 0.01, 0.2, [], "free", tmp_path)
+    assert not any(tmp_path.iterdir())
