@@ -18,8 +18,8 @@ from navi_nb.bench.ppo import net_flops
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _run(script, cache_dir, timeout=1200):
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT)
+def _run(script, cache_dir, timeout=1200, **extra_env):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT, **extra_env)
     env.pop("NAVI_NB_WARMUP", None)
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)],
@@ -122,7 +122,25 @@ def test_env_and_tracer_warmup_on_the_stand_in_leave_a_run_on_other_worlds_nothi
     """The env and tracer children compile on the shipped stand-in world; then an environment on two other
     worlds (a set, mapped read-only as a run maps it) is built, reset and stepped with every kernel of the
     environment, the tracer and the field loaded from the cache: no compilation. (The same watch does see a
-    compile: the shortest paths' kernel called with float32 points, a signature no child compiled.)"""
+    compile: the shortest paths' kernel called with float32 points, a signature no child compiled.) The
+    stand-in's spawn pool is cached beforehand, as an earlier run leaves it (computed with Numba's JIT off,
+    so no kernel is compiled): the env child reads it and must still compile the spawn grid's kernels."""
+    navi_cache = tmp_path / "navi_cache"
+    _run(
+        """
+        import json, tempfile
+        from navi_nb.train import warmup
+        from navi_nb.train.config import TrainConfig
+        from navi_nb.train.runs import make_env
+        cfg = TrainConfig(scenes="house:1,maze:2", resolution=32, actors=6, sensor_az=8, sensor_el=4)
+        make_env(warmup.stand_in_set(tempfile.mkdtemp()), cfg)
+        print(json.dumps(True))
+    """,
+        tmp_path / "numba-unused",
+        NUMBA_DISABLE_JIT="1",
+        NAVI_NB_CACHE=str(navi_cache),
+    )
+    assert len(list((navi_cache / "spawn").glob("*.npz"))) == 1
     out = _run(
         """
         import json, tempfile
@@ -167,6 +185,7 @@ def test_env_and_tracer_warmup_on_the_stand_in_leave_a_run_on_other_worlds_nothi
                           "finite": bool(np.isfinite(obs).all())}))
     """,
         tmp_path / "numba",
+        NAVI_NB_CACHE=str(navi_cache),
     )
     assert out["groups"] == ["env", "tracer"]
     assert out["report"]["env"][0] == 0 and out["report"]["tracer"][0] == 0

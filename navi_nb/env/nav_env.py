@@ -466,6 +466,7 @@ class NavEnv:
         if self.task == "pointgoal":  # SPL's shortest paths, for no actor: the kernel only
             none = np.zeros((0, 3), np.float64)
             self._spawner.path_lengths(none, none)
+        self._spawner.compile_kernels()  # the spawn grid's, which a cached pool did not run
 
     def check_actions(self, actions) -> np.ndarray:
         """The actions as an array, or an :class:`ActionError`; changes nothing."""

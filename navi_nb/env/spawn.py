@@ -490,6 +490,16 @@ class SpawnSampler:
             reach = (labels == best) & (best > 0)
         return np.ascontiguousarray(reach.ravel()), keep
 
+    def compile_kernels(self):
+        """Compile (or load from Numba's cache) the grid's kernels, the flood fill and the clearance query,
+        by running them on one cell and one point (nothing changes). A pool read from its cache file runs
+        neither, and a warm-up child that builds its environment from one must still leave them
+        compiled for the run's worlds whose pools are not cached."""
+        free = np.ones((1, 1, 1), dtype=bool)
+        _flood(free, np.zeros(1, np.int64), np.zeros(1, np.int32), 1)
+        _largest_component(free)
+        self.distance_fn(self.pool[:1])
+
     @property
     def nbytes(self) -> int:
         return int(self.pool.nbytes + self.spawn_points.nbytes + self.reach.nbytes)
