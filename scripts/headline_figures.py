@@ -373,6 +373,11 @@ def corpus(run, path, wall_s):
 def bench_values(data, path):
     """One ``navi-nb bench --json`` output's value of every ``bench.*`` figure but the machine and run count."""
 
+    def number(v, what):
+        if not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise HeadlineError(f"{path}: {what} is not a finite number")
+        return v
+
     def at(*keys):
         v = data
         for k in keys:
@@ -381,19 +386,14 @@ def bench_values(data, path):
                     f"{path}: has no {'.'.join(keys)} (a navi-nb bench --json output of every benchmark)"
                 )
             v = v[k]
-        if not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise HeadlineError(f"{path}: {'.'.join(keys)} is not a finite number")
-        return v
+        return number(v, ".".join(keys))
 
     def train_rate(shards):
         runs = (data.get("train") or {}).get("runs") or []
         runs = [r for r in runs if isinstance(r, dict) and r.get("shards") == shards and r.get("ranks", 1) == 1]
         if len(runs) != 1:
             raise HeadlineError(f"{path}: has no single-process training run at {shards} shard(s)")
-        v = runs[0].get("actor_steps_per_s")
-        if not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise HeadlineError(f"{path}: the training run at {shards} shard(s) has no finite actor_steps_per_s")
-        return v
+        return number(runs[0].get("actor_steps_per_s"), f"the training run at {shards} shard(s)'s actor_steps_per_s")
 
     t1, t2 = at("trace", "threads", "1", "rays_per_s"), at("trace", "threads", "2", "rays_per_s")
     embree = at("trace", "embree", "rays_per_s")

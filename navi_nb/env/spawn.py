@@ -66,11 +66,12 @@ def pool_cache_key(world_digest, cube_lo, cube_hi, roi_lo, roi_hi, radius, margi
         from navi_nb.jit_cache import PACKAGE_DIR, sources_hash
 
         _sources_digest = sources_hash([PACKAGE_DIR / name for name in POOL_SOURCES])
-    settings = [np.asarray(v, np.float64).ravel().tolist() for v in (cube_lo, cube_hi, roi_lo, roi_hi)]
-    settings += [float(radius), float(margin), float(cell)]
+    settings = np.concatenate(
+        [np.ravel(np.asarray(v, np.float64)) for v in (cube_lo, cube_hi, roi_lo, roi_hi, radius, margin, cell)]
+    )
     h = hashlib.blake2b(digest_size=20)
     h.update(json.dumps([POOL_CACHE_VERSION, _sources_digest, str(world_digest)]).encode())
-    h.update(json.dumps([float(x).hex() for row in settings for x in np.ravel(row)]).encode())
+    h.update(json.dumps([float(x).hex() for x in settings]).encode())
     h.update(np.ascontiguousarray(spawn_points, np.float64).reshape(-1, 3).tobytes())
     return h.hexdigest()
 
