@@ -19,6 +19,7 @@ or querying: they all read the decoded layout, on the CPU and on CUDA alike
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import mmap as _mmap
@@ -329,8 +330,6 @@ class World:
 
 def world_digest(world) -> str:
     """A short content hash of a world: SHA-256 of its exact file bytes (header and nodes), 16 hex digits."""
-    import hashlib
-
     return hashlib.sha256(world.to_bytes()).hexdigest()[:16]
 
 
