@@ -7,7 +7,7 @@ from env_helpers import act, make_env, place
 
 
 def test_progress_and_time_terms_on_a_step_toward_the_goal():
-    env = make_env("box", n=2)
+    env = make_env("box", n=2, progress="euclidean")
     env.reset()
     # actor 0 faces the goal 3 m ahead; actor 1 backs away from its goal
     place(env, [[0, 1.5, 1.0], [0, 1.5, 1.0]], [0.0, 0.0], goal=[[0, 1.5, -2.0], [0, 1.5, -2.0]])
@@ -41,7 +41,7 @@ def test_goal_bearing_in_own_frame():
 
 
 def test_success_bonus_terminates_and_reports_spl():
-    env = make_env("box", n=2)
+    env = make_env("box", n=2, progress="euclidean")
     env.reset()
     cfg = env.config
     # actor 0: 0.6 m from the goal, one forward step (0.2 m) brings it inside the 0.5 m radius

@@ -28,6 +28,7 @@ class StateError(NaviError, ValueError):
 
 TASKS = ("pointgoal", "explore")
 WORLD_SCHEDULES = ("random", "round_robin")
+DISTANCES = ("geodesic", "euclidean")
 
 
 @dataclass
@@ -74,6 +75,15 @@ class EnvConfig:
     """Goals are sampled at least this far (straight line) from the spawn."""
     goal_max_distance: float = 8.0
     """... and at most this far (when the free space allows)."""
+    goal_distance: str = "euclidean"
+    """What ``goal_min_distance``..``goal_max_distance`` measure: ``"euclidean"``, the straight line
+    from the spawn, or ``"geodesic"``, the shortest path through free space (the goal is drawn first
+    and the spawn among pool cells whose distance from it lies in the band)."""
+    goal_min_ratio: float = 1.0
+    """Episodes prefer spawn-goal pairs whose geodesic / straight-line ratio is at least this (1.1 keeps
+    Habitat's non-trivial episodes, which need a detour); above 1 the geodesic field decides the draw."""
+    goal_max_ratio: float = 0.0
+    """... and at most this (0: no upper bound)."""
     success_radius: float = 0.5
     """Success: the actor's centre within this distance of the goal."""
     goal_scale: float = 10.0
@@ -89,6 +99,10 @@ class EnvConfig:
     # --- rewards ---------------------------------------------------------
     reward_progress: float = 1.0
     """pointgoal: reward per metre the goal distance shrinks (negative if it grows)."""
+    progress: str = "geodesic"
+    """pointgoal: the distance the progress reward measures: ``"geodesic"``, the shortest path through
+    the world's free space read from a field computed at each episode start (Habitat's PointNav
+    reward), or ``"euclidean"``, the straight line."""
     reward_success: float = 10.0
     """pointgoal: bonus on the step that reaches the goal."""
     reward_new_cell: float = 1.0
@@ -153,6 +167,18 @@ class EnvConfig:
                 f"env config: goal_min_distance ({self.goal_min_distance}) > goal_max_distance "
                 f"({self.goal_max_distance})"
             )
+        for name in ("progress", "goal_distance"):
+            if getattr(self, name) not in DISTANCES:
+                raise EnvConfigError(
+                    f"env config: {name} must be one of {', '.join(DISTANCES)}, got {getattr(self, name)!r}"
+                )
+        lo, hi = self.goal_min_ratio, self.goal_max_ratio
+        if not (isinstance(lo, (int, float)) and math.isfinite(lo) and lo >= 1.0):
+            raise EnvConfigError(f"env config: goal_min_ratio must be a finite number >= 1, got {lo!r}")
+        if not (isinstance(hi, (int, float)) and math.isfinite(hi) and (hi == 0 or hi >= lo)):
+            raise EnvConfigError(
+                f"env config: goal_max_ratio must be 0 (no bound) or finite >= goal_min_ratio ({lo}), got {hi!r}"
+            )
         if self.spawn not in ("free", "points"):
             raise EnvConfigError(f"env config: spawn must be 'free' or 'points', got {self.spawn!r}")
         if self.world_schedule not in WORLD_SCHEDULES:
@@ -162,6 +188,15 @@ class EnvConfig:
         if not isinstance(self.semantic_obs, bool):
             raise EnvConfigError(f"env config: semantic_obs must be True or False, got {self.semantic_obs!r}")
         return self
+
+    def needs_field(self, task: str) -> bool:
+        """Whether episodes of ``task`` need a geodesic field (the progress reward or the goal draw)."""
+        return task == "pointgoal" and (
+            self.progress == "geodesic"
+            or self.goal_distance == "geodesic"
+            or self.goal_min_ratio > 1.0
+            or self.goal_max_ratio > 0
+        )
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> EnvConfig:

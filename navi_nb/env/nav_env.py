@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from navi_nb.env.config import TASKS, ActionError, EnvConfig, EnvConfigError, StateError
+from navi_nb.env.geodesic import FIELD_COARSEN, GoalFields, lattice_distance, pick_in_band
 from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
 from navi_nb.env.observation import build_obs, obs_layout, obs_size
 from navi_nb.env.spawn import SpawnSampler, default_pool_dir
@@ -207,6 +208,9 @@ class NavEnv:
             reachable.append(int(reach.sum()))
         self._spawner = self._spawners[0]
         self._grid = self._grids[0]
+        self._fields = GoalFields(self._spawners, A, cfg.needs_field(task))
+        if self._fields.enabled and cfg.goal_distance == "geodesic":
+            self._check_goal_band()
         self.reachable_cells = reachable[0]
         self._reachable = np.asarray(reachable, dtype=np.int64)
         self._grid_lo = np.stack([g.lo for g in self._grids]).astype(np.float64)
@@ -252,6 +256,7 @@ class NavEnv:
                 setattr(self, "_" + name, np.zeros(shape, dtype=dtype))
         # per-step outputs (preallocated, reused)
         self._act = np.zeros((A, 4), np.float32)
+        self._potential = np.zeros(A, np.float64)
         self._contact = np.zeros(A, bool)
         self._moved = np.zeros(A, np.float32)
         self._terms = np.zeros((T, A), np.float32)
@@ -307,6 +312,17 @@ class NavEnv:
                 self._sample_episodes(rows[block_of == k], self._rng_spawn[k], self._rng_goal[k])
         start_episodes(*self._start_args(rows))
         if self.task == "pointgoal":
+            if not self._goal_first:
+                self._fields.compute(rows, self._world_index, self._goal)
+            self._fields.potential(
+                self.config.progress == "geodesic",
+                rows,
+                self._pos,
+                self._goal,
+                self._world_index,
+                self._goal_dist,
+                self._goal_dist,
+            )
             self._start_shortest_paths(rows)
         self._observe(rows)
 
@@ -345,17 +361,63 @@ class NavEnv:
             self._vel,
         )
 
+    @property
+    def _goal_first(self) -> bool:
+        """Episodes draw the goal first, then the spawn by its geodesic distance from it."""
+        cfg = self.config
+        return self._fields.enabled and (
+            cfg.goal_distance == "geodesic" or cfg.goal_min_ratio > 1 or cfg.goal_max_ratio > 0
+        )
+
+    def _check_goal_band(self):
+        """Refuse a geodesic goal band that some world cannot hold: no two of its pool's points are
+        ``goal_min_distance`` apart along free space (twice the longest path from one point bounds them)."""
+        cfg = self.config
+        for w, sp in enumerate(self._spawners):
+            reach = 2.0 * self._fields.eccentricity(w, sp.pool[0])
+            if reach < cfg.goal_min_distance:
+                raise EnvConfigError(
+                    f"NavEnv: world {self.world_set.names[w]} has no two points {cfg.goal_min_distance} m apart "
+                    f"along free space (at most {reach:.2f} m): goal band {cfg.goal_min_distance}.."
+                    f"{cfg.goal_max_distance} m (goal_distance geodesic) cannot be met there"
+                )
+
     def _sample_episodes(self, rows, rng_spawn, rng_goal):
         """Spawns and goals of actors ``rows`` from the two generators; with several worlds,
         world by world in ascending world order (rows ascending within one)."""
         cfg = self.config
         groups = self._by_world(rows)
+        if self._goal_first:
+            self._sample_goal_first(rows, groups, rng_spawn, rng_goal)
+            return
         for spawner, sub in groups:  # every spawn first, then every goal: each generator's draws in one order
             self._pos[sub], self._yaw[sub] = spawner.sample_spawns(rng_spawn, sub.shape[0])
         for spawner, sub in groups:
             self._goal[sub] = spawner.sample_goals(
                 rng_goal, self._pos[sub], cfg.goal_min_distance, cfg.goal_max_distance
             )
+
+    def _sample_goal_first(self, rows, groups, rng_spawn, rng_goal):
+        """The goal uniform over the pool, its field, then the spawn among ``GOAL_CANDIDATES`` pool cells
+        (or the world's spawn points) by the goal band and the detour ratio, both read from the field
+        with its lattice bias divided out (``geodesic.lattice_distance``)."""
+        cfg = self.config
+        for spawner, sub in groups:
+            self._goal[sub] = spawner.sample_pool(rng_goal, sub.shape[0])
+        self._fields.compute(rows, self._world_index, self._goal)
+        geodesic = cfg.goal_distance == "geodesic"
+        for spawner, sub in groups:
+            cand = spawner.spawn_candidates(rng_spawn, sub.shape[0])  # (n, K, 3) float64
+            field = self._fields.read(sub, self._world_index, cand)
+            goal = self._goal[sub].astype(np.float64)[:, None, :]
+            straight = np.linalg.norm(cand - goal, axis=2)
+            lattice = np.maximum(lattice_distance(cand, goal, spawner.cell * FIELD_COARSEN), 1e-9)
+            ratio = np.where(field >= 0, np.maximum(field / lattice, 1.0), -1.0)
+            dist = np.where(field >= 0, ratio * straight if geodesic else straight, -1.0)
+            pick = pick_in_band(
+                dist, ratio, cfg.goal_min_distance, cfg.goal_max_distance, cfg.goal_min_ratio, cfg.goal_max_ratio
+            )
+            self._pos[sub], self._yaw[sub] = spawner.finish_spawns(rng_spawn, cand[np.arange(sub.shape[0]), pick])
 
     def _observe(self, rows):
         if rows.shape[0] == self.n_actors:
@@ -425,6 +487,7 @@ class NavEnv:
             self._pos,
             self._goal,
             self._goal_dist,
+            self._potential,
             self._contact,
             self._moved,
             self._visit,
@@ -463,9 +526,10 @@ class NavEnv:
             (score_step, self._score_args()),
         ):
             kernel.compile(tuple(typeof(a) for a in args))
-        if self.task == "pointgoal":  # SPL's shortest paths, for no actor: the kernel only
+        if self.task == "pointgoal":  # SPL's shortest paths and the fields, for no actor: the kernels only
             none = np.zeros((0, 3), np.float64)
             self._spawner.path_lengths(none, none)
+            self._fields.compile_kernels(self._world_index, self._pos, self._goal, self._goal_dist, self._potential)
         self._spawner.compile_kernels()  # the spawn grid's, which a cached pool did not run
 
     def check_actions(self, actions) -> np.ndarray:
@@ -509,6 +573,16 @@ class NavEnv:
             raise StateError("NavEnv.step called before reset()")
         np.clip(a, -1.0, 1.0, out=self._act, casting="unsafe")
         move_actors(*self._move_args())
+        if self.task == "pointgoal":
+            self._fields.potential(
+                self.config.progress == "geodesic",
+                self._all_rows,
+                self._pos,
+                self._goal,
+                self._world_index,
+                self._goal_dist,
+                self._potential,
+            )
         score_step(*self._score_args())
         self._prev_action[:] = self._act
         self._observe(self._all_rows)
@@ -606,6 +680,8 @@ class NavEnv:
             if not name.startswith("rng_"):
                 getattr(self, "_" + name)[...] = values[name]
         self._has_reset = bool(has_reset)
+        if self.task == "pointgoal":  # each field is a pure function of its goal and world: computed again
+            self._fields.compute(self._all_rows, self._world_index, self._goal)
 
     def _check_ranges(self, v) -> None:
         """Raise StateError for finite values no step can produce (outside the world, negative counts, ...)."""
@@ -693,7 +769,7 @@ class NavEnv:
             + self._all_rows.nbytes
         )
         rays = self.sensor.az_count * self.sensor.el_count * (4 + 2 + 1)  # depth, semantic, hit
-        total_actor = per + steps + rays * self.n_actors
+        total_actor = per + steps + rays * self.n_actors + self._fields.field.nbytes
         return {
             "bytes_per_actor": total_actor / self.n_actors,
             "state_bytes_per_actor": per / self.n_actors,
@@ -708,4 +784,6 @@ class NavEnv:
             ),
             "shared_layout_bytes": int(self.world_set.packed.nbytes),
             "shared_spawn_pool_bytes": int(sum(s.nbytes for s in self._spawners)),
+            "geodesic_field_bytes_per_actor": self._fields.bytes_per_actor,
+            "shared_field_grid_bytes": self._fields.shared_bytes,
         }

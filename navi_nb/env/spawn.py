@@ -32,6 +32,12 @@ on thread counts or on the order of kernels.
   whose straight-line distance from the spawn lies in
   ``[goal_min_distance, goal_max_distance]`` wins, else the candidate closest to
   that range.
+- goal first (``goal_distance="geodesic"`` or a ratio bound): the goal is a pool
+  centre drawn uniformly, its geodesic field is computed (``geodesic.py``), and
+  the spawn is the first of ``goal_candidates`` pool centres (or of the listed
+  spawn points) whose distance from the goal lies in the band and whose
+  geodesic / straight ratio lies in ``[goal_min_ratio, goal_max_ratio]``, else
+  the first in the band, else the closest to it; then jittered as above.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ import numpy as np
 from numba import njit
 
 from navi_nb.env.config import EnvConfigError
+from navi_nb.env.geodesic import heap_pop, heap_push
 
 GOAL_CANDIDATES = 64
 MAX_GRID_CELLS = 160  # per axis
@@ -206,66 +213,6 @@ def _segment_free(reach, dims, lo, cell, ax, ay, az, bx, by, bz):
 
 
 @njit(cache=True)
-def _heap_before(heap_f, heap_c, a, b):
-    """Heap slot ``a`` orders before slot ``b``: the smaller key, ties to the lower cell index."""
-    return heap_f[a] < heap_f[b] or (heap_f[a] == heap_f[b] and heap_c[a] < heap_c[b])
-
-
-@njit(cache=True)
-def _heap_swap(heap_f, heap_c, where, a, b):
-    heap_f[a], heap_f[b] = heap_f[b], heap_f[a]
-    heap_c[a], heap_c[b] = heap_c[b], heap_c[a]
-    where[heap_c[a]] = a
-    where[heap_c[b]] = b
-
-
-@njit(cache=True)
-def _heap_push(heap_f, heap_c, where, size, f, c):
-    """Insert cell ``c`` with key ``f`` (or lower its key) in the indexed min-heap; returns the size.
-    Ties go to the lower cell index, so the search does not depend on anything but its inputs."""
-    i = where[c]
-    if i < 0:
-        i = size
-        size += 1
-    heap_f[i] = f
-    heap_c[i] = c
-    where[c] = i
-    while i > 0:
-        p = (i - 1) >> 1
-        if _heap_before(heap_f, heap_c, p, i):
-            break
-        _heap_swap(heap_f, heap_c, where, i, p)
-        i = p
-    return size
-
-
-@njit(cache=True)
-def _heap_pop(heap_f, heap_c, where, size):
-    """Remove the heap's minimum; returns (cell, new size)."""
-    top = heap_c[0]
-    where[top] = -2  # closed
-    size -= 1
-    if size > 0:
-        heap_f[0] = heap_f[size]
-        heap_c[0] = heap_c[size]
-        where[heap_c[0]] = 0
-        i = np.int64(0)  # not a literal 0: the helpers below would compile a second copy for it
-        while True:
-            a = 2 * i + 1
-            if a >= size:
-                break
-            b = a + 1
-            m = a
-            if b < size and _heap_before(heap_f, heap_c, b, a):
-                m = b
-            if _heap_before(heap_f, heap_c, i, m):
-                break
-            _heap_swap(heap_f, heap_c, where, i, m)
-            i = m
-    return top, size
-
-
-@njit(cache=True)
 def path_lengths(reach, dims, lo, cell, starts, goals):
     """Shortest path length (metres) from each start to its goal through the reachable cells.
 
@@ -306,10 +253,10 @@ def path_lengths(reach, dims, lo, cell, starts, goals):
         parent[s_cell] = -1
         tx, ty, tz = g_cell // (ny * nz), (g_cell // nz) % ny, g_cell % nz
         # np.int64(0), not 0: an integer constant would be typed as a literal and compile a second copy
-        size = _heap_push(heap_f, heap_c, where, np.int64(0), 0.0, s_cell)
+        size = heap_push(heap_f, heap_c, where, np.int64(0), 0.0, s_cell)
         found = False
         while size > 0:
-            c, size = _heap_pop(heap_f, heap_c, where, size)
+            c, size = heap_pop(heap_f, heap_c, where, size)
             if c == g_cell:
                 found = True
                 break
@@ -342,7 +289,7 @@ def path_lengths(reach, dims, lo, cell, starts, goals):
                             cost[n] = g
                             parent[n] = c
                             h = cell * np.sqrt((jx - tx) ** 2 + (jy - ty) ** 2 + (jz - tz) ** 2)
-                            size = _heap_push(heap_f, heap_c, where, size, g + h, n)
+                            size = heap_push(heap_f, heap_c, where, size, g + h, n)
         if not found:
             continue
         # the cell path, start to goal: start point, the centres in between, goal point
@@ -525,6 +472,28 @@ class SpawnSampler:
             if n:
                 ok = np.asarray(self.distance_fn(cand), np.float64) >= self.radius + self.margin
                 pos = np.where(ok[:, None], cand, pos)
+        yaw = rng.uniform(-np.pi, np.pi, size=n)
+        return pos.astype(np.float32), yaw.astype(np.float32)
+
+    def sample_pool(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """(n,3) float32: pool centres drawn uniformly (goals drawn before their spawns)."""
+        return self.pool[rng.integers(0, self.pool.shape[0], size=n)].astype(np.float32)
+
+    def spawn_candidates(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """(n, K, 3) float64: per row, K = ``GOAL_CANDIDATES`` pool centres drawn uniformly, or, in
+        ``"points"`` mode, every listed spawn point."""
+        if self.mode == "points":
+            return np.broadcast_to(self.spawn_points.astype(np.float64), (n,) + self.spawn_points.shape).copy()
+        return self.pool[rng.integers(0, self.pool.shape[0], size=(n, GOAL_CANDIDATES))]
+
+    def finish_spawns(self, rng: np.random.Generator, pos):
+        """Chosen candidates (n,3) as spawns: jittered like :meth:`sample_spawns` (free mode) and a uniform
+        yaw; returns (n,3) float32 positions and (n,) float32 yaws."""
+        n = pos.shape[0]
+        if self.mode != "points" and n:
+            cand = pos + rng.uniform(-0.25 * self.cell, 0.25 * self.cell, size=(n, 3))
+            ok = np.asarray(self.distance_fn(cand), np.float64) >= self.radius + self.margin
+            pos = np.where(ok[:, None], cand, pos)
         yaw = rng.uniform(-np.pi, np.pi, size=n)
         return pos.astype(np.float32), yaw.astype(np.float32)
 

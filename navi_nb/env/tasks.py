@@ -5,9 +5,12 @@ each reward term per actor, their sum, the termination flags and the episode
 counters. Terms, in the order they are summed:
 
 pointgoal
-    progress  ``reward_progress * (d_before - d_after)``, d = straight-line
-              distance from the actor's centre to the goal (metres)
-    success   ``+reward_success`` on the step where ``d_after <= success_radius``;
+    progress  ``reward_progress * (g_before - g_after)``, g the distance from the
+              actor's centre to the goal (metres) along the shortest path through
+              free space (``progress="geodesic"``, read from the episode's field,
+              ``navi_nb/env/geodesic.py``) or the straight line (``"euclidean"``)
+    success   ``+reward_success`` on the step where the straight distance
+              ``d_after <= success_radius``;
               the episode then terminates
     contact   ``-penalty_contact`` on a step that touched geometry / the cube's side
     time      ``-penalty_time`` on every step
@@ -139,6 +142,7 @@ def score_step(
     pos,
     goal,
     goal_dist,
+    potential,
     contact,
     moved,
     visit,
@@ -163,7 +167,9 @@ def score_step(
     """Rewards, flags and counters for one step of every actor.
 
     task: POINTGOAL or EXPLORE. pos, goal (A,3) float32 (after the move);
-    goal_dist (A,) float64 distance before the move, updated to after.
+    goal_dist (A,) float64 the progress potential before the move (``geodesic.progress_potential``:
+    the geodesic or straight distance to the goal), updated to ``potential`` (A,) float64, its value
+    after the move.
     contact (A,) bool, moved (A,) float32 metres. visit (A,B) uint8 bits,
     cells (A,) int32 visited count; world_index (A,) int32 each actor's world, whose
     visit grid is row ``w`` of grid_lo (W,3), inv_cell (W,), dims (W,3). coefs (T,) float64 signed coefficients.
@@ -180,8 +186,8 @@ def score_step(
             gy = np.float64(goal[i, 1]) - np.float64(pos[i, 1])
             gz = np.float64(goal[i, 2]) - np.float64(pos[i, 2])
             d = math.sqrt(gx * gx + gy * gy + gz * gz)
-            t0 = coefs[0] * (goal_dist[i] - d)
-            goal_dist[i] = d
+            t0 = coefs[0] * (goal_dist[i] - potential[i])
+            goal_dist[i] = potential[i]
             ok = d <= success_radius
             t1 = coefs[1] if ok else 0.0
             t2 = coefs[2] if contact[i] else 0.0
