@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from peer_helpers import need_peer
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -56,6 +57,8 @@ def test_gym_adapter(tmp_path):
 
 
 def test_sb3_ppo_house(tmp_path):
+    need_peer("torch")
+    need_peer("stable_baselines3")
     # tiny: two PPO updates of 4 actors, 4 evaluation episodes (the example's defaults train 1M steps)
     args = ("--steps", 256, "--actors", 4, "--sensor", "8x4", "--resolution", 64, "--episodes", 4, "--threads", 1)
     out = run_example("sb3_ppo_house.py", *args, cwd=tmp_path)

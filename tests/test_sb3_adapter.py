@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from env_helpers import make_env
+from peer_helpers import need_peer
 from rich.console import Console
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +37,7 @@ def put_goal_at_actor_0(env):
 
 
 def test_vecenv_contract_against_navenv():
+    need_peer("stable_baselines3")
     from stable_baselines3.common.vec_env import VecEnv
 
     venv, ref = pair()
@@ -87,6 +89,7 @@ def test_vecenv_contract_against_navenv():
 
 
 def test_seed_and_reset_rules():
+    need_peer("stable_baselines3")
     from navi_nb.errors import NaviError
 
     venv, _ = pair(seed=0)
@@ -104,6 +107,7 @@ def test_seed_and_reset_rules():
 
 
 def test_attributes_methods_and_wrappers_queries():
+    need_peer("stable_baselines3")
     from stable_baselines3.common.monitor import Monitor
 
     from navi_nb.errors import NaviError
@@ -133,6 +137,7 @@ def test_attributes_methods_and_wrappers_queries():
 
 
 def test_sb3_wrappers():
+    need_peer("stable_baselines3")
     from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
     venv, _ = pair(task="explore")
@@ -162,7 +167,8 @@ def test_sb3_wrappers():
 
 
 def test_tiny_ppo_learns_without_error():
-    import torch
+    torch = need_peer("torch")
+    need_peer("stable_baselines3")
     from stable_baselines3 import PPO
 
     torch.set_num_threads(1)
@@ -212,9 +218,23 @@ def test_extras():
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
     extras = cfg["options.extras_require"]
-    assert "stable-baselines3" in extras["sb3"].split()
-    test = extras["test"].split()
-    assert "stable-baselines3" in test and "torch==2.13.0" in test
+    names = {k: [r.split(">")[0].split("=")[0] for r in v.split()] for k, v in extras.items()}
+    assert "stable-baselines3" in names["sb3"]
+    # the package's own tests install light; the peer tests' libraries are their own extra, which CI requires
+    assert not {"torch", "stable-baselines3"} & set(names["test"])
+    assert {"torch", "stable-baselines3"} <= set(names["peers"]) <= set(names["bench"])
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "NAVI_NB_REQUIRE_PEERS=1" in ci and '".[peers]"' in ci
+
+
+def test_need_peer_skips_or_fails(monkeypatch):
+    monkeypatch.delenv("NAVI_NB_REQUIRE_PEERS", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"needs no_such_peer \(a peer\): pip install -e '\.\[peers\]'"):
+        need_peer("no_such_peer")
+    monkeypatch.setenv("NAVI_NB_REQUIRE_PEERS", "1")
+    with pytest.raises(pytest.fail.Exception, match="NAVI_NB_REQUIRE_PEERS=1 makes a missing peer an error"):
+        need_peer("no_such_peer")
+    assert need_peer("numpy") is np
 
 
 # --------------------------------------------------------------------------
@@ -298,6 +318,7 @@ def test_bench_sb3_without_sb3_is_one_line(monkeypatch, capsys):
 
 
 def test_threads_default_and_restored():
+    need_peer("stable_baselines3")
     import numba
 
     import navi_nb
