@@ -240,8 +240,9 @@ def test_meshfield_rate_table_fits_80_columns():
 
 
 def test_fuzz_outcome_table():
-    from navi_nb.bench.fuzz import GMDAG_MUTATORS, LOAD_MODES, Report
     from navi_nb.commands.fuzz import outcome_table
+    from navi_nb.fuzz.gmdag import GMDAG_MUTATORS, LOAD_MODES
+    from navi_nb.fuzz.outcomes import Report
 
     report = Report(target="gmdag", seed=2026, cases=123_456, jobs=2, timeout=10.0, seconds=1234.5)
     names = sorted(GMDAG_MUTATORS)

@@ -183,7 +183,8 @@ def test_docs_stand_alone(path):
 # --- the import rule docs/ARCHITECTURE.md states ------------------------------------------------------------------
 
 STAGES = ("world", "sense", "env", "learn", "parallel", "train")
-CONSOLE = ("commands", "bench", "cli", "__main__")
+CONSOLE = ("commands", "bench", "fuzz", "cli", "__main__")
+FUZZ_IMPORTERS = ("navi_nb.commands.fuzz",)  # the one module outside navi_nb/fuzz/ that may import it
 
 
 def _rank(module: str) -> int:
@@ -219,7 +220,8 @@ def _imports(path: Path):
 
 def test_imports_go_one_way():
     """Each module imports only its own stage, earlier stages and the shared top-level modules
-    (world <- sense <- env <- learn <- parallel <- train <- console), and no other module's _private names."""
+    (world <- sense <- env <- learn <- parallel <- train <- console), and no other module's _private names;
+    of the package, only navi_nb/commands/fuzz.py imports the fuzz package (navi_nb/fuzz/)."""
     package = ROOT / "navi_nb"
     problems = []
     for path in sorted(package.rglob("*.py")):
@@ -234,6 +236,9 @@ def test_imports_go_one_way():
                 problems.append(f"{rel}:{line}: the shared top-level module imports {target}, a stage")
             elif target_rank > rank:
                 problems.append(f"{rel}:{line}: imports {target}, a later stage than its own")
+            fuzz_user = module.startswith("navi_nb.fuzz") or module in FUZZ_IMPORTERS
+            if (target == "navi_nb.fuzz" or target.startswith("navi_nb.fuzz.")) and not fuzz_user:
+                problems.append(f"{rel}:{line}: imports {target}; only {', '.join(FUZZ_IMPORTERS)} may")
             private = [n for n in names if n.startswith("_") and not n.startswith("__")]
             if private and target != module:
                 problems.append(f"{rel}:{line}: imports private names {private} from {target}")

@@ -624,57 +624,77 @@ def test_a_folder_with_other_files_is_still_refused(trained, tmp_path, capsys):
 # ---------------------------------------------------------------- fuzzing the three files
 
 
+def _checkpoint_cases(run, work, seed, indices, kinds=("checkpoint", "policy", "episodes")):
+    """``(index, outcome, mutator, kind, detail)`` of checkpoint-target cases over ``run``'s files, in this
+    process, through the fuzz runner (the one classifier every target uses)."""
+    from navi_nb.fuzz import checkpoint, runner
+
+    target = checkpoint.checkpoint_target(run, kinds)
+    fuzzer = checkpoint.Fuzzer(run, work / "work", seed)
+    folder = work / "cases"
+    folder.mkdir(exist_ok=True)
+    return [(i, *runner.run_case(target, fuzzer, seed, i, str(folder))) for i in indices]
+
+
 def test_fuzz_subset_has_no_failure(trained, tmp_path):
     """A fixed, deterministic subset of mutated checkpoints, policy.npz and eval_episodes.npz files."""
-    from navi_nb.train.fuzz_checkpoint import FAILURES, MUTATORS, fuzz
+    from collections import Counter
 
-    failures = []
-    counts = fuzz(trained, cases=150, seed=0, work=tmp_path, on_failure=lambda *case: failures.append(case))
+    from navi_nb.fuzz.checkpoint import KINDS, MUTATORS
+    from navi_nb.fuzz.outcomes import FAILURES
+
+    results = _checkpoint_cases(trained, tmp_path, 0, range(450))  # 150 of each kind (case i is kind i % 3)
+    failures = [r for r in results if r[1] in FAILURES]
     assert not failures, failures[:3]
-    for target, c in counts.items():
-        assert sum(c.values()) == 150 and not any(c[o] for o in FAILURES), (target, c)
-        assert c["rejected"] > 75 and c["ok"] > 0, (target, c)  # the mutations do reach the checks
+    for kind in KINDS:
+        c = Counter(r[1] for r in results if r[3] == kind)
+        assert sum(c.values()) == 150 and not any(c[o] for o in FAILURES), (kind, c)
+        assert c["rejected"] > 75 and c["ok"] > 0, (kind, c)  # the mutations do reach the checks
     assert len(MUTATORS) >= 15
 
 
 def test_fuzz_case_is_a_pure_function_of_its_index(trained, tmp_path):
-    from navi_nb.train.fuzz_checkpoint import Fuzzer
+    from navi_nb.fuzz.checkpoint import Fuzzer
 
     a = Fuzzer(trained, tmp_path / "a", seed=3)
     b = Fuzzer(trained, tmp_path / "b", seed=3)
     for target in ("checkpoint", "policy", "episodes"):
         for i in (0, 17):
             assert a.mutate(target, i) == b.mutate(target, i)
-            assert a.run_case(target, i)[:2] == b.run_case(target, i)[:2]
+    indices = [0, 1, 2, 51, 52, 53]  # kind-cases 0 and 17 of each kind
+    first = _checkpoint_cases(trained, tmp_path / "a", 3, indices)
+    again = _checkpoint_cases(trained, tmp_path / "b", 3, indices)
+    assert [r[:4] for r in first] == [r[:4] for r in again]
 
 
 def test_fuzz_counts_a_reader_bug_as_a_traceback(trained, tmp_path, monkeypatch):
     """The outcome accounting: an exception that is not a NaviError is a traceback, not a rejection."""
     import navi_nb.train.evaluate as evaluate
-    from navi_nb.train.fuzz_checkpoint import Fuzzer
 
-    fz = Fuzzer(trained, tmp_path, seed=0)
+    def outcome():
+        return _checkpoint_cases(trained, tmp_path, 0, [0], kinds=("episodes",))[0][1]
 
     def broken(*a, **k):
         raise IndexError("a reader bug")
 
     monkeypatch.setattr(evaluate, "load_episodes", broken)
-    assert fz.run_case("episodes", 0)[0] == "traceback"
+    assert outcome() == "traceback"
     monkeypatch.setattr(evaluate, "load_episodes", lambda *a, **k: ({"positions": np.array([np.nan])}, {}))
-    assert fz.run_case("episodes", 0)[0] == "non-finite"
+    assert outcome() == "non-finite"
     monkeypatch.setattr(evaluate, "load_episodes", lambda *a, **k: (_ for _ in ()).throw(NaviError("a\nb")))
-    assert fz.run_case("episodes", 0)[0] == "traceback"
+    assert outcome() == "traceback"
 
 
 def test_fuzz_command_has_a_checkpoint_target(tmp_path):
     """`navi-nb fuzz --target checkpoint` runs these cases through the command's own case runner."""
-    from navi_nb.bench import fuzz
+    from navi_nb.fuzz import checkpoint, runner
+    from navi_nb.fuzz.outcomes import FAILURES
 
-    bases = fuzz.TARGETS["checkpoint"].bases()
-    results = [fuzz.run_case("checkpoint", bases, 0, i, str(tmp_path)) for i in range(45)]
+    bases = runner.TARGETS["checkpoint"].bases()
+    results = [runner.run_case("checkpoint", bases, 0, i, str(tmp_path)) for i in range(45)]
     outcomes = [r[0] for r in results]
-    assert not set(outcomes) & set(fuzz.FAILURES), [r for r in results if r[0] in fuzz.FAILURES][:3]
+    assert not set(outcomes) & set(FAILURES), [r for r in results if r[0] in FAILURES][:3]
     assert "rejected" in outcomes and "ok" in outcomes
     assert {r[2] for r in results} == {"checkpoint", "policy", "episodes"}
     # the same seed and index give the same case as the library's own Fuzzer
-    assert fuzz.make_checkpoint_case(bases, 0, 7).data == bases.mutate("policy", 2, 0)[1]
+    assert checkpoint.make_checkpoint_case(bases, 0, 7).data == bases.mutate("policy", 2, 0)[1]

@@ -3,16 +3,25 @@
     navi-nb fuzz --target gmdag --cases 100000 --seed 0 --jobs 2
     navi-nb fuzz --target mesh --cases 5000
     navi-nb fuzz --target checkpoint --cases 3000       # a tiny run's checkpoint, policy.npz, eval_episodes.npz
+    navi-nb fuzz --target checkpoint --run RUN --kind policy   # that run's policy.npz only
     navi-nb fuzz --target gmdag --seed 0 --case 1234     # replay one case here, with its traceback
 
-Exit status 0 when no case failed (crash, hang, non-finite, traceback), else 1.
-See docs/FUZZING.md and navi_nb/bench/fuzz.py.
+Exit status (EXIT_STATUSES, printed by --help): 0 when no case failed; 1 when any case failed (with --case:
+when that case failed); 2 on bad arguments or input; 130 when interrupted.
+See docs/FUZZING.md and the navi_nb/fuzz/ package.
 """
 
 from __future__ import annotations
 
+EXIT_STATUSES = (
+    "exit status: 0 when no case failed; 1 when any case failed (crash, hang, non-finite, traceback, "
+    "warning; with --case: when that case failed); 2 on bad arguments or input (a one-line error); "
+    "130 when interrupted"
+)
+
 
 def add_arguments(parser) -> None:
+    parser.epilog = EXIT_STATUSES
     parser.add_argument(
         "--target",
         choices=("gmdag", "mesh", "checkpoint"),
@@ -30,6 +39,20 @@ def add_arguments(parser) -> None:
         metavar="I",
         help="run only case I, in this process, and print its outcome and traceback",
     )
+    parser.add_argument(
+        "--run",
+        metavar="RUN",
+        default=None,
+        help="with --target checkpoint: fuzz this run's files (a trained and evaluated run folder, never written) "
+        "instead of a tiny run trained in a temporary folder",
+    )
+    parser.add_argument(
+        "--kind",
+        choices=("checkpoint", "policy", "episodes"),
+        default=None,
+        help="with --target checkpoint: fuzz only this file kind (default: case I is kind I %% 3)",
+    )
+    parser.add_argument("--show", type=int, default=20, metavar="N", help="print this many failures (default 20)")
     parser.add_argument("--keep", metavar="DIR", default=None, help="write the failing cases' input files to DIR")
     parser.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
@@ -51,9 +74,26 @@ def _check(args):
         raise CliError(f"--seed must be >= 0, got {args.seed}")
     if args.case is not None and args.case < 0:
         raise CliError(f"--case must be >= 0, got {args.case}")
+    if args.show < 0:
+        raise CliError(f"--show must be >= 0, got {args.show}")
     for flag, value in (("--keep", args.keep), ("--json", args.json)):
         if value is not None and not Path(value).parent.exists():
             raise CliError(f"{flag}: folder {Path(value).parent} does not exist")
+    if args.target != "checkpoint":
+        for flag, value in (("--run", args.run), ("--kind", args.kind)):
+            if value is not None:
+                raise CliError(f"{flag} goes with --target checkpoint, not --target {args.target}")
+    if args.run is not None and not Path(args.run).is_dir():
+        raise CliError(f"--run: {args.run} is not a run folder")
+
+
+def _target(args):
+    """The Target the flags name."""
+    from navi_nb.fuzz import checkpoint, runner
+
+    if args.target == "checkpoint" and (args.run is not None or args.kind is not None):
+        return checkpoint.checkpoint_target(args.run, (args.kind,) if args.kind else checkpoint.KINDS)
+    return runner.TARGETS[args.target]
 
 
 def _replay(args, console) -> int:
@@ -63,9 +103,10 @@ def _replay(args, console) -> int:
 
     from rich.markup import escape
 
-    from navi_nb.bench import fuzz
+    from navi_nb.fuzz import cases, runner
+    from navi_nb.fuzz.outcomes import FAILURES
 
-    t = fuzz.TARGETS[args.target]
+    t = _target(args)
     bases = t.bases()
     case = t.make(bases, args.seed, args.case)
     folder = tempfile.mkdtemp(prefix="navi_nb_fuzz_")
@@ -74,17 +115,17 @@ def _replay(args, console) -> int:
             import os
 
             os.makedirs(args.keep, exist_ok=True)
-            console.print(f"input: {escape(fuzz.write_case(case, args.target, args.keep))}")
-        outcome, mutator, mode, detail = fuzz.run_case(args.target, bases, args.seed, args.case, folder)
+            console.print(f"input: {escape(cases.write_case(case, args.target, args.keep))}")
+        outcome, mutator, mode, detail = runner.run_case(t, bases, args.seed, args.case, folder)
         console.print(escape(f"case {args.case}: mutator {mutator}, mode {mode}: {outcome} {detail}"), soft_wrap=True)
         if outcome == "traceback":  # run it again unguarded for the full traceback
             try:
-                t.run(case, folder, __import__("numpy").random.default_rng([args.seed, args.case, 1]))
+                t.run(case, folder, __import__("numpy").random.default_rng([args.seed, args.case, 1]), bases)
             except Exception:  # noqa: BLE001  (printing it is the point)
                 console.print(escape(traceback.format_exc()), soft_wrap=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return 1 if outcome in fuzz.FAILURES else 0
+    return 1 if outcome in FAILURES else 0
 
 
 def outcome_table(report, title=None):
@@ -94,7 +135,7 @@ def outcome_table(report, title=None):
     from rich.markup import escape
     from rich.table import Table
 
-    from navi_nb.bench.fuzz import FAILURES
+    from navi_nb.fuzz.outcomes import FAILURES
 
     table = Table(title=title, caption=f"failure kinds: {', '.join(FAILURES)} (--json has every count)")
     table.add_column("mutator / mode")
@@ -126,12 +167,15 @@ def run(args) -> int:
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from navi_nb.bench import fuzz
+    from navi_nb.fuzz import runner
 
     _check(args)
     console = Console()
     if args.case is not None:
         return _replay(args, console)
+    target = _target(args)
+    if args.run is not None:  # refuse a folder that is no run here, in one line, before any worker starts
+        target.bases()
     progress = Progress(
         TextColumn(f"fuzz {args.target}"),
         BarColumn(),
@@ -153,7 +197,7 @@ def run(args) -> int:
                 last[0] = now
                 progress.update(task, completed=done)
 
-        report = fuzz.run_fuzz(args.target, args.cases, args.seed, args.jobs or None, args.timeout, progress=tick)
+        report = runner.run_fuzz(target, args.cases, args.seed, args.jobs or None, args.timeout, progress=tick)
     console.print(
         outcome_table(
             report,
@@ -167,13 +211,17 @@ def run(args) -> int:
         f"{report.restarts} worker restarts; failures: {report.failed:,}",
         soft_wrap=True,
     )
-    for index, outcome, mutator, mode, detail in report.failures[:20]:
+    for index, outcome, mutator, mode, detail in report.failures[: args.show]:
         console.print(escape(f"  case {index} ({mutator}, {mode}): {outcome}: {detail}"), soft_wrap=True)
     if report.failed:
-        console.print(f"replay one with: navi-nb fuzz --target {args.target} --seed {args.seed} --case I")
+        extra = "".join(f" {flag} {value}" for flag, value in (("--run", args.run), ("--kind", args.kind)) if value)
+        console.print(
+            escape(f"replay one with: navi-nb fuzz --target {args.target}{extra} --seed {args.seed} --case I"),
+            soft_wrap=True,
+        )
     if args.keep and report.failures:
         os.makedirs(args.keep, exist_ok=True)
-        paths = fuzz.failure_inputs(report, args.keep)
+        paths = runner.failure_inputs(report, args.keep, target)
         console.print(f"wrote {len(paths)} failing inputs to {escape(args.keep)}")
     if args.json:
         with open(args.json, "w") as fh:

@@ -1,52 +1,41 @@
-"""Structure-aware fuzzing of a run's `.npz` files: checkpoints, ``policy.npz``, ``eval_episodes.npz``.
+"""The ``checkpoint`` fuzz target: a run's `.npz` files (checkpoints, ``policy.npz``, ``eval_episodes.npz``)
+mutated and read back by the code that reads them in use.
 
-A case is a pure function of ``(target, seed, index)``: a real file of a real
-(tiny) run, changed by one named mutator that knows the format (zip members,
-``.npy`` headers and data, ``meta.json``, the zip's own size fields), put
-back into a scratch copy of the run folder and read by the code that reads it
-in use:
+A case is a pure function of ``(seed, index)``: a real file of a real (tiny) run, changed by one named
+mutator that knows the format (zip members, ``.npy`` headers and data, ``meta.json``, the zip's own size
+fields), put back into a scratch copy of the run folder and read; the file kind is ``index % 3`` (or the
+one kind asked for):
 
-- ``checkpoint``: ``Trainer.load_checkpoint`` (what ``train --resume`` and
-  ``eval --policy latest`` run);
+- ``checkpoint``: ``Trainer.load_checkpoint`` (what ``train --resume`` and ``eval --policy latest`` run);
 - ``policy``: ``load_run_policy(source="final")`` (what ``eval`` runs);
-- ``episodes``: ``load_episodes`` with the run's world (what ``render RUN
-  --episode K`` runs).
+- ``episodes``: ``load_episodes`` with the run's world (what ``render RUN --episode K`` runs).
 
-Outcomes:
-
-- ``ok``: loaded, and every loaded value is finite;
-- ``rejected``: a ``NaviError`` with a one-line message (the wanted end for bad input);
-- ``non-finite``: loaded, but some loaded value is NaN or infinite (a failure);
-- ``traceback``: any other exception, or a NaviError spread over lines (a failure).
-
-Run at scale with ``python -m navi_nb.train.fuzz_checkpoint --cases N``
-(``--run RUN`` fuzzes that run's files; by default a tiny run is trained
-first in a temporary folder). A failing case is replayed by its index
-(``run_case``).
+A load that returns NaN or infinite values is ``non-finite``. By default the run is a tiny one trained in
+a temporary folder (once per process); ``checkpoint_target(run)`` fuzzes another run's files (its scratch
+copy; the run itself is never written).
 """
 
 from __future__ import annotations
 
-import argparse
+import atexit
+import functools
 import io
 import json
+import os
 import shutil
 import struct
 import tempfile
-import traceback
 import warnings
 import zipfile
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from navi_nb.errors import NaviError
+from navi_nb.fuzz.cases import Case, Target
+from navi_nb.fuzz.outcomes import NonFinite
 
-TARGETS = ("checkpoint", "policy", "episodes")
-OUTCOMES = ("ok", "rejected", "non-finite", "traceback")
-FAILURES = ("non-finite", "traceback")
+KINDS = ("checkpoint", "policy", "episodes")
 
 
 # --------------------------------------------------------------------------
@@ -451,27 +440,10 @@ class Fuzzer:
         eps, _meta = load_episodes(ctx["scratch"], ctx["world"])
         return eps
 
-    def run_case(self, target: str, index: int):
-        """``(outcome, mutator, detail)`` of one case."""
-        name, data = self.mutate(target, index)
-        try:
-            arrays = self.load_bytes(target, data)
-        except NaviError as exc:
-            text = str(exc)
-            if "\n" in text:
-                return "traceback", name, f"multi-line NaviError: {text!r}"
-            return "rejected", name, text
-        except Exception:  # anything else is a bug in a reader: record it, keep going
-            return "traceback", name, traceback.format_exc(limit=-3)
-        bad = non_finite_members(arrays)
-        if bad:
-            return "non-finite", name, f"loaded non-finite values in {bad}"
-        return "ok", name, ""
-
 
 def case_mutator(seed: int, target: str, index: int):
     """``(generator, mutator name)`` of case ``index`` for ``target``: the generator the mutator then draws from."""
-    rng = np.random.default_rng([int(seed), TARGETS.index(target), int(index)])
+    rng = np.random.default_rng([int(seed), KINDS.index(target), int(index)])
     names = sorted(MUTATORS)
     return rng, names[int(rng.integers(len(names)))]
 
@@ -481,56 +453,57 @@ def non_finite_members(arrays: dict) -> list:
     return [k for k, v in arrays.items() if np.asarray(v).dtype.kind == "f" and not np.isfinite(np.asarray(v)).all()]
 
 
-def fuzz(run, cases: int, targets=TARGETS, seed: int = 0, work=None, on_failure=None) -> dict:
-    """Run ``cases`` cases per target; ``{target: Counter(outcome)}``, failures passed to ``on_failure``."""
-    with tempfile.TemporaryDirectory(prefix="navi_nb_fuzz_ckpt_") as tmp:
-        fz = Fuzzer(Path(run), Path(work or tmp), seed)
-        counts = {}
-        for target in targets:
-            c = Counter({k: 0 for k in OUTCOMES})
-            for index in range(cases):
-                outcome, name, detail = fz.run_case(target, index)
-                c[outcome] += 1
-                if outcome in FAILURES and on_failure is not None:
-                    on_failure(target, index, name, outcome, detail)
-            counts[target] = c
-        return counts
+# --------------------------------------------------------------------------
+# the target
+# --------------------------------------------------------------------------
+
+_FUZZERS = {}  # run folder (None: this process's own tiny run) -> its Fuzzer, made once per process
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m navi_nb.train.fuzz_checkpoint",
-        description="Fuzz the readers of checkpoints, policy.npz and eval_episodes.npz.",
+def checkpoint_bases(run=None):
+    """The Fuzzer over ``run``'s files, or over a tiny run trained and evaluated in a temporary folder
+    (``run`` None); made once per process, its scratch copy removed when the process ends."""
+    key = None if run is None else str(Path(run).resolve())
+    if key not in _FUZZERS:
+        root = tempfile.mkdtemp(prefix="navi_nb_fuzz_run_")
+        atexit.register(shutil.rmtree, root, True)
+        source = make_tiny_run(root) if run is None else Path(run)
+        _FUZZERS[key] = Fuzzer(source, os.path.join(root, "work"))
+    return _FUZZERS[key]
+
+
+def checkpoint_label(seed, index, kinds=KINDS) -> tuple:
+    """(generator, base number, mutator, file kind) of a case, without building any file."""
+    kind = kinds[index % len(kinds)]
+    rng, name = case_mutator(seed, kind, index // len(kinds))
+    return rng, 0, name, kind
+
+
+def make_checkpoint_case(fuzzer, seed, index, kinds=KINDS) -> Case:
+    kind = kinds[index % len(kinds)]
+    name, data = fuzzer.mutate(kind, index // len(kinds), seed)
+    return Case(index, name, kind, data)
+
+
+def run_checkpoint_case(case: Case, folder, rng, fuzzer):
+    bad = non_finite_members(fuzzer.load_bytes(case.mode, case.data))
+    if bad:
+        raise NonFinite(f"loaded non-finite values in {bad}")
+
+
+def checkpoint_target(run=None, kinds=KINDS) -> Target:
+    """The target over ``run``'s files (default: this process's tiny run), its cases cycling over ``kinds``."""
+    kinds = tuple(kinds)
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise ValueError(f"file kinds must be some of {KINDS}, got {kinds}")
+    return Target(
+        functools.partial(checkpoint_bases, None if run is None else str(run)),
+        functools.partial(make_checkpoint_case, kinds=kinds),
+        run_checkpoint_case,
+        functools.partial(checkpoint_label, kinds=kinds),
+        "checkpoint",
     )
-    parser.add_argument(
-        "--run",
-        metavar="RUN",
-        help="a run folder (trained and evaluated) whose files are mutated; "
-        "default: a tiny run trained in a temporary folder",
-    )
-    parser.add_argument("--cases", type=int, default=1000, help="cases per target (default 1000)")
-    parser.add_argument("--target", choices=(*TARGETS, "all"), default="all")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--show", type=int, default=5, help="print this many failures per target (default 5)")
-    args = parser.parse_args(argv)
-    if args.cases < 1 or args.seed < 0:
-        parser.error("--cases must be >= 1 and --seed >= 0")
-    targets = TARGETS if args.target == "all" else (args.target,)
-    shown = Counter()
-
-    def report(target, index, name, outcome, detail):
-        if shown[target] < args.show:
-            shown[target] += 1
-            print(f"{target} case {index} ({name}): {outcome}\n{detail}")
-
-    with tempfile.TemporaryDirectory(prefix="navi_nb_fuzz_run_") as tmp:
-        run = Path(args.run) if args.run else make_tiny_run(tmp)
-        counts = fuzz(run, args.cases, targets, args.seed, on_failure=report)
-    print(f"{'target':<11}" + "".join(f"{o:>12}" for o in OUTCOMES))
-    for target, c in counts.items():
-        print(f"{target:<11}" + "".join(f"{c[o]:>12}" for o in OUTCOMES))
-    return 1 if any(c[o] for c in counts.values() for o in FAILURES) else 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+TARGET = checkpoint_target()
