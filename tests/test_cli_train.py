@@ -14,6 +14,7 @@ from run_helpers import tiny_run_args
 
 from navi_nb.cli import main
 from navi_nb.train import checkpoint as ck
+from navi_nb.train import evaluate
 from navi_nb.train.metrics import read_metrics_csv, read_metrics_jsonl
 
 TINY = tiny_run_args()
@@ -323,3 +324,40 @@ def test_a_trained_run_leaves_every_training_kernel_cached(trained):
     from navi_nb.jit_cache import cold_sources
 
     assert cold_sources(TRAIN_KERNELS) == []
+
+
+def test_eval_reports_success_and_spl_per_difficulty_bin(trained, tmp_path, capsys):
+    """Every episode falls in one bin of each kind, and each bin's figures are those of its episodes."""
+    run = copy_run(trained, tmp_path)
+    assert main(["eval", str(run), "--episodes", "12", "--json", "--no-save"]) == 0
+    out = capsys.readouterr().out
+    res = json.loads(out[out.index("{") :])
+    per = res["per_episode"]
+    geo, ratio = np.array(per["geodesic"]), np.array(per["ratio"])
+    assert len(geo) == len(ratio) == 12 and np.all(ratio >= 1.0 - 1e-9) and np.all(geo > 0)
+    spl, succ = np.array(per["spl"]), np.array(per["success"])
+    for key, values, bins in (("geodesic_m", geo, evaluate.DISTANCE_BINS), ("ratio", ratio, evaluate.RATIO_BINS)):
+        groups = res["difficulty"][key]
+        assert sum(g["episodes"] for g in groups.values()) == 12
+        for k, (lo, hi) in enumerate(bins):
+            rows = (values < hi) & ((values >= lo) if k else True)
+            label = evaluate.bin_label(lo, hi)
+            if not rows.any():
+                assert label not in groups
+                continue
+            assert groups[label]["episodes"] == int(rows.sum())
+            assert groups[label]["success_rate"] == pytest.approx(succ[rows].mean())
+            assert groups[label]["spl"] == pytest.approx(spl[rows].mean())
+
+
+def test_eval_env_sets_episode_settings_and_refuses_others(trained, tmp_path, capsys):
+    run = copy_run(trained, tmp_path)
+    before = sorted(p.name for p in run.iterdir())
+    assert main(["eval", str(run), "--episodes", "4", "--no-save", "--env", "max_speed=9"]) == 2
+    err = capsys.readouterr().err
+    assert "eval --env max_speed: only the episode settings" in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in run.iterdir()) == before
+    assert main(["eval", str(run), "--episodes", "4", "--json", "--no-save", "--env", "max_steps=3"]) == 0
+    out = capsys.readouterr().out
+    res = json.loads(out[out.index("{") :])
+    assert res["env_overrides"] == {"max_steps": 3} and max(res["per_episode"]["length"]) <= 3

@@ -53,7 +53,7 @@ def measure(cfg, shard_counts, updates, console=None):
         tr = Trainer(cfg, run_path="/nonexistent", world_set=world_set, ranks=ranks).start()
         tr.train_one_update()  # warm-up: compiles or loads every kernel
         before = tr.times.copy()
-        trace0 = tr.env.trace_seconds
+        trace0, field0 = tr.env.trace_seconds, tr.env.field_seconds
         ex = tr.ppo.exchange
         sent0, comm0 = (ex.bytes_sent, ex.seconds) if ex is not None else (0, 0.0)
         if ranks is not None:
@@ -66,6 +66,7 @@ def measure(cfg, shard_counts, updates, console=None):
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         spent = {k: v - before[k] for k, v in tr.times.copy().items()}
         tracing = tr.env.trace_seconds - trace0
+        fields = tr.env.field_seconds - field0
         steps = updates * cfg.batch_size
         other = wall - spent["env"] - spent["policy"] - spent["ppo"]
         out.append(
@@ -77,7 +78,8 @@ def measure(cfg, shard_counts, updates, console=None):
                 "actor_steps": steps,
                 "split_s": {
                     "tracing": tracing,
-                    "environment": spent["env"] - tracing,
+                    "fields": fields,
+                    "environment": spent["env"] - tracing - fields,
                     "policy": spent["policy"],
                     "ppo": spent["ppo"],
                     "other": other,
@@ -102,7 +104,7 @@ def split_table(cfg, rows):
         f"{cfg.num_minibatches} minibatches; steps/s: actor-steps per second; time split in % of wall"
     )
     ranks = any(r.get("ranks", 1) > 1 for r in rows)  # a ranks column only when several were run
-    for c in ("ranks",) * ranks + ("shards", "steps/s", "speed-up", "trace", "env", "policy", "PPO", "other"):
+    for c in ("ranks",) * ranks + ("shards", "steps/s", "speed-up", "trace", "fields", "env", "policy", "PPO", "other"):
         t.add_column(c, justify="right", no_wrap=True)
     base = rows[0]["actor_steps_per_s"] if rows else 1.0
     for r in rows:
@@ -112,7 +114,10 @@ def split_table(cfg, rows):
             str(r["shards"]),
             f"{r['actor_steps_per_s']:,.0f}",
             f"{r['actor_steps_per_s'] / base:.2f}x",
-            *(f"{100 * s[k] / tot:.0f}%" for k in ("tracing", "environment", "policy", "ppo", "other")),
+            *(
+                f"{100 * s.get(k, 0.0) / tot:.0f}%"
+                for k in ("tracing", "fields", "environment", "policy", "ppo", "other")
+            ),
         )
     return t
 

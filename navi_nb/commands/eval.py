@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from rich.markup import escape
 
+from navi_nb.env.config import EPISODE_SETTINGS
+from navi_nb.train.config import env_setting
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("run", metavar="RUN", help="run folder, e.g. runs/house-pointgoal-s0")
@@ -48,6 +51,14 @@ def add_arguments(parser) -> None:
         help="also write the results as JSON (to FILE, or stdout with no FILE)",
     )
     parser.add_argument("--no-save", action="store_true", help="do not write eval.json / eval_episodes.npz")
+    parser.add_argument(
+        "--env",
+        type=env_setting,
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="an episode setting to evaluate with instead of the run's (repeatable): " + ", ".join(EPISODE_SETTINGS),
+    )
 
 
 def run(args) -> int:
@@ -76,6 +87,7 @@ def _run(args) -> int:
         console=console,
         scenes=args.scenes,
         allow_overlap=args.allow_overlap,
+        env=dict(args.env or ()),
     )
     print_results(console, res)
     if not args.no_save:

@@ -29,6 +29,18 @@ class StateError(NaviError, ValueError):
 TASKS = ("pointgoal", "explore")
 WORLD_SCHEDULES = ("random", "round_robin")
 DISTANCES = ("geodesic", "euclidean")
+EPISODE_SETTINGS = (
+    "goal_min_distance",
+    "goal_max_distance",
+    "goal_distance",
+    "goal_min_ratio",
+    "goal_max_ratio",
+    "spawn",
+    "max_steps",
+    "success_radius",
+)
+"""The environment settings an evaluation may set instead of the run's (``env=``, ``--env``): they decide
+which episodes are drawn and when one ends, not what the policy observes or how it moves."""
 
 
 @dataclass

@@ -26,11 +26,53 @@ only, never on the thread count or on which other actors reset with it.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 from numba import njit, prange
 
+from navi_nb.env.config import EnvConfigError
+from navi_nb.memory import check_fits
+
 UNREACHED = np.float32(-1.0)
+# the index of a 32-bit word's single set bit: de Bruijn's sequence 0x077CB531, as the bit hacks write it
+_DEBRUIJN_BIT = np.array(
+    [
+        0,
+        1,
+        28,
+        2,
+        29,
+        14,
+        24,
+        3,
+        30,
+        22,
+        20,
+        15,
+        25,
+        17,
+        4,
+        8,
+        31,
+        27,
+        13,
+        23,
+        21,
+        19,
+        16,
+        7,
+        26,
+        12,
+        18,
+        6,
+        11,
+        5,
+        10,
+        9,
+    ],
+    np.int64,
+)
 
 
 # ---------------------------------------------------------------------------
@@ -260,7 +302,14 @@ def _one_field(tables, w, gx, gy, gz, out, bucket, count):
         count[q & 3] += 1
         k = min(k, q)
     pending = count[0] + count[1] + count[2] + count[3]
-    steps = np.array([0.0, cell, cell * math.sqrt(2.0), cell * math.sqrt(3.0)])
+    # per neighbour bit: the flat-index offset and the edge length
+    offset = np.empty(27, np.int64)
+    step_of = np.empty(27, np.float64)
+    lengths = (0.0, cell, cell * math.sqrt(2.0), cell * math.sqrt(3.0))
+    for e in range(27):
+        ox, oy, oz = e // 9 - 1, (e // 3) % 3 - 1, e % 3 - 1
+        offset[e] = (ox * ny + oy) * nz + oz
+        step_of[e] = lengths[ox * ox + oy * oy + oz * oz]
     while pending > 0:
         b = k & 3
         while count[b] > 0:
@@ -271,16 +320,16 @@ def _one_field(tables, w, gx, gy, gz, out, bucket, count):
             if out[s] >= 0.0 or int(f * inv) != k:
                 continue  # settled already, or queued again since with a lower value
             out[s] = np.float32(f)
-            jx0, jy0, jz0 = _grid_coords(np.int64(cell_of_slot[s0 + s]), dims)
+            here = c0 + np.int64(cell_of_slot[s0 + s])
             mask = edges[s0 + s]
-            for e in range(27):
-                if not (mask >> np.uint32(e)) & np.uint32(1):
-                    continue
-                ox, oy, oz = e // 9 - 1, (e // 3) % 3 - 1, e % 3 - 1
-                t = slot_of_cell[c0 + ((jx0 + ox) * ny + jy0 + oy) * nz + jz0 + oz]
+            while mask:
+                low = mask & (~mask + np.uint32(1))  # the lowest joined neighbour's bit
+                mask ^= low
+                e = _DEBRUIJN_BIT[np.uint32(low * np.uint32(0x077CB531)) >> np.uint32(27)]
+                t = slot_of_cell[here + offset[e]]
                 if out[t] >= 0.0:
                     continue
-                g = f + steps[ox * ox + oy * oy + oz * oz]
+                g = f + step_of[e]
                 if g < dist[t]:
                     q = int(g * inv)
                     if dist[t] == np.inf or q != int(dist[t] * inv):  # at most one entry a bucket
@@ -425,9 +474,16 @@ class GoalFields:
 
     def __init__(self, spawners, n_actors, enabled):
         self.enabled = bool(enabled)
+        self.seconds = 0.0
         if self.enabled:
             self.grids = FieldGrids(spawners)
             self.tables = self.grids.tables
+            need = n_actors * self.grids.field_bytes_per_actor()
+            check_fits(
+                need,
+                f"geodesic fields for {n_actors} actors ({self.grids.field_bytes_per_actor() / 1024:.0f} KiB each)",
+                error=EnvConfigError,
+            )
             self.field = np.zeros((n_actors, self.grids.n_max), np.float32)
         else:
             self.grids = None
@@ -444,9 +500,11 @@ class GoalFields:
         return self.grids.nbytes if self.enabled else 0
 
     def compute(self, rows, world_index, goal):
-        """The fields of actors ``rows`` (int64) toward their goals."""
+        """The fields of actors ``rows`` (int64) toward their goals; adds the time taken to ``seconds``."""
         if self.enabled and rows.shape[0]:
+            t0 = time.perf_counter()
             goal_fields(rows, world_index, goal, self.tables, self.field)
+            self.seconds += time.perf_counter() - t0
 
     def potential(self, geodesic, rows, pos, goal, world_index, before, out):
         """The progress potential of ``rows`` into ``out`` (:func:`progress_potential`)."""

@@ -737,6 +737,19 @@ class NavEnv:
         return self._goal
 
     @property
+    def field_seconds(self) -> float:
+        """Time spent computing geodesic fields at episode starts, summed (bench train reads it)."""
+        return self._fields.seconds
+
+    @property
+    def shortest_paths(self):
+        """(A,) float64, read-only view: each actor's shortest path from its spawn to its goal (metres,
+        SPL's distance; point-goal)."""
+        v = self._start_dist.view()
+        v.flags.writeable = False
+        return v
+
+    @property
     def episodes_finished(self):
         return self._episodes
 

@@ -299,7 +299,8 @@ def _int_list(text):
     return sizes
 
 
-def _env_setting(text):
+def env_setting(text):
+    """``KEY=VALUE`` as ``(key, value)``, the value read as JSON where it is JSON, else as a bare string."""
     if "=" not in text:
         raise ValueError(text)
     key, value = text.split("=", 1)
@@ -313,7 +314,7 @@ def _env_setting(text):
 _whole_number.__name__ = "whole number"
 _optional_float.__name__ = "number or none"
 _int_list.__name__ = "comma-separated sizes like 128,128"
-_env_setting.__name__ = "KEY=VALUE"
+env_setting.__name__ = "KEY=VALUE"
 
 
 def first_sentence(doc: str) -> str:
@@ -354,7 +355,7 @@ def add_config_arguments(parser) -> None:
         if kind == "bool":
             kw["action"] = argparse.BooleanOptionalAction
         elif kind == "dict":
-            kw.update(type=_env_setting, action="append", metavar="KEY=VALUE")
+            kw.update(type=env_setting, action="append", metavar="KEY=VALUE")
             help_ += " (repeatable)"
             kw["help"] = help_
         else:

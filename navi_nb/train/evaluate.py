@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 import navi_nb
+from navi_nb.env.config import EPISODE_SETTINGS
 from navi_nb.train import checkpoint as ck
 from navi_nb.train.runs import (
     POLICY_FILE,
@@ -52,6 +53,11 @@ SEED_OFFSET = 1_000_003
 Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
 BOOTSTRAP_RESAMPLES = 2000
 SPLITS = ("train", "held-out")
+DISTANCE_BINS = ((0.0, 2.0), (2.0, 4.0), (4.0, 6.0), (6.0, np.inf))
+"""Difficulty by the episode's shortest path from spawn to goal (metres)."""
+RATIO_BINS = ((1.0, 1.1), (1.1, 1.5), (1.5, np.inf))
+"""Difficulty by its shortest path over the straight line: below 1.1 the goal is (nearly) in sight;
+Habitat keeps episodes of 1.1 and more as non-trivial."""
 
 
 class EvalError(RunError):
@@ -104,6 +110,27 @@ def summarize(ep, rows=None):
     return out
 
 
+def bin_label(lo, hi) -> str:
+    return f"{lo:g}+" if hi == np.inf else f"{lo:g}-{hi:g}"
+
+
+def difficulty(ep) -> dict:
+    """``summarize`` per difficulty bin: by the shortest path (``DISTANCE_BINS``, metres) and by the detour
+    ratio (``RATIO_BINS``); bins without episodes are left out. Empty without the per-episode geodesic."""
+    if "geodesic" not in ep:
+        return {}
+    out = {}
+    for key, bins in (("geodesic_m", DISTANCE_BINS), ("ratio", RATIO_BINS)):
+        v = ep[key]
+        groups = {}
+        for k, (lo, hi) in enumerate(bins):
+            rows = (v >= lo) & (v < hi) if k else (v < hi)  # the first bin takes everything below its top
+            if rows.any():
+                groups[bin_label(lo, hi)] = summarize(ep, rows)
+        out[key] = groups
+    return out
+
+
 def load_run_policy(run_path, cfg, obs_dim, act_dim=4, source="auto", run_worlds=None):
     """The run's policy: ``policy.npz`` (final) or, failing that / when asked, the newest checkpoint.
 
@@ -152,6 +179,8 @@ def run_episodes(env, act, max_ticks):
     pos_log = [env.positions.copy()]
     yaw_log = [env.yaws.copy()]
     goals = env.goals.copy()
+    geodesic = np.array(env.shortest_paths, np.float64) if hasattr(env, "shortest_paths") else None
+    straight = np.linalg.norm(goals.astype(np.float64) - pos_log[0].astype(np.float64), axis=1)
     finished = np.zeros(A, bool)
     out = {k: np.zeros(A, np.float64) for k in ("return", "length", "success", "spl", "collisions")}
     world = np.zeros(A, np.int64)
@@ -183,6 +212,9 @@ def run_episodes(env, act, max_ticks):
         raise RuntimeError(f"{int((~finished).sum())} evaluation episodes did not end in {max_ticks} steps")
     out["final_distance"] = np.linalg.norm(final_pos.astype(np.float64) - goals.astype(np.float64), axis=1)
     out["world"] = world
+    if geodesic is not None:  # the episode's difficulty: its shortest path and the detour it asks
+        out["geodesic"] = geodesic
+        out["ratio"] = geodesic / np.maximum(straight, 1e-9)
     return out, {
         "positions": np.stack(pos_log).astype(np.float32),
         "yaws": np.stack(yaw_log).astype(np.float32),
@@ -215,10 +247,22 @@ def evaluation_set(run_path, cfg, scenes=None, allow_overlap=False, console=None
     return load_scene_set(items, cfg.resolution, console), split, None
 
 
-def evaluation_env(world_set, cfg, episodes, eval_seed):
+def evaluation_env(world_set, cfg, episodes, eval_seed, env=None):
     """The environment of an evaluation: ``episodes`` actors, one episode each, seeded ``eval_seed``; round
-    robin (actor a's episode is in world a % W, so the worlds share the episodes evenly)."""
-    return make_env(world_set, cfg, n_actors=episodes, seed=eval_seed, world_schedule="round_robin")
+    robin (actor a's episode is in world a % W, so the worlds share the episodes evenly); ``env``: settings of
+    ``EPISODE_SETTINGS`` in place of the run's."""
+    return make_env(world_set, cfg, n_actors=episodes, seed=eval_seed, world_schedule="round_robin", **(env or {}))
+
+
+def check_episode_settings(env) -> dict:
+    """``env`` as a dict of episode settings, or an EvalError naming the first one an evaluation may not set."""
+    env = dict(env or {})
+    for key in env:
+        if key not in EPISODE_SETTINGS:
+            raise EvalError(
+                f"eval --env {key}: only the episode settings can differ from the run's ({', '.join(EPISODE_SETTINGS)})"
+            )
+    return env
 
 
 def evaluate_policy(act, world_set, cfg, episodes=100, seed=None):
@@ -231,11 +275,19 @@ def evaluate_policy(act, world_set, cfg, episodes=100, seed=None):
     check_memory(f"evaluating {episodes} episodes", episodes_memory_estimate(cfg, episodes))
     env = evaluation_env(world_set, cfg, episodes, eval_seed)
     ep, _traj = run_episodes(env, act, env.config.max_steps + 1)
-    return {"seed": eval_seed, **summarize(ep), "per_episode": ep}
+    return {"seed": eval_seed, **summarize(ep), "difficulty": difficulty(ep), "per_episode": ep}
 
 
 def evaluate(
-    run_path, episodes=100, seed=None, source="auto", save=True, console=None, scenes=None, allow_overlap=False
+    run_path,
+    episodes=100,
+    seed=None,
+    source="auto",
+    save=True,
+    console=None,
+    scenes=None,
+    allow_overlap=False,
+    env=None,
 ):
     """Evaluate ``run_path`` in the worlds of ``scenes`` (default: its own); returns the results dict
     (also saved into the run folder unless ``save`` is off). Everything is checked before anything is written."""
@@ -244,9 +296,10 @@ def evaluate(
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
     eval_seed = cfg.seed + SEED_OFFSET if seed is None else int(seed)
+    overrides = check_episode_settings(env)
     check_memory(f"evaluating {episodes} episodes", episodes_memory_estimate(cfg, episodes))
     world_set, split_of, run_worlds = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
-    env = evaluation_env(world_set, cfg, episodes, eval_seed)
+    env = evaluation_env(world_set, cfg, episodes, eval_seed, overrides)
     policy, origin = load_run_policy(run_path, cfg, env.obs_dim, env.action_dim, source, run_worlds)
     t0 = time.perf_counter()
     ep, traj = run_episodes(env, mean_action(policy), env.config.max_steps + 1)
@@ -263,6 +316,7 @@ def evaluate(
         "task": cfg.task,
         "scenes": cfg.scenes if scenes is None else scenes,
         "train_scenes": cfg.scenes,
+        "env_overrides": overrides,
         "worlds": len(world_set),
         "worlds_visited": int(np.unique(world).size),
         "overlap_worlds": sum(s == "train" for s in split_of) if scenes is not None else 0,
@@ -273,6 +327,7 @@ def evaluate(
         "return_std": float(ep["return"].std()),
         "splits": {s: summarize(ep, ep_split == s) for s in SPLITS if (ep_split == s).any()},
         "families": {f: summarize(ep, ep_family == f) for f in dict.fromkeys(family_of) if (ep_family == f).any()},
+        "difficulty": difficulty(ep),
         "per_episode": {
             **{k: v.tolist() for k, v in ep.items() if k != "world"},
             "world": [world_set.names[w] for w in world],
@@ -459,7 +514,8 @@ def print_results(console, res):
         f"({res['worlds']} worlds, {res['worlds_visited']} visited{overlap}; mean action, "
         f"seed {res['seed']})",
         caption="(95% intervals; distance: final distance to the goal, m"
-        + ("; the last rows: by scene family)" if len(res["families"]) > 1 else ")"),
+        + ("; then by scene family" if len(res["families"]) > 1 else "")
+        + ("; then by difficulty: the shortest path, and it over the straight line)" if res.get("difficulty") else ")"),
         caption_justify="left",
         box=box.SIMPLE_HEAD,
         show_edge=False,
@@ -470,8 +526,11 @@ def print_results(console, res):
         t.add_column(col, justify="right", no_wrap=True)
     groups = [("all", res)] + list(res["splits"].items())
     families = list(res["families"].items()) if len(res["families"]) > 1 else []
-    for i, (name, g) in enumerate(groups + families):
-        if families and i == len(groups):
+    bins = [(f"path {k} m", g) for k, g in res.get("difficulty", {}).get("geodesic_m", {}).items()]
+    bins += [(f"detour {k}", g) for k, g in res.get("difficulty", {}).get("ratio", {}).items()]
+    sections = {len(groups), len(groups) + len(families)} if families else {len(groups)}
+    for i, (name, g) in enumerate(groups + families + bins):
+        if i in sections and i < len(groups + families + bins):
             t.add_section()
         (slo, shi), (plo, phi), (dlo, dhi) = g["success_rate_ci95"], g["spl_ci95"], g["final_distance_ci95"]
         t.add_row(  # sized to read whole at 80 columns with a family's name in the first column

@@ -468,6 +468,12 @@ class Trainer:
         self.calibrate_shards(timer=shard_timer)
         if console is not None:
             self.shard_report.print(console)
+            mem = self.env.memory_report()
+            if mem["geodesic_field_bytes_per_actor"]:
+                console.print(
+                    f"geodesic fields: {mem['geodesic_field_bytes_per_actor'] / 1024:.0f} KiB per actor, "
+                    f"{mem['shared_field_grid_bytes'] / 2**20:.1f} MiB of grids shared by all"
+                )
             if self.ranks is not None:
                 from navi_nb.parallel.ranks import print_topology
 
