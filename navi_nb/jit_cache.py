@@ -22,6 +22,8 @@ import os
 import re
 from pathlib import Path
 
+from navi_nb.files import read_regular
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 STAMP_NAME = "navi_nb_sources.stamp"
 CACHE_SUFFIXES = (".nbi", ".nbc")
@@ -105,7 +107,7 @@ def refresh(root: Path = PACKAGE_DIR) -> bool:
             return False
         stamp = folder / STAMP_NAME
         try:
-            if stamp.read_text().strip() == digest:
+            if read_regular(stamp, "kernel stamp", 4096).decode("utf-8", "replace").strip() == digest:
                 return False
         except OSError:
             pass

@@ -70,7 +70,7 @@ def _world(args):
         from navi_nb.world.scene_spec import WorldItem
         from navi_nb.world.world_cache import load_worlds
 
-        item = WorldItem(path=Path(os.path.realpath(path)), origin=source)
+        item = WorldItem(path=Path(os.path.realpath(path)), origin=source, suffix=path.suffix)
         world = load_worlds([item], args.resolution, progress=True, actor_radius=0.0)[0]
         return world, f"{path.name} @ {args.resolution}"
     if path.suffix == ".gmdag" or (path.exists() and path.is_file()):

@@ -91,9 +91,12 @@ def default_pool_dir() -> Path:
 
 
 def read_pool(path, n_cells, n_points):
-    """``(reach, keep)`` from a pool file, or None when it is missing or not a pool of these sizes."""
+    """``(reach, keep)`` from a pool file, or None when it is missing, not a regular file (a FIFO, say:
+    never opened) or not a pool of these sizes."""
+    from navi_nb.files import open_regular
+
     try:
-        with np.load(path, allow_pickle=False) as f:
+        with open_regular(path, "spawn pool file") as fh, np.load(fh, allow_pickle=False) as f:
             reach, keep = f["reach"], f["keep"]
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error):
         return None

@@ -251,8 +251,10 @@ class Checkpoint:
 
 
 def _open_file(src):
+    from navi_nb.files import open_regular
+
     try:
-        return open(src, "rb")
+        return open_regular(src, "checkpoint")
     except OSError as exc:
         raise CheckpointError(src, f"cannot read ({exc.strerror or _one_line(exc)})") from exc
 

@@ -420,9 +420,11 @@ def actor_bytes(obs_dim: int, n_rays: int) -> int:
 
 def read_config_file(path) -> dict:
     """Read a TOML (``.toml``) or JSON file of settings into a dict."""
+    from navi_nb.files import open_regular
+
     path = Path(path)
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path, "config file") as fh:
             raw = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"config file {path}: cannot read ({exc.strerror or exc})") from exc

@@ -21,7 +21,7 @@ import math
 import os
 from pathlib import Path
 
-from navi_nb.files import write_atomic
+from navi_nb.files import open_regular, read_regular, write_atomic
 
 # name, TensorBoard namespace, description
 COLUMNS = [
@@ -142,8 +142,7 @@ def truncate_metrics(run_dir, update: int):
     run_dir = Path(run_dir)
     csv_path, jsonl_path = run_dir / "metrics.csv", run_dir / "metrics.jsonl"
     if csv_path.exists():
-        with open(csv_path, newline="") as fh:
-            lines = fh.read().splitlines(keepends=True)
+        lines = read_regular(csv_path, "metrics file").decode("utf-8").splitlines(keepends=True)
         keep = []
         for i, line in enumerate(lines):
             if not line.endswith("\n"):
@@ -161,7 +160,7 @@ def truncate_metrics(run_dir, update: int):
         write_atomic(csv_path, "".join(keep).encode("utf-8"))
     if jsonl_path.exists():
         keep = []
-        for line in jsonl_path.read_text().splitlines(keepends=True):
+        for line in read_regular(jsonl_path, "metrics file").decode("utf-8").splitlines(keepends=True):
             if not line.endswith("\n"):
                 break
             try:
@@ -176,7 +175,7 @@ def truncate_metrics(run_dir, update: int):
 
 def read_metrics_csv(path) -> list:
     """Rows of metrics.csv as dicts of numbers (NaN stays NaN)."""
-    with open(path, newline="") as fh:
+    with io.TextIOWrapper(open_regular(path, "metrics file"), encoding="utf-8", newline="") as fh:
         rows = list(csv.DictReader(fh))
     return [{k: (int(v) if k in INT_COLUMNS else float(v)) for k, v in r.items()} for r in rows]
 
@@ -184,7 +183,7 @@ def read_metrics_csv(path) -> list:
 def read_metrics_jsonl(path) -> list:
     """Rows of metrics.jsonl as dicts (null read back as NaN)."""
     out = []
-    with open(path) as fh:
+    with io.TextIOWrapper(open_regular(path, "metrics file"), encoding="utf-8") as fh:
         for line in fh:
             r = json.loads(line)
             out.append({k: (float("nan") if v is None else v) for k, v in r.items()})

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from navi_nb.errors import NaviError
-from navi_nb.files import write_atomic
+from navi_nb.files import open_regular, read_regular, write_atomic
 from navi_nb.train.config import MAX_CONFIG_BYTES, TrainConfig, from_dict
 from navi_nb.world.gmdag import world_digest
 
@@ -126,7 +126,7 @@ def read_run_worlds(run_path, cfg: TrainConfig) -> tuple:
     run_path = Path(run_path)
     p = run_path / WORLDS_FILE
     try:
-        data = json.loads(p.read_text())
+        data = json.loads(read_regular(p, WORLDS_FILE))
     except OSError as exc:
         raise RunError(f"run folder {run_path}: cannot read {WORLDS_FILE} ({exc.strerror or exc})") from exc
     except ValueError as exc:
@@ -226,7 +226,7 @@ def read_run_config(run_path) -> TrainConfig:
         raise RunError(f"run folder {run_path} does not exist")
     p = run_path / CONFIG_FILE
     try:
-        with open(p, "rb") as fh:
+        with open_regular(p, CONFIG_FILE) as fh:
             raw = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise RunError(

@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 from navi_nb.errors import NaviError
-from navi_nb.files import write_atomic
+from navi_nb.files import open_regular, read_regular, write_atomic
 
 MAGIC = b"GDAG"
 VERSION = 1
@@ -400,7 +400,7 @@ def load_world(path, *, mmap=False, validate=True, sidecar=True) -> World:
     """
     path = Path(path)
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path, "world file") as fh:
             if mmap:
                 size = os.fstat(fh.fileno()).st_size
                 if size == 0:
@@ -449,8 +449,12 @@ def read_sidecar(path) -> dict:
     if not sp.exists():
         return {}
     try:
-        data = json.loads(sp.read_text())
-    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
+        text = read_regular(sp, "sidecar")
+    except OSError as exc:
+        raise GmdagError(sp, f"cannot read sidecar ({exc.strerror or exc})") from None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
         raise GmdagError(sp, f"sidecar is not valid JSON ({type(exc).__name__}: {exc})".replace("\n", " ")) from None
     return check_sidecar(data, sp)
 

@@ -93,10 +93,13 @@ def write_layout(path, key, arrays: dict, replace=False) -> Path:
 
 def map_layout(path, key):
     """``(arrays, None)``: the file's arrays as read-only views of one shared mapping, after checking
-    its size, header, key and digest; or ``(None, why)`` when the file is missing or not to be trusted."""
+    its size, header, key and digest; or ``(None, why)`` when the file is missing or not to be trusted (not
+    a regular file, a FIFO say, is never opened: the caller writes the layout over it)."""
+    from navi_nb.files import open_regular
+
     path = Path(path)
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, "layout file") as f:
             size = os.fstat(f.fileno()).st_size
             start = f.read(len(MAGIC) + 8)
             if len(start) < len(MAGIC) + 8 or start[: len(MAGIC)] != MAGIC:

@@ -20,6 +20,9 @@
   skipped by their declared types. Polygons are fan-triangulated.
 - Any other extension goes through ``trimesh`` (the optional ``mesh`` extra).
 
+The reader is picked by the file's suffix (or the one ``read_mesh`` is given);
+only regular files are read: a FIFO, a device or a socket is refused unopened.
+
 Degenerate triangles are kept here (the reader is faithful to the file);
 ``MeshField`` drops them and counts them. Bad input raises ``MeshError`` naming
 the file and, where possible, the line or byte offset.
@@ -34,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from navi_nb.errors import NaviError
+from navi_nb.files import read_regular
 
 __all__ = ["Mesh", "MeshError", "read_mesh", "check_mesh", "write_obj", "write_stl", "write_ply"]
 
@@ -92,14 +96,18 @@ def check_mesh(vertices, faces, source="mesh") -> Mesh:
     return Mesh(v, f)
 
 
-def read_mesh(path) -> Mesh:
-    """Read a triangle mesh from OBJ, STL or PLY (others via trimesh); raise MeshError."""
+def read_mesh(path, suffix=None) -> Mesh:
+    """Read a triangle mesh from OBJ, STL or PLY (others via trimesh); raise MeshError.
+
+    suffix: the suffix that picks the reader (default: ``path``'s own; a scene spec passes that of the name
+    it was given, so a link ``room.obj`` to a file without a suffix reads as OBJ). Only a regular file is
+    read (``navi_nb.files.read_regular``)."""
     p = Path(path)
     try:
-        data = p.read_bytes()
+        data = read_regular(p, "mesh file")
     except OSError as exc:
         raise MeshError(f"{p}: cannot read mesh file ({exc.strerror or exc})") from None
-    ext = p.suffix.lower()
+    ext = (suffix if suffix is not None else p.suffix).lower()
     if ext == ".obj":
         v, f = _parse_obj(data, p)
     elif ext == ".stl":
@@ -107,7 +115,7 @@ def read_mesh(path) -> Mesh:
     elif ext == ".ply":
         v, f = _parse_ply(data, p)
     else:
-        v, f = _read_trimesh(p)
+        v, f = _read_trimesh(p, data, ext)
     return check_mesh(v, f, str(p))
 
 
@@ -512,16 +520,19 @@ def _ply_binary_lists(data, offset, name, count, props, endian, src):
 # --------------------------------------------------------------------------
 
 
-def _read_trimesh(p: Path):
+def _read_trimesh(p: Path, data: bytes, ext: str):
+    """A mesh through trimesh, from the bytes already read (its type from ``ext``, not the file's name)."""
     try:
         import trimesh
     except ImportError:
         raise MeshError(
-            f"{p}: reading '{p.suffix}' files needs trimesh, the optional 'mesh' extra "
+            f"{p}: reading '{ext}' files needs trimesh, the optional 'mesh' extra "
             f"(pip install 'navi-nb[mesh]'); built-in readers: .obj .stl .ply"
         ) from None
+    import io
+
     try:
-        m = trimesh.load(str(p), force="mesh", process=False)
+        m = trimesh.load(io.BytesIO(data), file_type=ext.lstrip("."), force="mesh", process=False)
     except Exception as exc:  # trimesh raises many types for bad files
         raise MeshError(f"{p}: trimesh could not read the file ({type(exc).__name__}: {exc})") from None
     v = np.asarray(getattr(m, "vertices", np.zeros((0, 3))), dtype=np.float64)

@@ -20,6 +20,13 @@ A spec is a comma-separated list of items, read left to right:
                             to the text file's folder
 =========================== ==============================================
 
+Only regular files (or links to them) are read as worlds, meshes and list
+files: a FIFO, a device, a socket or a folder given as one is refused before
+it is opened (``navi_nb.files.open_regular``). A list file is read as UTF-8
+and may hold at most ``MAX_LIST_BYTES`` (16 MiB). The reader of a file item is
+chosen by the suffix of the name the spec gives, so a link ``room.obj`` to a
+file without a suffix is read as OBJ.
+
 Duplicates are dropped, the first occurrence keeping its place (files are
 compared by their resolved path), so the order of the worlds is the order of
 their first mention.
@@ -51,6 +58,7 @@ HELDOUT_SEED_START = 1_000_000
 MAX_WORLDS = 100_000  # most worlds one spec may name
 MAX_SEED = 2**63 - 1
 MAX_LIST_DEPTH = 8  # list files including list files
+MAX_LIST_BYTES = 16 * 1024 * 1024  # largest list file read (a list of 100,000 paths is a few MiB)
 MEMORY_FRACTION = 0.5  # a set may use at most this share of the available memory
 WORLD_SUFFIX = ".gmdag"
 # Mesh files a spec may name (compared in lower case): the formats navi_nb.world.mesh_io reads itself, and
@@ -79,8 +87,9 @@ class WorldItem:
 
     family: str | None = None
     seed: int | None = None
-    path: Path | None = None
+    path: Path | None = None  # resolved (links followed): files are compared by it
     origin: str = ""  # the spec item that named it (for messages)
+    suffix: str = ""  # the suffix of the name the spec gave, which picks the reader ("": the path's own)
 
     @property
     def key(self):
@@ -96,7 +105,12 @@ class WorldItem:
 
     @property
     def mesh(self) -> bool:
-        return self.path is not None and is_mesh_path(self.path)
+        return self.path is not None and self.reader_suffix.lower() in MESH_SUFFIXES
+
+    @property
+    def reader_suffix(self) -> str:
+        """The suffix that picks a file item's reader: that of the name given, not of a link's target."""
+        return self.suffix or (self.path.suffix if self.path is not None else "")
 
 
 def is_mesh_path(path) -> bool:
@@ -292,7 +306,7 @@ def _path_items(tok, base, depth, seen_lists):
 
 
 def _file_item(path, origin):
-    return WorldItem(path=Path(os.path.realpath(path)), origin=origin)
+    return WorldItem(path=Path(os.path.realpath(path)), origin=origin, suffix=Path(path).suffix)
 
 
 def _list_file(tok, path, depth, seen_lists):
@@ -301,8 +315,10 @@ def _list_file(tok, path, depth, seen_lists):
         raise SceneSpecError(f"scene spec item {tok!r}: list file {path} includes itself")
     if depth >= MAX_LIST_DEPTH:
         raise SceneSpecError(f"scene spec item {tok!r}: list files nested deeper than {MAX_LIST_DEPTH}")
+    from navi_nb.files import read_regular
+
     try:
-        text = Path(path).read_text()
+        text = read_regular(path, "list file", MAX_LIST_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         why = getattr(exc, "strerror", None) or exc
         raise SceneSpecError(f"scene spec item {tok!r}: cannot read list file {path} ({why})") from None
@@ -330,11 +346,12 @@ def check_world_file(item: WorldItem, actor_radius=0.2):
 
     A mesh item is only checked to be a readable file here (returns None): its room is checked on the
     compiled world (``check_room``)."""
+    from navi_nb.files import open_regular
     from navi_nb.world.gmdag import load_world
 
     if item.mesh:
         try:
-            with open(item.path, "rb") as fh:
+            with open_regular(item.path, "mesh file") as fh:
                 fh.read(1)
         except OSError as exc:
             raise SceneSpecError(

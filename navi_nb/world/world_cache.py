@@ -17,7 +17,9 @@ which picks the reader), the resolution, the compiler's version, the format's
 when reading meshes changes) and the compile options (M: the margin in voxels,
 ``compiler.MARGIN_VOXELS``): the compile is ``compiler.compile_mesh(path,
 RES)``, the one ``navi-nb compile MESH --resolution RES`` runs, so the entry
-is that command's output bit for bit. Entries are written atomically
+is that command's output bit for bit. Only regular files are read as meshes
+and entries (``navi_nb.files``): an entry that is not one (a FIFO, say) is
+compiled again and replaced, as a damaged one is. Entries are written atomically
 (sidecar first, then the world, each by rename), so a world file present means
 a complete entry, and concurrent compilers of the same entry do not clash.
 
@@ -66,24 +68,27 @@ def entry_path(cache_dir, family: str, seed: int, resolution: int) -> Path:
 
 
 def file_digest(path) -> str:
-    """The SHA-256 (hex) of a file's bytes, read in blocks."""
+    """The SHA-256 (hex) of a regular file's bytes, read in blocks (``navi_nb.files.open_regular``)."""
     import hashlib
 
+    from navi_nb.files import open_regular
+
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_regular(path, "mesh file") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
 
 
-def mesh_entry_path(cache_dir, mesh_path, resolution: int, digest=None) -> Path:
+def mesh_entry_path(cache_dir, mesh_path, resolution: int, digest=None, suffix=None) -> Path:
     """Where the cache keeps the mesh file `mesh_path` compiled at `resolution` (keyed by its content:
-    `digest`, its SHA-256, is computed when not given)."""
+    `digest`, its SHA-256, is computed when not given; `suffix`, the one that picks the reader, is
+    `mesh_path`'s own when not given)."""
     from navi_nb.world.compiler import COMPILER_VERSION, MARGIN_VOXELS
     from navi_nb.world.gmdag import VERSION
 
     digest = digest or file_digest(mesh_path)
-    ext = Path(mesh_path).suffix.lower().lstrip(".")
+    ext = (suffix if suffix is not None else Path(mesh_path).suffix).lower().lstrip(".")
     folder = f"mesh-c{COMPILER_VERSION}-f{VERSION}-v{MESH_ENTRY_VERSION}"
     return Path(cache_dir) / folder / f"r{int(resolution)}-m{MARGIN_VOXELS}" / f"{digest[:DIGEST_CHARS]}-{ext}.gmdag"
 
@@ -117,14 +122,15 @@ def compile_one(family: str, seed: int, resolution: int, path) -> tuple:
     return str(path), time.perf_counter() - t0, world.nbytes
 
 
-def compile_mesh_one(mesh_path, resolution: int, path) -> tuple:
+def compile_mesh_one(mesh_path, resolution: int, path, suffix=None) -> tuple:
     """Compile a mesh file into the cache entry `path`, atomically, exactly as ``navi-nb compile MESH
-    --resolution RES`` does (``compiler.compile_mesh``). Returns (path, seconds, bytes). Runs in worker
-    processes too."""
+    --resolution RES`` does (``compiler.compile_mesh``; `suffix` picks the reader, default `mesh_path`'s
+    own). Returns (path, seconds, bytes). Runs in worker processes too."""
     from navi_nb.world.compiler import compile_mesh
+    from navi_nb.world.mesh_io import read_mesh
 
     t0 = time.perf_counter()
-    world = compile_mesh(str(mesh_path), resolution)
+    world = compile_mesh(read_mesh(mesh_path, suffix), resolution, name=str(mesh_path))
     if not Path(path).name.startswith(file_digest(mesh_path)[:DIGEST_CHARS]):
         raise WorldCacheError(f"mesh file {mesh_path} changed while it was compiled; nothing was written")
     _write_entry(world, path)
@@ -205,7 +211,7 @@ def compile_worlds(items, resolution=128, cache_dir=None, jobs=1, progress=False
                 p = entry_path(cache_dir, it.family, it.seed, resolution)
             else:
                 try:
-                    p = mesh_entry_path(cache_dir, it.path, resolution)
+                    p = mesh_entry_path(cache_dir, it.path, resolution, suffix=it.reader_suffix)
                 except OSError as exc:
                     raise _item_error(it, f"cannot read mesh file {it.path} ({exc.strerror or exc})") from None
             if not p.is_file():
@@ -243,7 +249,7 @@ def _check_meshes(items):
 
     for it in items:
         try:
-            read_mesh(it.path)
+            read_mesh(it.path, it.reader_suffix)
         except NaviError as exc:
             raise _item_error(it, exc) from None
 
@@ -251,7 +257,7 @@ def _check_meshes(items):
 def _compile_call(it, resolution, p):
     """The function and arguments that compile one missing entry (picklable for worker processes)."""
     if it.mesh:
-        return compile_mesh_one, (str(it.path), resolution, str(p))
+        return compile_mesh_one, (str(it.path), resolution, str(p), it.reader_suffix)
     return compile_one, (it.family, it.seed, resolution, str(p))
 
 
