@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -119,11 +120,12 @@ def test_second_train_into_a_held_folder_is_refused_writes_nothing_and_runs_once
     assert {"config.json", "metrics.csv", "policy.npz"} <= names and ".lock" not in names
 
 
-def test_resume_and_eval_into_a_held_folder_are_refused(trained, tmp_path, capsys, hold):
+def test_resume_eval_and_a_new_train_into_a_held_folder_are_refused(trained, tmp_path, capsys, hold):
     folder = tmp_path / "r"
     shutil.copytree(trained, folder)
     holder = hold(folder)
     refused(["train", "--resume", str(folder), "--no-progress"], capsys, holder, folder)
+    refused(["train", *TINY, "--run-dir", str(tmp_path), "--name", "r"], capsys, holder, folder)  # not "--resume"
     err = refused(["eval", str(folder), "--episodes", "2"], capsys, holder, folder)
     assert "--no-save" in err
 
@@ -228,3 +230,21 @@ def test_under_mpi_only_rank_0_takes_the_lock(monkeypatch):
     assert not _writes_files()
     comm.rank = 0
     assert _writes_files()
+
+
+def test_two_trains_started_together_with_one_name_give_one_run_and_one_refusal(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    argv = [sys.executable, "-m", "navi_nb", "train", *TINY, "--eval-episodes", "0", "--run-dir", str(tmp_path)]
+    procs = []
+    for _ in range(2):
+        procs.append(subprocess.Popen([*argv, "--name", "X"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env))
+        time.sleep(0.5)
+    outs = [p.communicate(timeout=600) for p in procs]
+    codes = [p.returncode for p in procs]
+    assert sorted(codes) == [0, 2], (codes, outs)
+    winner, loser = (0, 1) if codes[0] == 0 else (1, 0)
+    err = " ".join(outs[loser][1].decode().split())
+    assert err.startswith("error:") and err.count("error:") == 1, err
+    assert f"in use by navi-nb train (pid {procs[winner].pid} on " in err, err
+    rows = (tmp_path / "X" / "metrics.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["1", "2"]  # one run's rows, not two interleaved
