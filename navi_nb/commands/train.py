@@ -16,6 +16,10 @@ on resume; any other flag that changes a setting is refused, ``--name`` and
 ``--run-dir`` included (the run's folder is the one given to ``--resume``).
 ``--print-config`` with ``--resume`` prints the run's config and exits.
 
+One process writes a run folder at a time: a new run and a resume take the folder's lock
+(``navi_nb.train.run_lock``) before writing or compiling anything, hold it until they end, and refuse a
+folder another process holds with one line naming it.
+
 The setting flags are generated from ``TrainConfig``'s fields
 (``navi_nb.train.config.add_config_arguments``): one flag per field, named as
 the field, with its docstring's first sentence as help.
@@ -163,13 +167,16 @@ def _run(args) -> int:
             return 0
         announce_cold_kernels(console)
         trainer = Trainer.create(cfg, console=console)
-    summary = trainer.train(progress=not args.no_progress)
-    print_summary(console, trainer, summary)
-    cfg = trainer.cfg
-    if cfg.eval_episodes and trainer.update >= cfg.num_updates and (trainer.ranks is None or trainer.ranks.is_root):
-        from navi_nb.train.evaluate import evaluate, print_results
+    try:  # the run folder stays locked through the evaluation (the same process: navi_nb.train.run_lock)
+        summary = trainer.train(progress=not args.no_progress)
+        print_summary(console, trainer, summary)
+        cfg = trainer.cfg
+        if cfg.eval_episodes and trainer.update >= cfg.num_updates and (trainer.ranks is None or trainer.ranks.is_root):
+            from navi_nb.train.evaluate import evaluate, print_results
 
-        console.rule(f"evaluation: {cfg.eval_episodes} episodes, mean action, fresh seeds")
-        print_results(console, evaluate(trainer.run_path, episodes=cfg.eval_episodes))
+            console.rule(f"evaluation: {cfg.eval_episodes} episodes, mean action, fresh seeds")
+            print_results(console, evaluate(trainer.run_path, episodes=cfg.eval_episodes))
+    finally:
+        trainer.close()
     console.print(f"run folder: [bold]{escape(str(trainer.run_path))}[/]")
     return 0

@@ -366,8 +366,11 @@ def make_tiny_run(root) -> Path:
         env={"max_steps": 20},
     )
     trainer = Trainer.create(cfg.validate())
-    trainer.train(progress=False)
-    evaluate(trainer.run_path, episodes=4)
+    try:
+        trainer.train(progress=False)
+        evaluate(trainer.run_path, episodes=4)
+    finally:
+        trainer.close()  # the run folder's lock
     return trainer.run_path
 
 

@@ -290,8 +290,25 @@ def evaluate(
     env=None,
 ):
     """Evaluate ``run_path`` in the worlds of ``scenes`` (default: its own); returns the results dict
-    (also saved into the run folder unless ``save`` is off). Everything is checked before anything is written."""
+    (also saved into the run folder unless ``save`` is off). Everything is checked before anything is written.
+    With ``save`` the run folder's lock (``navi_nb.train.run_lock``) is held from the start to the end: a
+    folder that another process writes (a run training) is refused at once; without it nothing is locked."""
+    from navi_nb.train.run_lock import acquire
+
     run_path = Path(run_path)
+    lock = None
+    if save:
+        if not run_path.is_dir():
+            raise RunError(f"run folder {run_path} does not exist")
+        lock = acquire(run_path, "navi-nb eval", "wait for it, or evaluate with --no-save")
+    try:
+        return _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_overlap)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_overlap):
     cfg = read_run_config(run_path)
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")

@@ -43,15 +43,16 @@ from navi_nb.train.runs import (
     RUN_FILE,
     RunError,
     check_memory,
+    claim_run_path,
     load_run_worlds,
     load_scene_set,
     make_env,
     make_policy,
     never_checkpointed,
     os_error,
-    pick_run_path,
     process_age,
     read_run_config,
+    release_new_run,
     resolve_scenes,
     save_run_worlds,
     write_json_atomic,
@@ -100,6 +101,13 @@ class Trainer:
         self.times = PhaseTimes()  # the timing hook: seconds in policy, env and PPO (bench train reads it)
         self._t_start = time.perf_counter()
         self.warmup = None  # kernel warm-up children (navi_nb.train.warmup), joined before the first update
+        self.lock = None  # the run folder's lock (navi_nb.train.run_lock) while this process writes it
+
+    def close(self):
+        """Give up the run folder's lock (the end of the process gives it up too, however it ends)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     def start(self):
         """Reset the environment with the run's seed: the state of a new run before its first update."""
@@ -108,17 +116,22 @@ class Trainer:
 
     @classmethod
     def create(cls, cfg: TrainConfig, console=None, run_path=None) -> Trainer:
-        """A new run: checks everything, then makes the run folder."""
+        """A new run: checks everything, makes and locks the run folder (rank 0 alone, before any compile:
+        a folder another process writes is refused before anything starts), then writes it."""
         cfg.validate()
         items = resolve_scenes(cfg.scenes, cfg)
         check_memory(f"actors={cfg.actors} with rollout_steps={cfg.rollout_steps}", cfg.memory_estimate())
         ranks = _rank_context(cfg)
-        # first run: the environment's, tracer's and learning kernels compile in child processes while the
-        # worlds compile (one process only: ranks already compile side by side)
-        warmup = start_warmup(cfg, console) if ranks is None else Warmup()
+        lock, made = None, False
+        if ranks is None or ranks.is_root:
+            run_path, lock, made = claim_run_path(cfg, items, run_path)
+        warmup = Warmup()
         try:
+            # first run: the environment's, tracer's and learning kernels compile in child processes while the
+            # worlds compile (one process only: ranks already compile side by side)
+            if ranks is None:
+                warmup = start_warmup(cfg, console)
             if ranks is None or ranks.is_root:
-                run_path = Path(run_path) if run_path is not None else pick_run_path(cfg, items)
                 world_set = load_scene_set(items, cfg.resolution, console)
             if ranks is not None:  # rank 0 picks the folder and compiles (or caches) the worlds first
                 run_path = Path(ranks.bcast(str(run_path)))
@@ -131,8 +144,11 @@ class Trainer:
             self.start()
         except BaseException:
             warmup.cancel()
+            if lock is not None:
+                release_new_run(run_path, lock, made)
             raise
         self.warmup = warmup
+        self.lock = lock
         if ranks is not None and not ranks.is_root:
             from navi_nb.parallel.ranks import NullMetrics
 
@@ -159,15 +175,42 @@ class Trainer:
             )
             self.metrics = MetricsLog(run_path, console=console)
         except OSError as exc:
+            self.close()
             raise os_error(exc, f"cannot write the run folder {run_path}") from None
-        self.save_checkpoint()  # update 0: a run killed during its first update can still be resumed
+        except BaseException:
+            self.close()
+            raise
+        try:
+            self.save_checkpoint()  # update 0: a run killed during its first update can still be resumed
+        except BaseException:
+            self.close()
+            raise
         return self
 
     @classmethod
     def resume(cls, run_path, overrides=None, console=None) -> Trainer:
-        """Continue ``run_path`` from its newest checkpoint. Nothing in the folder is
+        """Continue ``run_path`` from its newest checkpoint. The folder's lock is taken first (rank 0 alone:
+        a folder another process writes is refused before anything is read); nothing in the folder is
         written until the checkpoint has been read and checked completely."""
+        from navi_nb.train.run_lock import acquire
+
         run_path = Path(run_path)
+        lock = None
+        if _writes_files():
+            if not run_path.is_dir():
+                raise RunError(f"run folder {run_path} does not exist")
+            lock = acquire(run_path, "navi-nb train --resume", "wait for it to finish before resuming")
+        try:
+            self = cls._resume(run_path, overrides, console)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        self.lock = lock
+        return self
+
+    @classmethod
+    def _resume(cls, run_path: Path, overrides, console) -> Trainer:
         cfg = read_run_config(run_path)
         changed = {k: v for k, v in (overrides or {}).items() if getattr(cfg, k) != v}
         moved = sorted(k for k in changed if k in ("run_dir", "name"))
@@ -609,6 +652,13 @@ class Trainer:
             "shard_recheck_s": self.shard_watch.recheck_s if self.shard_watch is not None else 0.0,
             **({"ranks": self.ranks.size} if self.ranks is not None else {}),
         }
+
+
+def _writes_files() -> bool:
+    """True in the process that writes the run folder: the only one, or rank 0 under an MPI launcher."""
+    from navi_nb.parallel.ranks import launched_by_mpi, world
+
+    return not launched_by_mpi() or world().Get_rank() == 0
 
 
 def _rank_context(cfg):

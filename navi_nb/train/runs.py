@@ -12,6 +12,7 @@ Run folder (docs/TRAINING.md)::
     runs/NAME/run.json          what each `train` call did: summary, first tick, shard choice and switches
     runs/NAME/eval.json         evaluation results (+ eval_episodes.npz trajectories)
     runs/NAME/tb/               TensorBoard event files (when available)
+    runs/NAME/.lock             held by the one process writing the folder (navi_nb.train.run_lock)
 """
 
 from __future__ import annotations
@@ -272,13 +273,23 @@ def never_checkpointed(path: Path) -> bool:
     ``Trainer.create`` writes first, and nothing in ``checkpoints/`` but temporary files. Such a
     folder holds nothing to resume; a new run may take it over."""
     try:
-        names = {p.name for p in path.iterdir()}
+        names = _content(path)
         if not names or not names <= _BEFORE_FIRST_CHECKPOINT:
             return False
         ckpt = path / "checkpoints"
         return not ckpt.exists() or (ckpt.is_dir() and all(p.name.endswith(".tmp") for p in ckpt.iterdir()))
     except OSError:
         return False
+
+
+def _content(path: Path) -> set:
+    """The names in a run folder, its lock's files left out (``navi_nb.train.run_lock``)."""
+    from navi_nb.train.run_lock import LOCK_FILES
+
+    return {p.name for p in path.iterdir()} - LOCK_FILES
+
+
+BUSY_HINT_NEW = "wait for it or choose another --name"
 
 
 def pick_run_path(cfg: TrainConfig, items) -> Path:
@@ -296,11 +307,11 @@ def pick_run_path(cfg: TrainConfig, items) -> Path:
             path = root / cfg.name
             if path.exists() and not path.is_dir():
                 raise RunError(f"run folder {path} exists and is not a folder; choose another --name")
-            if path.exists() and any(path.iterdir()) and not never_checkpointed(path):
-                raise RunError(
-                    f"run folder {path} already exists and is not empty; use --resume {path} "
-                    "to continue it, or choose another --name"
-                )
+            if path.exists() and _content(path) and not never_checkpointed(path):
+                from navi_nb.train.run_lock import check_free
+
+                check_free(path, BUSY_HINT_NEW)  # a run that is writing it is named first
+                raise _not_empty(path)
             return path
         base = run_base_name(cfg, items)
         path, n = root / base, 1
@@ -310,6 +321,59 @@ def pick_run_path(cfg: TrainConfig, items) -> Path:
         return path
     except OSError as exc:
         raise os_error(exc, "cannot use the run folder") from None
+
+
+def _not_empty(path: Path) -> RunError:
+    return RunError(
+        f"run folder {path} already exists and is not empty; use --resume {path} "
+        "to continue it, or choose another --name"
+    )
+
+
+def claim_run_path(cfg: TrainConfig, items, run_path=None, command="navi-nb train"):
+    """The new run's folder (``run_path``, else ``pick_run_path``), made and locked before anything is written
+    into it: ``(path, RunLock, made)``, ``made`` when this call made the folder (``release_new_run`` removes
+    it again if the run stops before writing). Raises RunError when another process holds the folder
+    (``navi_nb.train.run_lock``) or it filled since it was picked; writes nothing then."""
+    from navi_nb.train.run_lock import acquire
+
+    for _ in range(100):  # without --name two runs may pick the same free name: the one that makes it wins
+        path = Path(run_path) if run_path is not None else pick_run_path(cfg, items)
+        fixed = run_path is not None or bool(cfg.name)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.mkdir()
+                made = True
+            except FileExistsError:
+                if not fixed:
+                    continue
+                made = False
+        except OSError as exc:
+            raise os_error(exc, "cannot make the run folder") from None
+        lock = acquire(path, command, BUSY_HINT_NEW)
+        try:
+            if run_path is None and _content(path) and not never_checkpointed(path):  # filled since it was picked
+                raise _not_empty(path)
+        except OSError as exc:
+            lock.release()
+            raise os_error(exc, "cannot use the run folder") from None
+        except BaseException:
+            lock.release()
+            raise
+        return path, lock, made
+    raise RunError(f"--run-dir {cfg.run_dir}: no free run folder name found (other runs keep taking them)")
+
+
+def release_new_run(path: Path, lock, made: bool) -> None:
+    """Give up a new run's folder after a failure before its first write: the lock released, and the folder
+    removed when ``claim_run_path`` made it and it is still empty."""
+    lock.release()
+    if made:
+        try:
+            path.rmdir()
+        except OSError:
+            pass
 
 
 def _name_max(folder: Path) -> int:

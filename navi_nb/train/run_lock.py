@@ -1,0 +1,281 @@
+"""One writer per run folder: an exclusive lock on ``RUN/.lock``.
+
+Every command that writes a run folder (``train``, ``train --resume``, ``eval`` without ``--no-save``) holds
+the folder's lock from before its first write (before the config, the worlds and any compile) until it ends;
+a second one is refused at once with one line naming the holder (its command, pid, host and start time), and
+writes nothing. Under MPI rank 0 alone writes the folder and takes the lock; the other ranks never do.
+
+The lock is ``fcntl.flock(LOCK_EX | LOCK_NB)`` on ``RUN/.lock`` (opened with ``O_CREAT``), held open for as
+long as the command writes. The kernel releases a flock when its process ends in any way (a normal exit, an
+exception, ``kill -9``, a crash), so a lock file left behind by a process that is gone never blocks: the next
+command's flock succeeds and it takes the file over. The holder writes its record (pid, host, start time,
+command) into the file for the refusal to name, and removes the file on release (while still holding it; a
+process that opened the old file sees that the name now points elsewhere, or nowhere, and tries again).
+
+On a file system that refuses flock (ENOLCK, EOPNOTSUPP, ENOSYS, EINVAL: some network and FUSE mounts) the
+lock is ``RUN/.lock.pid`` created with ``O_CREAT | O_EXCL``, holding the same record and removed on release.
+A killed holder leaves it behind: a record of this host whose pid no longer lives (``os.kill(pid, 0)``) is
+stale and taken over; one of another host cannot be checked from here and blocks until removed by hand.
+
+Within one process the lock is re-entrant (``train`` evaluates its finished run in the process that holds
+it; a library user may resume a run in the process that trained it): it is taken once per folder and freed
+when the last of its handles is released (or collected).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+from navi_nb.train.runs import RunError, os_error
+
+LOCK_FILE = ".lock"
+PID_FILE = ".lock.pid"
+LOCK_FILES = frozenset({LOCK_FILE, PID_FILE})
+"""The lock's file names: not part of a run's content (``runs.never_checkpointed`` and the emptiness check
+of a new run's folder leave them out)."""
+MAX_RECORD_BYTES = 4096
+_NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
+
+_held: dict[str, _Held] = {}  # folder (real path) -> what this process holds there
+_guard = threading.Lock()
+
+
+def _record(command: str) -> dict:
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "command": command,
+    }
+
+
+def _parse(raw: bytes) -> dict | None:
+    try:
+        rec = json.loads(raw[:MAX_RECORD_BYTES].decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def describe(record: dict | None) -> str:
+    """``navi-nb train (pid 1234 on host, since 2025-01-01 12:00:01)``, or what is known of it."""
+    if not record:
+        return "another process (it has not written its pid yet)"
+    command = record.get("command") if isinstance(record.get("command"), str) else "another process"
+    return f"{command} (pid {record.get('pid', '?')} on {record.get('host', '?')}, since {record.get('since', '?')})"
+
+
+def busy_error(run_path, record, hint: str) -> RunError:
+    return RunError(f"run folder {run_path} is in use by {describe(record)}; {hint}")
+
+
+class _Held:
+    """The lock this process holds on one folder: the open lock file (flock) or the pid file's path."""
+
+    def __init__(self, key, fd=None, pid_path=None):
+        self.key, self.fd, self.pid_path, self.count = key, fd, pid_path, 0
+
+    def free(self):
+        try:
+            if self.fd is not None:
+                try:
+                    os.unlink(os.path.join(self.key, LOCK_FILE))  # while still held: see the module's docstring
+                except OSError:
+                    pass
+                os.close(self.fd)
+            elif self.pid_path is not None:
+                os.unlink(self.pid_path)
+        except OSError:
+            pass
+        self.fd = self.pid_path = None
+
+
+class RunLock:
+    """A handle on a run folder's lock (``acquire``); ``release()`` (or leaving its ``with`` block, or its
+    collection) gives it up, and the lock is freed with the process's last handle on the folder."""
+
+    def __init__(self, path: Path, held: _Held):
+        self.path, self._held = path, held
+
+    @property
+    def held(self) -> bool:
+        return self._held is not None
+
+    def release(self) -> None:
+        held, self._held = self._held, None
+        if held is None:
+            return
+        with _guard:
+            held.count -= 1
+            if held.count > 0:
+                return
+            if _held.get(held.key) is held:
+                del _held[held.key]
+            held.free()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:
+            pass
+
+
+def acquire(run_path, command: str = "navi-nb train", hint: str = "wait for it to finish") -> RunLock:
+    """Take the lock of the existing folder ``run_path`` for ``command`` (named to a process refused later),
+    or raise RunError ``run folder RUN is in use by COMMAND (pid P on HOST, since T); HINT`` without writing
+    anything."""
+    path = Path(run_path)
+    key = os.path.realpath(path)
+    with _guard:
+        held = _held.get(key)
+        if held is None:
+            try:
+                held = _take(path, key, command, hint)
+            except OSError as exc:
+                raise os_error(exc, f"cannot lock the run folder {path}") from None
+            _held[key] = held
+        held.count += 1
+        return RunLock(path, held)
+
+
+def _take(path: Path, key: str, command: str, hint: str) -> _Held:
+    lock_path = os.path.join(key, LOCK_FILE)
+    for _ in range(100):  # a new try only when a holder removed the file between our open and our flock
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            record = _parse(os.pread(fd, MAX_RECORD_BYTES, 0))
+            os.close(fd)
+            raise busy_error(path, record, hint) from None
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in _NO_FLOCK:
+                return _take_pid_file(path, key, command, hint)
+            raise
+        try:
+            same = os.stat(lock_path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:  # the holder released and removed it after our open: this file is no one's lock
+            os.close(fd)
+            continue
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(_record(command)) + "\n").encode("utf-8"), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        return _Held(key, fd=fd)
+    raise RunError(f"run folder {path}: cannot take its lock ({LOCK_FILE} keeps being replaced)")
+
+
+def _take_pid_file(path: Path, key: str, command: str, hint: str) -> _Held:
+    """The lock where flock is refused: an exclusively created ``PID_FILE`` holding this process's record."""
+    pid_path = os.path.join(key, PID_FILE)
+    for _ in range(2):  # once more after removing a stale file
+        try:
+            fd = os.open(pid_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            try:
+                with open(pid_path, "rb") as fh:
+                    record = _parse(fh.read(MAX_RECORD_BYTES))
+            except FileNotFoundError:
+                continue  # its holder just released it
+            if not _stale(record):
+                extra = "" if _on_this_host(record) else f" (if that process is gone, remove {pid_path})"
+                raise busy_error(path, record, hint + extra) from None
+            try:
+                os.unlink(pid_path)
+            except FileNotFoundError:
+                pass
+            continue
+        try:
+            os.write(fd, (json.dumps(_record(command)) + "\n").encode("utf-8"))
+        finally:
+            os.close(fd)
+        return _Held(key, pid_path=pid_path)
+    raise RunError(f"run folder {path}: cannot take its lock ({PID_FILE} keeps being replaced)")
+
+
+def _on_this_host(record) -> bool:
+    return isinstance(record, dict) and record.get("host") == socket.gethostname()
+
+
+def _stale(record) -> bool:
+    """True for a pid file of this host whose process no longer lives (an unreadable one is not judged)."""
+    if not _on_this_host(record):
+        return False
+    pid = record.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
+
+
+def check_free(run_path, hint: str) -> None:
+    """Raise the busy RunError when another process holds ``run_path``'s lock now; writes nothing (no lock
+    file is made). For a refusal that should name a live holder before any other reason."""
+    path = Path(run_path)
+    key = os.path.realpath(path)
+    with _guard:
+        if key in _held:
+            return
+    try:
+        fd = os.open(os.path.join(key, LOCK_FILE), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        fd = None
+    if fd is not None:
+        try:  # shared, for a moment: refused while a holder has the lock
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            raise busy_error(path, _parse(os.pread(fd, MAX_RECORD_BYTES, 0)), hint) from None
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    try:
+        with open(os.path.join(key, PID_FILE), "rb") as fh:
+            record = _parse(fh.read(MAX_RECORD_BYTES))
+    except OSError:
+        return
+    if not _stale(record):
+        raise busy_error(path, record, hint)
+
+
+def _forget_after_fork():
+    """A forked child does not hold its parent's locks: it drops its copies of the lock files (closing a copy
+    leaves the parent's flock in place) so the lock ends with the parent, not with a child that outlives it."""
+    global _guard
+    _guard = threading.Lock()
+    for held in _held.values():
+        if held.fd is not None:
+            try:
+                os.close(held.fd)
+            except OSError:
+                pass
+        held.fd = held.pid_path = None
+    _held.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
