@@ -296,24 +296,24 @@ def evaluate(
     from navi_nb.train.run_lock import acquire
 
     run_path = Path(run_path)
+    overrides = check_episode_settings(env)
     lock = None
     if save:
         if not run_path.is_dir():
             raise RunError(f"run folder {run_path} does not exist")
         lock = acquire(run_path, "navi-nb eval", "wait for it, or evaluate with --no-save")
     try:
-        return _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_overlap)
+        return _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_overlap, overrides)
     finally:
         if lock is not None:
             lock.release()
 
 
-def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_overlap):
+def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_overlap, overrides):
     cfg = read_run_config(run_path)
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
     eval_seed = cfg.seed + SEED_OFFSET if seed is None else int(seed)
-    overrides = check_episode_settings(env)
     check_memory(f"evaluating {episodes} episodes", episodes_memory_estimate(cfg, episodes))
     world_set, split_of, run_worlds = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
     env = evaluation_env(world_set, cfg, episodes, eval_seed, overrides)
