@@ -61,6 +61,11 @@ class HeadlineError(Exception):
 
 
 # ---------------------------------------------------------------- formats
+ABLATION_ROWS = ("mlp_euclidean.house", "mlp_euclidean.maze", "mlp_geodesic.house", "mlp_geodesic.maze")
+"""TRAINING's ablation table: the quick start's recipe with each progress reward, judged in held-out houses
+and held-out mazes."""
+
+
 def percent(v):
     """A rate as a percentage, one decimal only when needed: 96 %, 76.5 %."""
     p = round(100.0 * v, 1)
@@ -177,6 +182,20 @@ FIGURES = {
     "corpus.train_time": ("minutes", "training wall time (the run's last metrics row)"),
     "corpus.actor_steps_per_s": ("whole", "actor-steps per second over the whole training"),
     "corpus.wall": ("minutes", "wall time of the README's quick start command, install to held-out evaluation"),
+    **{
+        f"ablation.{row}.{k}": (fmt, f"{row}: {what}")
+        for row in ABLATION_ROWS
+        for k, fmt, what in (
+            ("success", "percent", "held-out success rate"),
+            ("success_ci", "percent_range", "its 95 % Wilson interval"),
+            ("spl", "two", "mean SPL"),
+            ("spl_ci", "two_range", "its 95 % bootstrap interval"),
+            ("length", "sig3", "mean episode length, steps"),
+            ("collisions", "sig3", "mean collisions per episode"),
+            ("train_time", "minutes", "training wall time of the evaluated run"),
+            ("actor_steps_per_s", "whole", "its actor-steps per second over the whole training"),
+        )
+    },
     "bench.machine": ("text", "the machine the benchmarks ran on, as navi-nb bench prints it"),
     "bench.runs": ("whole", "runs of navi-nb bench the bench figures are the median of"),
     "bench.trace_1t": ("runs_mrays", "navi_nb tracer, bench scene at 256, rays/s on 1 thread"),
@@ -197,6 +216,41 @@ FIGURES = {
     "bench.train_1s": ("runs_whole", "training end to end, house, 64 actors: actor-steps/s at 1 shard"),
     "bench.train_2s": ("runs_whole", "the same at 2 shards"),
 }
+
+
+def ablation(pairs):
+    """The ablation table's rows: ``(row, eval JSON)`` pairs, each a held-out evaluation of a run over the
+    quick start's houses (its training time and rate read from the run folder the evaluation names)."""
+    figs, sources = {}, {}
+    for row, path in pairs:
+        if row not in ABLATION_ROWS:
+            raise HeadlineError(f"--ablation {row}: not a row of the table ({', '.join(ABLATION_ROWS)})")
+        res = read_json(path, "a held-out evaluation")
+        if set(res.get("splits") or {}) != {"held-out"}:
+            raise HeadlineError(f"{path}: is not a held-out evaluation")
+        run = Path(str(need(res, "run", path)))
+        try:
+            last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+        except (OSError, IndexError, ValueError) as exc:
+            raise HeadlineError(f"{run / 'metrics.jsonl'}: cannot read the last metrics row ({exc})") from None
+        steps, seconds = need(last, "global_step", run), need(last, "time_s", run)
+        for k, v in eval_figures("x", res, path).items():
+            name = k.split(".", 1)[1]
+            if f"ablation.{row}.{name}" in FIGURES:
+                figs[f"ablation.{row}.{name}"] = figure(f"ablation.{row}.{name}", v["value"])
+        figs[f"ablation.{row}.train_time"] = figure(f"ablation.{row}.train_time", seconds)
+        figs[f"ablation.{row}.actor_steps_per_s"] = figure(f"ablation.{row}.actor_steps_per_s", steps / seconds)
+        config = read_json(run / "config.json", "the run's config")
+        sources[row] = {
+            "from": f"{Path(path).name}: navi-nb eval of {run.name}; its metrics.jsonl",
+            "commands": [
+                train_command(config.get("config"), run / "config.json"),
+                f"navi-nb eval runs/{run.name} --scenes {res.get('scenes')} --episodes {res.get('episodes')}",
+            ],
+            "evaluation": {"episodes": res.get("episodes"), "seed": res.get("seed"), "scenes": res.get("scenes")},
+            "date": config.get("created"),
+        }
+    return figs, sources
 
 
 def text_of(key, value):
@@ -482,7 +536,15 @@ def rewrite(text, figures, where):
 
 
 def build(
-    run, wall_s, held_out=None, old=None, corpus_run=None, corpus_held_out=None, corpus_wall_s=None, bench_files=None
+    run,
+    wall_s,
+    held_out=None,
+    old=None,
+    corpus_run=None,
+    corpus_held_out=None,
+    corpus_wall_s=None,
+    bench_files=None,
+    ablation_pairs=None,
 ):
     if (run is None) != (wall_s is None):
         raise HeadlineError("the quick start's run folder and --wall-s go together")
@@ -507,7 +569,13 @@ def build(
         bfigs, sources["bench"] = bench(bench_files)
     else:
         bfigs, sources["bench"] = kept("bench", old, "--bench")
-    return {"figures": {**figs, **hfigs, **cfigs, **bfigs}, "sources": sources}
+    afigs, sources["ablation"] = ablation(ablation_pairs or ())
+    if old and "ablation" in old.get("sources", {}):  # rows not given this time keep their figures
+        for row, src in old["sources"]["ablation"].items():
+            if row not in sources["ablation"]:
+                sources["ablation"][row] = src
+                afigs.update({k: v for k, v in old["figures"].items() if k.startswith(f"ablation.{row}.")})
+    return {"figures": {**figs, **hfigs, **cfigs, **bfigs, **afigs}, "sources": sources}
 
 
 def kept(block, old, flag):
@@ -526,6 +594,13 @@ def main(argv=None):
     p.add_argument("--corpus-held-out", metavar="FILE", help="JSON of that run's held-out evaluation")
     p.add_argument("--corpus-wall-s", type=float, help="seconds of the README's quick start, install to eval")
     p.add_argument("--bench", nargs="+", metavar="FILE", help="navi-nb bench --json outputs, one machine's runs")
+    p.add_argument(
+        "--ablation",
+        nargs=2,
+        action="append",
+        metavar=("ROW", "FILE"),
+        help=f"a row of TRAINING's ablation table and its held-out evaluation JSON ({', '.join(ABLATION_ROWS)})",
+    )
     p.add_argument("--out", default=str(HEADLINE), help="headline JSON to write (default docs/headline.json)")
     p.add_argument("--docs", nargs="*", default=None, help="Markdown files to rewrite (default README and docs)")
     args = p.parse_args(argv)
@@ -541,6 +616,7 @@ def main(argv=None):
             args.corpus_held_out,
             args.corpus_wall_s,
             args.bench,
+            args.ablation,
         )
         docs = [Path(d) for d in args.docs] if args.docs is not None else [ROOT / d for d in DOCS]
         new_texts = {d: rewrite(d.read_text(), data["figures"], d) for d in docs}  # all checked before writing

@@ -120,8 +120,8 @@ def difficulty(ep) -> dict:
     if "geodesic" not in ep:
         return {}
     out = {}
-    for key, bins in (("geodesic_m", DISTANCE_BINS), ("ratio", RATIO_BINS)):
-        v = ep[key]
+    for key, column, bins in (("geodesic_m", "geodesic", DISTANCE_BINS), ("ratio", "ratio", RATIO_BINS)):
+        v = ep[column]
         groups = {}
         for k, (lo, hi) in enumerate(bins):
             rows = (v >= lo) & (v < hi) if k else (v < hi)  # the first bin takes everything below its top
@@ -532,7 +532,11 @@ def print_results(console, res):
         f"seed {res['seed']})",
         caption="(95% intervals; distance: final distance to the goal, m"
         + ("; then by scene family" if len(res["families"]) > 1 else "")
-        + ("; then by difficulty: the shortest path, and it over the straight line)" if res.get("difficulty") else ")"),
+        + (
+            "; then by difficulty: the shortest path in m, and it over the straight line)"
+            if res.get("difficulty")
+            else ")"
+        ),
         caption_justify="left",
         box=box.SIMPLE_HEAD,
         show_edge=False,
@@ -543,8 +547,9 @@ def print_results(console, res):
         t.add_column(col, justify="right", no_wrap=True)
     groups = [("all", res)] + list(res["splits"].items())
     families = list(res["families"].items()) if len(res["families"]) > 1 else []
-    bins = [(f"path {k} m", g) for k, g in res.get("difficulty", {}).get("geodesic_m", {}).items()]
-    bins += [(f"detour {k}", g) for k, g in res.get("difficulty", {}).get("ratio", {}).items()]
+    # labels short enough for the first column at 80 columns: "2-4 m" (the shortest path), "1.1-1.5x" (the detour)
+    bins = [(f"{k} m", g) for k, g in res.get("difficulty", {}).get("geodesic_m", {}).items()]
+    bins += [(f"{k}x", g) for k, g in res.get("difficulty", {}).get("ratio", {}).items()]
     sections = {len(groups), len(groups) + len(families)} if families else {len(groups)}
     for i, (name, g) in enumerate(groups + families + bins):
         if i in sections and i < len(groups + families + bins):
