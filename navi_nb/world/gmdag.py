@@ -328,9 +328,28 @@ class World:
         )
 
 
+DIGEST_SKIPS = ("compiler", "entry_digest")
+"""Sidecar keys :func:`world_digest` leaves out: the compile's settings and time (``"compiler"``, read only to
+tell the sample convention of a file without a ``"sample"`` key, which loading resolves into ``"sample"``), and
+a cache entry's own integrity digest (``world_cache``)."""
+
+
+def canonical_sidecar(side) -> bytes:
+    """A sidecar's content as bytes that depend on its meaning only (keys sorted, no spacing), without the
+    keys of :data:`DIGEST_SKIPS`."""
+    side = side if isinstance(side, dict) else {}
+    kept = {k: v for k, v in side.items() if k not in DIGEST_SKIPS}
+    return json.dumps(kept, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
 def world_digest(world) -> str:
-    """A short content hash of a world: SHA-256 of its exact file bytes (header and nodes), 16 hex digits."""
-    return hashlib.sha256(world.to_bytes()).hexdigest()[:16]
+    """A short content hash of everything a run reads of a world, 16 hex digits: SHA-256 of its exact file
+    bytes (header and nodes) and of its sidecar as loaded (spawn points, classes, bounds of interest, the
+    sample convention; :func:`canonical_sidecar`, without the keys of :data:`DIGEST_SKIPS`)."""
+    h = hashlib.sha256(world.to_bytes())
+    h.update(b"\0sidecar\0")
+    h.update(canonical_sidecar(world.sidecar))
+    return h.hexdigest()[:16]
 
 
 def check_header_fields(fields, source):
