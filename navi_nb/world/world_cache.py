@@ -17,9 +17,18 @@ which picks the reader), the resolution, the compiler's version, the format's
 when reading meshes changes) and the compile options (M: the margin in voxels,
 ``compiler.MARGIN_VOXELS``): the compile is ``compiler.compile_mesh(path,
 RES)``, the one ``navi-nb compile MESH --resolution RES`` runs, so the entry
-is that command's output bit for bit. Entries are written atomically
+is that command's output bit for bit (but for the sidecar's ``entry_digest``). Entries are written atomically
 (sidecar first, then the world, each by rename), so a world file present means
 a complete entry, and concurrent compilers of the same entry do not clash.
+
+Integrity: the sidecar's ``entry_digest`` key (:func:`entry_digest`) is a SHA-256 over the entry's name
+(``FOLDER/rRES/FILE``, which holds the family, seed, resolution and versions), the world file's bytes
+and the rest of the sidecar (its parsed content, keys sorted). ``load_worlds`` checks it on every read,
+before using anything: an entry whose digest is missing or does not match (a flipped bit, another
+entry's files copied into its place, an edited sidecar) is reported on stderr once, naming it, and
+compiled again; where the cache folder is read-only it is a one-line :class:`WorldCacheError` naming
+the entry instead. Only then are the digest key dropped from the loaded world's sidecar and the world
+deep-validated.
 
 ``compile_worlds`` compiles the missing built-in and mesh worlds of a list of
 :class:`~navi_nb.world.scene_spec.WorldItem` in ``jobs`` processes (spawned,
@@ -30,11 +39,15 @@ Callers choose ``jobs``, normally ``navi_nb.parallel.cores.allowed_cores().allow
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 from navi_nb.errors import NaviError
 from navi_nb.world.scene_spec import SceneSpecError, WorldItem, check_memory, check_room, check_world_file
@@ -43,6 +56,8 @@ from navi_nb.world.scene_spec import SceneSpecError, WorldItem, check_memory, ch
 # then start in fresh folders.
 MESH_ENTRY_VERSION = 1
 DIGEST_CHARS = 32  # hex digits of the file's SHA-256 in a mesh entry's name
+ENTRY_DIGEST_KEY = "entry_digest"  # the sidecar key of an entry's own content digest (entry_digest)
+_reported = set()  # entries whose damage this process has reported (once each)
 
 
 class WorldCacheError(NaviError):
@@ -131,11 +146,42 @@ def compile_mesh_one(mesh_path, resolution: int, path) -> tuple:
     return str(path), time.perf_counter() - t0, world.nbytes
 
 
+def entry_name(path) -> str:
+    """An entry's name in the cache, ``FOLDER/rRES/FILE``: what the entry digest binds it to (another
+    seed's, resolution's or version's files copied into its place do not match)."""
+    return "/".join(Path(path).parts[-3:])
+
+
+def entry_digest(world, side: dict, name: str) -> str:
+    """The SHA-256 (hex) of a cache entry: its name (:func:`entry_name`), the world file's bytes (the
+    header and the node words, little-endian) and its sidecar ``side`` as parsed (keys sorted, no
+    spacing), without the ``entry_digest`` key itself."""
+    import json
+
+    h = hashlib.sha256()
+    h.update(b"navi-nb world cache entry\0" + name.encode() + b"\0")
+    h.update(world.header_bytes())
+    h.update(np.ascontiguousarray(world.nodes, dtype="<u8").view(np.uint8))
+    h.update(b"\0")
+    rest = {k: v for k, v in side.items() if k != ENTRY_DIGEST_KEY}
+    h.update(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode())
+    return h.hexdigest()
+
+
 def _write_entry(world, path):
-    """Write a world and its sidecar into the cache: sidecar first, then the world, each by rename."""
+    """Write a world and its sidecar (with its :func:`entry_digest`) into the cache: sidecar first, then the
+    world, each by rename."""
+    import copy
+
     from navi_nb.world.gmdag import save_world, sidecar_path
 
     path = Path(path)
+    side = dict(world.sidecar)
+    side.setdefault("sample", "centre")  # what save_world writes
+    side.pop(ENTRY_DIGEST_KEY, None)
+    side[ENTRY_DIGEST_KEY] = entry_digest(world, side, entry_name(path))
+    world = copy.copy(world)
+    world.sidecar = side
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=path.parent))
     try:
@@ -217,14 +263,22 @@ def compile_worlds(items, resolution=128, cache_dir=None, jobs=1, progress=False
     if not missing:
         return paths
     _check_meshes([it for it, _ in missing if it.mesh])
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=cache_dir, prefix=".probe-"):
-            pass
-    except OSError as exc:
-        raise WorldCacheError(f"world cache folder {cache_dir} is not writable ({exc.strerror or exc})") from None
+    why = _not_writable(cache_dir)
+    if why:
+        raise WorldCacheError(f"world cache folder {cache_dir} is not writable ({why})")
     _run(missing, resolution, jobs, progress)
     return paths
+
+
+def _not_writable(folder):
+    """Why files cannot be written into `folder` (made when missing), or None when they can."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
+            pass
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def _item_error(it, why) -> NaviError:
@@ -316,9 +370,11 @@ def load_worlds(
     files as they are.
 
     mmap: memory-map the files (the nodes stay in the page cache, shared by
-    processes). validate: deep-check every world (cache entries once more
-    are cheap to check; a damaged entry is compiled again). actor_radius:
-    file and mesh worlds must have room for an actor this large (metres).
+    processes). validate: deep-check every world. A cache entry's digest
+    (:func:`entry_digest`) is checked whatever `validate` says; an entry that
+    fails it or the deep check is reported once and compiled again (in a
+    read-only cache: a WorldCacheError naming it). actor_radius: file and mesh
+    worlds must have room for an actor this large (metres).
     """
     from navi_nb.world.gmdag import load_world
 
@@ -329,14 +385,29 @@ def load_worlds(
     paths = compile_worlds(items, resolution, cache_dir, jobs, progress)
     worlds = []
     for it, p in zip(items, paths):
-        try:
-            w = load_world(p, mmap=mmap, validate=validate)
-        except NaviError as exc:
-            if not (it.builtin or it.mesh):
+        if not (it.builtin or it.mesh):
+            try:
+                w = load_world(p, mmap=mmap, validate=validate)
+            except NaviError as exc:
                 raise SceneSpecError(f"scene spec item {it.origin!r}: {exc}") from None
-            fn, args = _compile_call(it, resolution, p)
-            fn(*args)  # a damaged entry is rebuilt once
-            w = load_world(p, mmap=mmap, validate=validate)
+        else:
+            w, why = read_entry(p, mmap=mmap, validate=validate)
+            if w is None:
+                no = _not_writable(Path(p).parent)
+                if no:
+                    raise WorldCacheError(
+                        f"world cache entry {p}: {why}; the cache is read-only ({no}), so it cannot be compiled "
+                        "again: delete the entry where the cache can be written, or use another NAVI_NB_CACHE"
+                    )
+                _report(p, why)
+                fn, args = _compile_call(it, resolution, p)
+                try:
+                    fn(*args)  # a damaged entry is rebuilt once
+                except NaviError as exc:
+                    raise _item_error(it, exc) from None
+                w, why = read_entry(p, mmap=mmap, validate=validate)
+                if w is None:
+                    raise WorldCacheError(f"world cache entry {p}: {why} right after compiling it again")
         if it.builtin:
             w.source = f"<scene {it.family}:{it.seed} @ {resolution}>"
         elif it.mesh:
@@ -344,3 +415,33 @@ def load_worlds(
             w.source = f"<mesh {it.path} @ {resolution}>"
         worlds.append(w)
     return worlds
+
+
+def read_entry(path, *, mmap=True, validate=True):
+    """``(world, None)``: the cache entry at `path` loaded, its :func:`entry_digest` checked (and dropped from
+    its sidecar) and, with `validate`, deep-checked; or ``(None, why)`` when it cannot be trusted."""
+    from navi_nb.world.gmdag import load_world, validate_world
+
+    try:
+        w = load_world(path, mmap=mmap, validate=False)  # header and sizes; the sidecar's types
+    except NaviError as exc:
+        return None, f"unreadable ({exc})"
+    stored = w.sidecar.pop(ENTRY_DIGEST_KEY, None)
+    if stored is None:
+        return None, "its sidecar holds no entry digest"
+    if stored != entry_digest(w, w.sidecar, entry_name(path)):
+        return None, "its content does not match its digest (damaged, edited, or another entry's files)"
+    if validate:
+        try:
+            validate_world(w)
+        except NaviError as exc:
+            return None, f"invalid ({exc})"
+    return w, None
+
+
+def _report(path, why):
+    """One line on stderr, once per entry and process, naming a cache entry that is compiled again."""
+    if str(path) in _reported:
+        return
+    _reported.add(str(path))
+    print(f"navi-nb: world cache entry {path}: {why}; compiling it again", file=sys.stderr, flush=True)
