@@ -21,14 +21,14 @@ is that command's output bit for bit (but for the sidecar's ``entry_digest``). E
 (sidecar first, then the world, each by rename), so a world file present means
 a complete entry, and concurrent compilers of the same entry do not clash.
 
-Integrity: the sidecar's ``entry_digest`` key (:func:`entry_digest`) is a SHA-256 over the entry's name
-(``FOLDER/rRES/FILE``, which holds the family, seed, resolution and versions), the world file's bytes
-and the rest of the sidecar (its parsed content, keys sorted). ``load_worlds`` checks it on every read,
+Integrity: the sidecar's first line holds its ``entry_digest`` key (:func:`entry_digest`), a SHA-256 over
+the entry's name (``FOLDER/rRES/FILE``, which holds the family, seed, resolution and versions), the world
+file's bytes and the sidecar's bytes but for that line. ``load_worlds`` checks it on every read,
 before using anything: an entry whose digest is missing or does not match (a flipped bit, another
 entry's files copied into its place, an edited sidecar) is reported on stderr once, naming it, and
 compiled again; where the cache folder is read-only it is a one-line :class:`WorldCacheError` naming
-the entry instead. Only then are the digest key dropped from the loaded world's sidecar and the world
-deep-validated.
+the entry instead. The loaded world's sidecar is the file's without the digest key, and a checked entry
+is then deep-validated as any world file.
 
 ``compile_worlds`` compiles the missing built-in and mesh worlds of a list of
 :class:`~navi_nb.world.scene_spec.WorldItem` in ``jobs`` processes (spawned,
@@ -152,40 +152,49 @@ def entry_name(path) -> str:
     return "/".join(Path(path).parts[-3:])
 
 
-def entry_digest(world, side: dict, name: str) -> str:
-    """The SHA-256 (hex) of a cache entry: its name (:func:`entry_name`), the world file's bytes (the
-    header and the node words, little-endian) and its sidecar ``side`` as parsed (keys sorted, no
-    spacing), without the ``entry_digest`` key itself."""
-    import json
+DIGEST_LINE = b'{\n "entry_digest": "'
+"""How an entry's sidecar starts: its first key, on its own line, is the entry's digest (64 hex digits)."""
 
+
+def entry_digest(world, side_bytes: bytes, name: str) -> str:
+    """The SHA-256 (hex) of a cache entry: its name (:func:`entry_name`), the world file's bytes (the
+    header and the node words, little-endian) and its sidecar's bytes without the digest's line."""
     h = hashlib.sha256()
     h.update(b"navi-nb world cache entry\0" + name.encode() + b"\0")
     h.update(world.header_bytes())
     h.update(np.ascontiguousarray(world.nodes, dtype="<u8").view(np.uint8))
     h.update(b"\0")
-    rest = {k: v for k, v in side.items() if k != ENTRY_DIGEST_KEY}
-    h.update(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode())
+    h.update(side_bytes)
     return h.hexdigest()
 
 
-def _write_entry(world, path):
-    """Write a world and its sidecar (with its :func:`entry_digest`) into the cache: sidecar first, then the
-    world, each by rename."""
-    import copy
+def _split_digest(data: bytes):
+    """``(digest, the sidecar's bytes without the digest's line)`` of a sidecar file's bytes, or None when
+    it does not start with a digest line."""
+    end = len(DIGEST_LINE) + 64
+    if not data.startswith(DIGEST_LINE) or data[end : end + 3] != b'",\n':
+        return None
+    return data[len(DIGEST_LINE) : end].decode("ascii", "replace"), b"{\n" + data[end + 3 :]
 
+
+def _write_entry(world, path):
+    """Write a world and its sidecar (led by the entry's :func:`entry_digest`) into the cache: sidecar first,
+    then the world, each by rename."""
+    import json
+
+    from navi_nb.files import write_atomic
     from navi_nb.world.gmdag import save_world, sidecar_path
 
     path = Path(path)
-    side = dict(world.sidecar)
-    side.setdefault("sample", "centre")  # what save_world writes
-    side.pop(ENTRY_DIGEST_KEY, None)
-    side[ENTRY_DIGEST_KEY] = entry_digest(world, side, entry_name(path))
-    world = copy.copy(world)
-    world.sidecar = side
+    side = {k: v for k, v in world.sidecar.items() if k != ENTRY_DIGEST_KEY}
+    side.setdefault("sample", "centre")  # as save_world writes it: never empty, so the text starts "{\n "
+    body = json.dumps(side, indent=1, sort_keys=True).encode()
+    digest = entry_digest(world, body, entry_name(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=path.parent))
     try:
-        staged = save_world(world, tmp / path.name)
+        staged = save_world(world, tmp / path.name, sidecar=False)
+        write_atomic(sidecar_path(staged), DIGEST_LINE + digest.encode() + b'",\n' + body[2:])
         os.replace(sidecar_path(staged), sidecar_path(path))  # the world file last: present means complete
         os.replace(staged, path)
     finally:
@@ -419,17 +428,23 @@ def load_worlds(
 
 def read_entry(path, *, mmap=True, validate=True):
     """``(world, None)``: the cache entry at `path` loaded, its :func:`entry_digest` checked (and dropped from
-    its sidecar) and, with `validate`, deep-checked; or ``(None, why)`` when it cannot be trusted."""
-    from navi_nb.world.gmdag import load_world, validate_world
+    its sidecar) and, with `validate`, deep-checked; or ``(None, why)`` when it cannot be trusted. The
+    sidecar is read once: the bytes checked are the bytes parsed."""
+    import json
 
+    from navi_nb.world.gmdag import check_sidecar, load_world, sidecar_path, validate_world
+
+    sp = sidecar_path(path)
     try:
-        w = load_world(path, mmap=mmap, validate=False)  # header and sizes; the sidecar's types
-    except NaviError as exc:
-        return None, f"unreadable ({exc})"
-    stored = w.sidecar.pop(ENTRY_DIGEST_KEY, None)
-    if stored is None:
+        data = sp.read_bytes()
+        side = check_sidecar(json.loads(data), sp)
+        w = load_world(path, mmap=mmap, validate=False, side=side)  # header and sizes
+    except (OSError, ValueError, RecursionError) as exc:  # GmdagError is a ValueError
+        return None, f"unreadable ({type(exc).__name__}: {exc})".replace("\n", " ")
+    split = _split_digest(data)
+    if split is None or not isinstance(side.pop(ENTRY_DIGEST_KEY, None), str):
         return None, "its sidecar holds no entry digest"
-    if stored != entry_digest(w, w.sidecar, entry_name(path)):
+    if split[0] != entry_digest(w, split[1], entry_name(path)):
         return None, "its content does not match its digest (damaged, edited, or another entry's files)"
     if validate:
         try:
