@@ -137,3 +137,82 @@ def test_a_cache_folder_without_the_world_hash_is_refused(tmp_path):
     with pytest.raises(EnvConfigError, match="world_digest"):
         spawn.SpawnSampler(s.distance_fn, s.lo, s.lo + 1.0, s.lo, s.lo + 1.0, 0.2, 0.01, 0.2, [], "free", tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+def _zip_fields(whole):
+    """Offsets of the first member's local header and central directory record in a pool file's bytes."""
+    import io
+    import zipfile
+
+    local = zipfile.ZipFile(io.BytesIO(whole)).infolist()[0].header_offset
+    return local, whole.index(b"PK\x01\x02")
+
+
+# (field, offset in its header, bit, what zipfile raises when np.load reads it, None: it reads on)
+ZIP_FLIPS = [
+    ("central", 6, 0x40, NotImplementedError),  # version needed to extract: 2.0 -> 8.4
+    ("central", 8, 0x01, RuntimeError),  # general purpose flags: encrypted
+    ("central", 10, 0x01, NotImplementedError),  # compression method: deflate -> deflate64
+    ("central", 10, 0x04, OSError),  # compression method: deflate -> bzip2 (the stream is not bzip2)
+    ("local", 4, 0x40, None),  # the local header's version, flags and method, which zipfile may ignore
+    ("local", 6, 0x01, None),
+    ("local", 6, 0x20, None),
+    ("local", 8, 0x01, None),
+]
+
+
+def test_every_zip_field_flip_is_a_silent_recompute_of_the_same_pool(cache, queries, capfd):
+    good = build()
+    (path,) = cache.glob("*.npz")
+    n_cells, n_points = good._spawner.reach.shape[0], compiled_scene("house", 64).spawn_points.shape[0]
+    whole = path.read_bytes()
+    local, central = _zip_fields(whole)
+    capfd.readouterr()
+    for where, offset, bit, raised in ZIP_FLIPS:
+        damaged = bytearray(whole)
+        damaged[(central if where == "central" else local) + offset] ^= bit
+        path.write_bytes(bytes(damaged))
+        if raised is not None:
+            with pytest.raises(raised):
+                with np.load(path) as f:
+                    f["reach"]
+            assert spawn.read_pool(path, n_cells, n_points) is None
+        queries[0] = 0
+        env = build()  # no traceback, no message: computed again (or read, where the flip is harmless)
+        assert queries[0] > 1000 or raised is None
+        assert_same_pool(env._spawner, good._spawner)
+        assert spawn.read_pool(path, n_cells, n_points) is not None
+    out = capfd.readouterr()
+    assert out.out == "" and out.err == ""
+
+
+def test_a_pool_with_wrong_cells_is_computed_again(cache, queries):
+    good = build()
+    (path,) = cache.glob("*.npz")
+    reach = good._spawner.reach
+    with np.load(path) as f:
+        keep, digest = f["keep"], f["digest"]
+    extra = reach.copy()
+    extra[np.flatnonzero(~reach)[0]] = True  # a cell outside the pool
+    wrong = {"one extra cell": extra, "one cell less": reach & (np.arange(reach.size) != np.flatnonzero(reach)[7])}
+    wrong |= {"every cell on": np.ones_like(reach), "every cell off": np.zeros_like(reach)}
+    for why, cells in wrong.items():
+        np.savez_compressed(path.with_suffix(".tmp.npz"), reach=cells, keep=keep, digest=digest)  # the old digest
+        path.with_suffix(".tmp.npz").replace(path)
+        assert spawn.read_pool(path, reach.size, keep.size) is None, why
+        queries[0] = 0
+        env = build()
+        assert queries[0] > 1000, why
+        assert_same_pool(env._spawner, good._spawner)
+    # a pool of no cell is never read back, even with its own digest: computed again, not "no free space"
+    spawn.write_pool(path, np.zeros_like(reach), keep)
+    assert spawn.read_pool(path, reach.size, keep.size) is None
+    assert_same_pool(build()._spawner, good._spawner)
+    # a good pool of another world (or setting) copied under this one's name
+    build(radius=0.25)  # its pool file: the same grid, other cells
+    (other_path,) = set(cache.glob("*.npz")) - {path}
+    path.write_bytes(other_path.read_bytes())
+    with np.load(path) as f:
+        assert f["reach"].shape == reach.shape  # the same grid: only the digest's key tells them apart
+    assert spawn.read_pool(path, reach.size, keep.size) is None
+    assert_same_pool(build()._spawner, good._spawner)

@@ -60,7 +60,10 @@ def test_parallel_compile_matches_serial(tmp_path):
 
 
 def _same_but_seconds(a, b):
+    """Sidecars equal but for the compile time (and so a cache entry's digest, which covers it)."""
     a, b = dict(a), dict(b)
+    a.pop("entry_digest", None)
+    b.pop("entry_digest", None)
     a["compiler"] = {k: v for k, v in a["compiler"].items() if k != "seconds"}
     b["compiler"] = {k: v for k, v in b["compiler"].items() if k != "seconds"}
     return a == b
@@ -205,3 +208,137 @@ def test_render_takes_a_mesh_through_the_cache(tmp_path, monkeypatch, capsys):
     assert entry.is_file()
     stamp = entry.stat().st_mtime_ns
     assert main([*argv, "--az", "32", "--el", "8", "--size", "96"]) == 0 and entry.stat().st_mtime_ns == stamp
+
+
+# ------------------------------------------------------------------ integrity of entries
+def _leaf_offsets(path):
+    """Byte offsets in a .gmdag file of its leaf words' distance bits (the low 16 of each leaf)."""
+    import numpy as np
+
+    from navi_nb.world.gmdag import HEADER_SIZE, is_leaf, load_world
+
+    nodes = np.asarray(load_world(path, validate=False).nodes)
+    return HEADER_SIZE + 8 * np.flatnonzero(is_leaf(nodes))
+
+
+def _flip(path, offset, bit):
+    data = bytearray(path.read_bytes())
+    data[offset] ^= bit
+    path.write_bytes(bytes(data))
+
+
+def test_a_flipped_leaf_distance_is_compiled_again_and_the_digests_are_the_clean_ones(tmp_path, capsys):
+    from navi_nb.world.gmdag import load_world, world_digest
+    from navi_nb.world.world_cache import read_entry
+
+    cache = tmp_path / "cache"
+    items = parse_spec("house:1,maze:2")
+    clean = load_worlds(items, RES, cache)
+    want = [world_digest(w) for w in clean]
+    entry = entry_path(cache, "house", 1, RES)
+    good = entry.read_bytes()
+    _flip(entry, int(_leaf_offsets(entry)[10]), 0x04)  # one bit of a leaf's half-float distance
+    assert load_world(entry).to_bytes() != good  # the damage passes the format's deep check...
+    assert read_entry(entry)[0] is None  # ...not the entry's digest
+    capsys.readouterr()
+    again = load_worlds(items, RES, cache)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(entry) in err and "compiling it again" in err, err
+    assert entry.read_bytes() == good and [world_digest(w) for w in again] == want
+    assert all(_same_but_seconds(a.sidecar, b.sidecar) for a, b in zip(again, clean))
+    assert "entry_digest" not in again[0].sidecar
+    load_worlds(items, RES, cache)
+    assert capsys.readouterr().err == ""  # rebuilt: nothing more to say
+
+
+def test_every_one_of_400_random_bit_flips_of_an_entry_is_refused(tmp_path):
+    import random
+
+    from navi_nb.world.gmdag import sidecar_path
+    from navi_nb.world.world_cache import read_entry
+
+    cache = tmp_path / "cache"
+    (entry,) = compile_worlds(parse_spec("house:3"), RES, cache)
+    rng = random.Random(7)
+    good, side = entry.read_bytes(), sidecar_path(entry).read_bytes()
+    for _ in range(200):
+        offset, bit = rng.randrange(len(good)), 1 << rng.randrange(8)
+        _flip(entry, offset, bit)
+        assert read_entry(entry, validate=False)[0] is None, (offset, bit)
+        entry.write_bytes(good)
+    for _ in range(200):  # the sidecar's bytes are covered too, its digest's own line included
+        offset, bit = rng.randrange(len(side)), 1 << rng.randrange(8)
+        sidecar_path(entry).write_bytes(side[:offset] + bytes([side[offset] ^ bit]) + side[offset + 1 :])
+        assert read_entry(entry, validate=False)[0] is None, (offset, bit)
+    sidecar_path(entry).write_bytes(side)
+    assert read_entry(entry)[0] is not None
+
+
+def test_another_seeds_entry_copied_into_the_slot_is_compiled_again(tmp_path):
+    import shutil
+
+    from navi_nb.world.gmdag import sidecar_path, world_digest
+
+    cache = tmp_path / "cache"
+    items = parse_spec("house:1-2")
+    want = [world_digest(w) for w in load_worlds(items, RES, cache)]
+    one, two = (entry_path(cache, "house", s, RES) for s in (1, 2))
+    shutil.copy(two, one)  # the world alone
+    assert [world_digest(w) for w in load_worlds(items, RES, cache)] == want
+    shutil.copy(two, one)  # the whole entry: world and sidecar
+    shutil.copy(sidecar_path(two), sidecar_path(one))
+    worlds = load_worlds(items, RES, cache)
+    assert [world_digest(w) for w in worlds] == want and worlds[0].sidecar["seed"] == 1
+    assert one.read_bytes() == compile_scene("house", RES, 1).to_bytes()
+
+
+def test_an_edited_sidecar_is_compiled_again_and_seen_by_the_world_digest(tmp_path):
+    import json
+
+    from navi_nb.world.gmdag import load_world, sidecar_path, world_digest
+
+    cache = tmp_path / "cache"
+    items = parse_spec("house:4")
+    (clean,) = load_worlds(items, RES, cache)
+    entry = entry_path(cache, "house", 4, RES)
+    for key, value in (("sample", "corner"), ("spawn_points", [[1.0, 1.0, 1.0]])):
+        side = json.loads(sidecar_path(entry).read_text())
+        side[key] = value
+        sidecar_path(entry).write_text(json.dumps(side))
+        # read as a plain file, the edit is a valid world of another digest (what a run would have recorded)
+        assert world_digest(load_world(entry)) != world_digest(clean)
+        (w,) = load_worlds(items, RES, cache)
+        assert world_digest(w) == world_digest(clean) and _same_but_seconds(w.sidecar, clean.sidecar), key
+        assert w.sidecar["sample"] == "centre" and w.to_bytes() == clean.to_bytes()
+
+
+def test_a_damaged_entry_in_a_read_only_cache_is_one_line_naming_it(tmp_path, monkeypatch):
+    from navi_nb.world import world_cache
+
+    cache = tmp_path / "cache"
+    items = parse_spec("box")
+    load_worlds(items, RES, cache)
+    entry = entry_path(cache, "box", 0, RES)
+    _flip(entry, int(_leaf_offsets(entry)[0]), 0x01)
+    monkeypatch.setattr(world_cache, "_not_writable", lambda folder: "Read-only file system")
+    with pytest.raises(WorldCacheError, match=r"^world cache entry .*0\.gmdag: its content does not match") as e:
+        load_worlds(items, RES, cache)
+    assert "\n" not in str(e.value) and "read-only" in str(e.value)
+    monkeypatch.undo()
+    assert load_worlds(items, RES, cache)[0].to_bytes() == compile_scene("box", RES).to_bytes()
+
+
+def test_an_entry_without_a_digest_is_compiled_again(tmp_path):
+    import json
+
+    from navi_nb.world.gmdag import sidecar_path
+
+    cache = tmp_path / "cache"
+    items = parse_spec("box")
+    (entry,) = compile_worlds(items, RES, cache)
+    side = json.loads(sidecar_path(entry).read_text())
+    del side["entry_digest"]
+    sidecar_path(entry).write_text(json.dumps(side))
+    stamp = entry.stat().st_mtime_ns
+    load_worlds(items, RES, cache)
+    assert "entry_digest" in json.loads(sidecar_path(entry).read_text()) and entry.stat().st_mtime_ns != stamp

@@ -15,10 +15,12 @@ ms), so its result, the pool's cells and which listed spawn points keep their
 clearance, is kept in ``spawn/KEY.npz`` beside the world cache (``NAVI_NB_CACHE``
 moves it), KEY hashing the world's bytes, every setting the grid depends on and
 the sources of the code that computes it: a start over 200 houses reads 200
-small files instead of querying ten million points. A
-file that is missing, unreadable or not of the expected shapes is computed
-again and replaced; one that cannot be written is skipped (the cache only saves
-time). The pool is the same either way.
+small files instead of querying ten million points. Each file holds, beside
+the arrays, a digest of them keyed with its own name (:func:`read_pool`), so
+a file that is missing, unreadable (any failure of the zip or npz layers),
+not of the expected shapes, whose arrays do not match its digest, or whose
+pool has no cell is computed again and replaced; one that cannot be written is
+skipped (the cache only saves time). The pool is the same either way.
 
 Sampling is batched and seeded: one ``np.random.Generator`` for spawns, one for
 goals, each drawn once for all the actors being reset, so results do not depend
@@ -46,8 +48,6 @@ import hashlib
 import json
 import os
 import tempfile
-import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +58,7 @@ from navi_nb.env.geodesic import heap_pop, heap_push
 
 GOAL_CANDIDATES = 64
 MAX_GRID_CELLS = 160  # per axis
-POOL_CACHE_VERSION = 1
+POOL_CACHE_VERSION = 2  # 2: files hold the digest of their arrays
 POOL_SOURCES = ("env/spawn.py", "env/motion.py", "world/field.py", "world/layout.py", "world/world_set.py")
 """The sources whose code decides a pool (the grid, the clearance query, the layout it reads): an edit to
 any of them starts new cache files."""
@@ -90,23 +90,53 @@ def default_pool_dir() -> Path:
     return default_cache_dir().parent / "spawn"
 
 
+def pool_digest(name, reach, keep) -> np.ndarray:
+    """(32,) uint8: the SHA-256 of a pool file's name (its :func:`pool_cache_key`, which hashes the world's
+    content digest and the settings) and of its arrays' shapes and bytes."""
+    reach = np.ascontiguousarray(reach, np.bool_)
+    keep = np.ascontiguousarray(keep, np.bool_)
+    h = hashlib.sha256(b"navi-nb spawn pool\0" + str(name).encode() + b"\0")
+    h.update(json.dumps([reach.shape, keep.shape]).encode())
+    h.update(reach.view(np.uint8))
+    h.update(keep.view(np.uint8))
+    return np.frombuffer(h.digest(), np.uint8).copy()
+
+
 def read_pool(path, n_cells, n_points):
-    """``(reach, keep)`` from a pool file, or None when it is missing, not a regular file (a FIFO, say:
-    never opened) or not a pool of these sizes."""
+    """``(reach, keep)`` from a pool file, or None when it is not to be trusted: missing or unreadable, not a
+    pool of these sizes, arrays that do not match the digest stored with them, or a pool of no cell. A path
+    that is not a regular file (a FIFO, say) is never opened.
+
+    Why a digest rather than re-querying a sample of cells: the damage to catch includes one cell more or
+    less, which a sample of cells finds only by luck, while a digest of ``(reach, keep)`` finds every change
+    to them. The digest is keyed with the file's name, the pool's :func:`pool_cache_key` (the world's content
+    digest and the settings), so a good pool of another world or setting copied under this name fails too.
+    It cannot catch a wrong pool written with its own digest (the writer is this module). A pool of no cell
+    is never read back: computing it again costs a grid, while trusting it would refuse the world for good.
+    """
     from navi_nb.files import open_regular
 
     try:
+        # every failure of the zip and npz layers is "not to be trusted", never an error: zipfile raises
+        # NotImplementedError (a compression method or zip version flipped), RuntimeError (the encryption
+        # flag), struct.error, BadZipFile, zlib.error, EOFError, OSError; np.load raises ValueError and
+        # KeyError (a missing member), and others may follow from other damage
         with open_regular(path, "spawn pool file") as fh, np.load(fh, allow_pickle=False) as f:
-            reach, keep = f["reach"], f["keep"]
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error):
+            reach, keep, stored = f["reach"], f["keep"], f["digest"]
+    except Exception:  # the one boundary where damage of any kind means "compute it again"
         return None
     if reach.dtype != np.bool_ or keep.dtype != np.bool_ or reach.shape != (n_cells,) or keep.shape != (n_points,):
+        return None
+    if stored.dtype != np.uint8 or stored.shape != (32,):
+        return None
+    if not np.array_equal(stored, pool_digest(Path(path).stem, reach, keep)) or not reach.any():
         return None
     return reach, keep
 
 
 def write_pool(path, reach, keep):
-    """Write a pool file atomically (a temporary file renamed over the name); False when it cannot."""
+    """Write a pool file atomically (a temporary file renamed over the name), with the digest of its arrays
+    keyed with its name (:func:`pool_digest`); False when it cannot."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +145,7 @@ def write_pool(path, reach, keep):
         return False
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, reach=reach, keep=keep)
+            np.savez_compressed(f, reach=reach, keep=keep, digest=pool_digest(path.stem, reach, keep))
         os.replace(tmp, path)
         return True
     except OSError:
@@ -401,7 +431,7 @@ class SpawnSampler:
         if found is None:
             centres = grid_centres(lo, dims, cell)
             reach, keep = self._reachable_cells(centres, sp)
-            if cache is not None:
+            if cache is not None and reach.any():  # a pool of no cell is refused below, and never read back
                 write_pool(cache, reach, keep)
             self.pool = centres[reach]
         else:

@@ -328,9 +328,41 @@ class World:
         )
 
 
+DIGEST_SKIPS = ("compiler", "entry_digest")
+"""Sidecar keys :func:`world_digest` leaves out: the compile's settings and time (``"compiler"``, read only to
+tell the sample convention of a file without a ``"sample"`` key, which loading resolves into ``"sample"``), and
+a cache entry's own integrity digest (``world_cache``)."""
+
+
+def canonical_sidecar(side) -> bytes:
+    """A sidecar's content as bytes that depend on its meaning only, without the keys of
+    :data:`DIGEST_SKIPS`: JSON with sorted keys and no spacing, the spawn points (most of a house's
+    sidecar, and slow to write as text) as their float64 bytes when they form an (n, 3) array."""
+    side = side if isinstance(side, dict) else {}
+    kept = {k: v for k, v in side.items() if k not in DIGEST_SKIPS}
+    points = kept.pop("spawn_points", None)
+    out = json.dumps(kept, sort_keys=True, separators=(",", ":")).encode()
+    if points is not None:
+        try:
+            arr = np.asarray(points, dtype=np.float64)
+        except (TypeError, ValueError):  # ragged or not numbers: written as JSON
+            arr = None
+        if arr is not None and (arr.size == 0 or (arr.ndim == 2 and arr.shape[1] == 3)):
+            out += b"\0spawn_points f8\0" + arr.reshape(-1, 3).tobytes()
+        else:
+            out += b"\0spawn_points json\0" + json.dumps(points).encode()
+    return out
+
+
 def world_digest(world) -> str:
-    """A short content hash of a world: SHA-256 of its exact file bytes (header and nodes), 16 hex digits."""
-    return hashlib.sha256(world.to_bytes()).hexdigest()[:16]
+    """A short content hash of everything a run reads of a world, 16 hex digits: SHA-256 of its exact file
+    bytes (header and nodes) and of its sidecar as loaded (spawn points, classes, bounds of interest, the
+    sample convention; :func:`canonical_sidecar`, without the keys of :data:`DIGEST_SKIPS`)."""
+    h = hashlib.sha256(world.header_bytes())
+    h.update(np.ascontiguousarray(world.nodes, dtype="<u8").view(np.uint8))  # the file's bytes, not copied
+    h.update(b"\0sidecar\0")
+    h.update(canonical_sidecar(world.sidecar))
+    return h.hexdigest()[:16]
 
 
 def check_header_fields(fields, source):
@@ -390,13 +422,15 @@ def from_bytes(data, source="<bytes>", validate=True) -> World:
     return world
 
 
-def load_world(path, *, mmap=False, validate=True, sidecar=True) -> World:
+def load_world(path, *, mmap=False, validate=True, sidecar=True, side=None) -> World:
     """Load a `.gmdag` file.
 
     validate: True runs the deep walk (the default: a file from a user is
     untrusted); False checks the header and sizes only.
     mmap: map the file read-only instead of reading it (large worlds).
     sidecar: also read ``PATH.json`` when it exists.
+    side: the sidecar's content when the caller has read it already (checked
+    by :func:`check_sidecar`; the world cache reads its bytes to check them).
     """
     path = Path(path)
     try:
@@ -411,7 +445,7 @@ def load_world(path, *, mmap=False, validate=True, sidecar=True) -> World:
     except OSError as exc:
         raise GmdagError(path, f"cannot read file ({exc.strerror or exc})") from exc
     world = from_bytes(data, source=path, validate=validate)
-    side = read_sidecar(path)
+    side = read_sidecar(path) if side is None else side
     if sidecar:
         world.sidecar = side
     world.sidecar["sample"] = file_sample_convention(side, sidecar_path(path))

@@ -17,11 +17,20 @@ which picks the reader), the resolution, the compiler's version, the format's
 when reading meshes changes) and the compile options (M: the margin in voxels,
 ``compiler.MARGIN_VOXELS``): the compile is ``compiler.compile_mesh(path,
 RES)``, the one ``navi-nb compile MESH --resolution RES`` runs, so the entry
-is that command's output bit for bit. Only regular files are read as meshes
-and entries (``navi_nb.files``): an entry that is not one (a FIFO, say) is
-compiled again and replaced, as a damaged one is. Entries are written atomically
+is that command's output bit for bit (but for the sidecar's ``entry_digest``). Only
+regular files are read as meshes and entries (``navi_nb.files``): an entry that is not
+one (a FIFO, say) is compiled again and replaced, as a damaged one is. Entries are written atomically
 (sidecar first, then the world, each by rename), so a world file present means
 a complete entry, and concurrent compilers of the same entry do not clash.
+
+Integrity: the sidecar's first line holds its ``entry_digest`` key (:func:`entry_digest`), a SHA-256 over
+the entry's name (``FOLDER/rRES/FILE``, which holds the family, seed, resolution and versions), the world
+file's bytes and the sidecar's bytes but for that line. ``load_worlds`` checks it on every read,
+before using anything: an entry whose digest is missing or does not match (a flipped bit, another
+entry's files copied into its place, an edited sidecar) is reported on stderr once, naming it, and
+compiled again; where the cache folder is read-only it is a one-line :class:`WorldCacheError` naming
+the entry instead. The loaded world's sidecar is the file's without the digest key, and a checked entry
+is then deep-validated as any world file.
 
 ``compile_worlds`` compiles the missing built-in and mesh worlds of a list of
 :class:`~navi_nb.world.scene_spec.WorldItem` in ``jobs`` processes (spawned,
@@ -32,11 +41,15 @@ Callers choose ``jobs``, normally ``navi_nb.parallel.cores.allowed_cores().allow
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 from navi_nb.errors import NaviError
 from navi_nb.world.scene_spec import SceneSpecError, WorldItem, check_memory, check_room, check_world_file
@@ -45,6 +58,8 @@ from navi_nb.world.scene_spec import SceneSpecError, WorldItem, check_memory, ch
 # then start in fresh folders.
 MESH_ENTRY_VERSION = 1
 DIGEST_CHARS = 32  # hex digits of the file's SHA-256 in a mesh entry's name
+ENTRY_DIGEST_KEY = "entry_digest"  # the sidecar key of an entry's own content digest (entry_digest)
+_reported = set()  # entries whose damage this process has reported (once each)
 
 
 class WorldCacheError(NaviError):
@@ -137,15 +152,55 @@ def compile_mesh_one(mesh_path, resolution: int, path, suffix=None) -> tuple:
     return str(path), time.perf_counter() - t0, world.nbytes
 
 
+def entry_name(path) -> str:
+    """An entry's name in the cache, ``FOLDER/rRES/FILE``: what the entry digest binds it to (another
+    seed's, resolution's or version's files copied into its place do not match)."""
+    return "/".join(Path(path).parts[-3:])
+
+
+DIGEST_LINE = b'{\n "entry_digest": "'
+"""How an entry's sidecar starts: its first key, on its own line, is the entry's digest (64 hex digits)."""
+
+
+def entry_digest(world, side_bytes: bytes, name: str) -> str:
+    """The SHA-256 (hex) of a cache entry: its name (:func:`entry_name`), the world file's bytes (the
+    header and the node words, little-endian) and its sidecar's bytes without the digest's line."""
+    h = hashlib.sha256()
+    h.update(b"navi-nb world cache entry\0" + name.encode() + b"\0")
+    h.update(world.header_bytes())
+    h.update(np.ascontiguousarray(world.nodes, dtype="<u8").view(np.uint8))
+    h.update(b"\0")
+    h.update(side_bytes)
+    return h.hexdigest()
+
+
+def _split_digest(data: bytes):
+    """``(digest, the sidecar's bytes without the digest's line)`` of a sidecar file's bytes, or None when
+    it does not start with a digest line."""
+    end = len(DIGEST_LINE) + 64
+    if not data.startswith(DIGEST_LINE) or data[end : end + 3] != b'",\n':
+        return None
+    return data[len(DIGEST_LINE) : end].decode("ascii", "replace"), b"{\n" + data[end + 3 :]
+
+
 def _write_entry(world, path):
-    """Write a world and its sidecar into the cache: sidecar first, then the world, each by rename."""
+    """Write a world and its sidecar (led by the entry's :func:`entry_digest`) into the cache: sidecar first,
+    then the world, each by rename."""
+    import json
+
+    from navi_nb.files import write_atomic
     from navi_nb.world.gmdag import save_world, sidecar_path
 
     path = Path(path)
+    side = {k: v for k, v in world.sidecar.items() if k != ENTRY_DIGEST_KEY}
+    side.setdefault("sample", "centre")  # as save_world writes it: never empty, so the text starts "{\n "
+    body = json.dumps(side, indent=1, sort_keys=True).encode()
+    digest = entry_digest(world, body, entry_name(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=path.parent))
     try:
-        staged = save_world(world, tmp / path.name)
+        staged = save_world(world, tmp / path.name, sidecar=False)
+        write_atomic(sidecar_path(staged), DIGEST_LINE + digest.encode() + b'",\n' + body[2:])
         os.replace(sidecar_path(staged), sidecar_path(path))  # the world file last: present means complete
         os.replace(staged, path)
     finally:
@@ -223,14 +278,22 @@ def compile_worlds(items, resolution=128, cache_dir=None, jobs=1, progress=False
     if not missing:
         return paths
     _check_meshes([it for it, _ in missing if it.mesh])
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=cache_dir, prefix=".probe-"):
-            pass
-    except OSError as exc:
-        raise WorldCacheError(f"world cache folder {cache_dir} is not writable ({exc.strerror or exc})") from None
+    why = _not_writable(cache_dir)
+    if why:
+        raise WorldCacheError(f"world cache folder {cache_dir} is not writable ({why})")
     _run(missing, resolution, jobs, progress)
     return paths
+
+
+def _not_writable(folder):
+    """Why files cannot be written into `folder` (made when missing), or None when they can."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
+            pass
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def _item_error(it, why) -> NaviError:
@@ -322,9 +385,11 @@ def load_worlds(
     files as they are.
 
     mmap: memory-map the files (the nodes stay in the page cache, shared by
-    processes). validate: deep-check every world (cache entries once more
-    are cheap to check; a damaged entry is compiled again). actor_radius:
-    file and mesh worlds must have room for an actor this large (metres).
+    processes). validate: deep-check every world. A cache entry's digest
+    (:func:`entry_digest`) is checked whatever `validate` says; an entry that
+    fails it or the deep check is reported once and compiled again (in a
+    read-only cache: a WorldCacheError naming it). actor_radius: file and mesh
+    worlds must have room for an actor this large (metres).
     """
     from navi_nb.world.gmdag import load_world
 
@@ -335,14 +400,29 @@ def load_worlds(
     paths = compile_worlds(items, resolution, cache_dir, jobs, progress)
     worlds = []
     for it, p in zip(items, paths):
-        try:
-            w = load_world(p, mmap=mmap, validate=validate)
-        except NaviError as exc:
-            if not (it.builtin or it.mesh):
+        if not (it.builtin or it.mesh):
+            try:
+                w = load_world(p, mmap=mmap, validate=validate)
+            except NaviError as exc:
                 raise SceneSpecError(f"scene spec item {it.origin!r}: {exc}") from None
-            fn, args = _compile_call(it, resolution, p)
-            fn(*args)  # a damaged entry is rebuilt once
-            w = load_world(p, mmap=mmap, validate=validate)
+        else:
+            w, why = read_entry(p, mmap=mmap, validate=validate)
+            if w is None:
+                no = _not_writable(Path(p).parent)
+                if no:
+                    raise WorldCacheError(
+                        f"world cache entry {p}: {why}; the cache is read-only ({no}), so it cannot be compiled "
+                        "again: delete the entry where the cache can be written, or use another NAVI_NB_CACHE"
+                    )
+                _report(p, why)
+                fn, args = _compile_call(it, resolution, p)
+                try:
+                    fn(*args)  # a damaged entry is rebuilt once
+                except NaviError as exc:
+                    raise _item_error(it, exc) from None
+                w, why = read_entry(p, mmap=mmap, validate=validate)
+                if w is None:
+                    raise WorldCacheError(f"world cache entry {p}: {why} right after compiling it again")
         if it.builtin:
             w.source = f"<scene {it.family}:{it.seed} @ {resolution}>"
         elif it.mesh:
@@ -350,3 +430,39 @@ def load_worlds(
             w.source = f"<mesh {it.path} @ {resolution}>"
         worlds.append(w)
     return worlds
+
+
+def read_entry(path, *, mmap=True, validate=True):
+    """``(world, None)``: the cache entry at `path` loaded, its :func:`entry_digest` checked (and dropped from
+    its sidecar) and, with `validate`, deep-checked; or ``(None, why)`` when it cannot be trusted. The
+    sidecar is read once: the bytes checked are the bytes parsed."""
+    import json
+
+    from navi_nb.world.gmdag import check_sidecar, load_world, sidecar_path, validate_world
+
+    sp = sidecar_path(path)
+    try:
+        data = sp.read_bytes()
+        side = check_sidecar(json.loads(data), sp)
+        w = load_world(path, mmap=mmap, validate=False, side=side)  # header and sizes
+    except (OSError, ValueError, RecursionError) as exc:  # GmdagError is a ValueError
+        return None, f"unreadable ({type(exc).__name__}: {exc})".replace("\n", " ")
+    split = _split_digest(data)
+    if split is None or not isinstance(side.pop(ENTRY_DIGEST_KEY, None), str):
+        return None, "its sidecar holds no entry digest"
+    if split[0] != entry_digest(w, split[1], entry_name(path)):
+        return None, "its content does not match its digest (damaged, edited, or another entry's files)"
+    if validate:
+        try:
+            validate_world(w)
+        except NaviError as exc:
+            return None, f"invalid ({exc})"
+    return w, None
+
+
+def _report(path, why):
+    """One line on stderr, once per entry and process, naming a cache entry that is compiled again."""
+    if str(path) in _reported:
+        return
+    _reported.add(str(path))
+    print(f"navi-nb: world cache entry {path}: {why}; compiling it again", file=sys.stderr, flush=True)
