@@ -6,7 +6,7 @@ import os
 import pytest
 
 import navi_nb  # noqa: F401
-from navi_nb.parallel.cores import allowed_cores
+from navi_nb.cores import allowed_cores
 from navi_nb.parallel.shards import ShardError, choose_shards
 
 

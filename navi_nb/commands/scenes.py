@@ -107,7 +107,7 @@ def _resolve(args, console) -> int:
     if jobs < 0:
         raise CliError(f"--jobs must be >= 0, got {jobs}")
     if jobs == 0:
-        from navi_nb.parallel.cores import allowed_cores
+        from navi_nb.cores import allowed_cores
 
         jobs = allowed_cores().allowed
     cache = args.cache or default_cache_dir()
