@@ -256,3 +256,29 @@ def test_code_cites_only_the_repository():
             if name in text
         ]
     assert not cited, f"code cites notes outside the repository: {cited}"
+
+
+def test_class_names_are_unique():
+    """No two classes of the package share a name (two ``RenderError`` classes made ``except`` clauses miss)."""
+    import ast
+    from collections import defaultdict
+
+    where = defaultdict(list)
+    for path in sorted((ROOT / "navi_nb").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ClassDef):
+                where[node.name].append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    twice = {name: places for name, places in where.items() if len(places) > 1}
+    assert not twice, f"classes defined more than once: {twice}"
+
+
+def test_install_hints_name_the_clone_extra():
+    """Hints install an extra from the clone as the README does (``pip install -e ".[image]"``); there is no
+    ``navi-nb`` package on the index, so ``pip install navi-nb[...]`` cannot work."""
+    bad = []
+    for folder in ("navi_nb", "examples", "scripts"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for lineno, line in enumerate(path.read_text().splitlines(), 1):
+                if re.search(r"navi[-_]nb\[", line):
+                    bad.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
+    assert not bad, "install hints naming a package the index does not have:\n  " + "\n  ".join(bad)

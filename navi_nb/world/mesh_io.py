@@ -518,7 +518,7 @@ def _read_trimesh(p: Path):
     except ImportError:
         raise MeshError(
             f"{p}: reading '{p.suffix}' files needs trimesh, the optional 'mesh' extra "
-            f"(pip install 'navi-nb[mesh]'); built-in readers: .obj .stl .ply"
+            '(pip install -e ".[mesh]"); built-in readers: .obj .stl .ply'
         ) from None
     try:
         m = trimesh.load(str(p), force="mesh", process=False)
