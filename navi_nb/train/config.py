@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from navi_nb.env.footprint import actor_bytes  # also imported from here by train/evaluate.py
 from navi_nb.errors import NaviError
 from navi_nb.learn.ppo import PPOConfig, PPOConfigError
 from navi_nb.train.checkpoint import config_hash
@@ -409,12 +410,6 @@ def from_dict(data: dict, source="config") -> TrainConfig:
             v = float(v)
         setattr(cfg, k, v)
     return cfg.validate(source)
-
-
-def actor_bytes(obs_dim: int, n_rays: int) -> int:
-    """Bytes one actor of NavEnv holds at least: its state and step buffers (two observations and about
-    200 bytes of poses and counters) and its rays' depth, class and hit buffers."""
-    return 8 * int(obs_dim) + 200 + 7 * int(n_rays)
 
 
 def read_config_file(path) -> dict:
