@@ -73,7 +73,8 @@ class TrainConfig(PPOConfig):
 
     # --- run bookkeeping (not part of the config hash) ----------------------
     shards: int = 0
-    """Learner shards (0: calibrate at start; NAVI_NB_SHARDS overrides). Results do not depend on it."""
+    """Learner shards (0: NAVI_NB_SHARDS if set, else calibrate at start; a count here wins over it). Results do not
+    depend on it."""
     shard_recheck: float = 0.03
     """Share of the training time spent re-timing the shard counts to switch to a faster one (0: off). A
     re-check follows an update once this share of the training seconds since the last one covers what the
