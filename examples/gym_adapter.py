@@ -1,6 +1,6 @@
 """Use a navi_nb environment through Gymnasium: registered ids, the vector and the single form.
 
-    python examples/gym_adapter.py        (needs: pip install navi-nb[gym])
+    python examples/gym_adapter.py        (needs the gym extra: pip install -e ".[gym]")
 
 One NavEnv with N actors is one Gymnasium VectorEnv with N sub-environments
 (gym.make_vec); gym.make gives one actor as a gymnasium.Env. Finished actors

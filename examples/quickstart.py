@@ -2,7 +2,7 @@
 
     python examples/quickstart.py [OUT_DIR]
 
-Writes OUT_DIR/house.gmdag and OUT_DIR/view.png (needs Pillow: pip install navi-nb[image]).
+Writes OUT_DIR/house.gmdag and OUT_DIR/view.png (needs Pillow: pip install -e ".[image]").
 """
 
 import sys

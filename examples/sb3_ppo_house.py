@@ -1,6 +1,6 @@
 """Train Stable-Baselines3's PPO on navi_nb's `house` and evaluate it as `navi-nb eval` does.
 
-    python examples/sb3_ppo_house.py                   (needs: pip install navi-nb[sb3])
+    python examples/sb3_ppo_house.py                   (needs the sb3 extra: pip install -e ".[sb3]")
     python examples/sb3_ppo_house.py --steps 200000    (shorter)
 
 The setting is `navi-nb train`'s default (point-goal in `house`, 64 actors,

@@ -17,7 +17,7 @@
 
 Prints everything as JSON on the last line.
 
-Needs CuPy and a working driver (``pip install navi-nb[cuda]``); under
+Needs CuPy and a working driver (the ``cuda`` extra: ``pip install -e ".[cuda]"``); under
 ``NUMBA_ENABLE_CUDASIM=1`` it runs on Numba's simulator (small settings) as a
 smoke test. docs/PERFORMANCE.md ("On a GPU") has its figures on an NVIDIA
 H200.

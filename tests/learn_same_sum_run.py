@@ -18,7 +18,7 @@ from navi_nb.learn.rollout import RolloutSlab
 
 def make_env(kind, n_actors, seed):
     if kind == "toy":
-        from navi_nb.learn.toy import PointGoalToy
+        from navi_nb.env.toy import PointGoalToy
 
         return PointGoalToy(n_actors, seed=seed, obs_pad=59)
     from navi_nb.env.nav_env import NavEnv

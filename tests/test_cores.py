@@ -6,7 +6,7 @@ import os
 import pytest
 
 import navi_nb  # noqa: F401
-from navi_nb.parallel.cores import allowed_cores
+from navi_nb.cores import allowed_cores
 from navi_nb.parallel.shards import ShardError, choose_shards
 
 
@@ -219,7 +219,7 @@ def test_override_and_warning(monkeypatch, tmp_path):
 def test_env_tick_leaves_the_environment_unchanged():
     import numpy as np
 
-    from navi_nb.learn.toy import PointGoalToy
+    from navi_nb.env.toy import PointGoalToy
     from navi_nb.parallel.shards import env_tick
 
     class Stateful(PointGoalToy):

@@ -256,3 +256,254 @@ def test_code_cites_only_the_repository():
             if name in text
         ]
     assert not cited, f"code cites notes outside the repository: {cited}"
+
+
+def test_class_names_are_unique():
+    """No two classes of the package share a name (two ``RenderError`` classes made ``except`` clauses miss)."""
+    import ast
+    from collections import defaultdict
+
+    where = defaultdict(list)
+    for path in sorted((ROOT / "navi_nb").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ClassDef):
+                where[node.name].append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    twice = {name: places for name, places in where.items() if len(places) > 1}
+    assert not twice, f"classes defined more than once: {twice}"
+
+
+def test_install_hints_name_the_clone_extra():
+    """Hints install an extra from the clone as the README does (``pip install -e ".[image]"``); there is no
+    ``navi-nb`` package on the index, so ``pip install navi-nb[...]`` cannot work."""
+    bad = []
+    for folder in ("navi_nb", "examples", "scripts"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for lineno, line in enumerate(path.read_text().splitlines(), 1):
+                if re.search(r"navi[-_]nb\[", line):
+                    bad.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
+    assert not bad, "install hints naming a package the index does not have:\n  " + "\n  ".join(bad)
+
+
+# --- docs/ARCHITECTURE.md names every module ------------------------------------------------------------------
+
+
+def _architecture_rows() -> dict:
+    """folder under navi_nb/ -> the modules cell of its row in the stage table of docs/ARCHITECTURE.md."""
+    rows = {}
+    for line in (ROOT / "docs" / "ARCHITECTURE.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) >= 3:
+            for folder in re.findall(r"`navi_nb/(\w+)/`", cells[1]):
+                rows[folder] = cells[2]
+    return rows
+
+
+def test_architecture_names_every_module():
+    """Every .py file of the package is named in docs/ARCHITECTURE.md: a module of a stage or console folder in
+    that folder's row of the stage table, a top-level module anywhere in the page (sub-package __init__.py files
+    are only package markers)."""
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    rows = _architecture_rows()
+    missing = []
+    for path in sorted((ROOT / "navi_nb").rglob("*.py")):
+        parts = path.relative_to(ROOT / "navi_nb").parts
+        if len(parts) == 1:
+            if f"`{parts[0]}`" not in doc and f"`navi_nb/{parts[0]}`" not in doc:
+                missing.append(f"navi_nb/{parts[0]} (a top-level module: name it in the page)")
+        elif parts[-1] != "__init__.py":
+            row = rows.get(parts[0])
+            if row is None:
+                missing.append(f"navi_nb/{'/'.join(parts)} (the table has no row for `navi_nb/{parts[0]}/`)")
+            elif f"`{parts[-1]}`" not in row and f"`{parts[0]}/{parts[-1]}`" not in row:
+                missing.append(f"navi_nb/{'/'.join(parts)} (not in the row of `navi_nb/{parts[0]}/`)")
+    assert not missing, "docs/ARCHITECTURE.md does not name:\n  " + "\n  ".join(missing)
+
+
+# --- docs/API.md: every name it lists imports -------------------------------------------------------------------
+
+API_MD = ROOT / "docs" / "API.md"
+
+
+def _api_names():
+    """(section, name as written, module or None, attribute) for every name in the first column of API.md's
+    tables: a bare name is navi_nb's own (module None) unless a dotted name came before it in the same cell,
+    whose module it shares; a quoted name is a Gymnasium id (attribute None)."""
+    out = []
+    section = ""
+    for line in API_MD.read_text().splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
+        if not line.startswith("| `"):
+            continue
+        cell = line.strip("|").split("|")[0]
+        module = None
+        for span in re.findall(r"`([^`]+)`", cell):
+            if span.startswith('"'):
+                out.append((section, span, "navi_nb.env.gym_adapter", None))
+                continue
+            m = re.match(r"^([A-Za-z_][\w.]*)(\(.*\))?$", span)
+            assert m, f"docs/API.md ({section}): cannot read the name `{span}`"
+            name = m.group(1)
+            if "." in name:
+                module, name = name.rsplit(".", 1)
+            out.append((section, span, module, name))
+    return out
+
+
+@pytest.mark.parametrize("section,span,module,name", _api_names(), ids=lambda v: v if isinstance(v, str) else "")
+def test_api_md_names_import(section, span, module, name):
+    import navi_nb
+
+    if module is None:
+        assert name in navi_nb.__all__, (
+            f"docs/API.md ({section}): `{span}` is written bare, so it must be importable from navi_nb "
+            f"(navi_nb/__init__.py _API), and it is not"
+        )
+        assert getattr(navi_nb, name) is not None
+        return
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        if isinstance(exc, ModuleNotFoundError) and (exc.name or "").startswith("navi_nb"):
+            pytest.fail(f"docs/API.md ({section}): `{span}`: there is no module {module}")
+        pytest.skip(f"{module} needs an optional extra: {exc}")
+    if name is None:  # a Gymnasium id, registered when the adapter is imported
+        import gymnasium
+
+        assert span.strip('"') in gymnasium.registry, f"docs/API.md ({section}): {span} is not a registered id"
+        return
+    assert hasattr(mod, name), f"docs/API.md ({section}): `{span}`: {module} has no {name}"
+
+
+def test_api_md_lists_every_top_level_name():
+    """The reverse: every name `import navi_nb` exports is in docs/API.md, written bare."""
+    import navi_nb
+
+    bare = {name for _section, _span, module, name in _api_names() if module is None}
+    missing = sorted(set(navi_nb.__all__) - bare - {"__version__"})
+    assert not missing, f"docs/API.md does not list these names of navi_nb.__all__: {missing}"
+
+
+# --- every `navi-nb ...` command line in the docs' code blocks parses ------------------------------------------
+
+DOC_FILES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
+_LAUNCH_WORDS = {"$", "time", "do", "then", "srun", "nice", "exec"}
+
+
+def _doc_commands(path: Path):
+    """(line number, argv after `navi-nb`) for every navi-nb command in a Markdown file's fenced code blocks: a
+    segment of a shell line (split at &&, ;, |, parentheses) that starts, after a prompt, `time`, `do`,
+    `mpiexec -n N`, `srun` or variable assignments, with `navi-nb` (or `.venv/bin/navi-nb`, or
+    `python -m navi_nb`). Lines of help output (`usage: navi-nb ...`, option lists) start otherwise."""
+    import shlex
+
+    text = path.read_text()
+    for m in re.finditer(r"^```[^\n]*\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE):
+        first = text.count("\n", 0, m.start(1)) + 1
+        lines = m.group(1).split("\n")
+        i = 0
+        while i < len(lines):
+            lineno, line = first + i, lines[i]
+            while line.endswith("\\") and i + 1 < len(lines):  # a continued line
+                i += 1
+                line = line[:-1] + " " + lines[i]
+            i += 1
+            if "navi-nb" not in line and "navi_nb" not in line:
+                continue
+            lex = shlex.shlex(line, posix=True, punctuation_chars=True)
+            lex.whitespace_split = True
+            try:
+                tokens = list(lex)
+            except ValueError:  # unbalanced quotes: prose, not a command
+                continue
+            segment = []
+            for token in tokens + [";"]:
+                if token and set(token) <= set("();<>|&"):
+                    argv = _navi_argv(segment)
+                    if argv is not None:
+                        yield lineno, argv
+                    segment = []
+                else:
+                    segment.append(token)
+
+
+def _navi_argv(tokens):
+    """The arguments after `navi-nb` when the segment ``tokens`` runs navi-nb, else None."""
+    k = 0
+    while k < len(tokens):
+        t = tokens[k]
+        if t in _LAUNCH_WORDS or re.match(r"^[A-Za-z_]\w*=", t):
+            k += 1
+        elif t in ("mpiexec", "mpirun") and k + 2 < len(tokens) and tokens[k + 1] in ("-n", "-np"):
+            k += 3
+        else:
+            break
+    rest = tokens[k:]
+    if rest and (rest[0] == "navi-nb" or rest[0].endswith("/navi-nb")):
+        return rest[1:]
+    if len(rest) >= 3 and re.match(r"^(.*/)?python3?$", rest[0]) and rest[1:3] == ["-m", "navi_nb"]:
+        return rest[3:]
+    return None
+
+
+def _parse_problem(argv) -> str | None:
+    """Why ``navi-nb ARGV`` does not parse (argparse's message), or None. A synopsis line with ``[optional]``
+    parts and placeholders is checked flag by flag instead: each flag must be one of its parser's."""
+    import contextlib
+    import io
+
+    from navi_nb.cli import build_parser
+
+    parser = build_parser()
+    if any(a.startswith("[") or a.endswith("]") for a in argv):
+        words = [a.strip("[]") for a in argv]
+        sub = parser
+        for w in words:  # descend into the sub-command (and `bench NAME`) the line names
+            for action in sub._actions:
+                if isinstance(action, argparse._SubParsersAction) and w in action.choices:
+                    sub = action.choices[w]
+                    break
+        known = {s for action in sub._actions for s in action.option_strings}
+        unknown = [w for w in words if re.match(r"^--?[A-Za-z]", w) and w.split("=")[0] not in known]
+        return f"{sub.prog} has no {', '.join(unknown)}" if unknown else None
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code:
+            return err.getvalue().strip().splitlines()[-1]
+    return None
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: p.name)
+def test_doc_command_lines_parse(path):
+    """Every `navi-nb ...` line in the file's code blocks names a real sub-command with flags its parser has and
+    values it accepts (argparse only: nothing runs)."""
+    problems = []
+    for lineno, argv in _doc_commands(path):
+        problem = _parse_problem(argv)
+        if problem:
+            problems.append(f"line {lineno}: navi-nb {' '.join(argv)}\n      {problem}")
+    assert not problems, f"{path.relative_to(ROOT)}: command lines that do not parse:\n  " + "\n  ".join(problems)
+
+
+def test_doc_command_lines_are_found():
+    """The finder above sees the docs' commands (a regression in it would pass every file vacuously)."""
+    found = {path.name: sum(1 for _ in _doc_commands(path)) for path in DOC_FILES}
+    assert found["CLI.md"] >= 10 and found["TRAINING.md"] >= 10 and found["README.md"] >= 5, found
+    argvs = [argv for path in DOC_FILES for _line, argv in _doc_commands(path)]
+    assert ["train", "--actors", "256", "--actor-block", "16", "--name", "big"] in argvs  # after `mpiexec -n 4`
+
+
+def test_cli_md_lists_the_settings_a_resume_may_change():
+    """docs/CLI.md's sentence on --resume names exactly the run settings a resumed run may change
+    (train/config.py RESUME_FIELDS)."""
+    from navi_nb.train.config import RESUME_FIELDS
+
+    text = " ".join(_section(CLI_MD.read_text(), "## train").split())
+    m = re.search(r"except the run settings (.*?), which may change", text)
+    assert m, "docs/CLI.md '## train': the sentence 'except the run settings ..., which may change' is missing"
+    named = set(re.findall(r"`(--[\w-]+)`", m.group(1)))
+    want = {"--" + f.replace("_", "-") for f in RESUME_FIELDS}
+    assert named == want, f"docs/CLI.md names {sorted(named)} as resumable; RESUME_FIELDS has {sorted(want)}"

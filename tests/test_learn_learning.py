@@ -70,7 +70,7 @@ def test_box_point_goal_learns(one_thread):
 
 
 def test_toy_point_goal_learns(one_thread):
-    from navi_nb.learn.toy import PointGoalToy
+    from navi_nb.env.toy import PointGoalToy
 
     def make():
         return PointGoalToy(32, seed=0, size=3.0, success_radius=0.25, max_steps=40, speed=0.3)

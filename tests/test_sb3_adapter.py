@@ -314,7 +314,7 @@ def test_bench_sb3_without_sb3_is_one_line(monkeypatch, capsys):
     bench_sb3.add_arguments(p)
     assert bench_sb3.run(p.parse_args([])) == {"error": bench_sb3.MISSING}
     out = capsys.readouterr().out.strip().splitlines()
-    assert out == [bench_sb3.MISSING] and "navi-nb[sb3]" in out[0]
+    assert out == [bench_sb3.MISSING] and 'pip install -e ".[sb3]"' in out[0]
 
 
 def test_threads_default_and_restored():

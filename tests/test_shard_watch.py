@@ -16,7 +16,7 @@ from rich.console import Console
 from run_helpers import tiny_run_args
 
 from navi_nb.commands.train import add_arguments, resolve_config
-from navi_nb.parallel.cores import allowed_cores
+from navi_nb.cores import allowed_cores
 from navi_nb.parallel.shards import SWITCH_MARGIN, ShardReport, ShardWatch, pick_switch
 from navi_nb.train.loop import Trainer
 from navi_nb.train.metrics import read_metrics_csv

@@ -369,7 +369,7 @@ def test_unusable_cuda_backend_names_what_is_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # as if CuPy were not installed
     with pytest.raises(BackendError, match="CuPy") as info:
         resolve_backend("cuda")
-    assert isinstance(info.value, NaviError) and "navi-nb[cuda]" in str(info.value)
+    assert isinstance(info.value, NaviError) and 'pip install -e ".[cuda]"' in str(info.value)
     assert resolve_backend("auto") == "cpu"
     world, _ = sphere_world(4, radius=1.0)
     out = _sentinel_out(1, Sensor(2, 2))

@@ -89,7 +89,7 @@ def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
         from navi_nb.learn.collect import action_generator, one_update
         from navi_nb.learn.ppo import PPO, PPOConfig
         from navi_nb.learn.rollout import RolloutSlab
-        from navi_nb.learn.toy import PointGoalToy
+        from navi_nb.env.toy import PointGoalToy
         from navi_nb.parallel.shards import choose_shards
         from navi_nb.train.runs import make_policy
         env = PointGoalToy(cfg.actors, seed=3, obs_pad=8 * 4 + 4 + 3 + 4 - 5, max_steps=5)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import platform
 
-from navi_nb.cores import cpu_model
+from navi_nb.cores import allowed_cores, cpu_model
 
 
 def machine_info() -> dict:
@@ -13,10 +13,8 @@ def machine_info() -> dict:
     import numpy
 
     try:
-        from navi_nb.parallel.cores import allowed_cores
-
         allowed = int(allowed_cores().allowed)
-    except Exception:  # the cores module is optional here; fall back to affinity
+    except Exception:  # an unreadable cgroup tree: fall back to affinity
         allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
         "cpu": cpu_model(),

@@ -398,7 +398,7 @@ def run(args) -> dict:
     # PyTorch runs in a child process (navi_nb.bench.peers): its thread pools stay out of this one
     have_torch = not args.no_torch and peer_available("torch")
     torch_note = "" if have_torch or args.no_torch else "; PyTorch not installed"
-    from navi_nb.parallel.cores import allowed_cores
+    from navi_nb.cores import allowed_cores
 
     allowed = allowed_cores().allowed
     res = {"machine": machine_info(), "gemm": GEMM_BACKEND, "nets": {}}

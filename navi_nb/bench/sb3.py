@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 
-MISSING = "bench sb3: stable-baselines3 is not installed: pip install 'navi-nb[sb3]'"
+MISSING = 'bench sb3: stable-baselines3 is not installed; install the sb3 extra: pip install -e ".[sb3]"'
 
 
 def add_arguments(parser) -> None:

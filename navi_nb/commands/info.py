@@ -57,7 +57,7 @@ def gather() -> dict:
     facts["backends"] = backends
     # cores
     cores = {"os_cpu_count": os.cpu_count()}
-    from navi_nb.parallel.cores import allowed_cores
+    from navi_nb.cores import allowed_cores
 
     for k, v in allowed_cores().as_dict().items():
         cores[k] = sorted(v) if isinstance(v, (set, frozenset, tuple, list)) else v

@@ -34,7 +34,10 @@ def add_arguments(parser) -> None:
         "--jobs", type=int, default=0, help="processes for --compile (default: the cores this process may use)"
     )
     parser.add_argument(
-        "--cache", metavar="DIR", help="cache folder (default: $NAVI_NB_CACHE/worlds or ~/.cache/navi_nb/worlds)"
+        "--cache",
+        metavar="DIR",
+        help="cache folder (default: $NAVI_NB_CACHE/worlds, else $XDG_CACHE_HOME/navi_nb/worlds, else "
+        "~/.cache/navi_nb/worlds)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -107,7 +110,7 @@ def _resolve(args, console) -> int:
     if jobs < 0:
         raise CliError(f"--jobs must be >= 0, got {jobs}")
     if jobs == 0:
-        from navi_nb.parallel.cores import allowed_cores
+        from navi_nb.cores import allowed_cores
 
         jobs = allowed_cores().allowed
     cache = args.cache or default_cache_dir()

@@ -71,7 +71,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise GymnasiumMissing(
         f"navi_nb.env.gym_adapter needs gymnasium >= {GYMNASIUM_MIN}, which is not "
-        "installed: pip install 'navi-nb[gym]'"
+        'installed; install the gym extra: pip install -e ".[gym]"'
     ) from exc
 try:
     from gymnasium.vector import AutoresetMode, VectorEnv

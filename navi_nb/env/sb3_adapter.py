@@ -68,7 +68,8 @@ try:
     from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise SB3Missing(
-        "navi_nb.env.sb3_adapter needs stable-baselines3, which is not installed: pip install 'navi-nb[sb3]'"
+        "navi_nb.env.sb3_adapter needs stable-baselines3, which is not installed; install the sb3 extra: "
+        'pip install -e ".[sb3]"'
     ) from exc
 
 PER_ACTOR = ("positions", "yaws", "goals", "world_index", "episodes_finished")

@@ -3,11 +3,15 @@
 The loss is the one of ``loss_reference.py`` (plain NumPy, the
 specification); here it is computed with its gradient written out by hand, in
 fixed pieces so the bits do not depend on the thread count. A minibatch takes
-three calls, so that kernel dispatch and parallel-region start-up stay small
-next to the arithmetic on a small network:
+two compiled calls, so that kernel dispatch and parallel-region start-up stay
+small next to the arithmetic on a small network: ``block_moments`` (serial:
+each block's advantage moments, which the caller combines along the block tree
+into the whole minibatch's), then ``local_gradients``, which runs the three
+phases below in one call. (``minibatches_update`` runs several minibatches,
+their moments, clipping and Adam steps included, in one call.)
 
-1. ``prep_advantages`` (serial): gather the minibatch's advantages and
-   normalise them over the whole minibatch, once, before any sharding.
+1. ``normalize_advantages`` (serial): gather the minibatch's advantages and
+   normalise them by the whole minibatch's moments, once, before any sharding.
 2. ``chunk_pass``: a ``prange`` over the minibatch's fixed chunks of samples.
    Each chunk gathers its observation rows, runs both trunks forward, the
    per-sample PPO loss terms and their gradients, and backward through every

@@ -159,7 +159,8 @@ class PPO:
     def accumulate(self, order, start, stop):
         """Gradient of the PPO loss over samples order[start:stop] into self.grad.
 
-        Three kernel calls (``fused.py``): the advantages normalised over the
+        Two kernel calls (``fused.py``): ``block_moments`` (the advantages'
+        moments), then ``local_gradients``: the advantages normalised over the
         whole minibatch, one parallel pass over fixed chunks (gather, forward,
         loss, backward, chunk slots), one parallel pass over fixed work items
         (slot sums, weight tiles, bias and log_std sums). Returns the

@@ -287,7 +287,7 @@ class RankContext:
         """Numba threads for this rank: the cores it may use divided by the ranks on its host."""
         import numba
 
-        from navi_nb.parallel.cores import allowed_cores
+        from navi_nb.cores import allowed_cores
 
         self.allowed_cores = allowed_cores().allowed
         self.threads, self.hosts, self.ranks_on_host = threads_per_rank(self.comm, self.allowed_cores)

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from navi_nb.cores import CoreReport, allowed_cores
 from navi_nb.errors import NaviError
-from navi_nb.parallel.cores import CoreReport, allowed_cores
 
 ENV_VAR = "NAVI_NB_SHARDS"
 

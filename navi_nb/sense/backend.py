@@ -1,6 +1,6 @@
 """Which backend runs the tracer: ``cpu`` (Numba threads), ``cuda`` or ``auto``.
 
-``cuda`` needs three things: CuPy (``pip install navi-nb[cuda]``), a working
+``cuda`` needs three things: CuPy (the ``cuda`` extra: ``pip install -e ".[cuda]"``), a working
 NVIDIA driver that Numba can talk to, and at least one device. Asking for it
 without one of them raises :class:`BackendError` naming the missing piece.
 Under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) ``cuda`` runs the
@@ -35,7 +35,7 @@ def cuda_problem():
     except Exception as exc:  # ImportError, or a CuPy that fails to load its libraries
         return (
             f"CuPy is not installed or does not load ({type(exc).__name__}: {exc}); "
-            "install the extra: pip install navi-nb[cuda]"
+            'install the cuda extra: pip install -e ".[cuda]"'
         )
     try:
         from numba import cuda

@@ -129,7 +129,7 @@ class CudaTracer:
         self.settings = settings
         self.cp = _cupy()
         if self.cp is None and not simulator_enabled():
-            raise SenseError("the cuda backend needs CuPy (pip install navi-nb[cuda])")
+            raise SenseError('the cuda backend needs CuPy; install the cuda extra: pip install -e ".[cuda]"')
         p = settings.packed  # the world set's packed layouts (navi_nb/world/world_set.py), copied once
         self.layout = tuple(
             self._to_device(a)

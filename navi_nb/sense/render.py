@@ -13,8 +13,8 @@
   heading, the hit points of its rays within 25 degrees of level as dots in
   the panorama's colours (the horizontal row of rays drawn as faint lines).
 
-Needs Pillow (``pip install navi-nb[image]``); without it a NaviError names
-the extra.
+Needs Pillow, the ``image`` extra (``pip install -e ".[image]"`` in the clone);
+without it a NaviError names the extra.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ MISS_COLOUR = (110, 110, 110)
 
 
 class RenderError(NaviError):
-    """A picture that cannot be drawn (no Pillow, bad pose, unwritable file)."""
+    """A picture that cannot be drawn: no Pillow, a bad pose, an unwritable file, or (for
+    ``navi_nb.train.render_episode``) a run without evaluation episodes or an episode it does not have."""
 
 
 def pillow():
@@ -41,17 +42,30 @@ def pillow():
     try:
         from PIL import Image, ImageDraw, ImageFont
     except ImportError:
-        raise RenderError("pictures need Pillow: pip install navi-nb[image]") from None
+        raise RenderError('pictures need Pillow: install the image extra: pip install -e ".[image]"') from None
     return Image, ImageDraw, ImageFont
 
 
-def colour_map(t):
-    """(..., 3) uint8 colours for values ``t`` in [0, 1] (clipped), near = 0."""
+def ramp(t, stops, colours):
+    """(..., 3) uint8 colours for values ``t`` in [0, 1] (clipped), linear between the control points
+    ``stops`` (increasing, from 0 to 1) and their RGB ``colours`` (one row per stop)."""
     t = np.clip(np.asarray(t, dtype=np.float64), 0.0, 1.0)
     out = np.empty(t.shape + (3,), dtype=np.float64)
     for c in range(3):
-        out[..., c] = np.interp(t, _STOPS, _COLOURS[:, c])
+        out[..., c] = np.interp(t, stops, colours[:, c])
     return out.round().astype(np.uint8)
+
+
+def colour_map(t):
+    """(..., 3) uint8 depth colours for values ``t`` in [0, 1] (clipped), near = 0."""
+    return ramp(t, _STOPS, _COLOURS)
+
+
+def depth_scale(depth, hit, max_distance):
+    """The depth colours' far end: the farthest hit rounded up to a metre (near rooms keep their contrast),
+    at most ``max_distance``."""
+    top = float(depth[hit].max()) if hit.any() else max_distance
+    return min(max_distance, float(math.ceil(top))) if top > 0 else max_distance
 
 
 def parse_pose(text):
@@ -136,9 +150,7 @@ def render_view(world, pose, out, *, sensor=None, max_distance=20.0, title=None,
     big = font(ImageFont, 13)
     small = font(ImageFont, 11)
     scale = max(1, int(round(slice_size / sensor.az_count)))
-    # colour scale: up to the farthest hit (rounded up), so near rooms keep their contrast
-    top = float(depth[hit].max()) if hit.any() else max_distance
-    cmax = min(max_distance, float(np.ceil(top))) if top > 0 else max_distance
+    cmax = depth_scale(depth, hit, max_distance)
     pano = panorama(depth, hit, cmax, scale)
     if pano.shape[0] < 120:  # stretch the rows of short sensors so the picture reads
         rep = int(math.ceil(120 / pano.shape[0]))

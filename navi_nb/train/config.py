@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from navi_nb.env.footprint import actor_bytes  # also imported from here by train/evaluate.py
 from navi_nb.errors import NaviError
 from navi_nb.learn.ppo import PPOConfig, PPOConfigError
 from navi_nb.train.checkpoint import config_hash
@@ -72,7 +73,8 @@ class TrainConfig(PPOConfig):
 
     # --- run bookkeeping (not part of the config hash) ----------------------
     shards: int = 0
-    """Learner shards (0: calibrate at start; NAVI_NB_SHARDS overrides). Results do not depend on it."""
+    """Learner shards (0: NAVI_NB_SHARDS if set, else calibrate at start; a count here wins over it). Results do not
+    depend on it."""
     shard_recheck: float = 0.03
     """Share of the training time spent re-timing the shard counts to switch to a faster one (0: off). A
     re-check follows an update once this share of the training seconds since the last one covers what the
@@ -410,12 +412,6 @@ def from_dict(data: dict, source="config") -> TrainConfig:
             v = float(v)
         setattr(cfg, k, v)
     return cfg.validate(source)
-
-
-def actor_bytes(obs_dim: int, n_rays: int) -> int:
-    """Bytes one actor of NavEnv holds at least: its state and step buffers (two observations and about
-    200 bytes of poses and counters) and its rays' depth, class and hit buffers."""
-    return 8 * int(obs_dim) + 200 + 7 * int(n_rays)
 
 
 def read_config_file(path) -> dict:

@@ -25,7 +25,7 @@ PNG that reads without the docs:
 An ``out`` ending in ``.gif`` (or ``gif=True``) writes an animation instead:
 per frame the map with the path so far and the actor, and its depth panorama;
 at most ``max_frames`` frames (steps are skipped evenly; the last is always
-shown). Needs Pillow (``pip install navi-nb[image]``).
+shown). Needs Pillow, the ``image`` extra (``pip install -e ".[image]"``).
 """
 
 from __future__ import annotations
@@ -35,13 +35,15 @@ from pathlib import Path
 
 import numpy as np
 
-from navi_nb.errors import NaviError
 from navi_nb.sense.render import (
     MISS_COLOUR,
+    RenderError,
     colour_map,
+    depth_scale,
     font,
     panorama,
     pillow,
+    ramp,
     slice_field,
     slice_rgb,
 )
@@ -63,17 +65,9 @@ KEY_WIDTH = 70  # the depth colour key right of the panoramas
 MIN_WIDTH = 720  # room for the chart's legend and wide enough panoramas
 
 
-class RenderError(NaviError):
-    """An episode that cannot be drawn (no evaluation, bad index, no Pillow)."""
-
-
 def time_colour(t):
     """(..., 3) uint8 path colours for times ``t`` in [0, 1] (start 0, end 1)."""
-    t = np.clip(np.asarray(t, dtype=np.float64), 0.0, 1.0)
-    out = np.empty(t.shape + (3,), dtype=np.float64)
-    for c in range(3):
-        out[..., c] = np.interp(t, _TIME_STOPS, _TIME_COLOURS[:, c])
-    return out.round().astype(np.uint8)
+    return ramp(t, _TIME_STOPS, _TIME_COLOURS)
 
 
 def _rgb(c):
@@ -214,12 +208,6 @@ def _panorama_image(Image, depth, hit, cmax, width, sensor):
     fov = abs(sensor.fov_up - sensor.fov_down) if sensor.el_count > 1 else math.radians(10)
     height = int(np.clip(round(width * fov / (2 * math.pi)), 60, 150))
     return Image.fromarray(rgb, "RGB").resize((width, height), resample=Image.NEAREST)
-
-
-def _depth_scale(depth, hit, max_distance):
-    """The colour scale's far end: the farthest hit rounded up (near rooms keep their contrast)."""
-    top = float(depth[hit].max()) if hit.any() else max_distance
-    return min(max_distance, float(math.ceil(top))) if top > 0 else max_distance
 
 
 def _draw_depth_key(Image, draw, img, x, y, height, cmax, fnt):
@@ -385,7 +373,7 @@ def _picture(Image, ImageDraw, ImageFont, ep: EpisodeData, size, steps):
     width = max(MIN_WIDTH, MARGIN + mw + MARGIN + LEGEND_WIDTH + MARGIN)
     content = width - 2 * MARGIN
     depth, hit = ep.depths(steps)
-    cmax = _depth_scale(depth, hit, ep.max_distance)
+    cmax = depth_scale(depth, hit, ep.max_distance)
     pano_w = content - KEY_WIDTH
     panos = [_panorama_image(Image, depth[k], hit[k], cmax, pano_w, ep.sensor) for k in range(len(steps))]
     pano_block = sum(p.height + 22 for p in panos) + 18
@@ -460,7 +448,7 @@ def _animation(Image, ImageDraw, ImageFont, ep: EpisodeData, size, max_frames):
     mh, mw = view.rgb.shape[:2]
     width = max(mw, 360) + 2 * MARGIN
     depth, hit = ep.depths(frame_steps)
-    cmax = _depth_scale(depth, hit, ep.max_distance)
+    cmax = depth_scale(depth, hit, ep.max_distance)
     base = Image.fromarray(view.rgb, "RGB")
     bd = ImageDraw.Draw(base)
     if ep.has_goal:

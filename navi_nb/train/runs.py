@@ -91,7 +91,7 @@ def load_scene_set(items, resolution: int, console=None, load_items=None):
     """A WorldSet of ``items`` (built-ins compiled into the world cache when missing, in as many processes
     as this process may use); ``load_items``, when given, are where the worlds are read from instead. Its
     decoded layout is mapped read-only from the layout cache (``WorldSet.map_layouts``)."""
-    from navi_nb.parallel.cores import allowed_cores
+    from navi_nb.cores import allowed_cores
     from navi_nb.world.world_cache import load_worlds
     from navi_nb.world.world_set import WorldSet
 

@@ -24,7 +24,7 @@ threaded, and the kernels fall into groups that share nothing:
   rest at the lowest priority, by running one
   real update (``navi_nb.learn.collect.one_update``) with the run's network,
   rollout and minibatch sizes and dtypes on the point-goal task of
-  ``navi_nb.learn.toy`` padded to the run's observation length: the same
+  ``navi_nb.env.toy`` padded to the run's observation length: the same
   calls with the same argument types, so the same signatures. The update's
   two parallel passes are most of it and independent: a helper process of
   the child (``learn-finish``) compiles the second for the same types while
@@ -236,13 +236,13 @@ def start(cfg, console=None) -> Warmup:
 
 
 def _learn_setup(cfg):
-    """The run ``cfg``'s network, learner and rollout slab on the point-goal task of ``navi_nb.learn.toy`` padded
+    """The run ``cfg``'s network, learner and rollout slab on the point-goal task of ``navi_nb.env.toy`` padded
     to the run's observation length: ``(env, ppo, slab, first observation)``."""
     from navi_nb.env.config import EnvConfig
     from navi_nb.env.observation import obs_layout, obs_size
+    from navi_nb.env.toy import PointGoalToy
     from navi_nb.learn.ppo import PPO, PPOConfig
     from navi_nb.learn.rollout import RolloutSlab
-    from navi_nb.learn.toy import PointGoalToy
     from navi_nb.train.runs import make_policy
 
     env_cfg = EnvConfig.from_kwargs(**cfg.env)

@@ -627,6 +627,46 @@ _DEEP_RULES = {
 }
 
 
+# The skeleton both depth-first walks below share (the deep check and the census): an explicit stack of
+# (node, next octant to offer) pairs from word 0, one level per depth. A walk reads the node on top, asks
+# ``_dfs_next_child`` for that node's next present child (the level's octant cursor moves past it), decides
+# whether to enter it (``_dfs_push``) and pops the node when it offers no more children.
+
+
+@njit(inline="always", cache=True)
+def _dfs_stack(max_depth):
+    """The stack of a walk from word 0, room for ``max_depth + 2`` levels: (node, next octant) per level,
+    the root on level 0 with its cursor at octant 0."""
+    stack_node = np.empty(max_depth + 2, dtype=np.int64)
+    stack_oct = np.empty(max_depth + 2, dtype=np.int64)
+    stack_node[0] = 0
+    stack_oct[0] = 0
+    return stack_node, stack_oct
+
+
+@njit(inline="always", cache=True)
+def _dfs_next_child(nodes, w, stack_oct, top):
+    """The node index of inner word ``w``'s next present child (octant order) from level ``top``'s cursor,
+    which moves past it; -1 once all eight octants are offered. The child's slot must be in range (the deep
+    check tests the node's slots before it asks)."""
+    while stack_oct[top] < 8:
+        k = stack_oct[top]
+        stack_oct[top] = k + 1
+        slot = nb_child_slot(w, k)
+        if slot >= 0:
+            return nb_word_index(nodes[slot])
+    return np.int64(-1)
+
+
+@njit(inline="always", cache=True)
+def _dfs_push(stack_node, stack_oct, top, child):
+    """Enter ``child``: the new top level, its cursor at octant 0."""
+    top += 1
+    stack_node[top] = child
+    stack_oct[top] = 0
+    return top
+
+
 @njit(cache=True)
 def _deep_walk(nodes, max_depth):
     """Iterative DFS from word 0. Returns (code, node, extra); code 0 = valid.
@@ -638,11 +678,8 @@ def _deep_walk(nodes, max_depth):
     if n == 0:
         return 1, 0, 0
     state = np.zeros(n, dtype=np.uint8)
-    stack_node = np.empty(max_depth + 2, dtype=np.int64)
-    stack_oct = np.empty(max_depth + 2, dtype=np.int64)
+    stack_node, stack_oct = _dfs_stack(max_depth)
     top = 0
-    stack_node[0] = 0
-    stack_oct[0] = 0
     state[0] = 1
     while top >= 0:
         node = stack_node[top]
@@ -667,27 +704,20 @@ def _deep_walk(nodes, max_depth):
             if nb_word_index(w) + nb_popcount8(mask) > n:
                 return 4, node, 0
         pushed = False
-        while stack_oct[top] < 8:
-            k = stack_oct[top]
-            stack_oct[top] = k + 1
-            slot = nb_child_slot(w, k)
-            if slot < 0:
-                continue
-            child = nb_word_index(nodes[slot])
+        child = _dfs_next_child(nodes, w, stack_oct, top)
+        while child >= 0:
             if child >= n:
                 return 5, node, child
             if state[child] == 1:
                 return 8, child, 0
-            if state[child] == 2:
-                continue
-            if top + 1 > max_depth:
-                return 9, node, 0
-            top += 1
-            stack_node[top] = child
-            stack_oct[top] = 0
-            state[child] = 1
-            pushed = True
-            break
+            if state[child] == 0:
+                if top + 1 > max_depth:
+                    return 9, node, 0
+                top = _dfs_push(stack_node, stack_oct, top, child)
+                state[child] = 1
+                pushed = True
+                break
+            child = _dfs_next_child(nodes, w, stack_oct, top)  # finished (2): a shared subtree, seen once
         if not pushed:
             state[node] = 2
             top -= 1
@@ -735,11 +765,8 @@ def _census(nodes, max_depth):
     # tree size without sharing: subtree sizes bottom-up via DFS post-order
     subtree = np.zeros(n, dtype=np.float64)
     done = np.zeros(n, dtype=np.uint8)
-    stack_node = np.empty(max_depth + 2, dtype=np.int64)
-    stack_oct = np.empty(max_depth + 2, dtype=np.int64)
+    stack_node, stack_oct = _dfs_stack(max_depth)
     top = 0
-    stack_node[0] = 0
-    stack_oct[0] = 0
     while top >= 0:
         node = stack_node[top]
         w = nodes[node]
@@ -757,20 +784,13 @@ def _census(nodes, max_depth):
             top -= 1
             continue
         pushed = False
-        while stack_oct[top] < 8:
-            k = stack_oct[top]
-            stack_oct[top] = k + 1
-            slot = nb_child_slot(w, k)
-            if slot < 0:
-                continue
-            child = nb_word_index(nodes[slot])
-            if done[child] == 1:
-                continue
-            top += 1
-            stack_node[top] = child
-            stack_oct[top] = 0
-            pushed = True
-            break
+        child = _dfs_next_child(nodes, w, stack_oct, top)
+        while child >= 0:
+            if done[child] == 0:
+                top = _dfs_push(stack_node, stack_oct, top, child)
+                pushed = True
+                break
+            child = _dfs_next_child(nodes, w, stack_oct, top)
         if not pushed:
             total = 1.0
             for k in range(8):

@@ -35,7 +35,7 @@ ARRAY_NAMES = ("child", "leaf_dist", "leaf_sem", "top_code", "top_level", "ipara
 
 
 def default_layout_dir() -> Path:
-    """``layouts/`` beside the world cache's ``worlds/`` (``NAVI_NB_CACHE`` moves both)."""
+    """``layouts/`` beside the world cache's ``worlds/`` (``NAVI_NB_CACHE``, else ``XDG_CACHE_HOME``, moves both)."""
     from navi_nb.world.world_cache import default_cache_dir
 
     return default_cache_dir().parent / "layouts"

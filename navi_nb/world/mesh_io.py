@@ -527,7 +527,7 @@ def _read_trimesh(p: Path, data: bytes, ext: str):
     except ImportError:
         raise MeshError(
             f"{p}: reading '{ext}' files needs trimesh, the optional 'mesh' extra "
-            f"(pip install 'navi-nb[mesh]'); built-in readers: .obj .stl .ply"
+            '(pip install -e ".[mesh]"); built-in readers: .obj .stl .ply'
         ) from None
     import io
 

@@ -36,7 +36,7 @@ is then deep-validated as any world file.
 :class:`~navi_nb.world.scene_spec.WorldItem` in ``jobs`` processes (spawned,
 each using one Numba thread), with an optional progress bar;
 ``load_worlds`` compiles what is missing and loads them all (memory-mapped).
-Callers choose ``jobs``, normally ``navi_nb.parallel.cores.allowed_cores().allowed``.
+Callers choose ``jobs``, normally ``navi_nb.cores.allowed_cores().allowed``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A tiny self-contained point-goal task with NavEnv's interface (tests, benches).
+"""A tiny self-contained point-goal task with NavEnv's interface (the learning tests, the trainer's warm-up).
 
 Actors are points in the square ``[-size, size]^2``; each must reach its goal
 (within ``success_radius``). Action columns 0 and 1 are the velocity along x
