@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from navi_nb.env.config import TASKS, ActionError, EnvConfig, EnvConfigError, StateError
+from navi_nb.env.footprint import RAY_BYTES
 from navi_nb.env.geodesic import FIELD_COARSEN, GoalFields, lattice_distance, pick_in_band
 from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
 from navi_nb.env.observation import build_obs, obs_layout, obs_size
@@ -781,7 +782,7 @@ class NavEnv:
             + sum(v.nbytes for v in self._ep_out.values())
             + self._all_rows.nbytes
         )
-        rays = self.sensor.az_count * self.sensor.el_count * (4 + 2 + 1)  # depth, semantic, hit
+        rays = self.sensor.az_count * self.sensor.el_count * RAY_BYTES  # depth, semantic, hit
         total_actor = per + steps + rays * self.n_actors + self._fields.field.nbytes
         return {
             "bytes_per_actor": total_actor / self.n_actors,

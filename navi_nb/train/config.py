@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from navi_nb.env.footprint import actor_bytes  # also imported from here by train/evaluate.py
+from navi_nb.env.footprint import actor_bytes
 from navi_nb.errors import NaviError
 from navi_nb.learn.ppo import PPOConfig, PPOConfigError
 from navi_nb.train.checkpoint import config_hash

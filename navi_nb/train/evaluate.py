@@ -413,7 +413,7 @@ def episodes_memory_estimate(cfg, episodes: int) -> int:
     episode, the policy's hidden activations (actor and critic trunks), and its logged poses (position
     and yaw, 16 bytes a step: the list of steps, the stacked array and its float32 copy)."""
     from navi_nb.env.config import EnvConfig
-    from navi_nb.train.config import actor_bytes
+    from navi_nb.env.footprint import actor_bytes
 
     max_steps = EnvConfig.from_kwargs(**cfg.env).max_steps
     per_episode = (

@@ -365,6 +365,12 @@ def world_digest(world) -> str:
     return h.hexdigest()[:16]
 
 
+def bytes_digest(world) -> str:
+    """The content hash of a world's file bytes alone (16 hex digits of SHA-256), what runs recorded before
+    :func:`world_digest` covered the sidecar: such a run's worlds are still recognised by it."""
+    return hashlib.sha256(world.to_bytes()).hexdigest()[:16]
+
+
 def check_header_fields(fields, source):
     """Header rules on unpacked ``HEADER`` fields; raise GmdagError naming `source`."""
     magic, version, resolution, bx, by, bz, voxel, count = fields
