@@ -46,7 +46,7 @@ def computed(env):
     s = env._spawner
     world = compiled_scene("house", 64)
     lo, hi = nav_env.field_cube(world)
-    roi = nav_env._region_of_interest(world)
+    roi = spawn.region_of_interest(world)
     roi_lo, roi_hi = roi if roi is not None else (lo, hi)
     return spawn.SpawnSampler(
         s.distance_fn, lo, hi, roi_lo, roi_hi, s.radius, s.margin, s.cell, world.spawn_points, s.mode

@@ -531,6 +531,40 @@ class GoalFields:
         )
         return float(out.max())
 
+    def check_band(self, spawners, names, dmin, dmax):
+        """Refuse a geodesic goal band that some world cannot hold: no two of its pool's points are ``dmin``
+        apart along free space (twice the longest path from one point bounds that distance from above)."""
+        for w, sp in enumerate(spawners):
+            reach = 2.0 * self.eccentricity(w, sp.pool[0])
+            if reach < dmin:
+                raise EnvConfigError(
+                    f"NavEnv: world {names[w]} has no two points {dmin} m apart along free space (at most "
+                    f"{reach:.2f} m): goal band {dmin}..{dmax} m (goal_distance geodesic) cannot be met there"
+                )
+
+    def sample_goal_first(self, rows, groups, world_index, pos, yaw, goal, cfg, rng_spawn, rng_goal):
+        """Episodes of actors ``rows`` drawn goal first: the goal uniform over the pool, its field, then the
+        spawn among ``GOAL_CANDIDATES`` pool cells (or the world's spawn points) by the goal band and the
+        detour ratio, both read from the field with its lattice bias divided out (:func:`lattice_distance`).
+        ``groups``: (spawn sampler, its rows) per world, as the environment orders them; writes ``pos``,
+        ``yaw`` and ``goal`` of those rows."""
+        for spawner, sub in groups:
+            goal[sub] = spawner.sample_pool(rng_goal, sub.shape[0])
+        self.compute(rows, world_index, goal)
+        geodesic = cfg.goal_distance == "geodesic"
+        for spawner, sub in groups:
+            cand = spawner.spawn_candidates(rng_spawn, sub.shape[0])  # (n, K, 3) float64
+            field = self.read(sub, world_index, cand)
+            g = goal[sub].astype(np.float64)[:, None, :]
+            straight = np.linalg.norm(cand - g, axis=2)
+            lattice = np.maximum(lattice_distance(cand, g, spawner.cell * FIELD_COARSEN), 1e-9)
+            ratio = np.where(field >= 0, np.maximum(field / lattice, 1.0), -1.0)
+            dist = np.where(field >= 0, ratio * straight if geodesic else straight, -1.0)
+            pick = pick_in_band(
+                dist, ratio, cfg.goal_min_distance, cfg.goal_max_distance, cfg.goal_min_ratio, cfg.goal_max_ratio
+            )
+            pos[sub], yaw[sub] = spawner.finish_spawns(rng_spawn, cand[np.arange(sub.shape[0]), pick])
+
     def compile_kernels(self, world_index, pos, goal, before, out):
         """Compile the field kernels for these argument types (run for no actor: nothing changes)."""
         none = np.zeros(0, np.int64)

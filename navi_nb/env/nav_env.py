@@ -33,12 +33,13 @@ from pathlib import Path
 
 import numpy as np
 
-from navi_nb.env.config import TASKS, ActionError, EnvConfig, EnvConfigError, StateError
+from navi_nb.env.checks import check_actions, check_state_ranges
+from navi_nb.env.config import TASKS, EnvConfig, EnvConfigError, StateError
 from navi_nb.env.footprint import RAY_BYTES
-from navi_nb.env.geodesic import FIELD_COARSEN, GoalFields, lattice_distance, pick_in_band
+from navi_nb.env.geodesic import GoalFields
 from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
 from navi_nb.env.observation import build_obs, obs_layout, obs_size
-from navi_nb.env.spawn import SpawnSampler, default_pool_dir
+from navi_nb.env.spawn import SpawnSampler, default_pool_dir, region_of_interest
 from navi_nb.env.tasks import TASK_CODES, TERMS, VisitGrid, reward_coefficients, score_step, start_episodes
 from navi_nb.rng_state import STATE_DTYPE, STATE_SHAPE, GeneratorStateError, generator_from_array, generator_to_array
 from navi_nb.world import gmdag
@@ -68,19 +69,6 @@ def scheduled_worlds(schedule, n_worlds, seed, actors, episodes) -> np.ndarray:
         h = _mix64(np.uint64(seed) * _GOLDEN + _mix64(a.astype(np.uint64) + np.uint64(1)))
         h = _mix64(h ^ (k.astype(np.uint64) * _GOLDEN))
     return (h % np.uint64(n_worlds)).astype(np.int32)
-
-
-def _region_of_interest(world):
-    """The sidecar's ``bounds_of_interest`` (written by the scene compiler), else None."""
-    side = world.sidecar if isinstance(world.sidecar, dict) else {}
-    b = side.get("bounds_of_interest")
-    try:
-        lo, hi = np.asarray(b[0], np.float64).reshape(3), np.asarray(b[1], np.float64).reshape(3)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if not (np.isfinite(lo).all() and np.isfinite(hi).all() and np.all(hi > lo)):
-        return None
-    return lo, hi
 
 
 class NavEnv:
@@ -180,7 +168,7 @@ class NavEnv:
         pool_dir = default_pool_dir()
         for w, wd in enumerate(world_set.worlds):
             cube_lo, cube_hi = field_cube(wd)
-            roi = _region_of_interest(wd)
+            roi = region_of_interest(wd)
             roi_lo, roi_hi = roi if roi is not None else (cube_lo, cube_hi)
             spawn_cell = cfg.spawn_cell if cfg.spawn_cell > 0 else max(cfg.radius, voxels[w])
 
@@ -211,7 +199,7 @@ class NavEnv:
         self._grid = self._grids[0]
         self._fields = GoalFields(self._spawners, A, cfg.needs_field(task))
         if self._fields.enabled and cfg.goal_distance == "geodesic":
-            self._check_goal_band()
+            self._fields.check_band(self._spawners, self.world_set.names, cfg.goal_min_distance, cfg.goal_max_distance)
         self.reachable_cells = reachable[0]
         self._reachable = np.asarray(reachable, dtype=np.int64)
         self._grid_lo = np.stack([g.lo for g in self._grids]).astype(np.float64)
@@ -370,26 +358,15 @@ class NavEnv:
             cfg.goal_distance == "geodesic" or cfg.goal_min_ratio > 1 or cfg.goal_max_ratio > 0
         )
 
-    def _check_goal_band(self):
-        """Refuse a geodesic goal band that some world cannot hold: no two of its pool's points are
-        ``goal_min_distance`` apart along free space (twice the longest path from one point bounds them)."""
-        cfg = self.config
-        for w, sp in enumerate(self._spawners):
-            reach = 2.0 * self._fields.eccentricity(w, sp.pool[0])
-            if reach < cfg.goal_min_distance:
-                raise EnvConfigError(
-                    f"NavEnv: world {self.world_set.names[w]} has no two points {cfg.goal_min_distance} m apart "
-                    f"along free space (at most {reach:.2f} m): goal band {cfg.goal_min_distance}.."
-                    f"{cfg.goal_max_distance} m (goal_distance geodesic) cannot be met there"
-                )
-
     def _sample_episodes(self, rows, rng_spawn, rng_goal):
         """Spawns and goals of actors ``rows`` from the two generators; with several worlds,
         world by world in ascending world order (rows ascending within one)."""
         cfg = self.config
         groups = self._by_world(rows)
         if self._goal_first:
-            self._sample_goal_first(rows, groups, rng_spawn, rng_goal)
+            self._fields.sample_goal_first(
+                rows, groups, self._world_index, self._pos, self._yaw, self._goal, cfg, rng_spawn, rng_goal
+            )
             return
         for spawner, sub in groups:  # every spawn first, then every goal: each generator's draws in one order
             self._pos[sub], self._yaw[sub] = spawner.sample_spawns(rng_spawn, sub.shape[0])
@@ -397,28 +374,6 @@ class NavEnv:
             self._goal[sub] = spawner.sample_goals(
                 rng_goal, self._pos[sub], cfg.goal_min_distance, cfg.goal_max_distance
             )
-
-    def _sample_goal_first(self, rows, groups, rng_spawn, rng_goal):
-        """The goal uniform over the pool, its field, then the spawn among ``GOAL_CANDIDATES`` pool cells
-        (or the world's spawn points) by the goal band and the detour ratio, both read from the field
-        with its lattice bias divided out (``geodesic.lattice_distance``)."""
-        cfg = self.config
-        for spawner, sub in groups:
-            self._goal[sub] = spawner.sample_pool(rng_goal, sub.shape[0])
-        self._fields.compute(rows, self._world_index, self._goal)
-        geodesic = cfg.goal_distance == "geodesic"
-        for spawner, sub in groups:
-            cand = spawner.spawn_candidates(rng_spawn, sub.shape[0])  # (n, K, 3) float64
-            field = self._fields.read(sub, self._world_index, cand)
-            goal = self._goal[sub].astype(np.float64)[:, None, :]
-            straight = np.linalg.norm(cand - goal, axis=2)
-            lattice = np.maximum(lattice_distance(cand, goal, spawner.cell * FIELD_COARSEN), 1e-9)
-            ratio = np.where(field >= 0, np.maximum(field / lattice, 1.0), -1.0)
-            dist = np.where(field >= 0, ratio * straight if geodesic else straight, -1.0)
-            pick = pick_in_band(
-                dist, ratio, cfg.goal_min_distance, cfg.goal_max_distance, cfg.goal_min_ratio, cfg.goal_max_ratio
-            )
-            self._pos[sub], self._yaw[sub] = spawner.finish_spawns(rng_spawn, cand[np.arange(sub.shape[0]), pick])
 
     def _observe(self, rows):
         if rows.shape[0] == self.n_actors:
@@ -535,34 +490,7 @@ class NavEnv:
 
     def check_actions(self, actions) -> np.ndarray:
         """The actions as an array, or an :class:`ActionError`; changes nothing."""
-        A = self.n_actors
-        if isinstance(actions, np.ma.MaskedArray):
-            # a mask would hide NaN from the check below while the kernels read the data under it
-            raise ActionError(
-                "NavEnv.step: actions must be a plain array, not a masked array (fill the masked values first)"
-            )
-        if type(actions) is np.ndarray:
-            a = actions
-        else:
-            try:
-                a = np.asarray(actions)  # a subclass becomes the plain array its data is
-            except (ValueError, TypeError) as exc:
-                raise ActionError(f"NavEnv.step: actions are not an array of numbers ({exc})") from None
-        if a.dtype.kind != "f":
-            raise ActionError(f"NavEnv.step: actions must be floating point (float32 recommended), got dtype {a.dtype}")
-        if a.shape != (A, 4):
-            raise ActionError(
-                f"NavEnv.step: actions must have shape ({A}, 4) (actors x forward, vertical, "
-                f"lateral, yaw rate), got {a.shape}"
-            )
-        finite = np.isfinite(a)
-        if not finite.all():
-            i, j = np.argwhere(~finite)[0]
-            raise ActionError(
-                f"NavEnv.step: action of actor {i}, component {j} is {a[i, j]} "
-                f"({int((~finite).sum())} non-finite values in all); nothing was changed"
-            )
-        return a
+        return check_actions(actions, self.n_actors)
 
     def step(self, actions):
         """One step for every actor; see the module docstring for the autoreset contract.
@@ -664,7 +592,7 @@ class NavEnv:
         wi = values["world_index"]
         if wi.size and (int(wi.min()) < 0 or int(wi.max()) >= len(self.world_set)):
             raise StateError(f"NavEnv.set_state: world_index values must lie in [0, {len(self.world_set)})")
-        self._check_ranges(values)
+        check_state_ranges(values, self.config, self._wparams, [g.n_cells for g in self._grids], len(self.world_set))
         generators = {}
         for name in ("rng_spawn", "rng_goal"):
             try:
@@ -683,46 +611,6 @@ class NavEnv:
         self._has_reset = bool(has_reset)
         if self.task == "pointgoal":  # each field is a pure function of its goal and world: computed again
             self._fields.compute(self._all_rows, self._world_index, self._goal)
-
-    def _check_ranges(self, v) -> None:
-        """Raise StateError for finite values no step can produce (outside the world, negative counts, ...)."""
-        cfg = self.config
-
-        def refuse(name, what):
-            raise StateError(f"NavEnv.set_state: {name} {what}")
-
-        # each actor's bounds are its world's (world_index was checked first)
-        wi = v["world_index"].astype(np.int64)
-        lo, hi = self._wparams[wi, 2:5], self._wparams[wi, 5:8]
-        # float32 rounding of positions clamped in float64: a small tolerance around the exact bounds
-        tol = 1e-4 * max(1.0, float(np.max(self._wparams[:, 5:8] - self._wparams[:, 2:5])))
-        if np.any(v["pos"] < lo - tol) or np.any(v["pos"] > hi + tol):
-            where = (
-                f"{self._wparams[0, 2:5].tolist()}..{self._wparams[0, 5:8].tolist()}"
-                if len(self.world_set) == 1
-                else "of the actor's world"
-            )
-            refuse("pos", f"holds positions outside the reachable cube {where}")
-        cube_lo, cube_hi = lo - cfg.radius, hi + cfg.radius
-        if np.any(v["goal"] < cube_lo - tol) or np.any(v["goal"] > cube_hi + tol):
-            refuse("goal", "holds goals outside the world's cube")
-        if np.any(np.abs(v["yaw"]) > np.float32(np.pi)):
-            refuse("yaw", "holds angles outside [-pi, pi]")
-        if np.any(np.abs(v["prev_action"]) > 1.0):
-            refuse("prev_action", "holds actions outside [-1, 1] (actions are clipped)")
-        extent = float(np.max(cube_hi - cube_lo))
-        if np.any(np.abs(v["vel"]) > extent / cfg.dt):
-            refuse("vel", "holds velocities no step can reach")
-        for name in ("goal_dist", "start_dist", "path_len", "collisions", "episodes", "cells", "ep_len"):
-            if v[name].size and v[name].min() < 0:
-                refuse(name, "holds negative values")
-        if v["ep_len"].size and v["ep_len"].max() > cfg.max_steps:
-            refuse("ep_len", f"holds episode lengths over max_steps ({cfg.max_steps})")
-        if v["collisions"].size and np.any(v["collisions"] > v["ep_len"]):
-            refuse("collisions", "holds more collisions than steps in the episode")
-        n_cells = np.array([g.n_cells for g in self._grids], np.int64)[wi]
-        if v["cells"].size and np.any(v["cells"] > n_cells):
-            refuse("cells", f"holds more visited cells than the grid has ({int(n_cells.max())})")
 
     # ------------------------------------------------------------------
     @property

@@ -384,6 +384,19 @@ def cell_centres(lo, dims, cell, flat) -> np.ndarray:
     return np.stack([rows[a][index[a]] for a in range(3)], axis=1)
 
 
+def region_of_interest(world):
+    """The sidecar's ``bounds_of_interest`` (written by the scene compiler), else None."""
+    side = world.sidecar if isinstance(world.sidecar, dict) else {}
+    b = side.get("bounds_of_interest")
+    try:
+        lo, hi = np.asarray(b[0], np.float64).reshape(3), np.asarray(b[1], np.float64).reshape(3)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all() and np.all(hi > lo)):
+        return None
+    return lo, hi
+
+
 class SpawnSampler:
     """The pool of reachable free-space points and the batched samplers."""
 
