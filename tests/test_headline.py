@@ -90,6 +90,8 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     argv = [str(run), "--wall-s", "75.4", "--held-out", str(held), "--out", str(out), "--docs", str(doc)]
     argv += ["--bench", str(bench_output(tmp_path / "bench.json", 2.0e6, 3.5e6, 8.0e6, 4313.4, 2861.3))]
     argv += ["--corpus", str(run), "--corpus-held-out", str(held), "--corpus-wall-s", "541"]  # a stand-in corpus run
+    ablation = [x for row in hf.ABLATION_ROWS for x in ("--ablation", row, str(held))]  # stand-in rows
+    argv = [argv[0], *ablation, *argv[1:]]
     assert hf.main(argv) == 0
 
     # independent answers: the per-episode values of the two evaluations and the run's record
@@ -117,6 +119,10 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     expect["corpus.wall"] = "9 min 1 s"
     expect["bench.trace_vs_embree_2t"] = "0.22x"  # 3.5 M / 2 threads / 8 M
     expect["bench.env_2t"] = "4,313"
+    for row in hf.ABLATION_ROWS:  # each row the held-out evaluation given for it, and its run's rate
+        expect[f"ablation.{row}.success"] = expect["heldout.success"]
+        expect[f"ablation.{row}.spl"] = expect["heldout.spl"]
+        expect[f"ablation.{row}.actor_steps_per_s"] = expect["corpus.actor_steps_per_s"]
     rows = dict(line.strip("| ").split(" | ") for line in doc.read_text().splitlines())
     data = json.loads(out.read_text())
     for key, text in expect.items():

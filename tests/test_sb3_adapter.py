@@ -210,7 +210,7 @@ def test_missing_sb3_is_one_line(monkeypatch):
     monkeypatch.delitem(sys.modules, "navi_nb.env.sb3_adapter", raising=False)
     monkeypatch.setitem(sys.modules, "stable_baselines3", None)
     monkeypatch.setitem(sys.modules, "stable_baselines3.common.monitor", None)
-    with pytest.raises(ImportError, match=r"needs stable-baselines3.*pip install 'navi-nb\[sb3\]'"):
+    with pytest.raises(ImportError, match=r"needs stable-baselines3.*pip install -e \"\.\[sb3\]\""):
         import navi_nb.env.sb3_adapter  # noqa: F401
 
 

@@ -104,7 +104,7 @@ def split_table(cfg, rows):
         f"{cfg.num_minibatches} minibatches; steps/s: actor-steps per second; time split in % of wall"
     )
     ranks = any(r.get("ranks", 1) > 1 for r in rows)  # a ranks column only when several were run
-    for c in ("ranks",) * ranks + ("shards", "steps/s", "speed-up", "trace", "fields", "env", "policy", "PPO", "other"):
+    for c in ("ranks",) * ranks + ("shards", "steps/s", "speed-up", "trace", "env", "policy", "PPO", "other"):
         t.add_column(c, justify="right", no_wrap=True)
     base = rows[0]["actor_steps_per_s"] if rows else 1.0
     for r in rows:
@@ -114,10 +114,13 @@ def split_table(cfg, rows):
             str(r["shards"]),
             f"{r['actor_steps_per_s']:,.0f}",
             f"{r['actor_steps_per_s'] / base:.2f}x",
-            *(
-                f"{100 * s.get(k, 0.0) / tot:.0f}%"
-                for k in ("tracing", "fields", "environment", "policy", "ppo", "other")
-            ),
+            f"{100 * s['tracing'] / tot:.0f}%",
+            f"{100 * (s['environment'] + s.get('fields', 0.0)) / tot:.0f}%",
+            *(f"{100 * s[k] / tot:.0f}%" for k in ("policy", "ppo", "other")),
+        )
+    if any(r["split_s"].get("fields", 0.0) > 0 for r in rows):  # the geodesic fields' share of env, row by row
+        t.caption = "env includes the geodesic fields at episode starts: " + ", ".join(
+            f"{100 * r['split_s'].get('fields', 0.0) / r['wall_s']:.1f}%" for r in rows
         )
     return t
 
