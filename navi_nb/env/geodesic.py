@@ -29,7 +29,7 @@ import math
 import time
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from navi_nb.env.config import EnvConfigError
 from navi_nb.memory import check_fits
@@ -340,13 +340,14 @@ def _one_field(tables, w, gx, gy, gz, out, bucket, count):
         k += 1
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
 def goal_fields(rows, world_index, goal, tables, field):
     """The field of each actor in ``rows`` (int64) toward its goal ``goal[i]`` (A,3) float32, in its
-    world ``world_index[i]``: row ``i`` of ``field`` (A, n_max) float32. Parallel over the rows, each
-    field computed alone (its own heap), so the bits do not depend on the thread count."""
+    world ``world_index[i]``: row ``i`` of ``field`` (A, n_max) float32, each field computed alone (its
+    own queue), so the bits depend on nothing else. One thread: a tick resets a few actors at most, and
+    a ``parallel=True`` kernel would add seconds to a cold first run's compile for nothing."""
     n_max = field.shape[1]
-    for j in prange(rows.shape[0]):
+    for j in range(rows.shape[0]):
         i = rows[j]
         bucket = np.empty((4, n_max), np.int64)
         count = np.zeros(4, np.int64)
