@@ -190,10 +190,15 @@ FIGURES = {
             ("success_ci", "percent_range", "its 95 % Wilson interval"),
             ("spl", "two", "mean SPL"),
             ("spl_ci", "two_range", "its 95 % bootstrap interval"),
-            ("length", "sig3", "mean episode length, steps"),
             ("collisions", "sig3", "mean collisions per episode"),
-            ("train_time", "minutes", "training wall time of the evaluated run"),
-            ("actor_steps_per_s", "whole", "its actor-steps per second over the whole training"),
+        )
+        + (
+            (
+                ("train_time", "minutes", "training wall time of the evaluated run"),
+                ("actor_steps_per_s", "whole", "its actor-steps per second over the whole training"),
+            )
+            if row.endswith(".house")  # the run's own figures, given once per run
+            else ()
         )
     },
     "bench.machine": ("text", "the machine the benchmarks ran on, as navi-nb bench prints it"),
@@ -234,12 +239,17 @@ def ablation(pairs):
         except (OSError, IndexError, ValueError) as exc:
             raise HeadlineError(f"{run / 'metrics.jsonl'}: cannot read the last metrics row ({exc})") from None
         steps, seconds = need(last, "global_step", run), need(last, "time_s", run)
-        for k, v in eval_figures("x", res, path).items():
-            name = k.split(".", 1)[1]
-            if f"ablation.{row}.{name}" in FIGURES:
-                figs[f"ablation.{row}.{name}"] = figure(f"ablation.{row}.{name}", v["value"])
-        figs[f"ablation.{row}.train_time"] = figure(f"ablation.{row}.train_time", seconds)
-        figs[f"ablation.{row}.actor_steps_per_s"] = figure(f"ablation.{row}.actor_steps_per_s", steps / seconds)
+        for name, key in (
+            ("success", "success_rate"),
+            ("success_ci", "success_rate_ci95"),
+            ("spl", "spl"),
+            ("spl_ci", "spl_ci95"),
+            ("collisions", "collisions_mean"),
+        ):
+            figs[f"ablation.{row}.{name}"] = figure(f"ablation.{row}.{name}", need(res, key, path))
+        if f"ablation.{row}.train_time" in FIGURES:
+            figs[f"ablation.{row}.train_time"] = figure(f"ablation.{row}.train_time", seconds)
+            figs[f"ablation.{row}.actor_steps_per_s"] = figure(f"ablation.{row}.actor_steps_per_s", steps / seconds)
         config = read_json(run / "config.json", "the run's config")
         sources[row] = {
             "from": f"{Path(path).name}: navi-nb eval of {run.name}; its metrics.jsonl",

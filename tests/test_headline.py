@@ -122,7 +122,8 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     for row in hf.ABLATION_ROWS:  # each row the held-out evaluation given for it, and its run's rate
         expect[f"ablation.{row}.success"] = expect["heldout.success"]
         expect[f"ablation.{row}.spl"] = expect["heldout.spl"]
-        expect[f"ablation.{row}.actor_steps_per_s"] = expect["corpus.actor_steps_per_s"]
+        if row.endswith(".house"):
+            expect[f"ablation.{row}.actor_steps_per_s"] = expect["corpus.actor_steps_per_s"]
     rows = dict(line.strip("| ").split(" | ") for line in doc.read_text().splitlines())
     data = json.loads(out.read_text())
     for key, text in expect.items():
