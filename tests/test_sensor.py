@@ -1,4 +1,5 @@
-"""Sensor geometry against the conventions of DESIGN.md, computed by hand."""
+"""Sensor geometry against the conventions of docs/ARCHITECTURE.md ("Conventions") and docs/SENSING.md,
+computed by hand."""
 
 import math
 

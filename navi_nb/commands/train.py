@@ -51,7 +51,7 @@ COLD_COMPILE_CPU_S = {
 """The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache), with the
 CPU-seconds of each one's cold compile in one process: Numba's compile events, each counted under the
 module of the kernel whose first call compiled it, in a defaults run without the warm-up
-(``NAVI_NB_WARMUP=0``) on the 2-core AMD EPYC (Zen 3) host of docs/PERFORMANCE.md, the mean of two runs
+(``NAVI_NB_WARMUP=0``) on a 2-core AMD EPYC (Zen 3) of docs/PERFORMANCE.md, the mean of two runs
 (about 63 in all)."""
 TRAIN_KERNELS = tuple(COLD_COMPILE_CPU_S)
 COLD_START_FIXED_S = 4.0
