@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit
 
 from navi_nb.env.config import EnvConfigError
+from navi_nb.env.tasks import straight_distance
 from navi_nb.memory import check_fits
 
 UNREACHED = np.float32(-1.0)
@@ -413,15 +414,12 @@ def progress_potential(geodesic, rows, pos, goal, world_index, tables, field, be
     pressed against geometry, no pool centre around it) the potential stays ``before`` (no progress)."""
     for j in range(rows.shape[0]):
         i = rows[j]
-        px, py, pz = np.float64(pos[i, 0]), np.float64(pos[i, 1]), np.float64(pos[i, 2])
         if geodesic:
+            px, py, pz = np.float64(pos[i, 0]), np.float64(pos[i, 1]), np.float64(pos[i, 2])
             g = field_at(tables, world_index[i], field[i], px, py, pz)
             out[i] = g if g >= 0.0 else before[i]
         else:
-            gx = np.float64(goal[i, 0]) - px
-            gy = np.float64(goal[i, 1]) - py
-            gz = np.float64(goal[i, 2]) - pz
-            out[i] = math.sqrt(gx * gx + gy * gy + gz * gz)
+            out[i] = straight_distance(goal, pos, i)
 
 
 @njit(cache=True)

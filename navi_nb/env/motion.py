@@ -108,24 +108,13 @@ def field_cube(world):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def move_span(
-    i0,
-    i1,
-    packed,
-    world_index,
-    wparams,
-    pos,
-    yaw,
-    act,
-    speeds,
-    dt,
-    radius,
-    max_substeps,
-    vel_out,
-    contact_out,
-    moved_out,
-):
-    """Actors ``i0 .. i1 - 1``'s step of :data:`move_actors`, each actor alone."""
+def move_span(i0, i1, worlds, limits, pose, moves):
+    """Actors ``i0 .. i1 - 1``'s step of :data:`move_actors`, each actor alone; the bundles as
+    :data:`move_actors` describes them."""
+    packed, wparams = worlds
+    speeds, dt, radius, max_substeps = limits
+    world_index, pos, yaw, vel_out = pose
+    act, contact_out, moved_out = moves
     for i in range(i0, i1):
         w = world_index[i]
         field = world_field(packed, w)
@@ -197,26 +186,25 @@ def move_span(
         yaw[i] = np.float32(ny_)
 
 
-def _actors(packed, world_index, *rest):
-    return world_index.shape[0]
+def _actors(worlds, limits, pose, *rest):
+    return pose[0].shape[0]
 
 
 MOVE_GRAIN = 256
 """The fewest actors a thread is handed (a move costs about a quarter of a microsecond: fewer actors
 move faster in the calling thread alone)."""
 move_actors = RangeKernel(move_span, _actors, MOVE_GRAIN)
-"""Advance every actor one step with collision, each in its own world: ``move_actors(packed,
-world_index, wparams, pos, yaw, act, speeds, dt, radius, max_substeps, vel_out, contact_out,
-moved_out)``, :func:`move_span` over all actors on the threads (``threads.run_ranges``).
+"""Advance every actor one step with collision, each in its own world: ``move_actors(worlds, limits,
+pose, moves)``, :func:`move_span` over all actors on the threads (``threads.run_ranges``).
 
-packed: the world set's packed layouts (``WorldSet.packed.arrays``);
-world_index (A,) int32: each actor's world; wparams (W, 8) float64:
-:func:`world_motion_params`. pos (A,3) float32 metres and yaw (A,)
-float32 radians are updated in place. act (A,4) float32, already clipped
-to [-1, 1]. speeds (4,) float64: max forward, vertical, lateral speed
-(m/s) and yaw rate (rad/s). Writes vel_out (A,3) float32 (world-frame
-velocity actually achieved, m/s), contact_out (A,) bool, moved_out (A,)
-float32 (metres travelled).
+worlds ``(packed, wparams)``, shared: the world set's packed layouts (``WorldSet.packed.arrays``) and
+the (W, 8) float64 table of :func:`world_motion_params`. limits ``(speeds, dt, radius, max_substeps)``:
+speeds (4,) float64 max forward, vertical, lateral speed (m/s) and yaw rate (rad/s). pose
+``(world_index, pos, yaw, vel)``, per actor (``nav_env``'s bundle): world_index (A,) int32 each
+actor's world; pos (A,3) float32 metres and yaw (A,) float32 radians are updated in place; vel (A,3)
+float32 is written (world-frame velocity actually achieved, m/s). moves ``(act, contact, moved)``:
+act (A,4) float32, already clipped to [-1, 1]; writes contact (A,) bool and moved (A,) float32
+(metres travelled).
 """
 
 

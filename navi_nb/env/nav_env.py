@@ -40,12 +40,21 @@ from navi_nb.env.geodesic import GoalFields
 from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
 from navi_nb.env.observation import build_obs, obs_layout, obs_size
 from navi_nb.env.spawn import SpawnSampler, default_pool_dir, region_of_interest
-from navi_nb.env.tasks import TASK_CODES, TERMS, VisitGrid, reward_coefficients, score_step, start_episodes
+from navi_nb.env.tasks import (
+    TASK_CODES,
+    TERMS,
+    VisitGrid,
+    reward_coefficients,
+    score_step,
+    start_episodes,
+    visit_tables,
+)
 from navi_nb.rng_state import STATE_DTYPE, STATE_SHAPE, GeneratorStateError, generator_from_array, generator_to_array
 from navi_nb.world import gmdag
 from navi_nb.world.world_set import WorldSet
 
 EPISODE_KEYS = ("return", "length", "success", "spl", "coverage", "collisions", "world")
+EPISODE_DTYPES = (np.float32, np.int32, bool, np.float32, np.float32, np.int32, np.int32)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -69,6 +78,27 @@ def scheduled_worlds(schedule, n_worlds, seed, actors, episodes) -> np.ndarray:
         h = _mix64(np.uint64(seed) * _GOLDEN + _mix64(a.astype(np.uint64) + np.uint64(1)))
         h = _mix64(h ^ (k.astype(np.uint64) * _GOLDEN))
     return (h % np.uint64(n_worlds)).astype(np.int32)
+
+
+def _checked_world(world, n_actors, task, seed, actor_block, first_block):
+    """``world`` loaded when it is a path, or an EnvConfigError naming the first argument that is wrong."""
+    if isinstance(world, (str, Path)):
+        world = gmdag.load_world(world)
+    if not isinstance(world, (gmdag.World, WorldSet)):
+        raise EnvConfigError(f"NavEnv: world must be a World, a WorldSet or a .gmdag path, got {type(world).__name__}")
+    if isinstance(n_actors, bool) or not isinstance(n_actors, numbers.Integral) or n_actors < 1:
+        raise EnvConfigError(f"NavEnv: n_actors must be a positive integer, got {n_actors!r}")
+    if task not in TASKS:
+        raise EnvConfigError(f"NavEnv: task must be one of {', '.join(TASKS)}, got {task!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise EnvConfigError(f"NavEnv: seed must be a non-negative integer, got {seed!r}")
+    for name, v in (("actor_block", actor_block), ("first_block", first_block)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+            raise EnvConfigError(f"NavEnv: {name} must be a non-negative integer, got {v!r}")
+    block = min(int(actor_block), int(n_actors)) if actor_block else 0
+    if block and n_actors % block:
+        raise EnvConfigError(f"NavEnv: n_actors ({n_actors}) must be a multiple of actor_block ({actor_block})")
+    return world
 
 
 class NavEnv:
@@ -107,51 +137,50 @@ class NavEnv:
         from navi_nb.sense.sensor import Sensor
         from navi_nb.sense.tracer import Tracer
 
-        if isinstance(world, (str, Path)):
-            world = gmdag.load_world(world)
-        if not isinstance(world, (gmdag.World, WorldSet)):
-            raise EnvConfigError(
-                f"NavEnv: world must be a World, a WorldSet or a .gmdag path, got {type(world).__name__}"
-            )
-        if isinstance(n_actors, bool) or not isinstance(n_actors, numbers.Integral) or n_actors < 1:
-            raise EnvConfigError(f"NavEnv: n_actors must be a positive integer, got {n_actors!r}")
-        if task not in TASKS:
-            raise EnvConfigError(f"NavEnv: task must be one of {', '.join(TASKS)}, got {task!r}")
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-            raise EnvConfigError(f"NavEnv: seed must be a non-negative integer, got {seed!r}")
-        for name, v in (("actor_block", actor_block), ("first_block", first_block)):
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
-                raise EnvConfigError(f"NavEnv: {name} must be a non-negative integer, got {v!r}")
+        world = _checked_world(world, n_actors, task, seed, actor_block, first_block)
         block = min(int(actor_block), int(n_actors)) if actor_block else 0
-        if block and n_actors % block:
-            raise EnvConfigError(f"NavEnv: n_actors ({n_actors}) must be a multiple of actor_block ({actor_block})")
         self.actor_block, self.first_block = block, int(first_block)
         self._n_blocks = int(n_actors) // block if block else 0
         if sensor is None:
             sensor = Sensor(64, 16)
         cfg = EnvConfig.from_kwargs(**config)
-        world_set = WorldSet.of(world)
-        world = world_set.worlds[0]
         self.config = cfg
-        self.world_set = world_set
-        self.world = world  # world 0 (the world of a single-world environment)
+        self.world_set = world_set = WorldSet.of(world)
+        self.world = world_set.worlds[0]  # world 0 (the world of a single-world environment)
         self.sensor = sensor
         self.task = task
         self.backend = backend
         self.n_actors = A = int(n_actors)
         self._task_code = TASK_CODES[task]
         self.reward_names = TERMS[task]
+        voxels, margins = self._world_tables(cfg)
+        self._spawners_and_grids(cfg, voxels, margins)
+        # sensing
+        self._tracer = Tracer(world_set, sensor, cfg.max_distance, backend=backend, max_actors=A)
+        n_rays = sensor.az_count * sensor.el_count
+        self.obs_layout = obs_layout(n_rays, cfg.semantic_obs, task == "pointgoal")
+        self.obs_dim = obs_size(self.obs_layout)
+        self._inv_log_max = 1.0 / float(np.log1p(cfg.max_distance))
+        n_classes = max(len(w.class_names) for w in world_set.worlds)
+        self._sem_scale = 1.0 / max(1, n_classes - 1)
+        self._allocate_state(A, max(g.nbytes for g in self._grids))
+        self._bundle_arrays(cfg)
+        self._seed(seed)
+        self._has_reset = False
+        self.trace_seconds = 0.0  # time spent sphere tracing, summed (bench train reads it)
 
-        # the worlds, shared (never copied per actor); per-world tables for the kernels
-        W = len(world_set)
+    def _world_tables(self, cfg):
+        """The worlds' shared tables for the kernels (never copied per actor); returns each world's
+        voxel size and contact margin."""
+        world_set = self.world_set
         self._packed = world_set.packed.arrays  # the decoded layouts the collision query reads
         voxels = [float(np.float32(w.voxel_size)) for w in world_set.worlds]
         self._voxel = voxels[0]
-        self._res = int(world.resolution)
+        self._res = int(self.world.resolution)
         margins = [cfg.contact_margin if cfg.contact_margin >= 0 else 0.5 * v for v in voxels]
         self.margin = margins[0]
         self._wparams = world_motion_params(world_set, margins, cfg.radius)
-        for w in range(W):
+        for w in range(len(world_set)):
             if np.any(self._wparams[w, 5:8] <= self._wparams[w, 2:5]):
                 raise EnvConfigError(
                     f"NavEnv: radius {cfg.radius} does not fit in the cube of world {world_set.names[w]}"
@@ -160,11 +189,14 @@ class NavEnv:
             [cfg.max_speed, cfg.max_vertical_speed, cfg.max_lateral_speed, cfg.max_yaw_rate], dtype=np.float64
         )
         self._inv_speeds = 1.0 / self._speeds[:3]
-        self._coefs = reward_coefficients(task, cfg)
+        self._coefs = reward_coefficients(self.task, cfg)
+        return voxels, margins
 
-        self._spawners = []
-        self._grids = []
-        reachable = []
+    def _spawners_and_grids(self, cfg, voxels, margins):
+        """Per world: the spawn sampler (its pool read from the pool cache or computed), the visit grid
+        and its reachable cells; then the goal fields over the samplers."""
+        world_set = self.world_set
+        self._spawners, self._grids, reachable = [], [], []
         pool_dir = default_pool_dir()
         for w, wd in enumerate(world_set.worlds):
             cube_lo, cube_hi = field_cube(wd)
@@ -197,28 +229,16 @@ class NavEnv:
             reachable.append(int(reach.sum()))
         self._spawner = self._spawners[0]
         self._grid = self._grids[0]
-        self._fields = GoalFields(self._spawners, A, cfg.needs_field(task))
+        self._fields = GoalFields(self._spawners, self.n_actors, cfg.needs_field(self.task))
         if self._fields.enabled and cfg.goal_distance == "geodesic":
-            self._fields.check_band(self._spawners, self.world_set.names, cfg.goal_min_distance, cfg.goal_max_distance)
+            self._fields.check_band(self._spawners, world_set.names, cfg.goal_min_distance, cfg.goal_max_distance)
         self.reachable_cells = reachable[0]
         self._reachable = np.asarray(reachable, dtype=np.int64)
-        self._grid_lo = np.stack([g.lo for g in self._grids]).astype(np.float64)
-        self._inv_cell_w = np.array([1.0 / g.cell for g in self._grids], dtype=np.float64)
-        self._grid_dims = np.stack([g.dims for g in self._grids]).astype(np.int64)
-        self._inv_cell = self._inv_cell_w[0]
-        visit_bytes = max(g.nbytes for g in self._grids)
+        self._visit_tables = visit_tables(self._grids)
 
-        # sensing
-        self._tracer = Tracer(world_set, sensor, cfg.max_distance, backend=backend, max_actors=A)
-        n_rays = sensor.az_count * sensor.el_count
-        self.obs_layout = obs_layout(n_rays, cfg.semantic_obs, task == "pointgoal")
-        self.obs_dim = obs_size(self.obs_layout)
-        self._inv_log_max = 1.0 / float(np.log1p(cfg.max_distance))
-        n_classes = max(len(w.class_names) for w in world_set.worlds)
-        self._sem_scale = 1.0 / max(1, n_classes - 1)
-
-        # per-actor state (plain arrays; everything get_state saves)
-        T = len(self.reward_names)
+    def _allocate_state(self, A, visit_bytes):
+        """The per-actor state (plain arrays, everything ``get_state`` saves, each the attribute ``_`` +
+        its name) and the per-step outputs (preallocated, reused)."""
         self._state_spec = {
             "pos": ((A, 3), np.float32),
             "yaw": ((A,), np.float32),
@@ -243,12 +263,11 @@ class NavEnv:
         for name, (shape, dtype) in self._state_spec.items():
             if not name.startswith("rng_"):
                 setattr(self, "_" + name, np.zeros(shape, dtype=dtype))
-        # per-step outputs (preallocated, reused)
         self._act = np.zeros((A, 4), np.float32)
         self._potential = np.zeros(A, np.float64)
         self._contact = np.zeros(A, bool)
         self._moved = np.zeros(A, np.float32)
-        self._terms = np.zeros((T, A), np.float32)
+        self._terms = np.zeros((len(self.reward_names), A), np.float32)
         self._reward = np.zeros(A, np.float32)
         self._terminated = np.zeros(A, bool)
         self._truncated = np.zeros(A, bool)
@@ -257,19 +276,24 @@ class NavEnv:
         self._final_obs = np.zeros((A, self.obs_dim), np.float32)
         self._final_pos = np.zeros((A, 3), np.float32)  # where a finished episode ended (before its reset)
         self._final_yaw = np.zeros(A, np.float32)
-        self._ep_out = {
-            "return": np.zeros(A, np.float32),
-            "length": np.zeros(A, np.int32),
-            "success": np.zeros(A, bool),
-            "spl": np.zeros(A, np.float32),
-            "coverage": np.zeros(A, np.float32),
-            "collisions": np.zeros(A, np.int32),
-            "world": np.zeros(A, np.int32),
-        }
+        self._ep_out = {k: np.zeros(A, t) for k, t in zip(EPISODE_KEYS, EPISODE_DTYPES)}
         self._all_rows = np.arange(A, dtype=np.int64)
-        self._seed(seed)
-        self._has_reset = False
-        self.trace_seconds = 0.0  # time spent sphere tracing, summed (bench train reads it)
+
+    def _bundle_arrays(self, cfg):
+        """The bundles the kernels take (tuples of the arrays above, never copies: ``set_state`` writes
+        into the arrays, so they stay current). Per actor: pose, goals, visits, counters (state), moves
+        and outcome (a step's outputs); shared: the motion tables and the constants of a move, a score
+        and an observation. The kernels' docstrings name each member."""
+        self._pose = (self._world_index, self._pos, self._yaw, self._vel)
+        self._goals = (self._goal, self._goal_dist, self._start_dist)
+        self._visits = (self._visit, self._cells)
+        self._counters = (self._ep_return, self._ep_len, self._path_len, self._collisions)
+        self._moves = (self._act, self._contact, self._moved)
+        self._outcome = (self._terms, self._reward, self._terminated, self._truncated, self._success)
+        self._motion = (self._packed, self._wparams)
+        self._limits = (self._speeds, cfg.dt, cfg.radius, cfg.max_substeps)
+        self._rules = (self._coefs, cfg.success_radius, cfg.max_steps)
+        self._scales = (self._inv_log_max, self._sem_scale, self._inv_speeds, 1.0 / cfg.goal_scale)
 
     # ------------------------------------------------------------------
     def _seed(self, seed):
@@ -330,25 +354,7 @@ class NavEnv:
         return [(self._spawners[w], rows[wi == w]) for w in np.unique(wi)]
 
     def _start_args(self, rows):
-        return (
-            rows,
-            self._pos,
-            self._goal,
-            self._goal_dist,
-            self._start_dist,
-            self._visit,
-            self._cells,
-            self._world_index,
-            self._grid_lo,
-            self._inv_cell_w,
-            self._grid_dims,
-            self._ep_return,
-            self._ep_len,
-            self._path_len,
-            self._collisions,
-            self._prev_action,
-            self._vel,
-        )
+        return (rows, self._visit_tables, self._pose, self._goals, self._visits, self._counters, self._prev_action)
 
     @property
     def _goal_first(self) -> bool:
@@ -386,24 +392,8 @@ class NavEnv:
         build_obs(*self._obs_args(rows, depth, sem))
 
     def _obs_args(self, rows, depth, sem):
-        cfg = self.config
-        return (
-            rows,
-            depth,
-            sem,
-            self._inv_log_max,
-            cfg.semantic_obs,
-            self._sem_scale,
-            self._prev_action,
-            self._vel,
-            self._yaw,
-            self._inv_speeds,
-            self.task == "pointgoal",
-            self._goal,
-            self._pos,
-            1.0 / cfg.goal_scale,
-            self._obs,
-        )
+        semantic, goal = self.config.semantic_obs, self.task == "pointgoal"
+        return ((rows, depth, sem), self._scales, self._pose, self._goals, self._prev_action, semantic, goal, self._obs)
 
     # ------------------------------------------------------------------
     def reset(self, seed=None):
@@ -419,51 +409,20 @@ class NavEnv:
         return self._obs, {"done": self._done}
 
     def _move_args(self):
-        cfg = self.config
-        return (
-            self._packed,
-            self._world_index,
-            self._wparams,
-            self._pos,
-            self._yaw,
-            self._act,
-            self._speeds,
-            cfg.dt,
-            cfg.radius,
-            cfg.max_substeps,
-            self._vel,
-            self._contact,
-            self._moved,
-        )
+        return (self._motion, self._limits, self._pose, self._moves)
 
     def _score_args(self):
-        cfg = self.config
         return (
             self._task_code,
-            self._pos,
-            self._goal,
-            self._goal_dist,
+            self._rules,
+            self._visit_tables,
+            self._pose,
+            self._goals,
             self._potential,
-            self._contact,
-            self._moved,
-            self._visit,
-            self._cells,
-            self._world_index,
-            self._grid_lo,
-            self._inv_cell_w,
-            self._grid_dims,
-            self._coefs,
-            cfg.success_radius,
-            cfg.max_steps,
-            self._terms,
-            self._reward,
-            self._terminated,
-            self._truncated,
-            self._success,
-            self._ep_return,
-            self._ep_len,
-            self._path_len,
-            self._collisions,
+            self._moves,
+            self._visits,
+            self._counters,
+            self._outcome,
         )
 
     def compile_kernels(self):

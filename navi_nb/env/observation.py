@@ -48,33 +48,21 @@ def obs_size(layout: dict) -> int:
 
 
 @njit(cache=True, nogil=True)
-def build_obs_span(
-    j0,
-    j1,
-    rows,
-    depth,
-    semantic,
-    inv_log_max,
-    use_semantic,
-    sem_scale,
-    prev_action,
-    vel,
-    yaw,
-    inv_speeds,
-    use_goal,
-    goal,
-    pos,
-    inv_goal_scale,
-    out,
-):
+def build_obs_span(j0, j1, rays, scales, pose, goals, prev_action, use_semantic, use_goal, out):
     """Write observation rows ``rows[j0:j1]`` (:data:`build_obs` writes them all, on the threads).
 
-    rows (K,) int64: the actor of each traced row j (depth[j] belongs to actor
-    rows[j]). depth (K,Az,El) float32 metres, semantic (K,Az,El) uint16.
-    prev_action (A,4), vel (A,3) world-frame m/s, yaw (A,), goal (A,3), pos (A,3)
-    float32; inv_speeds (3,) float64 = 1 / (max forward, vertical, lateral speed).
+    rays ``(rows, depth, semantic)``: rows (K,) int64 the actor of each traced row j (depth[j] belongs
+    to actor rows[j]), depth (K,Az,El) float32 metres, semantic (K,Az,El) uint16. scales
+    ``(inv_log_max, sem_scale, inv_speeds, inv_goal_scale)``: inv_speeds (3,) float64 = 1 / (max
+    forward, vertical, lateral speed). pose ``(world_index, pos, yaw, vel)`` and goals ``(goal,
+    goal_dist, start_dist)``: ``nav_env``'s per-actor bundles (pos, goal (A,3), yaw (A,), vel (A,3)
+    world-frame m/s, all float32). prev_action (A,4) float32.
     out (A, D) float32: rows ``rows`` are overwritten, other rows untouched.
     """
+    rows, depth, semantic = rays
+    inv_log_max, sem_scale, inv_speeds, inv_goal_scale = scales
+    _world_index, pos, yaw, vel = pose
+    goal = goals[0]
     az = depth.shape[1]
     el = depth.shape[2]
     for j in range(j0, j1):
@@ -119,8 +107,8 @@ def build_obs_span(
             out[i, o + 3] = np.float32(gy * inv_goal_scale)
 
 
-def _rows(rows, *rest):
-    return rows.shape[0]
+def _rows(rays, *rest):
+    return rays[0].shape[0]
 
 
 OBS_GRAIN_RAYS = 16384
@@ -129,7 +117,8 @@ wake-up and its handoffs of the GIL cost tens of microseconds on a busy machine,
 run in the calling thread alone."""
 
 
-def _grain(rows, depth, *rest):
+def _grain(rays, *rest):
+    depth = rays[1]
     return max(1, OBS_GRAIN_RAYS // max(1, depth.shape[1] * depth.shape[2]))
 
 

@@ -246,31 +246,124 @@ def _segment_free(reach, dims, lo, cell, ax, ay, az, bx, by, bz):
 
 
 @njit(cache=True)
+def _a_star(reach, dims, cell, s_cell, g_cell, tag, search):
+    """A* from cell ``s_cell`` to ``g_cell`` over the reachable cells' 26 neighbours (edges between cell
+    centres, heuristic the straight distance); True when a path joins them, its cells then chained from
+    the goal back to the start by ``parent``. ``search``: the scratch of :func:`path_lengths`,
+    ``(cost, parent, where, seen, heap_f, heap_c)``; a cell's cost and heap slot hold for this
+    search only when ``seen`` holds ``tag``."""
+    cost, parent, where, seen, heap_f, heap_c = search
+    ny, nz = dims[1], dims[2]
+    seen[s_cell] = tag
+    where[s_cell] = -1
+    cost[s_cell] = 0.0
+    parent[s_cell] = -1
+    tx, ty, tz = g_cell // (ny * nz), (g_cell // nz) % ny, g_cell % nz
+    # np.int64(0), not 0: an integer constant would be typed as a literal and compile a second copy
+    size = heap_push(heap_f, heap_c, where, np.int64(0), 0.0, s_cell)
+    while size > 0:
+        c, size = heap_pop(heap_f, heap_c, where, size)
+        if c == g_cell:
+            return True
+        ix, iy, iz = c // (ny * nz), (c // nz) % ny, c % nz
+        for ox in range(-1, 2):
+            jx = ix + ox
+            if jx < 0 or jx >= dims[0]:
+                continue
+            for oy in range(-1, 2):
+                jy = iy + oy
+                if jy < 0 or jy >= ny:
+                    continue
+                for oz in range(-1, 2):
+                    jz = iz + oz
+                    if jz < 0 or jz >= nz or (ox == 0 and oy == 0 and oz == 0):
+                        continue
+                    n = (jx * ny + jy) * nz + jz
+                    if not reach[n]:
+                        continue
+                    if seen[n] != tag:
+                        seen[n] = tag
+                        cost[n] = np.inf
+                        where[n] = -1
+                    elif where[n] == -2:
+                        continue
+                    g = cost[c] + cell * np.sqrt(ox * ox + oy * oy + oz * oz)
+                    if g < cost[n]:
+                        cost[n] = g
+                        parent[n] = c
+                        h = cell * np.sqrt((jx - tx) ** 2 + (jy - ty) ** 2 + (jz - tz) ** 2)
+                        size = heap_push(heap_f, heap_c, where, size, g + h, n)
+    return False
+
+
+@njit(cache=True)
+def _taut_length(reach, dims, lo, cell, parent, g_cell, start, goal, points):
+    """The length of the cell path that ``parent`` chains from ``g_cell`` back to the start's cell, pulled
+    taut: from each point, on to the last of the following path points that a straight segment through
+    reachable cells still reaches. The path's ends are the points ``start`` and ``goal`` themselves (each
+    (3,) float64), not their cells' centres. ``points``: scratch ``(path, px, py, pz)``."""
+    path, px, py, pz = points
+    ny, nz = dims[1], dims[2]
+    k = 0
+    c = g_cell
+    while c >= 0:
+        path[k] = c
+        k += 1
+        c = parent[c]
+    m = 0
+    px[m], py[m], pz[m] = start[0], start[1], start[2]
+    m += 1
+    for j in range(k - 2, 0, -1):  # skip the start's and the goal's own cells
+        c = path[j]
+        px[m] = lo[0] + (c // (ny * nz) + 0.5) * cell
+        py[m] = lo[1] + ((c // nz) % ny + 0.5) * cell
+        pz[m] = lo[2] + (c % nz + 0.5) * cell
+        m += 1
+    px[m], py[m], pz[m] = goal[0], goal[1], goal[2]
+    m += 1
+    length = 0.0
+    i = 0
+    while i < m - 1:
+        j = i + 1
+        while j + 1 < m and _segment_free(reach, dims, lo, cell, px[i], py[i], pz[i], px[j + 1], py[j + 1], pz[j + 1]):
+            j += 1
+        length += np.sqrt((px[j] - px[i]) ** 2 + (py[j] - py[i]) ** 2 + (pz[j] - pz[i]) ** 2)
+        i = j
+    return length
+
+
+@njit(cache=True)
 def path_lengths(reach, dims, lo, cell, starts, goals):
     """Shortest path length (metres) from each start to its goal through the reachable cells.
 
-    A* over the cells' 26 neighbours (edges between cell centres, heuristic the straight
-    distance), then the cell path pulled taut: from each point, on to the last of the following
-    path points that a straight segment through reachable cells still reaches (start and goal
-    themselves are the path's ends). A pair whose start or goal is not in a reachable cell, or
-    that no path joins, gets the straight distance. Never below the straight distance.
+    A* over the cells' 26 neighbours (:func:`_a_star`), then the cell path pulled taut
+    (:func:`_taut_length`). A pair whose start or goal is not in a reachable cell, or that no path
+    joins, gets the straight distance. Never below the straight distance.
     """
-    nx, ny, nz = dims[0], dims[1], dims[2]
-    n_cells = nx * ny * nz
+    n_cells = dims[0] * dims[1] * dims[2]
     out = np.empty(starts.shape[0], np.float64)
-    cost = np.empty(n_cells, np.float64)
-    parent = np.empty(n_cells, np.int64)
-    where = np.empty(n_cells, np.int64)
-    seen = np.zeros(n_cells, np.int64)  # a cell's cost and heap slot hold for pair q only when seen == q + 1
-    heap_f = np.empty(n_cells, np.float64)
-    heap_c = np.empty(n_cells, np.int64)
-    path = np.empty(n_cells + 2, np.int64)
-    px = np.empty(n_cells + 2, np.float64)
-    py = np.empty(n_cells + 2, np.float64)
-    pz = np.empty(n_cells + 2, np.float64)
+    search = (
+        np.empty(n_cells, np.float64),  # cost
+        np.empty(n_cells, np.int64),  # parent
+        np.empty(n_cells, np.int64),  # where: heap slot
+        np.zeros(n_cells, np.int64),  # seen: a cell's cost and slot hold for pair q only when seen == q + 1
+        np.empty(n_cells, np.float64),  # heap_f
+        np.empty(n_cells, np.int64),  # heap_c
+    )
+    points = (
+        np.empty(n_cells + 2, np.int64),
+        np.empty(n_cells + 2, np.float64),
+        np.empty(n_cells + 2, np.float64),
+        np.empty(n_cells + 2, np.float64),
+    )
+    start = np.empty(3, np.float64)
+    goal = np.empty(3, np.float64)
     for q in range(starts.shape[0]):
-        sx, sy, sz = np.float64(starts[q, 0]), np.float64(starts[q, 1]), np.float64(starts[q, 2])
-        gx, gy, gz = np.float64(goals[q, 0]), np.float64(goals[q, 1]), np.float64(goals[q, 2])
+        for a in range(3):
+            start[a] = np.float64(starts[q, a])
+            goal[a] = np.float64(goals[q, a])
+        sx, sy, sz = start[0], start[1], start[2]
+        gx, gy, gz = goal[0], goal[1], goal[2]
         straight = np.sqrt((gx - sx) ** 2 + (gy - sy) ** 2 + (gz - sz) ** 2)
         out[q] = straight
         s_cell = _cell_at(dims, lo, cell, sx, sy, sz)
@@ -279,81 +372,9 @@ def path_lengths(reach, dims, lo, cell, starts, goals):
             continue
         if _segment_free(reach, dims, lo, cell, sx, sy, sz, gx, gy, gz):
             continue  # in sight: the straight line is the path
-        tag = q + 1
-        seen[s_cell] = tag
-        where[s_cell] = -1
-        cost[s_cell] = 0.0
-        parent[s_cell] = -1
-        tx, ty, tz = g_cell // (ny * nz), (g_cell // nz) % ny, g_cell % nz
-        # np.int64(0), not 0: an integer constant would be typed as a literal and compile a second copy
-        size = heap_push(heap_f, heap_c, where, np.int64(0), 0.0, s_cell)
-        found = False
-        while size > 0:
-            c, size = heap_pop(heap_f, heap_c, where, size)
-            if c == g_cell:
-                found = True
-                break
-            iz = c % nz
-            iy = (c // nz) % ny
-            ix = c // (ny * nz)
-            for ox in range(-1, 2):
-                jx = ix + ox
-                if jx < 0 or jx >= nx:
-                    continue
-                for oy in range(-1, 2):
-                    jy = iy + oy
-                    if jy < 0 or jy >= ny:
-                        continue
-                    for oz in range(-1, 2):
-                        jz = iz + oz
-                        if jz < 0 or jz >= nz or (ox == 0 and oy == 0 and oz == 0):
-                            continue
-                        n = (jx * ny + jy) * nz + jz
-                        if not reach[n]:
-                            continue
-                        if seen[n] != tag:
-                            seen[n] = tag
-                            cost[n] = np.inf
-                            where[n] = -1
-                        elif where[n] == -2:
-                            continue
-                        g = cost[c] + cell * np.sqrt(ox * ox + oy * oy + oz * oz)
-                        if g < cost[n]:
-                            cost[n] = g
-                            parent[n] = c
-                            h = cell * np.sqrt((jx - tx) ** 2 + (jy - ty) ** 2 + (jz - tz) ** 2)
-                            size = heap_push(heap_f, heap_c, where, size, g + h, n)
-        if not found:
+        if not _a_star(reach, dims, cell, s_cell, g_cell, q + 1, search):
             continue
-        # the cell path, start to goal: start point, the centres in between, goal point
-        k = 0
-        c = g_cell
-        while c >= 0:
-            path[k] = c
-            k += 1
-            c = parent[c]
-        m = 0
-        px[m], py[m], pz[m] = sx, sy, sz
-        m += 1
-        for j in range(k - 2, 0, -1):  # skip the start's and the goal's own cells
-            c = path[j]
-            px[m] = lo[0] + (c // (ny * nz) + 0.5) * cell
-            py[m] = lo[1] + ((c // nz) % ny + 0.5) * cell
-            pz[m] = lo[2] + (c % nz + 0.5) * cell
-            m += 1
-        px[m], py[m], pz[m] = gx, gy, gz
-        m += 1
-        # pulled taut
-        length = 0.0
-        i = 0
-        while i < m - 1:
-            j = i + 1
-            while j + 1 < m and _segment_free(
-                reach, dims, lo, cell, px[i], py[i], pz[i], px[j + 1], py[j + 1], pz[j + 1]
-            ):
-                j += 1
-            length += np.sqrt((px[j] - px[i]) ** 2 + (py[j] - py[i]) ** 2 + (pz[j] - pz[i]) ** 2)
-            i = j
+        length = _taut_length(reach, dims, lo, cell, search[1], g_cell, start, goal, points)
         if length > straight:
             out[q] = length
     return out

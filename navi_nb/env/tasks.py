@@ -89,41 +89,51 @@ def _cell_index(x, y, z, lo, inv_cell, dims):
     return (ix * dims[1] + iy) * dims[2] + iz
 
 
+@njit(inline="always", cache=True)
+def straight_distance(goal, pos, i):
+    """Actor ``i``'s straight distance to its goal, metres (float64): the success test's, the start's
+    and the euclidean progress potential's (``geodesic.progress_potential``)."""
+    gx = np.float64(goal[i, 0]) - np.float64(pos[i, 0])
+    gy = np.float64(goal[i, 1]) - np.float64(pos[i, 1])
+    gz = np.float64(goal[i, 2]) - np.float64(pos[i, 2])
+    return math.sqrt(gx * gx + gy * gy + gz * gz)
+
+
+def visit_tables(grids) -> tuple:
+    """The per-world visit-grid bundle the kernels take, ``(lo, inv_cell, dims)``: lo (W,3) float64,
+    inv_cell (W,) float64, dims (W,3) int64, row ``w`` the grid of world ``w`` (a list of VisitGrid)."""
+    return (
+        np.stack([g.lo for g in grids]).astype(np.float64),
+        np.array([1.0 / g.cell for g in grids], dtype=np.float64),
+        np.stack([g.dims for g in grids]).astype(np.int64),
+    )
+
+
+@njit(inline="always", cache=True)
+def _visit_cell(grids, w, pos, i):
+    """The cell of actor ``i``'s centre in world ``w``'s visit grid."""
+    lo, inv_cell, dims = grids
+    return _cell_index(pos[i, 0], pos[i, 1], pos[i, 2], lo[w], inv_cell[w], dims[w])
+
+
 @njit(cache=True)
-def start_episodes(
-    rows,
-    pos,
-    goal,
-    goal_dist,
-    start_dist,
-    visit,
-    cells,
-    world_index,
-    grid_lo,
-    inv_cell,
-    dims,
-    ep_return,
-    ep_len,
-    path_len,
-    collisions,
-    prev_action,
-    vel,
-):
-    """Zero the episode counters of actors ``rows`` and mark their spawn cell (in their
-    world's visit grid: ``grid_lo`` (W,3), ``inv_cell`` (W,), ``dims`` (W,3), row
-    ``world_index[i]``)."""
+def start_episodes(rows, grids, pose, goals, visits, counters, prev_action):
+    """Zero the episode counters of actors ``rows`` and mark their spawn cell in their world's visit
+    grid. grids: :func:`visit_tables`; pose ``(world_index, pos, yaw, vel)``, goals ``(goal, goal_dist,
+    start_dist)``, visits ``(visit, cells)``, counters ``(ep_return, ep_len, path_len, collisions)``:
+    ``nav_env``'s per-actor bundles (:func:`score_step` names their types)."""
+    world_index, pos, _yaw, vel = pose
+    goal, goal_dist, start_dist = goals
+    visit, cells = visits
+    ep_return, ep_len, path_len, collisions = counters
     for j in range(rows.shape[0]):
         i = rows[j]
-        w = world_index[i]
-        gx = np.float64(goal[i, 0]) - np.float64(pos[i, 0])
-        gy = np.float64(goal[i, 1]) - np.float64(pos[i, 1])
-        gz = np.float64(goal[i, 2]) - np.float64(pos[i, 2])
-        d = math.sqrt(gx * gx + gy * gy + gz * gz)
+        d = straight_distance(goal, pos, i)
         goal_dist[i] = d
         start_dist[i] = d
         for b in range(visit.shape[1]):
             visit[i, b] = 0
-        c = _cell_index(pos[i, 0], pos[i, 1], pos[i, 2], grid_lo[w], inv_cell[w], dims[w])
+        c = _visit_cell(grids, world_index[i], pos, i)
         visit[i, c >> 3] = np.uint8(1 << (c & 7))
         cells[i] = 1
         ep_return[i] = 0.0
@@ -137,55 +147,34 @@ def start_episodes(
 
 
 @njit(cache=True)
-def score_step(
-    task,
-    pos,
-    goal,
-    goal_dist,
-    potential,
-    contact,
-    moved,
-    visit,
-    cells,
-    world_index,
-    grid_lo,
-    inv_cell,
-    dims,
-    coefs,
-    success_radius,
-    max_steps,
-    terms,
-    reward,
-    terminated,
-    truncated,
-    success,
-    ep_return,
-    ep_len,
-    path_len,
-    collisions,
-):
+def score_step(task, rules, grids, pose, goals, potential, moves, visits, counters, outcome):
     """Rewards, flags and counters for one step of every actor.
 
-    task: POINTGOAL or EXPLORE. pos, goal (A,3) float32 (after the move);
-    goal_dist (A,) float64 the progress potential before the move (``geodesic.progress_potential``:
-    the geodesic or straight distance to the goal), updated to ``potential`` (A,) float64, its value
-    after the move.
-    contact (A,) bool, moved (A,) float32 metres. visit (A,B) uint8 bits,
-    cells (A,) int32 visited count; world_index (A,) int32 each actor's world, whose
-    visit grid is row ``w`` of grid_lo (W,3), inv_cell (W,), dims (W,3). coefs (T,) float64 signed coefficients.
-    Writes terms (T,A) float32, reward (A,) float32, terminated, truncated,
-    success (A,) bool; adds to ep_return (float64), ep_len (int32),
-    path_len (float64), collisions (int32).
+    task: POINTGOAL or EXPLORE. rules ``(coefs, success_radius, max_steps)``: coefs (T,) float64
+    the signed coefficients (:func:`reward_coefficients`). grids: :func:`visit_tables`. The per-actor
+    bundles (``nav_env``): pose ``(world_index, pos, yaw, vel)``, world_index (A,) int32 each
+    actor's world, pos (A,3) float32 after the move; goals ``(goal, goal_dist, start_dist)``, goal
+    (A,3) float32, goal_dist (A,) float64 the progress potential before the move
+    (``geodesic.progress_potential``: the geodesic or straight distance to the goal), updated to
+    ``potential`` (A,) float64, its value after the move; moves ``(act, contact, moved)``, contact
+    (A,) bool, moved (A,) float32 metres; visits ``(visit, cells)``, visit (A,B) uint8 bits, cells
+    (A,) int32 visited count. Writes outcome ``(terms, reward, terminated, truncated, success)``:
+    terms (T,A) float32, reward (A,) float32, the flags (A,) bool; adds to counters ``(ep_return,
+    ep_len, path_len, collisions)``: float64, int32, float64, int32.
     """
+    coefs, success_radius, max_steps = rules
+    world_index, pos, _yaw, _vel = pose
+    goal, goal_dist, _start_dist = goals
+    _act, contact, moved = moves
+    visit, cells = visits
+    ep_return, ep_len, path_len, collisions = counters
+    terms, reward, terminated, truncated, success = outcome
     n = pos.shape[0]
     for i in range(n):
         ok = False
         total = 0.0
         if task == 0:
-            gx = np.float64(goal[i, 0]) - np.float64(pos[i, 0])
-            gy = np.float64(goal[i, 1]) - np.float64(pos[i, 1])
-            gz = np.float64(goal[i, 2]) - np.float64(pos[i, 2])
-            d = math.sqrt(gx * gx + gy * gy + gz * gz)
+            d = straight_distance(goal, pos, i)
             t0 = coefs[0] * (goal_dist[i] - potential[i])
             goal_dist[i] = potential[i]
             ok = d <= success_radius
@@ -198,8 +187,7 @@ def score_step(
             terms[3, i] = np.float32(t3)
             total = t0 + t1 + t2 + t3
         else:
-            w = world_index[i]
-            c = _cell_index(pos[i, 0], pos[i, 1], pos[i, 2], grid_lo[w], inv_cell[w], dims[w])
+            c = _visit_cell(grids, world_index[i], pos, i)
             bit = np.uint8(1 << (c & 7))
             new = (visit[i, c >> 3] & bit) == 0
             if new:
