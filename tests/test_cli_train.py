@@ -6,6 +6,8 @@ the run folder exactly as it was (names and bytes of every file).
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -92,6 +94,37 @@ def test_eval_command_json(trained, tmp_path, capsys):
     assert main(["eval", str(run), "--episodes", "3", "--json", "--no-save"]) == 0
     out2 = capsys.readouterr().out
     assert json.loads(out2[out2.index("{") :])["per_episode"] == res["per_episode"]
+
+
+READ_POLICY = """
+import sys
+import numpy as np
+from navi_nb.train.evaluate import load_run_policy
+from navi_nb.train.runs import read_run_config
+run = sys.argv[1]
+cfg = read_run_config(run)
+for source in ("final", "checkpoint"):
+    policy, origin = load_run_policy(run, cfg, source)
+    np.save(f"{sys.argv[2]}/{source}.npy", policy.params)
+    print(source, origin["source"], origin["update"])
+builders = ("navi_nb.train.loop", "navi_nb.env.nav_env", "navi_nb.sense.tracer")
+print("loaded", sorted(m for m in sys.modules if m in builders))
+"""
+
+
+def test_reading_a_runs_policy_builds_no_trainer_or_environment(trained, tmp_path):
+    """eval's policy comes from the checkpoint and the config alone: neither the trainer's module nor an
+    environment (nor the tracer) is imported; the weights are the files' own (read here with NumPy)."""
+    out = subprocess.run(
+        [sys.executable, "-c", READ_POLICY, str(trained), str(tmp_path)], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert out[-2] == "loaded []", out
+    latest = ck.latest_checkpoint(trained / "checkpoints")
+    assert out[1] == f"checkpoint {latest} 2", out
+    with np.load(trained / "policy.npz") as final, np.load(latest) as newest:
+        assert np.array_equal(np.load(tmp_path / "final.npy"), final["policy.params"])
+        assert np.array_equal(np.load(tmp_path / "checkpoint.npy"), newest["ppo.params"])
+        assert np.array_equal(final["policy.params"], newest["ppo.params"])  # the last update is both
 
 
 def test_unknown_flag(capsys):

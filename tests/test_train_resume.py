@@ -5,8 +5,9 @@ import pytest
 
 from navi_nb.train import checkpoint as ck
 from navi_nb.train.config import TrainConfig
-from navi_nb.train.loop import CHECKPOINT_DIR, Trainer
+from navi_nb.train.loop import Trainer
 from navi_nb.train.metrics import read_metrics_csv
+from navi_nb.train.runs import CHECKPOINT_DIR
 
 TIMING = {"time_s", "actor_steps_per_s", "t_collect_s", "t_learn_s"}
 

@@ -386,8 +386,8 @@ class Fuzzer:
     def __post_init__(self):
         from navi_nb.train import checkpoint as ck
         from navi_nb.train.evaluate import EPISODES_FILE
-        from navi_nb.train.loop import CHECKPOINT_DIR, Trainer
-        from navi_nb.train.runs import POLICY_FILE, load_run_worlds, read_run_config
+        from navi_nb.train.loop import Trainer
+        from navi_nb.train.runs import CHECKPOINT_DIR, POLICY_FILE, load_run_worlds, read_run_config
 
         self.run, self.work = Path(self.run), Path(self.work)
         scratch = self.work / "run"
@@ -435,10 +435,7 @@ class Fuzzer:
             trainer.load_checkpoint(ctx["paths"]["checkpoint"])
             return trainer.state_arrays()
         if target == "policy":
-            cfg, trainer = ctx["cfg"], ctx["trainer"]
-            policy, _origin = load_run_policy(
-                ctx["scratch"], cfg, trainer.env.obs_dim, trainer.env.action_dim, source="final"
-            )
+            policy, _origin = load_run_policy(ctx["scratch"], ctx["cfg"], source="final")
             return {"params": policy.params}
         eps, _meta = load_episodes(ctx["scratch"], ctx["world"])
         return eps

@@ -182,16 +182,16 @@ class Checkpoint:
     def array_names(self):
         return sorted(n[:-4] for n in self._infos if n != META_MEMBER)
 
-    def read_arrays(self, spec: dict) -> dict:
+    def read_arrays(self, spec: dict, subset: bool = False) -> dict:
         """Read every array, checked against ``spec``: name -> (shape, dtype).
 
-        The member set must equal ``spec``'s names; each member's declared
-        header must match before any of its data is read.
+        The member set must equal ``spec``'s names (with ``subset``: hold them; the other members stay
+        unread); each member's declared header must match before any of its data is read.
         """
         src = self.path
         have = set(self.array_names)
         want = set(spec)
-        if have - want:
+        if have - want and not subset:
             raise CheckpointError(src, f"unexpected member(s) {sorted(have - want)} (not implied by the configuration)")
         if want - have:
             raise CheckpointError(src, f"missing member(s) {sorted(want - have)}")
@@ -342,8 +342,9 @@ def open_checkpoint(path) -> Checkpoint:
     return Checkpoint(src, meta, infos)
 
 
-def load_checkpoint(path, spec: dict, expect_hash: str | None = None):
-    """Open, check the config hash (when given) and read all arrays: ``(arrays, meta)``."""
+def load_checkpoint(path, spec: dict, expect_hash: str | None = None, subset: bool = False):
+    """Open, check the config hash (when given) and read the arrays of ``spec``: ``(arrays, meta)``
+    (all the members, or with ``subset`` those of ``spec`` only: ``Checkpoint.read_arrays``)."""
     ck = open_checkpoint(path)
     if expect_hash is not None and ck.meta.get("config_hash") != expect_hash:
         raise CheckpointError(
@@ -351,7 +352,7 @@ def load_checkpoint(path, spec: dict, expect_hash: str | None = None):
             f"was written by a run with config hash {ck.meta.get('config_hash')!r}, "
             f"this run's config hash is {expect_hash!r} (another configuration)",
         )
-    return ck.read_arrays(spec), ck.meta
+    return ck.read_arrays(spec, subset), ck.meta
 
 
 # --------------------------------------------------------------------------

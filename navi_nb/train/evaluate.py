@@ -33,6 +33,8 @@ import navi_nb
 from navi_nb.env.config import EPISODE_SETTINGS
 from navi_nb.train import checkpoint as ck
 from navi_nb.train.runs import (
+    CHECKPOINT_DIR,
+    CHECKPOINT_LAYOUT,
     POLICY_FILE,
     RunError,
     check_memory,
@@ -131,37 +133,50 @@ def difficulty(ep) -> dict:
     return out
 
 
-def load_run_policy(run_path, cfg, obs_dim, act_dim=4, source="auto", run_worlds=None):
+def load_run_policy(run_path, cfg, source="auto"):
     """The run's policy: ``policy.npz`` (final) or, failing that / when asked, the newest checkpoint.
 
-    run_worlds: the run's own WorldSet, if already loaded (a checkpoint's environment state needs it).
+    Only the weights are read (a checkpoint's ``ppo.params``; the optimizer and environment state stay
+    unread): the network's shape comes from the config, so no environment or trainer is built.
     """
     run_path = Path(run_path)
-    policy = make_policy(cfg, obs_dim, act_dim)
+    policy = make_policy(cfg, cfg.obs_dim())
     final = run_path / POLICY_FILE
-    spec = {"policy.params": (policy.params.shape, policy.params.dtype)}
     if source in ("auto", "final") and final.is_file():
-        arrays, meta = ck.load_checkpoint(final, spec, expect_hash=cfg.hash())
-        bad = ~np.isfinite(arrays["policy.params"])
-        if bad.any():
-            raise ck.CheckpointError(
-                final,
-                f"member 'policy.params' holds {int(bad.sum())} non-finite weight(s) "
-                f"(first at index {int(np.flatnonzero(bad)[0])})",
-            )
-        policy.set_params(arrays["policy.params"])
+        params, meta = _read_weights(final, "policy.params", policy, cfg)
+        policy.set_params(params)
         return policy, {"source": str(final), "update": meta.get("update")}
     if source == "final":
         raise RunError(f"run {run_path} has no final policy ({POLICY_FILE}); it may still be training")
-    from navi_nb.train.loop import CHECKPOINT_DIR, Trainer
-
     latest = ck.latest_checkpoint(run_path / CHECKPOINT_DIR)
     if latest is None:
         raise RunError(f"run {run_path} has neither {POLICY_FILE} nor a checkpoint to evaluate")
-    trainer = Trainer(cfg, run_path, run_worlds if run_worlds is not None else load_run_worlds(run_path, cfg))
-    trainer.env.reset(seed=cfg.seed)
-    trainer.load_checkpoint(latest)
-    return trainer.policy, {"source": str(latest), "update": trainer.update}
+    layout = ck.open_checkpoint(latest).meta.get("layout", 1)
+    if layout != CHECKPOINT_LAYOUT:
+        raise ck.CheckpointError(
+            latest, f"has the trainer's checkpoint layout {layout!r}; this version reads layout {CHECKPOINT_LAYOUT}"
+        )
+    params, meta = _read_weights(latest, "ppo.params", policy, cfg)
+    update = meta.get("update")
+    if not (isinstance(update, int) and update >= 0):
+        raise ck.CheckpointError(latest, f"its update counter {update!r} is not a count")
+    policy.set_params(params)
+    return policy, {"source": str(latest), "update": update}
+
+
+def _read_weights(path, member, policy, cfg):
+    """``(weights, meta)``: member ``member`` of checkpoint ``path``, shaped as ``policy``'s parameters, written
+    by a run of ``cfg`` and finite."""
+    spec = {member: (policy.params.shape, policy.params.dtype)}
+    arrays, meta = ck.load_checkpoint(path, spec, expect_hash=cfg.hash(), subset=True)
+    bad = ~np.isfinite(arrays[member])
+    if bad.any():
+        raise ck.CheckpointError(
+            path,
+            f"member {member!r} holds {int(bad.sum())} non-finite weight(s) "
+            f"(first at index {int(np.flatnonzero(bad)[0])})",
+        )
+    return arrays[member], meta
 
 
 def mean_action(policy):
@@ -223,7 +238,7 @@ def run_episodes(env, act, max_ticks):
 
 
 def evaluation_set(run_path, cfg, scenes=None, allow_overlap=False, console=None):
-    """(WorldSet to evaluate in, split of each of its worlds, run's own WorldSet or None), checked first.
+    """(WorldSet to evaluate in, split of each of its worlds), checked first.
 
     scenes: a spec (default: the run's own set, all ``train``). Worlds of the spec that the run trained in
     raise EvalError unless ``allow_overlap``; they are then in the ``train`` split.
@@ -233,7 +248,7 @@ def evaluation_set(run_path, cfg, scenes=None, allow_overlap=False, console=None
     train_items, _, _ = read_run_worlds(run_path, cfg)
     if scenes is None:
         run_worlds = load_run_worlds(run_path, cfg, console)
-        return run_worlds, ["train"] * len(run_worlds), run_worlds
+        return run_worlds, ["train"] * len(run_worlds)
     items = resolve_scenes(scenes, cfg, training=False)
     shared = overlap(items, train_items)
     if shared and not allow_overlap:
@@ -244,7 +259,7 @@ def evaluation_set(run_path, cfg, scenes=None, allow_overlap=False, console=None
         )
     keys = {it.key for it in shared}
     split = ["train" if it.key in keys else "held-out" for it in items]
-    return load_scene_set(items, cfg.resolution, console), split, None
+    return load_scene_set(items, cfg.resolution, console), split
 
 
 def evaluation_env(world_set, cfg, episodes, eval_seed, env=None):
@@ -315,9 +330,9 @@ def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_ove
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
     eval_seed = cfg.seed + SEED_OFFSET if seed is None else int(seed)
     check_memory(f"evaluating {episodes} episodes", episodes_memory_estimate(cfg, episodes))
-    world_set, split_of, run_worlds = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
+    world_set, split_of = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
+    policy, origin = load_run_policy(run_path, cfg, source)  # a damaged policy is refused before any world is traced
     env = evaluation_env(world_set, cfg, episodes, eval_seed, overrides)
-    policy, origin = load_run_policy(run_path, cfg, env.obs_dim, env.action_dim, source, run_worlds)
     t0 = time.perf_counter()
     ep, traj = run_episodes(env, mean_action(policy), env.config.max_steps + 1)
     wall = time.perf_counter() - t0

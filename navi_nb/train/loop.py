@@ -38,6 +38,8 @@ from navi_nb.train.config import RESUME_FIELDS, TrainConfig
 from navi_nb.train.metrics import MetricsLog
 from navi_nb.train.report import print_config
 from navi_nb.train.runs import (
+    CHECKPOINT_DIR,
+    CHECKPOINT_LAYOUT,
     CONFIG_FILE,
     POLICY_FILE,
     RUN_FILE,
@@ -59,12 +61,6 @@ from navi_nb.train.runs import (
 )
 from navi_nb.train.warmup import Warmup
 from navi_nb.train.warmup import start as start_warmup
-
-CHECKPOINT_DIR = "checkpoints"
-CHECKPOINT_LAYOUT = 2
-"""The trainer's checkpoint layout: ``ppo.*`` (``PPO.get_state``), ``env.*`` (``NavEnv.get_state``) and
-``rng.action`` (``navi_nb.rng_state``), with the counters in meta.json. Layout 1 (before the
-generators had one encoding) is refused."""
 
 
 class Trainer:

@@ -32,6 +32,11 @@ POLICY_FILE = "policy.npz"
 RUN_FILE = "run.json"
 WORLDS_FILE = "worlds.json"
 WORLDS_DIR = "worlds"
+CHECKPOINT_DIR = "checkpoints"
+CHECKPOINT_LAYOUT = 2
+"""The trainer's checkpoint layout: ``ppo.*`` (``PPO.get_state``), ``env.*`` (``NavEnv.get_state``) and
+``rng.action`` (``navi_nb.rng_state``), with the counters in meta.json. Layout 1 (before the
+generators had one encoding) is refused."""
 
 
 class RunError(NaviError):
