@@ -7,7 +7,7 @@ import pytest
 
 import navi_nb  # noqa: F401
 from navi_nb.cores import allowed_cores
-from navi_nb.parallel.shards import ShardError, choose_shards
+from navi_nb.parallel.shards import ShardError, UpdateShape, choose_shards
 
 
 def write(root, rel, text):
@@ -110,7 +110,12 @@ def test_report_prints_every_field(tmp_path):
     before = numba.get_num_threads()
     try:
         rep = choose_shards(
-            None, ppo=PPO(pol, PPOConfig(chunk_size=8)), slab=slab, minibatch_size=32, budget_s=0.1, cores=cores
+            None,
+            PPO(pol, PPOConfig(chunk_size=8)),
+            slab,
+            shape=UpdateShape(minibatch_size=32),
+            budget_s=0.1,
+            cores=cores,
         )
         text = render(rep)
         for field in (
@@ -171,13 +176,11 @@ def test_calibration_times_the_fused_minibatches_and_restores_the_learner(tmp_pa
     try:
         rep = choose_shards(
             None,
-            ppo=ppo,
-            slab=slab,
-            minibatch_size=16,
+            ppo,
+            slab,
+            shape=UpdateShape(minibatches=8, per_epoch=4, minibatch_size=16),
             budget_s=0.1,
             cores=cores,
-            minibatches_per_update=8,
-            minibatches_per_epoch=4,
         )
     finally:
         numba.set_num_threads(threads)

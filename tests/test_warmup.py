@@ -90,7 +90,7 @@ def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
         from navi_nb.learn.ppo import PPO, PPOConfig
         from navi_nb.learn.rollout import RolloutSlab
         from navi_nb.env.toy import PointGoalToy
-        from navi_nb.parallel.shards import choose_shards
+        from navi_nb.parallel.shards import UpdateShape, choose_shards
         from navi_nb.train.runs import make_policy
         env = PointGoalToy(cfg.actors, seed=3, obs_pad=8 * 4 + 4 + 3 + 4 - 5, max_steps=5)
         policy = make_policy(cfg, env.obs_dim, 4)
@@ -98,8 +98,7 @@ def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
         slab = RolloutSlab(cfg.rollout_steps, cfg.actors, env.obs_dim, 4)
         obs, _ = env.reset(seed=3)
         obs, _, stats = one_update(env, ppo, slab, obs, action_generator(3), num_updates=cfg.num_updates)
-        choose_shards(None, ppo=ppo, slab=slab, minibatch_size=cfg.minibatch_size, tick=lambda: None,
-                      budget_s=0.2, minibatches_per_update=4, minibatches_per_epoch=2)
+        choose_shards(None, ppo, slab, tick=lambda: None, shape=UpdateShape(1, 4, 2, cfg.minibatch_size), budget_s=0.2)
         from navi_nb.learn import fused
         # the helper's and the child's passes were compiled for the types the update's chain gives them:
         # the cache holds one signature of each (a mismatch would have compiled the chain's own as well)

@@ -45,6 +45,25 @@ class ShardError(NaviError):
     """A bad shard request (not a positive integer)."""
 
 
+@dataclass(frozen=True)
+class UpdateShape:
+    """What one update does, as the shard count is timed against it: ``ticks`` collection ticks and
+    ``minibatches`` minibatches of ``minibatch_size`` samples (None: the whole slab), made ``per_epoch``
+    at a time (``PPO.minibatches`` calls of that many)."""
+
+    ticks: int = 1
+    minibatches: int = 1
+    per_epoch: int = 1
+    minibatch_size: int | None = None
+
+    @classmethod
+    def of(cls, cfg):
+        """The shape of an update of a training config (``rollout_steps``, ``update_epochs``,
+        ``num_minibatches``, ``minibatch_size``)."""
+        n = cfg.num_minibatches
+        return cls(cfg.rollout_steps, cfg.update_epochs * n, n, cfg.minibatch_size)
+
+
 @dataclass
 class ShardReport:
     cores: CoreReport
@@ -174,10 +193,11 @@ def measure(ppo, slab, minibatch_size, counts, budget_s=1.0, tick=None, minibatc
     return rates
 
 
-def update_seconds(rate, ticks_per_update, minibatches_per_update):
-    """Seconds one update takes at the rates ``measure`` found for one count: its collection ticks and
-    its minibatches (the figure candidates are ranked by, at start and in every re-check)."""
-    return minibatches_per_update * rate["t_minibatch_s"] + ticks_per_update * rate["t_collect_s"]
+def update_seconds(rate, shape):
+    """Seconds one update of ``shape`` (``UpdateShape``) takes at the rates ``measure`` found for one count:
+    its collection ticks and its minibatches (the figure candidates are ranked by, at start and in every
+    re-check)."""
+    return shape.minibatches * rate["t_minibatch_s"] + shape.ticks * rate["t_collect_s"]
 
 
 def env_tick(env, actions=None):
@@ -196,35 +216,24 @@ def env_tick(env, actions=None):
 
 
 def choose_shards(
-    shards=None,
-    ppo=None,
-    slab=None,
-    minibatch_size=None,
-    tick=None,
-    budget_s=1.0,
-    root="/",
-    cores=None,
-    env=None,
-    ticks_per_update=1,
-    minibatches_per_update=1,
-    minibatches_per_epoch=1,
-    timer=None,
+    shards=None, ppo=None, slab=None, tick=None, env=None, shape=UpdateShape(), budget_s=1.0, cores=None, timer=None
 ):
     """Pick and set the shard count; returns a ShardReport (``.print(console)``).
 
     ``env``: when given (and no ``tick``), the collection tick also steps it
     once (state-neutral, see ``env_tick``). The candidates are ranked by the
-    time of one update: ``ticks_per_update`` collection ticks plus
-    ``minibatches_per_update`` minibatches (timed as ``PPO.minibatches`` calls
-    of ``minibatches_per_epoch`` minibatches, as an epoch makes them). ``timer(k, seconds) -> seconds``: a
-    seam for tests, as in ``ShardWatch``.
+    time of one update of ``shape`` (``UpdateShape``): its collection ticks plus
+    its minibatches (timed as ``PPO.minibatches`` calls of ``shape.per_epoch``
+    minibatches, as an epoch makes them). ``cores``: the ``CoreReport`` to
+    use (default: this process's, ``allowed_cores``). ``timer(k, seconds) ->
+    seconds``: a seam for tests, as in ``ShardWatch``.
     """
     import numba
 
     if tick is None and env is not None:
         tick = env_tick(env)
 
-    cores = cores or allowed_cores(root)
+    cores = cores or allowed_cores()
     cap = int(numba.config.NUMBA_NUM_THREADS)
     warnings = []
     source = None
@@ -263,9 +272,9 @@ def choose_shards(
         )
         _set_threads(choice)
         return ShardReport(cores, choice, reason, "allowed", cap, {}, warnings)
-    rates = measure(ppo, slab, minibatch_size, counts, budget_s, tick, minibatches=minibatches_per_epoch)
+    rates = measure(ppo, slab, shape.minibatch_size, counts, budget_s, tick, minibatches=shape.per_epoch)
 
-    secs = {k: update_seconds(rates[k], ticks_per_update, minibatches_per_update) for k in counts}
+    secs = {k: update_seconds(rates[k], shape) for k in counts}
     if timer is not None:
         secs = {k: float(timer(k, v)) for k, v in secs.items()}
     choice = counts[0]
@@ -345,8 +354,7 @@ class ShardWatch:
         report,
         share,
         steps_per_update,
-        ticks_per_update=1,
-        minibatches_per_update=1,
+        shape=UpdateShape(),
         first_cost_s=0.0,
         margin=SWITCH_MARGIN,
         timer=None,
@@ -355,8 +363,7 @@ class ShardWatch:
         self.counts = sorted(int(k) for k in report.rates)
         self.share = float(share)
         self.steps_per_update = steps_per_update
-        self.ticks_per_update = ticks_per_update
-        self.minibatches_per_update = minibatches_per_update
+        self.shape = shape
         self.margin = margin
         self.timer = timer
         self.last_cost_s = float(first_cost_s)
@@ -377,18 +384,19 @@ class ShardWatch:
         """Whether a re-check fits the share now."""
         return self.active and self.share * self.since_s >= self.last_cost_s
 
-    def recheck(self, update, ppo, slab, minibatch_size, env):
+    def recheck(self, update, ppo, slab, env):
         """Time every count now (after update ``update``); switch and return a ShardSwitch when another
         count is clearly faster, else None."""
         t0 = time.perf_counter()
         try:
             # one minibatch per timed call (the start times whole epochs): the slice that keeps a re-check cheap
-            rates = measure(ppo, slab, minibatch_size, self.counts, RECHECK_BUDGET_S, env_tick(env), minibatches=1)
+            mb = self.shape.minibatch_size
+            rates = measure(ppo, slab, mb, self.counts, RECHECK_BUDGET_S, env_tick(env), minibatches=1)
         finally:
             _set_threads(self.current)  # measuring leaves the last count set
         secs = {}
         for k in self.counts:
-            s = update_seconds(rates[k], self.ticks_per_update, self.minibatches_per_update)
+            s = update_seconds(rates[k], self.shape)
             secs[k] = float(self.timer(k, s)) if self.timer is not None else s
         best = pick_switch(self.current, secs, self.margin)
         spent = time.perf_counter() - t0

@@ -371,7 +371,7 @@ class Trainer:
     def calibrate_shards(self, timer=None):
         """Pick the learner's shard count (config, NAVI_NB_SHARDS, or a short measurement) and, when it was
         measured, watch it (``shard_recheck``). ``timer``: the test seam of ``choose_shards`` and ``ShardWatch``."""
-        from navi_nb.parallel.shards import RECHECK_BUDGET_S, ShardWatch, choose_shards
+        from navi_nb.parallel.shards import RECHECK_BUDGET_S, ShardWatch, UpdateShape, choose_shards
 
         # The collection tick steps the real environment and the PPO timing runs the fused
         # minibatches; both are restored afterwards, so the run is unchanged. Candidates are
@@ -380,25 +380,15 @@ class Trainer:
         if self.ranks is not None:  # threads per rank from the cores it may use and its host's ranks
             explicit = self.cfg.shards or self.ranks.set_threads()
         t0 = time.perf_counter()
-        self.shard_report = choose_shards(
-            explicit,
-            ppo=self.ppo,
-            slab=self.slab,
-            minibatch_size=self.cfg.minibatch_size,
-            env=self.env,
-            ticks_per_update=self.cfg.rollout_steps,
-            minibatches_per_update=self.cfg.update_epochs * self.cfg.num_minibatches,
-            minibatches_per_epoch=self.cfg.num_minibatches,
-            timer=timer,
-        )
+        shape = UpdateShape.of(self.cfg)
+        self.shard_report = choose_shards(explicit, self.ppo, self.slab, env=self.env, shape=shape, timer=timer)
         self.shard_watch = None
         if self.shard_report.source == "measured" and self.cfg.shard_recheck > 0:
             self.shard_watch = ShardWatch(
                 self.shard_report,
                 self.cfg.shard_recheck,
                 self.cfg.batch_size,
-                ticks_per_update=self.cfg.rollout_steps,
-                minibatches_per_update=self.cfg.update_epochs * self.cfg.num_minibatches,
+                shape,
                 # the start's cost can hold one-time work (kernels loading); a re-check costs about its budget
                 # per count, so a short run (the quick start: 3 minutes) re-checks too, first after ~17 s
                 first_cost_s=min(time.perf_counter() - t0, RECHECK_BUDGET_S * len(self.shard_report.rates)),
@@ -423,7 +413,7 @@ class Trainer:
         w.add(row["t_collect_s"] + row["t_learn_s"])
         if not w.due():
             return None
-        return w.recheck(self.update, self.ppo, self.slab, self.cfg.minibatch_size, self.env)
+        return w.recheck(self.update, self.ppo, self.slab, self.env)
 
     def train_one_update(self, before_learn=None):
         """Collect, GAE, PPO epochs (``navi_nb.learn.collect.one_update``); returns the metrics row.
