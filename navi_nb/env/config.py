@@ -29,6 +29,9 @@ class StateError(NaviError, ValueError):
 TASKS = ("pointgoal", "explore")
 WORLD_SCHEDULES = ("random", "round_robin")
 DISTANCES = ("geodesic", "euclidean")
+EPISODE_KEYS = ("return", "length", "success", "spl", "coverage", "collisions", "world")
+"""The finished episodes' statistics an environment reports in ``info["episode"]`` (one value per actor;
+the toy environments report the ones that apply to them)."""
 EPISODE_SETTINGS = (
     "goal_min_distance",
     "goal_max_distance",

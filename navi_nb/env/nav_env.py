@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from navi_nb.env.checks import check_actions, check_state_ranges
-from navi_nb.env.config import TASKS, EnvConfig, EnvConfigError, StateError
+from navi_nb.env.config import EPISODE_KEYS, TASKS, EnvConfig, EnvConfigError, StateError
 from navi_nb.env.footprint import RAY_BYTES
 from navi_nb.env.geodesic import GoalFields
 from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
@@ -53,8 +53,7 @@ from navi_nb.rng_state import STATE_DTYPE, STATE_SHAPE, GeneratorStateError, gen
 from navi_nb.world import gmdag
 from navi_nb.world.world_set import WorldSet
 
-EPISODE_KEYS = ("return", "length", "success", "spl", "coverage", "collisions", "world")
-EPISODE_DTYPES = (np.float32, np.int32, bool, np.float32, np.float32, np.int32, np.int32)
+EPISODE_DTYPES = (np.float32, np.int32, bool, np.float32, np.float32, np.int32, np.int32)  # of EPISODE_KEYS
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

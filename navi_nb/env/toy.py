@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-EPISODE_KEYS = ("return", "length", "success", "spl", "coverage", "collisions")
-
 
 class PointGoalToy:
     action_dim = 4

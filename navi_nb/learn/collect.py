@@ -22,7 +22,8 @@ import time
 
 import numpy as np
 
-EPISODE_KEYS = ("return", "length", "success", "spl", "coverage", "collisions")
+from navi_nb.env.config import EPISODE_KEYS
+
 ACTION_STREAM = 0xAC7
 """The action-noise generator is ``default_rng([seed, ACTION_STREAM])``."""
 
