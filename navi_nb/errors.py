@@ -11,3 +11,13 @@ class NaviError(Exception):
 
 class CliError(NaviError):
     """A bad command-line argument: printed as one line, exit status 2."""
+
+
+class GmdagError(NaviError, ValueError):
+    """A `.gmdag` file (or in-memory node array) or its sidecar breaks a rule of the format
+    (``navi_nb.world.gmdag``, ``navi_nb.world.sidecar``): ``source`` names the file, ``rule`` the rule."""
+
+    def __init__(self, source, rule):
+        self.source = str(source)
+        self.rule = rule
+        super().__init__(f"{self.source}: {rule}")

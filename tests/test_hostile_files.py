@@ -211,7 +211,7 @@ def test_a_fifo_layout_file_is_decoded_again_and_replaced(tmp_path):
 
 @pytest.mark.parametrize("which", ["world", "sidecar"])
 def test_a_fifo_world_cache_entry_is_compiled_again_and_replaced(tmp_path, which):
-    from navi_nb.world.gmdag import sidecar_path
+    from navi_nb.world.sidecar import sidecar_path
     from navi_nb.world.world_cache import entry_path, load_worlds
 
     cache = tmp_path / "cache"

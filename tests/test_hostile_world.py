@@ -16,6 +16,7 @@ from navi_nb.world import gmdag
 from navi_nb.world.compiler import CompileError, compile_mesh
 from navi_nb.world.gmdag import GmdagError, from_bytes, load_world, save_world, validate_world
 from navi_nb.world.mesh_io import MeshError, read_mesh
+from navi_nb.world.sidecar import sidecar_path
 
 NEG_INF_HALF = 0xFC00
 
@@ -138,7 +139,7 @@ def test_corner_sampled_world_whose_field_origin_overflows_is_refused_without_wa
 def test_sidecar_with_wrong_types_is_refused_at_load(tmp_path, sidecar, key):
     path = tmp_path / "w.gmdag"
     save_world(compiled_scene("box", 16), path, sidecar=False)
-    gmdag.sidecar_path(path).write_text(json.dumps(sidecar))
+    sidecar_path(path).write_text(json.dumps(sidecar))
     with pytest.raises(GmdagError, match=rf"w\.gmdag\.json: sidecar key '{key}' must be") as exc:
         load_world(path)
     assert "\n" not in str(exc.value)
@@ -147,10 +148,10 @@ def test_sidecar_with_wrong_types_is_refused_at_load(tmp_path, sidecar, key):
 def test_sidecar_non_finite_json_tokens_and_deep_nesting_are_refused(tmp_path):
     path = tmp_path / "w.gmdag"
     save_world(compiled_scene("box", 16), path, sidecar=False)
-    gmdag.sidecar_path(path).write_text('{"spawn_points": [[0, NaN, 0]]}')
+    sidecar_path(path).write_text('{"spawn_points": [[0, NaN, 0]]}')
     with pytest.raises(GmdagError, match="spawn_points"):
         load_world(path)
-    gmdag.sidecar_path(path).write_text("[" * 100000 + "]" * 100000)
+    sidecar_path(path).write_text("[" * 100000 + "]" * 100000)
     with pytest.raises(GmdagError, match="sidecar is not valid JSON"):
         load_world(path)
 
@@ -169,7 +170,7 @@ def test_render_with_a_bad_sidecar_prints_one_error_line(tmp_path, capsys):
     pytest.importorskip("PIL")
     path = tmp_path / "w.gmdag"
     save_world(compiled_scene("box", 16), path, sidecar=False)
-    gmdag.sidecar_path(path).write_text(json.dumps({"spawn_points": [[1, 2]]}))
+    sidecar_path(path).write_text(json.dumps({"spawn_points": [[1, 2]]}))
     assert main(["render", str(path), "-o", str(tmp_path / "v.png")]) == 2
     line = _one_error_line(capsys.readouterr().err)
     assert "spawn_points" in line and not (tmp_path / "v.png").exists()

@@ -20,6 +20,7 @@ from navi_nb.sense.tracer import trace
 from navi_nb.world import gmdag
 from navi_nb.world.layout import field_origin, sample_offset
 from navi_nb.world.query import distance
+from navi_nb.world.sidecar import sidecar_path
 
 RES = 64
 VOXEL = 0.125
@@ -174,12 +175,12 @@ def test_navi_nb_files_record_their_convention(tmp_path):
     world = compile_scene("box", 16)
     assert world.sidecar["sample"] == "centre"
     path = gmdag.save_world(world, tmp_path / "box.gmdag")
-    assert json.loads(gmdag.sidecar_path(path).read_text())["sample"] == "centre"
+    assert json.loads(sidecar_path(path).read_text())["sample"] == "centre"
     assert gmdag.load_world(path).sidecar["sample"] == "centre"
     # a navi_nb file written before the key existed (it has the compiler's key): centre
     side = dict(world.sidecar)
     del side["sample"]
-    gmdag.sidecar_path(path).write_text(json.dumps(side))
+    sidecar_path(path).write_text(json.dumps(side))
     old = gmdag.load_world(path)
     assert old.sidecar["sample"] == "centre" and sample_offset(old) == 0.0
     # an in-memory world saved by navi_nb: centre, and it reads back the same
@@ -187,10 +188,10 @@ def test_navi_nb_files_record_their_convention(tmp_path):
     p2 = gmdag.save_world(bare, tmp_path / "bare.gmdag")
     assert gmdag.load_world(p2).sidecar["sample"] == "centre"
     # no sidecar at all: another writer's file, corner-sampled
-    gmdag.sidecar_path(p2).unlink()
+    sidecar_path(p2).unlink()
     assert gmdag.load_world(p2).sidecar["sample"] == "corner"
     # a bad value is refused, naming the sidecar
-    gmdag.sidecar_path(p2).write_text(json.dumps({"sample": "middle"}))
+    sidecar_path(p2).write_text(json.dumps({"sample": "middle"}))
     with pytest.raises(gmdag.GmdagError, match="sample"):
         gmdag.load_world(p2)
 

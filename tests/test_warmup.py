@@ -199,7 +199,7 @@ def test_the_stand_in_world_is_the_world_caches_box_entry(tmp_path):
     regenerate it with ``python -c "from navi_nb.world.world_cache import compile_one; compile_one('box', 0, 32,
     'navi_nb/data/warmup/box-r32.gmdag')"``."""
     from navi_nb.train.warmup import STAND_IN
-    from navi_nb.world.gmdag import read_sidecar
+    from navi_nb.world.sidecar import read_sidecar
     from navi_nb.world.world_cache import compile_one
 
     fresh = tmp_path / "box.gmdag"

@@ -8,8 +8,8 @@ import pytest
 
 from navi_nb.world import scenes
 from navi_nb.world.compiler import COMPILER_VERSION, compile_scene
-from navi_nb.world.gmdag import read_sidecar
 from navi_nb.world.scene_spec import SceneSpecError, parse_spec
+from navi_nb.world.sidecar import read_sidecar, sidecar_path
 from navi_nb.world.world_cache import WorldCacheError, compile_worlds, entry_path, load_worlds
 
 RES = 32
@@ -254,7 +254,6 @@ def test_a_flipped_leaf_distance_is_compiled_again_and_the_digests_are_the_clean
 def test_every_one_of_400_random_bit_flips_of_an_entry_is_refused(tmp_path):
     import random
 
-    from navi_nb.world.gmdag import sidecar_path
     from navi_nb.world.world_cache import read_entry
 
     cache = tmp_path / "cache"
@@ -277,7 +276,7 @@ def test_every_one_of_400_random_bit_flips_of_an_entry_is_refused(tmp_path):
 def test_another_seeds_entry_copied_into_the_slot_is_compiled_again(tmp_path):
     import shutil
 
-    from navi_nb.world.gmdag import sidecar_path, world_digest
+    from navi_nb.world.gmdag import world_digest
 
     cache = tmp_path / "cache"
     items = parse_spec("house:1-2")
@@ -295,7 +294,7 @@ def test_another_seeds_entry_copied_into_the_slot_is_compiled_again(tmp_path):
 def test_an_edited_sidecar_is_compiled_again_and_seen_by_the_world_digest(tmp_path):
     import json
 
-    from navi_nb.world.gmdag import load_world, sidecar_path, world_digest
+    from navi_nb.world.gmdag import load_world, world_digest
 
     cache = tmp_path / "cache"
     items = parse_spec("house:4")
@@ -330,8 +329,6 @@ def test_a_damaged_entry_in_a_read_only_cache_is_one_line_naming_it(tmp_path, mo
 
 def test_an_entry_without_a_digest_is_compiled_again(tmp_path):
     import json
-
-    from navi_nb.world.gmdag import sidecar_path
 
     cache = tmp_path / "cache"
     items = parse_spec("box")

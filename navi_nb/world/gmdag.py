@@ -31,8 +31,17 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from navi_nb.errors import NaviError
-from navi_nb.files import open_regular, read_regular, write_atomic
+from navi_nb.errors import GmdagError
+from navi_nb.files import open_regular, write_atomic
+from navi_nb.world.sidecar import (
+    FLOAT32_MAX,
+    SAMPLE_CONVENTIONS,
+    SAMPLE_POSITION,
+    canonical_sidecar,
+    file_sample_convention,
+    read_sidecar,
+    sidecar_path,
+)
 
 MAGIC = b"GDAG"
 VERSION = 1
@@ -41,20 +50,10 @@ HEADER_SIZE = HEADER.size  # 32
 LEAF_BIT = np.uint64(1 << 63)
 MAX_DEPTH = 24  # deeper trees are rejected: float32 cannot place such cubes
 INDEX_MASK = 0xFFFFFFFF
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 # float16 bit pattern -> float32 value, for every one of the 65,536 patterns.
 # Kernels index this table instead of decoding half floats by hand.
 HALF_TO_FLOAT = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
-
-
-class GmdagError(NaviError, ValueError):
-    """A `.gmdag` file (or in-memory node array) breaks a rule of the format."""
-
-    def __init__(self, source, rule):
-        self.source = str(source)
-        self.rule = rule
-        super().__init__(f"{self.source}: {rule}")
 
 
 # --------------------------------------------------------------------------
@@ -328,32 +327,6 @@ class World:
         )
 
 
-DIGEST_SKIPS = ("compiler", "entry_digest")
-"""Sidecar keys :func:`world_digest` leaves out: the compile's settings and time (``"compiler"``, read only to
-tell the sample convention of a file without a ``"sample"`` key, which loading resolves into ``"sample"``), and
-a cache entry's own integrity digest (``world_cache``)."""
-
-
-def canonical_sidecar(side) -> bytes:
-    """A sidecar's content as bytes that depend on its meaning only, without the keys of
-    :data:`DIGEST_SKIPS`: JSON with sorted keys and no spacing, the spawn points (most of a house's
-    sidecar, and slow to write as text) as their float64 bytes when they form an (n, 3) array."""
-    side = side if isinstance(side, dict) else {}
-    kept = {k: v for k, v in side.items() if k not in DIGEST_SKIPS}
-    points = kept.pop("spawn_points", None)
-    out = json.dumps(kept, sort_keys=True, separators=(",", ":")).encode()
-    if points is not None:
-        try:
-            arr = np.asarray(points, dtype=np.float64)
-        except (TypeError, ValueError):  # ragged or not numbers: written as JSON
-            arr = None
-        if arr is not None and (arr.size == 0 or (arr.ndim == 2 and arr.shape[1] == 3)):
-            out += b"\0spawn_points f8\0" + arr.reshape(-1, 3).tobytes()
-        else:
-            out += b"\0spawn_points json\0" + json.dumps(points).encode()
-    return out
-
-
 def world_digest(world) -> str:
     """A short content hash of everything a run reads of a world, 16 hex digits: SHA-256 of its exact file
     bytes (header and nodes) and of its sidecar as loaded (spawn points, classes, bounds of interest, the
@@ -461,109 +434,6 @@ def load_world(path, *, mmap=False, validate=True, sidecar=True, side=None) -> W
         if not np.all(np.abs(origin) <= FLOAT32_MAX):
             raise GmdagError(path, "a corner-sampled world whose field origin (bmin - voxel/2) does not fit float32")
     return world
-
-
-SAMPLE_CONVENTIONS = ("centre", "corner")
-"""Where a leaf's distance was sampled: at its voxel's centre (``bmin + (i + 0.5) * voxel``) or
-at its minimum corner (``bmin + i * voxel``)."""
-
-
-def file_sample_convention(side: dict, source) -> str:
-    """The sample convention of a file with sidecar ``side``: its ``"sample"`` key; else
-    ``"centre"`` for a file navi_nb's compiler wrote before the key existed (its ``"compiler"``
-    key), else ``"corner"`` (other writers sample at the voxel's minimum corner)."""
-    value = side.get("sample")
-    if value is None:
-        return "centre" if isinstance(side.get("compiler"), dict) else "corner"
-    if value not in SAMPLE_CONVENTIONS:
-        raise GmdagError(source, f"sidecar key 'sample' must be one of {', '.join(SAMPLE_CONVENTIONS)}, got {value!r}")
-    return value
-
-
-def sidecar_path(path) -> Path:
-    return Path(str(path) + ".json")
-
-
-def read_sidecar(path) -> dict:
-    sp = sidecar_path(path)
-    if not sp.exists():
-        return {}
-    try:
-        text = read_regular(sp, "sidecar")
-    except OSError as exc:
-        raise GmdagError(sp, f"cannot read sidecar ({exc.strerror or exc})") from None
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
-        raise GmdagError(sp, f"sidecar is not valid JSON ({type(exc).__name__}: {exc})".replace("\n", " ")) from None
-    return check_sidecar(data, sp)
-
-
-def _finite_number(x) -> bool:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(x))
-    except OverflowError:  # a JSON integer beyond float range
-        return False
-
-
-def _is_point(p) -> bool:
-    """A JSON [x, y, z] of numbers that are finite as float32 (how points are used)."""
-    return isinstance(p, list) and len(p) == 3 and all(_finite_number(x) and abs(float(x)) <= FLOAT32_MAX for x in p)
-
-
-def check_sidecar(data, source="<sidecar>") -> dict:
-    """Check the types and shapes of the sidecar keys the package reads; return `data`.
-
-    scene: str; seed: an integer; triangles: an integer >= 0; closed: bool; class_names: 1..65536
-    strings; spawn_points: a list of finite [x, y, z]; bounds_of_interest:
-    [[x, y, z], [x, y, z]] finite with min <= max; compiler: an object. Other
-    keys are kept unread. Raises GmdagError naming the key.
-    """
-    if not isinstance(data, dict):
-        raise GmdagError(source, f"sidecar must hold a JSON object, not {type(data).__name__}")
-
-    def bad(key, want):
-        got = json.dumps(data[key])
-        got = got if len(got) <= 60 else got[:57] + "..."
-        raise GmdagError(source, f"sidecar key {key!r} must be {want}, got {got}")
-
-    if "scene" in data and not isinstance(data["scene"], str):
-        bad("scene", "a string")
-    if "seed" in data and (isinstance(data["seed"], bool) or not isinstance(data["seed"], int)):
-        bad("seed", "an integer")
-    if "triangles" in data and (
-        isinstance(data["triangles"], bool) or not isinstance(data["triangles"], int) or data["triangles"] < 0
-    ):
-        bad("triangles", "an integer >= 0")
-    if "closed" in data and not isinstance(data["closed"], bool):
-        bad("closed", "true or false")
-    if "compiler" in data and not isinstance(data["compiler"], dict):
-        bad("compiler", "an object")
-    if "class_names" in data:
-        names = data["class_names"]
-        if not (isinstance(names, list) and 1 <= len(names) <= 65536 and all(isinstance(n, str) for n in names)):
-            bad("class_names", "a list of 1 to 65536 strings")
-    if "spawn_points" in data:
-        pts = data["spawn_points"]
-        if not (isinstance(pts, list) and all(_is_point(p) for p in pts)):
-            bad("spawn_points", "a list of finite [x, y, z] points")
-    if "bounds_of_interest" in data:
-        roi = data["bounds_of_interest"]
-        if not (
-            isinstance(roi, list)
-            and len(roi) == 2
-            and _is_point(roi[0])
-            and _is_point(roi[1])
-            and all(a <= b for a, b in zip(roi[0], roi[1]))
-        ):
-            bad("bounds_of_interest", "[[x, y, z], [x, y, z]], finite, minimum <= maximum")
-    return data
-
-
-SAMPLE_POSITION = {"centre": 0.5, "corner": 0.0}
-"""Where voxel ``i``'s sample lies, in voxels from ``bmin + i * voxel``."""
 
 
 def with_sample_convention(world: World, sample: str) -> World:

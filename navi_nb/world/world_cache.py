@@ -189,7 +189,8 @@ def _write_entry(world, path):
     import json
 
     from navi_nb.files import write_atomic
-    from navi_nb.world.gmdag import save_world, sidecar_path
+    from navi_nb.world.gmdag import save_world
+    from navi_nb.world.sidecar import sidecar_path
 
     path = Path(path)
     side = {k: v for k, v in world.sidecar.items() if k != ENTRY_DIGEST_KEY}
@@ -438,7 +439,8 @@ def read_entry(path, *, mmap=True, validate=True):
     sidecar is read once: the bytes checked are the bytes parsed."""
     import json
 
-    from navi_nb.world.gmdag import check_sidecar, load_world, sidecar_path, validate_world
+    from navi_nb.world.gmdag import load_world, validate_world
+    from navi_nb.world.sidecar import check_sidecar, sidecar_path
 
     sp = sidecar_path(path)
     try:
