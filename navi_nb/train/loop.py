@@ -566,8 +566,8 @@ class Trainer:
                     self.metrics.close()
                 except OSError as exc:
                     raise os_error(exc, f"cannot write the metrics of {self.run_path}") from None
-        if self.update >= cfg.num_updates:
-            self.save_policy()
+        if self.update >= cfg.num_updates and (self.ranks is None or self.ranks.is_root):
+            self.save_policy()  # one writer: every rank holds the same weights
         summary = self.summary(rows)
         if rows and (self.ranks is None or self.ranks.is_root):
             self.write_run_record(summary)
