@@ -85,6 +85,8 @@ def evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, mesh, beta2,
     gslot = np.empty(GROUP, np.int64)
     gfeat = np.empty(GROUP, np.int64)
     gq = np.empty((GROUP, 3))
+    scratch = (stack, dstack, cand)
+    out = (gb2, gslot, gq, gfeat)
     hint = -1
     misses = 0
     # all_closed: last point of this chunk with a known sign and the radius of its surface-free ball
@@ -111,9 +113,7 @@ def evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, mesh, beta2,
                     sdf[i] = -cap if fneg else cap
                     cls[i] = 0
                 continue
-        hint, misses = group_nearest(
-            points, g0, g1, search2, hint, misses, tri, nf, ni, stack, dstack, cand, gb2, gslot, gq, gfeat
-        )
+        hint, misses = group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, scratch, out)
         for i in range(g0, g1):
             j = i - g0
             px = points[i, 0]
