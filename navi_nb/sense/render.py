@@ -171,17 +171,7 @@ def render_view(world, pose, out, *, sensor=None, max_distance=20.0, title=None,
     # axis labels under the panorama
     for frac, label in ((0.0, "-180"), (0.25, "-90 (left)"), (0.5, "0 ahead"), (0.75, "+90 (right)")):
         draw.text((margin + int(frac * pw) + 2, y0 + ph + 2), label, fill=(60, 60, 60), font=small)
-    # colour bar with metres
-    bx = margin + pw + 14
-    bar = colour_map(np.linspace(0, 1, ph))[:, None, :].repeat(bar_w, axis=1)
-    img.paste(Image.fromarray(bar, "RGB"), (bx, y0))
-    for k in range(5):
-        v = cmax * k / 4
-        yy = y0 + int(round((ph - 1) * k / 4))
-        draw.line([(bx + bar_w, yy), (bx + bar_w + 4, yy)], fill=(0, 0, 0))
-        draw.text((bx + bar_w + 6, yy - 6), f"{v:.3g} m", fill=(0, 0, 0), font=small)
-    draw.rectangle([bx, y0 + ph + 4, bx + bar_w, y0 + ph + 14], fill=MISS_COLOUR)
-    draw.text((bx + bar_w + 6, y0 + ph + 2), "no hit", fill=(0, 0, 0), font=small)
+    _draw_colour_bar(img, draw, (margin + pw + 14, y0), ph, bar_w, cmax, small)
 
     y1 = y0 + ph + 28
     draw.text(
@@ -193,6 +183,49 @@ def render_view(world, pose, out, *, sensor=None, max_distance=20.0, title=None,
     y1 += 22
     slice_img = Image.fromarray(sl, "RGB")
     sdraw = ImageDraw.Draw(slice_img)
+
+    _draw_slice_rays(sdraw, sensor, pose, yaw, depth, hit, cmax, lo, pscale)
+    img.paste(slice_img, (margin, y1))
+    stats = {
+        "rays": int(depth.size),
+        "hit_fraction": float(hit.mean()),
+        "depth_min": float(depth.min()),
+        "depth_median": float(np.median(depth)),
+        "depth_max": float(depth.max()),
+    }
+    draw.text(
+        (margin, y1 + sh + 4),
+        f"{sensor.az_count}x{sensor.el_count} rays, max distance {max_distance:g} m, "
+        f"{100 * stats['hit_fraction']:.1f}% hit, voxel {world.voxel_size:.3g} m",
+        fill=(60, 60, 60),
+        font=small,
+    )
+    out = Path(out)
+    try:
+        img.save(out)
+    except (OSError, ValueError) as exc:
+        raise RenderError(f"cannot write {out}: {exc}") from exc
+    stats.update(path=str(out), width=width, height=height)
+    return stats
+
+
+def _draw_colour_bar(img, draw, at, ph, bar_w, cmax, font_):
+    """The depth colour bar (height ph) at ``at`` with its metre labels and the no-hit swatch."""
+    bx, y0 = at
+    Image = pillow()[0]
+    bar = colour_map(np.linspace(0, 1, ph))[:, None, :].repeat(bar_w, axis=1)
+    img.paste(Image.fromarray(bar, "RGB"), (bx, y0))
+    for k in range(5):
+        v = cmax * k / 4
+        yy = y0 + int(round((ph - 1) * k / 4))
+        draw.line([(bx + bar_w, yy), (bx + bar_w + 4, yy)], fill=(0, 0, 0))
+        draw.text((bx + bar_w + 6, yy - 6), f"{v:.3g} m", fill=(0, 0, 0), font=font_)
+    draw.rectangle([bx, y0 + ph + 4, bx + bar_w, y0 + ph + 14], fill=MISS_COLOUR)
+    draw.text((bx + bar_w + 6, y0 + ph + 2), "no hit", fill=(0, 0, 0), font=font_)
+
+
+def _draw_slice_rays(sdraw, sensor, pose, yaw, depth, hit, cmax, lo, pscale):
+    """The actor, its heading and its rays on the top-down slice (lo, pscale: slice origin, pixels per metre)."""
 
     def to_px(x, z):
         return ((x - lo[0]) * pscale, (z - lo[2]) * pscale)
@@ -216,28 +249,6 @@ def render_view(world, pose, out, *, sensor=None, max_distance=20.0, title=None,
     sdraw.ellipse([ax - r, az_ - r, ax + r, az_ + r], fill=(220, 30, 30), outline=(0, 0, 0))
     fx, fz = math.sin(pose[3]), -math.cos(pose[3])
     sdraw.line([(ax, az_), (ax + 3 * r * fx, az_ + 3 * r * fz)], fill=(220, 30, 30), width=3)
-    img.paste(slice_img, (margin, y1))
-    stats = {
-        "rays": int(depth.size),
-        "hit_fraction": float(hit.mean()),
-        "depth_min": float(depth.min()),
-        "depth_median": float(np.median(depth)),
-        "depth_max": float(depth.max()),
-    }
-    draw.text(
-        (margin, y1 + sh + 4),
-        f"{sensor.az_count}x{sensor.el_count} rays, max distance {max_distance:g} m, "
-        f"{100 * stats['hit_fraction']:.1f}% hit, voxel {world.voxel_size:.3g} m",
-        fill=(60, 60, 60),
-        font=small,
-    )
-    out = Path(out)
-    try:
-        img.save(out)
-    except (OSError, ValueError) as exc:
-        raise RenderError(f"cannot write {out}: {exc}") from exc
-    stats.update(path=str(out), width=width, height=height)
-    return stats
 
 
 def _bounds_of_interest(world):

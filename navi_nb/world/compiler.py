@@ -68,8 +68,12 @@ def _pow2_floor(x):
 
 
 @njit(cache=True)
-def _classify(d, cls, coords, cell_metres, bmin, roi_lo, roi_hi, finest, voxel, band, sem_band, kind, word):
-    """Decide each cell: leaf (word), inner (subdivide) or pruned. See module doc."""
+def _classify(d, cls, coords, cell_metres, grid, finest, band, sem_band, kind, word):
+    """Decide each cell: leaf (word), inner (subdivide) or pruned. See module doc.
+
+    grid = (bmin, roi_lo, roi_hi): the cube's minimum corner and the region of interest (metres).
+    """
+    bmin, roi_lo, roi_hi = grid
     hd = cell_metres * math.sqrt(3.0) * 0.5
     for i in range(d.shape[0]):
         v = d[i]
@@ -130,13 +134,16 @@ def _children(coords, kind, d, reach, start, stop, n_out):
 
 
 @njit(cache=True)
-def _prepare(coords, sign, cell_metres, bmin, roi_lo, roi_hi, free_outside, gap, split, cen_s, idx_s, cen_u, idx_u, d):
+def _prepare(coords, sign, cell_metres, grid, free_outside, gap, split, lists, d):
     """Sort a chunk's cells by how they are evaluated; write their centres.
 
-    Cells farther than `gap` outside the region of interest (free_outside)
-    get d = +inf (pruned) and no evaluation; with `split`, cells of known sign go to the unsigned
+    grid as ``_classify``; lists = (cen_s, idx_s, cen_u, idx_u). Cells farther
+    than `gap` outside the region of interest (free_outside) get d = +inf
+    (pruned) and no evaluation; with `split`, cells of known sign go to the unsigned
     list (cen_u, idx_u), the others to the signed one. Returns (n_s, n_u).
     """
+    bmin, roi_lo, roi_hi = grid
+    cen_s, idx_s, cen_u, idx_u = lists
     ns = 0
     nu = 0
     for i in range(coords.shape[0]):
@@ -366,6 +373,12 @@ def compile_field(
     nodes = dedup(kinds, words, finest_ref, leaves, shared)
     world = World(resolution=resolution, bmin=bmin, voxel_size=float(voxel), nodes=nodes)
     gmdag.validate_world(world)
+    _stamp_sidecar(world, sidecar, lo, hi, band, semantic_band, margin, t0)
+    return world
+
+
+def _stamp_sidecar(world, sidecar, lo, hi, band, semantic_band, margin, t0):
+    """The sidecar of a compiled world: the caller's entries, defaults, and how it was compiled."""
     world.sidecar = dict(sidecar or {})
     world.sidecar.setdefault("class_names", ["none", "surface"])
     world.sidecar.setdefault("spawn_points", [])
@@ -373,13 +386,12 @@ def compile_field(
     world.sidecar["sample"] = "centre"  # leaves hold the distance at their voxel's centre
     world.sidecar["compiler"] = {
         "version": COMPILER_VERSION,
-        "resolution": resolution,
+        "resolution": world.resolution,
         "band_voxels": band,
         "semantic_band_voxels": semantic_band,
         "margin": None if margin is None else float(margin),
         "seconds": round(time.perf_counter() - t0, 4),
     }
-    return world
 
 
 class _Level:
@@ -387,7 +399,8 @@ class _Level:
 
     def __init__(self, field, unsigned_field, free_outside, use_cap, bmin, lo, hi, h, band, sem_band):
         self.field, self.unsigned, self.free_outside = field, unsigned_field, free_outside
-        self.bmin, self.lo, self.hi, self.h, self.band, self.sem_band = bmin, lo, hi, h, band, sem_band
+        self.h, self.band, self.sem_band = h, band, sem_band
+        self.grid = (bmin, lo, hi)  # what the cell kernels read together
         self.evaluations = 0
         self._buf = None
 
@@ -418,20 +431,7 @@ class _Level:
             # a pruned cell must hold no interpolation stencil point of a point within
             # 2 voxels of a surface: keep band + 1 voxel of space evaluated
             ns, nu = _prepare(
-                coords[s:e],
-                sg,
-                cell,
-                self.bmin,
-                self.lo,
-                self.hi,
-                self.free_outside,
-                self.band + self.h,
-                split,
-                cen_s,
-                idx_s,
-                cen_u,
-                idx_u,
-                d,
+                coords[s:e], sg, cell, self.grid, self.free_outside, self.band + self.h, split, self._buf[:4], d
             )
             for field, cen, idx, k, signed in (
                 (self.field, cen_s, idx_s, ns, False),
@@ -441,21 +441,7 @@ class _Level:
                     v, cl = _evaluate(field, cen[:k], cap)
                     _scatter(idx[:k], v, cl, sg, signed, d, c)
             self.evaluations += ns + nu
-            _classify(
-                d,
-                c,
-                coords[s:e],
-                cell,
-                self.bmin,
-                self.lo,
-                self.hi,
-                finest,
-                self.h,
-                self.band,
-                self.sem_band,
-                kind[s:e],
-                word[s:e],
-            )
+            _classify(d, c, coords[s:e], cell, self.grid, finest, self.band, self.sem_band, kind[s:e], word[s:e])
             if not finest:  # float32 rounding must not invent a sign the parent does not have
                 dall[s:e] = np.where(np.abs(d) >= hd / 2, d, 0.0)
         return kind, word, dall

@@ -74,26 +74,9 @@ CHUNK = 512  # points per parallel work item (one traversal stack each)
 
 
 @njit(cache=True)
-def evaluate_chunk(
-    ch,
-    points,
-    cap,
-    search2,
-    sign_mode,
-    all_closed,
-    tri,
-    tri_class,
-    tri_closed,
-    edge_n,
-    vert_n,
-    nf,
-    ni,
-    mom,
-    beta2,
-    sdf,
-    cls,
-):
+def evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, mesh, beta2, sdf, cls):
     """Points ch * CHUNK .. (ch + 1) * CHUNK - 1 of evaluate_kernel, in order (one thread)."""
+    tri, tri_class, tri_closed, edge_n, vert_n, nf, ni, mom = mesh
     p_count = points.shape[0]
     stack = np.empty(STACK, np.int64)
     dstack = np.empty(STACK, np.float64)
@@ -102,6 +85,8 @@ def evaluate_chunk(
     gslot = np.empty(GROUP, np.int64)
     gfeat = np.empty(GROUP, np.int64)
     gq = np.empty((GROUP, 3))
+    scratch = (stack, dstack, cand)
+    out = (gb2, gslot, gq, gfeat)
     hint = -1
     misses = 0
     # all_closed: last point of this chunk with a known sign and the radius of its surface-free ball
@@ -128,9 +113,7 @@ def evaluate_chunk(
                     sdf[i] = -cap if fneg else cap
                     cls[i] = 0
                 continue
-        hint, misses = group_nearest(
-            points, g0, g1, search2, hint, misses, tri, nf, ni, stack, dstack, cand, gb2, gslot, gq, gfeat
-        )
+        hint, misses = group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, scratch, out)
         for i in range(g0, g1):
             j = i - g0
             px = points[i, 0]
@@ -174,32 +157,12 @@ def evaluate_chunk(
 
 
 @njit(cache=True, nogil=True)
-def evaluate_chunks(
-    k0, k1, points, cap, sign_mode, all_closed, tri, tri_class, tri_closed, edge_n, vert_n, nf, ni, mom, beta, sdf, cls
-):
+def evaluate_chunks(k0, k1, points, cap, sign_mode, all_closed, mesh, beta, sdf, cls):
     """Chunks ``k0 .. k1 - 1`` (of ``CHUNK`` points) of :data:`evaluate_kernel`."""
     # auto on a mesh with open parts: the sign needs the nearest feature anyway, so search unbounded
     search2 = cap * cap if (sign_mode != 1 or all_closed) else np.inf
     for ch in range(k0, k1):
-        evaluate_chunk(
-            ch,
-            points,
-            cap,
-            search2,
-            sign_mode,
-            all_closed,
-            tri,
-            tri_class,
-            tri_closed,
-            edge_n,
-            vert_n,
-            nf,
-            ni,
-            mom,
-            beta * beta,
-            sdf,
-            cls,
-        )
+        evaluate_chunk(ch, points, cap, search2, sign_mode, all_closed, mesh, beta * beta, sdf, cls)
 
 
 def _chunks(points, *rest):
@@ -207,16 +170,16 @@ def _chunks(points, *rest):
 
 
 evaluate_kernel = RangeKernel(evaluate_chunks, _chunks, 1)
-"""Signed distance and class at points: ``evaluate_kernel(points, cap, sign_mode, all_closed, tri,
-tri_class, tri_closed, edge_n, vert_n, nf, ni, mom, beta, sdf, cls)``, its chunks on the threads
-(``threads.run_ranges``).
+"""Signed distance and class at points: ``evaluate_kernel(points, cap, sign_mode, all_closed, mesh, beta, sdf, cls)``,
+its chunks on the threads (``threads.run_ranges``).
 
 points (P, 3) float64; cap float64 (inf for none); sign_mode 0 unsigned,
 1 auto (pseudonormal where the nearest triangle's component is closed,
 else winding), 2 winding; all_closed: every component is closed (then the
 sign is constant inside any surface-free ball, and a beyond-cap point
 inside the free ball of an earlier point of its chunk copies its sign);
-per leaf slot: tri (F, 9) float64, tri_class (F,) int32, tri_closed (F,)
+mesh: the bundle ``(tri, tri_class, tri_closed, edge_n, vert_n, nf, ni, mom)``
+(``MeshField.mesh``, built once), per leaf slot: tri (F, 9) float64, tri_class (F,) int32, tri_closed (F,)
 uint8, edge_n (F, 3, 3) (edges ab, bc, ca), vert_n (F, 3,
 3) (corners a, b, c) pseudonormals; nf/ni the packed BVH (float32 / int32
 views), mom (M, 8) float64 moments. Writes sdf (P,) float64, cls (P,) int32.
@@ -320,6 +283,8 @@ class MeshField:
         else:
             self._en = np.zeros((1, 3, 3))
             self._vn = np.zeros((1, 3, 3))
+        # the arrays the evaluate kernel reads together, in its order
+        self.mesh = (self._tri, self._class, self._closed, self._en, self._vn, self._nf, self._ni, self._mom)
 
     @staticmethod
     def _points(points):
@@ -345,23 +310,7 @@ class MeshField:
         if not c > 0.0:
             raise MeshError(f"MeshField.evaluate: cap must be positive, got {cap!r}")
         mode = {"unsigned": 0, "auto": 1, "winding": 2}[self.sign]
-        evaluate_kernel(
-            p,
-            c,
-            mode,
-            self.closed,
-            self._tri,
-            self._class,
-            self._closed,
-            self._en,
-            self._vn,
-            self._nf,
-            self._ni,
-            self._mom,
-            self.beta,
-            sdf,
-            cls,
-        )
+        evaluate_kernel(p, c, mode, self.closed, self.mesh, self.beta, sdf, cls)
         return sdf, cls
 
     def winding_number(self, points):

@@ -132,8 +132,11 @@ def gather_candidates(cx, cy, cz, r2, tri, nf, ni, stack, cand):
 
 
 @njit(cache=True)
-def group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, stack, dstack, cand, gb2, gslot, gq, gfeat):
-    """Nearest triangle (closer than sqrt(search2)) for points g0..g1-1, into gb2/gslot/gq/gfeat.
+def group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, scratch, out):
+    """Nearest triangle (closer than sqrt(search2)) for points g0..g1-1, into out = (gb2, gslot, gq, gfeat).
+
+    scratch = (stack, dstack, cand): the traversal stacks and the candidate
+    list, allocated once per chunk by the caller.
 
     Neighbouring points share the search: with c their centre and r their
     radius, every point p has d(p) <= d(c) + r, so its nearest triangle lies
@@ -146,6 +149,8 @@ def group_nearest(points, g0, g1, search2, hint, misses, tri, nf, ni, stack, dst
     ``misses`` counts groups of this chunk that fell back; after 2 the chunk
     goes point by point (its points are not neighbours). Returns (hint, misses).
     """
+    stack, dstack, cand = scratch
+    gb2, gslot, gq, gfeat = out
     m = g1 - g0
     nc = -1
     if misses < 2 and m > 1:
