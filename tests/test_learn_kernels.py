@@ -283,9 +283,10 @@ def test_hyper_params_and_statistics_by_name():
     assert {i: float(hp[i]) for i in expect} == expect
     assert fused.hyper_params(0.1, False, 0.3, 0.0, True, 0.5, 1e-3, 0.9, 0.999, 1e-5, 0.02)[fused.TARGET_KL] == 0.02
     names = [
-        fused.STAT_NAMES[i] for i in (fused.PG_LOSS, fused.V_LOSS, fused.APPROX_KL, fused.CLIPFRAC, fused.OLD_APPROX_KL)
+        fused.STAT_NAMES[i]
+        for i in (fused.POLICY_LOSS, fused.VALUE_LOSS, fused.APPROX_KL, fused.CLIP_FRAC, fused.OLD_APPROX_KL)
     ]
-    assert names == ["pg_loss", "v_loss", "approx_kl", "clipfrac", "old_approx_kl"]
+    assert names == ["policy_loss", "value_loss", "approx_kl", "clip_frac", "old_approx_kl"]
     assert fused.STEP_STAT_NAMES[fused.ENTROPY] == "entropy" and fused.STEP_STAT_NAMES[fused.GRAD_NORM] == "grad_norm"
     ((stats, _),) = _ppo_on_synthetic("chunk").minibatches(np.arange(96), 32, 1, 1e-3)
     assert set(stats) == set(fused.STAT_NAMES) | {"entropy", "loss"}

@@ -86,8 +86,9 @@ HYPER_NAMES = (
 )
 
 # the loss statistics: columns of ``Work.stats`` (per sample), entries of ``Work.stat_sums``
-STAT_NAMES = ("pg_loss", "v_loss", "approx_kl", "clipfrac", "old_approx_kl")
-PG_LOSS, V_LOSS, APPROX_KL, CLIPFRAC, OLD_APPROX_KL = range(len(STAT_NAMES))
+# (the training CSV's column names, used from the kernel to the CSV)
+STAT_NAMES = ("policy_loss", "value_loss", "approx_kl", "clip_frac", "old_approx_kl")
+POLICY_LOSS, VALUE_LOSS, APPROX_KL, CLIP_FRAC, OLD_APPROX_KL = range(len(STAT_NAMES))
 # a row of ``minibatches_update``'s output: the statistics' means, then these two
 STEP_STAT_NAMES = STAT_NAMES + ("entropy", "grad_norm")
 ENTROPY, GRAD_NORM = len(STAT_NAMES), len(STAT_NAMES) + 1
@@ -276,7 +277,7 @@ def _backward_rows(A, D, params, slots, slot_width, c, m, mp, r0, r1, has_prev):
 
 @njit(cache=True, error_model="numpy")
 def _pi_head(A, D, mo, source, rows, cols, adv, log_std, clip_coef, inv_n, dlogstd, stats, r0, r1):
-    """Clipped surrogate of rows r0:r1 (``pg_loss`` of ``loss_reference.ppo_loss``):
+    """Clipped surrogate of rows r0:r1 (``policy_loss`` of ``loss_reference.ppo_loss``):
     d loss / d mu into D, the per-sample part of d loss / d log_std, and the
     statistics (float64 inside)."""
     k = mo[NOUT]
@@ -308,17 +309,17 @@ def _pi_head(A, D, mo, source, rows, cols, adv, log_std, clip_coef, inv_n, dlogs
             z = (np.float64(source[r, a0 + j]) - np.float64(A[mo[HOFF] + i * k + j])) / std[j]
             D[mo[DOFF] + i * k + j] = dlogp * z / std[j]
             dlogstd[i, j] = dlogp * (z * z - 1.0)
-        stats[i, PG_LOSS] = pg
+        stats[i, POLICY_LOSS] = pg
         stats[i, APPROX_KL] = (ratio - 1.0) - logratio
-        stats[i, CLIPFRAC] = 1.0 if abs(ratio - 1.0) > clip_coef else 0.0
+        stats[i, CLIP_FRAC] = 1.0 if abs(ratio - 1.0) > clip_coef else 0.0
         stats[i, OLD_APPROX_KL] = -logratio
 
 
 @njit(cache=True, error_model="numpy")
 def _v_head(A, D, mo, source, rows, cols, clip_coef, clip_vloss, vf_coef, inv_n, stats, r0, r1):
-    """Value loss of rows r0:r1 (``v_loss`` of ``loss_reference.ppo_loss``, clipped
+    """Value loss of rows r0:r1 (``value_loss`` of ``loss_reference.ppo_loss``, clipped
     around the old values when ``clip_vloss``): d loss / d V into D, the loss into
-    the V_LOSS statistic."""
+    the VALUE_LOSS statistic."""
     c_value, c_ret = cols[VALUE], cols[RETURNS]
     for i in range(r0, r1):
         r = rows[i]
@@ -340,7 +341,7 @@ def _v_head(A, D, mo, source, rows, cols, clip_coef, clip_vloss, vf_coef, inv_n,
             vl = 0.5 * (vi - ret) * (vi - ret)
             g = vi - ret
         D[mo[DOFF] + i] = vf_coef * inv_n * g
-        stats[i, V_LOSS] = vl
+        stats[i, VALUE_LOSS] = vl
 
 
 @njit(cache=True, inline="always")

@@ -77,8 +77,11 @@ def ppo_loss(policy, flat, batch, config):
 
     ``batch``: "obs", "actions", "logp" (old log-probabilities), "value" (old
     values), "advantages", "returns", one row per sample. ``config``: a
-    PPOConfig (clip_coef, clip_vloss, norm_adv, ent_coef, vf_coef). Keys:
-    loss, pg_loss, v_loss, entropy_loss, approx_kl, old_approx_kl, clipfrac.
+    PPOConfig (clip_coef, clip_vloss, norm_adv, ent_coef, vf_coef). Keys: loss,
+    policy_loss, value_loss, entropy, approx_kl, old_approx_kl, clip_frac: the
+    names of the training CSV and of the kernels' statistics, used everywhere
+    (CleanRL's pg_loss, v_loss, entropy_loss, approx_kl, old_approx_kl,
+    clipfrac; the local variables below keep CleanRL's names).
     """
     clip_coef = config.clip_coef
     mu, newvalue, log_std = actor_critic_forward(policy, flat, batch["obs"])
@@ -110,12 +113,12 @@ def ppo_loss(policy, flat, batch, config):
     loss = pg_loss - config.ent_coef * entropy_loss + v_loss * config.vf_coef
     return {
         "loss": float(loss),
-        "pg_loss": float(pg_loss),
-        "v_loss": float(v_loss),
-        "entropy_loss": float(entropy_loss),
+        "policy_loss": float(pg_loss),
+        "value_loss": float(v_loss),
+        "entropy": float(entropy_loss),
         "approx_kl": float(approx_kl),
         "old_approx_kl": float(old_approx_kl),
-        "clipfrac": float(clipfrac),
+        "clip_frac": float(clipfrac),
     }
 
 

@@ -1,8 +1,8 @@
 """PPO (clipped surrogate) over the flat buffers.
 
 The loss of a minibatch, and every statistic reported with it, is defined in
-``loss_reference.py`` (``ppo_loss``: plain NumPy with CleanRL's names: ratio,
-clipped surrogate ``pg_loss``, clipped value loss ``v_loss``, entropy bonus,
+``loss_reference.py`` (``ppo_loss``: plain NumPy in CleanRL's order: ratio,
+clipped surrogate ``policy_loss``, clipped value loss ``value_loss``, entropy bonus,
 advantages normalised over the whole minibatch). The kernels of ``fused.py``
 compute that loss with its gradient written out by hand; the tests hold them to
 the reference. ``accumulate(order, start, stop)`` writes the gradient over
@@ -221,7 +221,7 @@ class PPO:
         cfg = self.config
         out = dict(zip(STAT_NAMES, (float(m) for m in means)))
         out["entropy"] = float(entropy)
-        out["loss"] = out["pg_loss"] - cfg.ent_coef * out["entropy"] + cfg.vf_coef * out["v_loss"]
+        out["loss"] = out["policy_loss"] - cfg.ent_coef * out["entropy"] + cfg.vf_coef * out["value_loss"]
         return out
 
     # ---- clipping and the optimizer step -----------------------------------
@@ -507,7 +507,7 @@ class PPO:
         y_pred = y_pred.astype(np.float64).ravel()
         y_true = y_true.astype(np.float64).ravel()
         var_y = float(np.var(y_true))
-        stats["explained_variance"] = float("nan") if var_y == 0 else 1.0 - float(np.var(y_true - y_pred)) / var_y
+        stats["explained_var"] = float("nan") if var_y == 0 else 1.0 - float(np.var(y_true - y_pred)) / var_y
         stats["grad_norm"] = float(np.mean(norms))
         stats["learning_rate"] = lr
         stats["minibatches"] = count

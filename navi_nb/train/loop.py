@@ -485,16 +485,8 @@ class Trainer:
             "t_collect_s": t_collect,
             "t_learn_s": t_learn,
         }
-        for k, src in (
-            ("policy_loss", "pg_loss"),
-            ("value_loss", "v_loss"),
-            ("entropy", "entropy"),
-            ("approx_kl", "approx_kl"),
-            ("clip_frac", "clipfrac"),
-            ("explained_var", "explained_variance"),
-            ("grad_norm", "grad_norm"),
-        ):
-            row[k] = float(losses.get(src, float("nan")))
+        for k in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "explained_var", "grad_norm"):
+            row[k] = float(losses.get(k, float("nan")))
         return row
 
     def start_learning(self, shard_timer=None):
