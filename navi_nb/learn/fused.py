@@ -855,14 +855,6 @@ def _item_sumsq(item, meta, grad, log_std_off, k_act):
     return _sumsq_run(grad[log_std_off : log_std_off + k_act])
 
 
-@njit(cache=True, parallel=True)
-def items_sumsq(items, meta, grad, log_std_off, k_act, sumsq):
-    """sumsq[t] = :func:`_item_sumsq` of item t: what ``finish_pass`` computes,
-    for a gradient that did not come from it."""
-    for t in prange(items.shape[0]):
-        sumsq[t] = _item_sumsq(items[t], meta, grad, log_std_off, k_act)
-
-
 @njit(cache=True)
 def norm_from_items(sumsq):
     """The global L2 norm: the items' sums of squares added in item order (the
@@ -908,8 +900,8 @@ def minibatches_update(source, order, count, cols, params, log_std, hp, w, ops, 
     advantage moments combined along the block tree (``ops``, ``root``),
     :func:`local_gradients` (the tree included), :func:`clip_and_step` with
     Adam step ``step0 + b + 1``, with no Python between the parallel regions
-    (each gap would let idle threads fall asleep). The same kernels and sums as
-    ``PPO.accumulate`` then ``PPO.step``, so the same bits. ``out[b]`` (columns
+    (each gap would let idle threads fall asleep). The same kernels and sums whatever
+    ``count``, so the same bits as one call per minibatch. ``out[b]`` (columns
     ``STEP_STAT_NAMES``): the statistics' means, the entropy before the step, the
     gradient norm before clipping. Stops after a minibatch whose approximate KL
     exceeds ``hp[TARGET_KL]`` (when >= 0). Returns the minibatches done."""
