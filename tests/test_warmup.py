@@ -100,10 +100,10 @@ def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
         obs, _, stats = one_update(env, ppo, slab, obs, action_generator(3), num_updates=cfg.num_updates)
         choose_shards(None, ppo=ppo, slab=slab, minibatch_size=cfg.minibatch_size, tick=lambda: None,
                       budget_s=0.2, minibatches_per_update=4, minibatches_per_epoch=2)
-        from navi_nb.learn import fused
+        from navi_nb.learn import fused, minibatch
         # the helper's and the child's passes were compiled for the types the update's chain gives them:
         # the cache holds one signature of each (a mismatch would have compiled the chain's own as well)
-        passes = [len(k._cache._cache_file._load_index()) for k in (fused._chunk_pass, fused._finish_pass)]
+        passes = [len(k._cache._cache_file._load_index()) for k in (fused._chunk_pass, minibatch._finish_pass)]
         print(json.dumps({"groups": groups, "report": report, "cold_after": warmup.cold_groups(cfg),
                           "learn_compiled": sorted(set(m for m in compiled if m.startswith("navi_nb.learn"))),
                           "grad_norm": float(stats["grad_norm"]), "pass_signatures": passes}))

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from navi_nb.errors import NaviError
-from navi_nb.learn import blocks, fused
+from navi_nb.learn import blocks, fused, minibatch
 from navi_nb.learn.adam import Adam, OptimizerStateError
 from navi_nb.learn.fused import ENTROPY, GRAD_NORM, STAT_NAMES
 from navi_nb.learn.gae import compute_gae
@@ -208,7 +208,7 @@ class PPO:
         ``max_grad_norm`` (global norm, the finish items' sums of squares added
         in item order) and one Adam step of size ``lr``. ``exchange`` None: every
         block is here, and the minibatches run in one compiled call
-        (``fused.minibatches_update``: no Python between the parallel regions).
+        (``minibatch.minibatches_update``: no Python between the parallel regions).
         Otherwise the blocks are spread over processes (see ``self.exchange``):
         ``order`` holds this process's rows, and ``exchange.minibatches(job)``
         (``navi_nb.parallel.exchange_update``) runs the same kernels with the
@@ -249,7 +249,7 @@ class PPO:
         )
         if exchange is None:
             ops, root = self._tree(w.n_blocks)
-            done = fused.minibatches_update(
+            done = minibatch.minibatches_update(
                 job.source,
                 job.order,
                 job.count,
@@ -317,7 +317,7 @@ class PPO:
 
     def compile_passes(self, slab, names=("chunk", "finish")):
         """Compile (or load from Numba's cache) the fused minibatch passes in ``names`` for this learner's
-        and ``slab``'s types (``fused.compile_passes``), without running them: a warm-up process's call.
+        and ``slab``'s types (``minibatch.compile_passes``), without running them: a warm-up process's call.
         The arguments are the ones :meth:`update` builds, at its sizes (the same per-size buffers)."""
         self._use_slab(slab)
         _block, _rows_per_block, blk, mb = self._minibatch_layout(slab)
@@ -325,7 +325,7 @@ class PPO:
         w = self._plan.work(mb, self.config.chunk_size, pol.act_dim, blk)
         ops, root = self._tree(w.n_blocks)
         rows = np.zeros(mb, np.int64)
-        fused.compile_passes(
+        minibatch.compile_passes(
             names,
             self.source,
             rows,

@@ -6,7 +6,7 @@ tree (the same two ways as the gradients), each process computes its blocks' gra
 subtrees of the tree (``blocks.local_plan``), and the subtree sums are added along the top of the
 tree: point to point with the root broadcast (``mode`` ``"tree"``, ``RankExchange.tree_reduce``), or
 gathered in block order with every process adding the top itself (``"allgather"``); then
-``fused.reduce_nodes`` settles the sum into the gradient, and every process clips and steps: the same
+``minibatch.reduce_nodes`` settles the sum into the gradient, and every process clips and steps: the same
 additions as one process holding every block, so the same bits (docs/DETERMINISM.md).
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from navi_nb.learn import blocks, fused
+from navi_nb.learn import blocks, fused, minibatch
 
 _NO_OPS = np.zeros((0, 3), np.int64)  # the root broadcast holds the whole sum: nothing left to add
 
@@ -67,14 +67,14 @@ def run_minibatches(ex, job, plan):
         else:
             moments, m_at = ex.allgather(w.moments), m_root
             blocks.tree_moments(moments, m_ops)
-        fused.local_gradients(
+        minibatch.local_gradients(
             job.source, rows, job.cols, job.params, job.log_std, hp, w, moments[m_at], local_ops, 0, grad, False
         )
         if tree:
             g_buf[:n_cover] = w.block_grads[node_rows]
             s_buf[:n_cover] = w.block_stats[node_rows]
             nodes, stats = ex.tree_reduce([g_buf, s_buf], add_grads)
-            fused.reduce_nodes(nodes, stats, _NO_OPS, 0, grad, w, hp)
+            minibatch.reduce_nodes(nodes, stats, _NO_OPS, 0, grad, w, hp)
         else:
             # one message per subtree: its gradient, then its float64 statistics' bytes
             send[:, :n_params] = w.block_grads[node_rows]
@@ -82,8 +82,8 @@ def run_minibatches(ex, job, plan):
             got = ex.allgather(send)
             nodes = np.ascontiguousarray(got[:, :n_params])
             stats = np.ascontiguousarray(got[:, n_params:]).view(np.float64)
-            fused.reduce_nodes(nodes, stats, top_ops, top_root, grad, w, hp)
+            minibatch.reduce_nodes(nodes, stats, top_ops, top_root, grad, w, hp)
         step = job.step0 + i + 1.0
-        if fused.clip_and_step(w, job.log_std, hp, job.params, grad, job.adam_m, job.adam_v, step, job.out[i]):
+        if minibatch.clip_and_step(w, job.log_std, hp, job.params, grad, job.adam_m, job.adam_v, step, job.out[i]):
             return i + 1
     return job.count
