@@ -7,7 +7,7 @@ import pytest
 from test_learn_grad import batch_dict, make_batch
 
 import navi_nb  # noqa: F401  (BLAS pin)
-from navi_nb.learn import blocks, fused
+from navi_nb.learn import blocks, fused, minibatch
 from navi_nb.learn.loss_reference import ppo_loss_grad
 from navi_nb.learn.policy import ActorCritic
 from navi_nb.learn.ppo import PPO, PPOConfig
@@ -96,7 +96,7 @@ def _gradient_split(ppo, rows, blk, cuts):
     grad = np.empty_like(ppo.grad)
     for (a, b), w in zip(zip(cuts[:-1], cuts[1:]), works):
         ops, node_rows, part_nodes = blocks.local_plan(n_blocks, a, b)
-        fused.local_gradients(
+        minibatch.local_gradients(
             ppo.source,
             rows[a * blk : b * blk],
             ppo._cols,
@@ -116,7 +116,7 @@ def _gradient_split(ppo, rows, blk, cuts):
     g_rows, s_rows = np.array(node_grads), np.array(node_stats)
     ops, root = blocks.tree_ops(0, n_blocks, {node: i for i, node in enumerate(nodes)})
     w = works[0]
-    fused.reduce_nodes(g_rows, s_rows, ops, root, grad, w, hp)
+    minibatch.reduce_nodes(g_rows, s_rows, ops, root, grad, w, hp)
     return grad, w.stat_sums.copy(), w.sumsq.copy()
 
 

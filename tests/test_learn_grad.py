@@ -91,7 +91,8 @@ def test_gradient_matches_finite_differences(activation, grad_mode, clip_vloss, 
     )
     order = np.random.default_rng(5).permutation(40)
     start, stop = 3, 38  # an odd-sized range: a partial last chunk
-    stats = ppo.accumulate(order, start, stop)
+    # one minibatch with a zero step: the gradient stays in ppo.grad, the weights do not move
+    ((stats, _norm),) = ppo.minibatches(order[start:stop], stop - start, 1, lr=0.0)
     batch = batch_dict(slab, order[start:stop])
     x0 = policy.params.copy()
     ref = ppo_loss(policy, x0, batch, cfg)

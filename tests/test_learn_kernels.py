@@ -153,7 +153,7 @@ def test_bad_input_raises_before_any_change():
     slab = RolloutSlab(4, 3, 5, 4)
     before = (pol.params.copy(), ppo.adam.m.copy(), ppo.adam.t)
     with pytest.raises(PPOConfigError, match="set_source"):
-        ppo.accumulate(np.arange(12), 0, 4)
+        ppo.minibatches(np.arange(12), 4, 1)
     with pytest.raises(PPOConfigError, match="last_values"):
         ppo.update(slab, np.zeros(5))
     slab.reward[1, 2] = np.nan
@@ -162,7 +162,7 @@ def test_bad_input_raises_before_any_change():
     slab.reward[1, 2] = 0
     ppo.set_source(slab.flat, 5, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")})
     with pytest.raises(PPOConfigError, match="outside"):
-        ppo.accumulate(np.array([0, 1, 12]), 0, 3)
+        ppo.minibatches(np.array([0, 1, 12]), 3, 1)
     with pytest.raises(PPOConfigError, match="outside"):
         ppo.minibatches(np.array([0, 1, 12, 3]), 2, 2)
     with pytest.raises(PPOConfigError, match="do not fit"):
@@ -194,17 +194,16 @@ def _ppo_on_synthetic(grad_mode, seed=0):
 
 
 @pytest.mark.parametrize("grad_mode", ["chunk", "tile"])
-def test_minibatches_in_one_call_equal_accumulate_then_step(grad_mode):
+def test_minibatches_in_one_call_equal_one_at_a_time(grad_mode):
     """PPO.minibatches (one compiled call per epoch, what update runs) gives the
-    very bits of accumulate + step per minibatch: weights, moments, stats, norms."""
+    very bits of one call per minibatch (count 1): weights, moments, stats, norms."""
     order = np.random.default_rng(3).permutation(96)
     a, b = _ppo_on_synthetic(grad_mode), _ppo_on_synthetic(grad_mode)
     for epoch in range(2):
         lr = 3e-3 * (1 + epoch)
         steps = []
         for k in range(3):
-            st = a.accumulate(order, 32 * k, 32 * (k + 1))
-            steps.append((st, a.step(lr)))
+            steps += a.minibatches(order[32 * k : 32 * (k + 1)], 32, 1, lr)
         got = b.minibatches(order, 32, 3, lr)
         assert len(got) == 3
         for (st_a, n_a), (st_b, n_b) in zip(steps, got):

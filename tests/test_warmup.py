@@ -99,10 +99,10 @@ def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
         obs, _ = env.reset(seed=3)
         obs, _, stats = one_update(env, ppo, slab, obs, action_generator(3), num_updates=cfg.num_updates)
         choose_shards(None, ppo, slab, tick=lambda: None, shape=UpdateShape(1, 4, 2, cfg.minibatch_size), budget_s=0.2)
-        from navi_nb.learn import fused
+        from navi_nb.learn import fused, minibatch
         # the helper's and the child's passes were compiled for the types the update's chain gives them:
         # the cache holds one signature of each (a mismatch would have compiled the chain's own as well)
-        passes = [len(k._cache._cache_file._load_index()) for k in (fused._chunk_pass, fused._finish_pass)]
+        passes = [len(k._cache._cache_file._load_index()) for k in (fused._chunk_pass, minibatch._finish_pass)]
         print(json.dumps({"groups": groups, "report": report, "cold_after": warmup.cold_groups(cfg),
                           "learn_compiled": sorted(set(m for m in compiled if m.startswith("navi_nb.learn"))),
                           "grad_norm": float(stats["grad_norm"]), "pass_signatures": passes}))

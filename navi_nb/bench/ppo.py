@@ -2,7 +2,7 @@
 
 One "update step" is one minibatch: gather, forward of both trunks, the PPO
 loss, backward, global-norm clipping and one Adam step
-(``PPO.accumulate`` + ``PPO.step``), timed as ``PPO.update`` runs them: an
+(``PPO.minibatches``), timed as ``PPO.update`` runs them: an
 epoch of 4 minibatches in one compiled call (``PPO.minibatches``), the time
 divided by 4. Measured at each shard count (Numba
 threads), for

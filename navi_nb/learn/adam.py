@@ -1,7 +1,7 @@
 """Adam over flat buffers, deterministic (an element-wise update: no sums).
 
 The global gradient norm that scales the step lives with the learning pass
-(``fused.norm_from_items``: the finish items' sums of squares, added in item
+(``minibatch.norm_from_items``: the finish items' sums of squares, added in item
 order).
 """
 

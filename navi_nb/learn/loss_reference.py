@@ -11,7 +11,7 @@ whole-batch products, itself checked against the finite differences):
 The policy is a diagonal Gaussian with a state-independent ``log_std``; its
 log-density and entropy are defined here once (:func:`gaussian_log_prob`,
 :func:`gaussian_entropy`) and used by the policy and the kernels. The kernels
-compile :func:`gaussian_entropy` itself (``njit`` in ``fused.py``), so
+compile :func:`gaussian_entropy` itself (``njit`` in ``minibatch.py``), so
 ``navi_nb/jit_cache.py`` counts this file among the compiled sources.
 """
 

@@ -5,22 +5,21 @@ The loss of a minibatch, and every statistic reported with it, is defined in
 clipped surrogate ``policy_loss``, clipped value loss ``value_loss``, entropy bonus,
 advantages normalised over the whole minibatch). The kernels of ``fused.py``
 compute that loss with its gradient written out by hand; the tests hold them to
-the reference. ``accumulate(order, start, stop)`` writes the gradient over
-samples ``order[start:stop]`` into ``self.grad`` (the parameters' flat
-layout); ``step`` clips it to ``max_grad_norm`` (global norm) and takes one
-Adam step. See docs/DETERMINISM.md for why every sum here has a fixed order.
+the reference. ``minibatches`` runs minibatches: each one's gradient into
+``self.grad`` (the parameters' flat layout), clipped to ``max_grad_norm``
+(global norm), and one Adam step. See docs/DETERMINISM.md for why every sum here has a fixed order.
 """
 
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 from dataclasses import asdict, dataclass, field, fields
 
-import numba
 import numpy as np
 
 from navi_nb.errors import NaviError
-from navi_nb.learn import blocks, fused
+from navi_nb.learn import blocks, fused, minibatch
 from navi_nb.learn.adam import Adam, OptimizerStateError
 from navi_nb.learn.fused import ENTROPY, GRAD_NORM, STAT_NAMES
 from navi_nb.learn.gae import compute_gae
@@ -31,7 +30,25 @@ class PPOConfigError(NaviError):
     """A PPO setting out of range."""
 
 
-_NO_OPS = np.zeros((0, 3), np.int64)  # the block tree of a single block: nothing to add
+Job = namedtuple(
+    "Job",
+    (
+        "source",  # (N, width) the rollout rows
+        "order",  # (count * mb,) int64 this process's rows of the minibatches, one after the other
+        "count",  # minibatches
+        "cols",  # the rollout fields' columns (fused.SOURCE_FIELDS)
+        "params",
+        "log_std",  # the flat parameters and their log_std view
+        "hp",  # fused.hyper_params
+        "w",  # the fused.Work of this process's rows of a minibatch
+        "grad",
+        "adam_m",
+        "adam_v",  # the flat gradient and Adam's moments (parameters' layout)
+        "step0",  # Adam steps taken before the first minibatch
+        "out",  # (count, len(fused.STEP_STAT_NAMES)) float64: each minibatch's statistics
+    ),
+)
+"""What :meth:`PPO.minibatches` hands an exchange: the minibatches to run and where their results go."""
 
 
 @dataclass
@@ -109,7 +126,7 @@ class PPO:
     """The learner: an ActorCritic, its flat gradient, Adam, and the update loop.
 
     ``source`` is the rollout's flat rows (``RolloutSlab.flat``); set it with
-    ``set_source`` (``update`` does) before calling ``accumulate``.
+    ``set_source`` (``update`` does) before calling ``minibatches``.
     """
 
     def __init__(self, policy, config=None, seed=0):
@@ -126,7 +143,6 @@ class PPO:
         self.rng = np.random.default_rng([int(seed), 0x5050])  # minibatch shuffling only
         self.modes = {l.name: self._mode(l) for l in policy.pi_layers + policy.v_layers}
         self._plan = fused.Plan(policy, self.modes, self.config.tile_rows, self.config.tile_cols)
-        self._sumsq = np.empty(self._plan.items.shape[0], np.float64)  # step's per-item sums for the norm
         self.source = None
         self.updates_done = 0
         self._trees = {}
@@ -134,7 +150,8 @@ class PPO:
         """None: every block is here. Otherwise the blocks are spread over processes: an object with
         ``first_block``, ``n_blocks`` (all processes'), ``ranges`` (each process's ``(first, stop)``, in
         order) and ``allgather(rows)`` (every process's rows, concatenated in process order), e.g.
-        ``navi_nb.parallel.ranks.RankExchange``. The slab then holds this process's blocks' actors."""
+        ``navi_nb.parallel.ranks.RankExchange``, and ``minibatches(job)`` (runs a :class:`Job`, returns the
+        minibatches done). The slab then holds this process's blocks' actors."""
 
     def _mode(self, layer):
         mode = self.config.grad_mode
@@ -155,37 +172,7 @@ class PPO:
                 f"with obs_dim {self.policy.obs_dim}, act_dim {act_dim}"
             )
 
-    # ---- one minibatch's gradient ------------------------------------------
-    def accumulate(self, order, start, stop):
-        """Gradient of the PPO loss over samples order[start:stop] into self.grad.
-
-        Two kernel calls (``fused.py``): ``block_moments`` (the advantages'
-        moments), then ``local_gradients``: the advantages normalised over the
-        whole minibatch, one parallel pass over fixed chunks (gather, forward,
-        loss, backward, chunk slots), one parallel pass over fixed work items
-        (slot sums, weight tiles, bias and log_std sums). Returns the
-        minibatch's loss statistics (means over its samples).
-        """
-        rows = self._rows(order, start, stop)
-        pol, hp = self.policy, self._hyper_params()
-        w = self._plan.work(rows.shape[0], self.config.chunk_size, pol.act_dim)
-        fused.block_moments(self.source, rows, self._cols[fused.ADVANTAGES], w.blk, w.moments)
-        fused.local_gradients(
-            self.source,
-            rows,
-            self._cols,
-            pol.params,
-            pol.p["log_std"],
-            hp,
-            w,
-            w.moments[0],
-            _NO_OPS,
-            0,
-            self.grad,
-            True,
-        )
-        return self._stats(w.stat_sums / rows.shape[0], self.policy.entropy())
-
+    # ---- the minibatches ---------------------------------------------------
     def _hyper_params(self, lr=None, target_kl=None):
         """The kernels' hyper-parameter array (``fused.hyper_params``) for this
         configuration, step size ``lr`` (Adam's own when None) and ``target_kl``."""
@@ -204,17 +191,6 @@ class PPO:
             target_kl=target_kl,
         )
 
-    def _rows(self, order, start, stop):
-        """order[start:stop] as contiguous int64 row indices, checked against the source."""
-        if self.source is None:
-            raise PPOConfigError("accumulate: no rollout rows; call set_source (or update) first")
-        rows = np.ascontiguousarray(order[start:stop], dtype=np.int64)
-        if rows.shape[0] < 1:
-            raise PPOConfigError(f"accumulate: empty range [{start}, {stop}) of an order of {len(order)}")
-        if rows.min() < 0 or rows.max() >= self.source.shape[0]:
-            raise PPOConfigError(f"accumulate: order[{start}:{stop}] holds rows outside [0, {self.source.shape[0]})")
-        return rows
-
     def _stats(self, means, entropy):
         """A minibatch's statistics: the loss terms' means (in STAT_NAMES order),
         the entropy, and the total loss."""
@@ -224,30 +200,22 @@ class PPO:
         out["loss"] = out["policy_loss"] - cfg.ent_coef * out["entropy"] + cfg.vf_coef * out["value_loss"]
         return out
 
-    # ---- clipping and the optimizer step -----------------------------------
-    def step(self, lr=None):
-        """Clip the gradient to max_grad_norm (global) and take one Adam step.
-        Returns the gradient norm before clipping.
-
-        The norm is the finish items' sums of squares added in item order
-        (``fused.norm_from_items``), fixed by the plan whatever the threads."""
-        plan = self._plan
-        fused.items_sumsq(plan.items, plan.layer_meta, self.grad, plan.log_std_off, self.policy.act_dim, self._sumsq)
-        norm = fused.norm_from_items(self._sumsq)
-        scale = min(1.0, self.config.max_grad_norm / (norm + 1e-6))
-        self.adam.step(self.grad, scale, lr)
-        return norm
-
-    def minibatches(self, order, mb, count, lr=None, target_kl=None, blk=None):
+    def minibatches(self, order, mb, count, lr=None, target_kl=None, blk=None, exchange=None):
         """``count`` minibatches of ``mb`` samples, minibatch b being
         ``order[b * mb:(b + 1) * mb]`` (``mb / blk`` actor blocks' runs of ``blk``
         rows, one after the other; default one block), each the blocks' gradients
-        added along the block tree (``navi_nb.learn.blocks``) then ``step(lr)``,
-        in one compiled call (``fused.minibatches_update``: no Python between
-        the parallel regions). With one block, the same bits as ``accumulate``
-        then ``step``. Stops after a minibatch whose approximate KL exceeds
-        ``target_kl``. Returns a list of (stats, gradient norm), one per
-        minibatch done."""
+        added along the block tree (``navi_nb.learn.blocks``), clipped to
+        ``max_grad_norm`` (global norm, the finish items' sums of squares added
+        in item order) and one Adam step of size ``lr``. ``exchange`` None: every
+        block is here, and the minibatches run in one compiled call
+        (``minibatch.minibatches_update``: no Python between the parallel regions).
+        Otherwise the blocks are spread over processes (see ``self.exchange``):
+        ``order`` holds this process's rows, and ``exchange.minibatches(job)``
+        (``navi_nb.parallel.exchange_update``) runs the same kernels with the
+        sums combined over the processes, the same bits. Stops after a
+        minibatch whose approximate KL exceeds ``target_kl``. Returns a list of
+        (stats, gradient norm), one per minibatch done. After a call, ``grad``
+        holds the last minibatch's gradient before clipping."""
         if self.source is None:
             raise PPOConfigError("minibatches: no rollout rows; call set_source (or update) first")
         order = np.ascontiguousarray(order, dtype=np.int64)
@@ -261,10 +229,10 @@ class PPO:
         if used.min() < 0 or used.max() >= self.source.shape[0]:
             raise PPOConfigError(f"minibatches: the order holds rows outside [0, {self.source.shape[0]})")
         pol, adam = self.policy, self.adam
-        w = self._plan.work(mb, self.config.chunk_size, pol.act_dim, blk)
-        ops, root = self._tree(w.n_blocks)
+        n_total = mb if exchange is None else exchange.n_blocks * blk
+        w = self._plan.work(mb, self.config.chunk_size, pol.act_dim, blk, n_total=n_total)
         out = np.empty((count, len(fused.STEP_STAT_NAMES)), np.float64)
-        done = fused.minibatches_update(
+        job = Job(
             self.source,
             used,
             count,
@@ -273,117 +241,37 @@ class PPO:
             pol.p["log_std"],
             self._hyper_params(lr, target_kl),
             w,
-            ops,
-            root,
             self.grad,
             adam.m,
             adam.v,
             float(adam.t),
             out,
         )
+        if exchange is None:
+            ops, root = self._tree(w.n_blocks)
+            done = minibatch.minibatches_update(
+                job.source,
+                job.order,
+                job.count,
+                job.cols,
+                job.params,
+                job.log_std,
+                job.hp,
+                job.w,
+                ops,
+                root,
+                job.grad,
+                job.adam_m,
+                job.adam_v,
+                job.step0,
+                job.out,
+            )
+        else:
+            done = exchange.minibatches(job)
         adam.t += done
         return [
             (self._stats(out[b, : len(STAT_NAMES)], out[b, ENTROPY]), float(out[b, GRAD_NORM])) for b in range(done)
         ]
-
-    def minibatches_exchanged(self, order, mb, count, lr=None, target_kl=None, blk=None):
-        """:meth:`minibatches` with the blocks spread over processes (``self.exchange``): this process's
-        ``mb / blk`` blocks' rows; per minibatch, every process's block moments are combined along the
-        block tree (the same two ways as the gradients), each process computes its blocks' gradients
-        and its subtrees of the tree (``blocks.local_plan``), and the subtree sums are added along the
-        top of the tree: point to
-        point with the root broadcast (``ex.mode`` ``"tree"``, ``RankExchange.tree_reduce``), or
-        gathered in block order with every process adding the top itself (``"allgather"``); then
-        ``fused.reduce_nodes`` settles the sum into ``grad``, and every process clips and steps: the same
-        additions as one process holding every block, so the same bits."""
-        ex, pol, adam = self.exchange, self.policy, self.adam
-        order = np.ascontiguousarray(order, dtype=np.int64)
-        mb, count, blk = int(mb), int(count), int(blk)
-        a, b = ex.ranges[ex.rank]
-        n_all = ex.n_blocks
-        w = self._plan.work(mb, self.config.chunk_size, pol.act_dim, blk, n_total=n_all * blk)
-        plan = self._exchange_plan(n_all, tuple(ex.ranges), a, b)
-        local_ops, node_rows, m_ops, m_root, top_ops, top_root = plan
-        hp = self._hyper_params(lr, target_kl)
-        col = self._cols[fused.ADVANTAGES]
-        out = np.empty((count, len(fused.STEP_STAT_NAMES)), np.float64)
-        n_params, n_stats = self.grad.shape[0], len(STAT_NAMES)
-        tree = getattr(ex, "mode", "allgather") == "tree"
-        n_cover = node_rows.shape[0]
-        if tree:  # the top of the tree point to point (blocks.rank_tree_schedule), the root broadcast
-            n_rows = ex.schedule()[0]
-            m_buf = np.empty((n_rows, 3), np.float64)
-            g_buf = np.empty((n_rows, n_params), self.grad.dtype)
-            s_buf = np.empty((n_rows, n_stats), np.float64)
-            no_ops = np.zeros((0, 3), np.int64)
-            piece = max(1, -(-n_params // numba.get_num_threads()))
-
-            def add_moments(ops):
-                blocks.tree_moments(m_buf, ops)
-
-            def add_grads(ops):
-                blocks.tree_sum_rows(g_buf, ops, piece)
-                blocks.tree_sum_rows(s_buf, ops, n_stats)
-        else:
-            send = np.empty((n_cover, n_params + n_stats * 8 // self.grad.itemsize), self.grad.dtype)
-        done = 0
-        for i in range(count):
-            rows = order[i * mb : (i + 1) * mb]
-            fused.block_moments(self.source, rows, col, blk, w.moments)
-            if tree:
-                blocks.tree_moments(w.moments, local_ops)  # this rank's cover nodes, as the tree pairs them
-                m_buf[:n_cover] = w.moments[node_rows]
-                moments, m_at = ex.tree_reduce([m_buf], add_moments)[0], 0
-            else:
-                moments, m_at = ex.allgather(w.moments), m_root
-                blocks.tree_moments(moments, m_ops)
-            fused.local_gradients(
-                self.source,
-                rows,
-                self._cols,
-                pol.params,
-                pol.p["log_std"],
-                hp,
-                w,
-                moments[m_at],
-                local_ops,
-                0,
-                self.grad,
-                False,
-            )
-            if tree:
-                g_buf[:n_cover] = w.block_grads[node_rows]
-                s_buf[:n_cover] = w.block_stats[node_rows]
-                nodes, stats = ex.tree_reduce([g_buf, s_buf], add_grads)
-                fused.reduce_nodes(nodes, stats, no_ops, 0, self.grad, w, hp)
-            else:
-                # one message per subtree: its gradient, then its float64 statistics' bytes
-                send[:, :n_params] = w.block_grads[node_rows]
-                send[:, n_params:] = np.ascontiguousarray(w.block_stats[node_rows]).view(self.grad.dtype)
-                got = ex.allgather(send)
-                nodes = np.ascontiguousarray(got[:, :n_params])
-                stats = np.ascontiguousarray(got[:, n_params:]).view(np.float64)
-                fused.reduce_nodes(nodes, stats, top_ops, top_root, self.grad, w, hp)
-            done += 1
-            if fused.clip_and_step(
-                w, pol.p["log_std"], hp, pol.params, self.grad, adam.m, adam.v, float(adam.t + done), out[i]
-            ):
-                break
-        adam.t += done
-        return [
-            (self._stats(out[i, : len(STAT_NAMES)], out[i, ENTROPY]), float(out[i, GRAD_NORM])) for i in range(done)
-        ]
-
-    def _exchange_plan(self, n_all, ranges, a, b):
-        key = ("exchange", n_all, ranges)
-        plan = self._trees.get(key)
-        if plan is None:
-            local_ops, node_rows, _ = blocks.local_plan(n_all, a, b)
-            m_ops, m_root = self._tree(n_all)
-            nodes = [node for lo, hi in ranges for node in blocks.cover(n_all, lo, hi)]
-            top_ops, top_root = blocks.tree_ops(0, n_all, {node: i for i, node in enumerate(nodes)})
-            plan = self._trees[key] = (local_ops, node_rows, m_ops, m_root, top_ops, top_root)
-        return plan
 
     def _tree(self, n_blocks):
         """The block tree's additions over ``n_blocks`` rows (block k in row k) and the root's row."""
@@ -429,7 +317,7 @@ class PPO:
 
     def compile_passes(self, slab, names=("chunk", "finish")):
         """Compile (or load from Numba's cache) the fused minibatch passes in ``names`` for this learner's
-        and ``slab``'s types (``fused.compile_passes``), without running them: a warm-up process's call.
+        and ``slab``'s types (``minibatch.compile_passes``), without running them: a warm-up process's call.
         The arguments are the ones :meth:`update` builds, at its sizes (the same per-size buffers)."""
         self._use_slab(slab)
         _block, _rows_per_block, blk, mb = self._minibatch_layout(slab)
@@ -437,7 +325,7 @@ class PPO:
         w = self._plan.work(mb, self.config.chunk_size, pol.act_dim, blk)
         ops, root = self._tree(w.n_blocks)
         rows = np.zeros(mb, np.int64)
-        fused.compile_passes(
+        minibatch.compile_passes(
             names,
             self.source,
             rows,
@@ -488,8 +376,7 @@ class PPO:
             epoch_key = int(self.rng.integers(0, 2**63))
             perms = blocks.epoch_permutations(epoch_key, rows_per_block, first, n_local)
             order = blocks.epoch_order(perms, slab.n_steps, block, slab.n_actors, cfg.num_minibatches, blk)
-            run = self.minibatches if ex is None else self.minibatches_exchanged
-            for st, norm in run(order, mb, cfg.num_minibatches, lr, cfg.target_kl, blk):
+            for st, norm in self.minibatches(order, mb, cfg.num_minibatches, lr, cfg.target_kl, blk, ex):
                 norms.append(norm)
                 for key, val in st.items():
                     totals[key] = totals.get(key, 0.0) + val

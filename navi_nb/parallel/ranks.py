@@ -8,8 +8,8 @@ in :class:`RankExchange`, one of two ways (``NAVI_NB_REDUCE``, :func:`reduce_mod
 the top of the block tree added point to point in the tree's own order (``blocks.rank_tree_schedule``)
 and the root broadcast from rank 0; or ``allgather``, every rank's subtree rows gathered on every rank
 (``Allgatherv``, in rank order, which is block order), after which every rank adds the top itself
-(``PPO.minibatches_exchanged``). MPI's own ``Allreduce`` is not used: it does not promise an order of
-additions.
+(``PPO.minibatches`` with an exchange: ``exchange_update.py``). MPI's own ``Allreduce`` is not used:
+it does not promise an order of additions.
 
 ``mpi4py`` is imported only when asked (:func:`world`), so the package works without it; the ``mpi``
 extra installs it with the ``mpich`` wheel (``pip install -e ".[mpi]"``).
@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from navi_nb.errors import NaviError
+from navi_nb.parallel.exchange_update import exchange_plan, run_minibatches
 
 LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS")
 """The world size as an MPI launcher tells the processes it starts: Open MPI's ``mpiexec``, MPICH's and
@@ -175,6 +176,14 @@ class RankExchange:
         self.seconds += time.perf_counter() - t0
         self.calls += 1
         return out
+
+    def minibatches(self, job):
+        """Run a ``learn.ppo.Job`` (``PPO.minibatches``' call) with the sums combined over the ranks
+        (``exchange_update.run_minibatches``). Returns the minibatches done."""
+        plan = self._schedules.get("update")
+        if plan is None:
+            plan = self._schedules["update"] = exchange_plan(self.n_blocks, tuple(self.ranges), self.rank)
+        return run_minibatches(self, job, plan)
 
     @property
     def local_blocks(self):

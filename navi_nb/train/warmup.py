@@ -91,6 +91,7 @@ GROUPS = {
     "learn": (
         "navi_nb.learn.mlp",
         "navi_nb.learn.fused",
+        "navi_nb.learn.minibatch",
         "navi_nb.learn.adam",
         "navi_nb.learn.gae",
         "navi_nb.learn.blocks",
@@ -292,7 +293,7 @@ def warm_learn(cfg) -> None:
 
 
 def warm_learn_finish(cfg) -> None:
-    """The ``learn`` child's helper: compile the update's second parallel pass (``fused._finish_pass``) for the
+    """The ``learn`` child's helper: compile the update's second parallel pass (``minibatch._finish_pass``) for the
     run ``cfg``'s types, at the lowest priority from the start."""
     _lower_priority()
     _env, ppo, slab, _obs = _learn_setup(cfg)
