@@ -439,12 +439,13 @@ def read_entry(path, *, mmap=True, validate=True):
     sidecar is read once: the bytes checked are the bytes parsed."""
     import json
 
+    from navi_nb.files import read_regular
     from navi_nb.world.gmdag import load_world, validate_world
     from navi_nb.world.sidecar import check_sidecar, sidecar_path
 
     sp = sidecar_path(path)
     try:
-        data = sp.read_bytes()
+        data = read_regular(sp, "sidecar")  # a FIFO or device in its place is refused, never waited on
         side = check_sidecar(json.loads(data), sp)
         w = load_world(path, mmap=mmap, validate=False, side=side)  # header and sizes
     except (OSError, ValueError, RecursionError) as exc:  # GmdagError is a ValueError
