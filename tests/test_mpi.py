@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real mpiexec jobs: .ci/run runs them, the README's command does not
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
 

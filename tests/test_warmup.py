@@ -60,6 +60,7 @@ def test_cold_groups_follow_the_numba_cache(tmp_path):
     assert out["after"] == ["env", "tracer", "learn"]  # one file of a group cached is not the group
 
 
+@pytest.mark.slow
 def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
     """After the learn group's child (and its helper, which compiles the update's second pass) ran, this
     process's policy, GAE, shard calibration and PPO update (the trainer's calls, with the run's sizes) load
@@ -117,6 +118,7 @@ def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
     assert out["pass_signatures"] == [1, 1]
 
 
+@pytest.mark.slow
 def test_env_and_tracer_warmup_on_the_stand_in_leave_a_run_on_other_worlds_nothing_to_compile(tmp_path):
     """The env and tracer children compile on the shipped stand-in world; then an environment on two other
     worlds (a set, mapped read-only as a run maps it) is built, reset and stepped with every kernel of the
@@ -359,6 +361,7 @@ def test_env_compile_kernels_compiles_what_reset_and_step_call_and_changes_nothi
             assert head + sig in dispatcher.signatures, name
 
 
+@pytest.mark.slow
 def test_the_layout_decoder_thread_compiles_what_packing_the_run_calls(tmp_path):
     """On a cold cache ``start`` compiles the layout decoder in a thread (on the stand-in) and ``wait``
     joins it; packing worlds loaded as a run loads them (mapped read-only) then compiles no other
