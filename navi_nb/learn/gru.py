@@ -208,9 +208,25 @@ def _step_rows(params, o_wih, o_whh, o_bih, o_bhh, X, Hp, reset, has_reset, Hout
     zero = one - one
     half = one / (one + one)
     gemm(
-        NO_TRANS, TRANS, m, g3, n_in, one, _at(X, r0 * n_in), n_in, _at(params, o_wih), n_in, zero, _at(Gi, r0 * g3), g3
+        m,
+        g3,
+        n_in,
+        one,
+        (NO_TRANS, _at(X, r0 * n_in), n_in),
+        (TRANS, _at(params, o_wih), n_in),
+        zero,
+        (_at(Gi, r0 * g3), g3),
     )
-    gemm(NO_TRANS, TRANS, m, g3, hid, one, _at(Hp, r0 * hid), hid, _at(params, o_whh), hid, zero, _at(Gh, r0 * g3), g3)
+    gemm(
+        m,
+        g3,
+        hid,
+        one,
+        (NO_TRANS, _at(Hp, r0 * hid), hid),
+        (TRANS, _at(params, o_whh), hid),
+        zero,
+        (_at(Gh, r0 * g3), g3),
+    )
     bih = params[o_bih : o_bih + g3]
     bhh = params[o_bhh : o_bhh + g3]
     for i in range(r0, r1):
@@ -312,19 +328,14 @@ def _backward_chunk(params, o_wih, o_whh, X, h0, starts, HS, G, DHS, DX, DH0, DG
                 DH0[i, j] = dh * z
         # dL/dh_{t-1} = dh * z + dGh @ W_hh; nothing flows back past an episode start
         gemm(
-            NO_TRANS,
-            NO_TRANS,
             m,
             hid,
             g3,
             one,
-            _at(DGh, q0 * g3),
-            g3,
-            _at(params, o_whh),
-            hid,
+            (NO_TRANS, _at(DGh, q0 * g3), g3),
+            (NO_TRANS, _at(params, o_whh), hid),
             one,
-            _at(DH0, r0 * hid),
-            hid,
+            (_at(DH0, r0 * hid), hid),
         )
         for i in range(r0, r1):
             if starts[t, i]:
@@ -333,26 +344,39 @@ def _backward_chunk(params, o_wih, o_whh, X, h0, starts, HS, G, DHS, DX, DH0, DG
         # dL/dx_t = dGi @ W_ih
         dx0 = (t * n_batch + r0) * n_in
         gemm(
-            NO_TRANS,
-            NO_TRANS,
             m,
             n_in,
             g3,
             one,
-            _at(DGi, q0 * g3),
-            g3,
-            _at(params, o_wih),
-            n_in,
+            (NO_TRANS, _at(DGi, q0 * g3), g3),
+            (NO_TRANS, _at(params, o_wih), n_in),
             zero,
-            _at(DX, dx0),
-            n_in,
+            (_at(DX, dx0), n_in),
         )
     # the chunk's gradient, in the GRU's own layout: W_ih, W_hh, b_ih, b_hh
     k = n_steps * m
     s = slots[c]
-    gemm(TRANS, NO_TRANS, g3, n_in, k, one, _at(DGi, base * g3), g3, _at(XC, base * n_in), n_in, zero, _at(s, 0), n_in)
+    gemm(
+        g3,
+        n_in,
+        k,
+        one,
+        (TRANS, _at(DGi, base * g3), g3),
+        (NO_TRANS, _at(XC, base * n_in), n_in),
+        zero,
+        (_at(s, 0), n_in),
+    )
     o_hh = g3 * n_in
-    gemm(TRANS, NO_TRANS, g3, hid, k, one, _at(DGh, base * g3), g3, _at(HPC, base * hid), hid, zero, _at(s, o_hh), hid)
+    gemm(
+        g3,
+        hid,
+        k,
+        one,
+        (TRANS, _at(DGh, base * g3), g3),
+        (NO_TRANS, _at(HPC, base * hid), hid),
+        zero,
+        (_at(s, o_hh), hid),
+    )
     o_bi = o_hh + g3 * hid
     o_bh = o_bi + g3
     for j in range(g3):
