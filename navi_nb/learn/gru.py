@@ -192,7 +192,7 @@ def _sequence_inputs(layout, params, x, h0, starts):
 # The kernels take the weights as one read-only bundle ``w = (params, o_wih, o_whh, o_bih, o_bhh)`` (the flat
 # buffer and the offsets of W_ih, W_hh, b_ih, b_hh: :func:`_weights`) and the backward its read-only sequence
 # arrays as another (``seq = (X, h0, starts, HS, G, DHS)``). Arrays written inside a ``prange`` are separate
-# arguments: Numba's parallel lowering does not always keep writes to an array taken from a tuple there.
+# arguments (the Numba limit in ``fused.py``'s module doc).
 @njit(cache=True, inline="always")
 def _at(a, offset):
     """Address of element ``offset`` (counted in elements) of contiguous ``a``."""
