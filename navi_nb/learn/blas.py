@@ -2,10 +2,9 @@
 
 The learning kernels need dense products on small blocks (a chunk of samples
 times a layer's weights, a tile of a weight gradient). They call
-``gemm(m, n, k, alpha, (trans_a, a_ptr, lda), (trans_b, b_ptr, ldb), beta, (c_ptr, ldc))``
-(row major, pointers as integers from ``arr.ctypes.data``; each operand one
-tuple), which Numba compiles to a call of the external symbol ``navi_nb_sgemm``
-/ ``navi_nb_dgemm`` with ``cblas_?gemm``'s fourteen arguments.
+``gemm(trans_a, trans_b, m, n, k, alpha, a_ptr, lda, b_ptr, ldb, beta, c_ptr, ldc)``
+(row major, pointers as integers from ``arr.ctypes.data``), which Numba
+compiles to a call of the external symbol ``navi_nb_sgemm`` / ``navi_nb_dgemm``.
 
 At import we bind those symbols to one of two implementations:
 
@@ -67,8 +66,6 @@ def _numpy_blas_library():
 
 # ---- the fallback: plain loops, compiled as C callbacks --------------------
 def _make_loop_gemm(dtype):
-    # The symbol's C signature is cblas_?gemm's (the BLAS binding is that function itself), so this stand-in
-    # takes its fourteen arguments as they come.
     def loop_gemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
         # Row major only (order is always ROW_MAJOR here).
         A = carray(a, ((m - 1) * lda + k if ta == NO_TRANS else (k - 1) * lda + m,))
@@ -149,25 +146,26 @@ def _bind():
 GEMM_BACKEND = _bind()
 
 
-def gemm(m, n, k, alpha, a, b, beta, c):  # pragma: no cover
-    """C = alpha * op(A) @ op(B) + beta * C, row major: ``a`` and ``b`` are ``(trans, address, leading
-    dimension)`` (trans ``NO_TRANS`` or ``TRANS``), ``c`` is ``(address, leading dimension)``."""
+def gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):  # pragma: no cover
+    """C = alpha * op(A) @ op(B) + beta * C, row major; a, b, c are addresses."""
     raise NotImplementedError("gemm is callable from Numba kernels only")
 
 
 @overload(gemm, inline="always")
-def _gemm_overload(m, n, k, alpha, a, b, beta, c):
-    symbol = {types.float32: _sgemm, types.float64: _dgemm}.get(alpha)
-    if symbol is None:
-        return None
+def _gemm_overload(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    if alpha == types.float32:
 
-    def impl(m, n, k, alpha, a, b, beta, c):
-        ta, pa, lda = a
-        tb, pb, ldb = b
-        pc, ldc = c
-        symbol(np.int32(ROW_MAJOR), np.int32(ta), np.int32(tb), m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc)
+        def impl(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+            _sgemm(np.int32(ROW_MAJOR), np.int32(ta), np.int32(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 
-    return impl
+        return impl
+    if alpha == types.float64:
+
+        def impl(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+            _dgemm(np.int32(ROW_MAJOR), np.int32(ta), np.int32(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+
+        return impl
+    return None
 
 
 @njit(cache=True)
@@ -178,12 +176,17 @@ def matmul_into(a, b, c, trans_a, trans_b):
     one = np.ones(1, c.dtype)[0]
     zero = np.zeros(1, c.dtype)[0]
     gemm(
+        TRANS if trans_a else NO_TRANS,
+        TRANS if trans_b else NO_TRANS,
         m,
         n,
         k,
         one,
-        (TRANS if trans_a else NO_TRANS, a.ctypes.data, a.shape[1]),
-        (TRANS if trans_b else NO_TRANS, b.ctypes.data, b.shape[1]),
+        a.ctypes.data,
+        a.shape[1],
+        b.ctypes.data,
+        b.shape[1],
         zero,
-        (c.ctypes.data, n),
+        c.ctypes.data,
+        n,
     )

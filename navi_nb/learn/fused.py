@@ -42,12 +42,7 @@ The kernels take their arguments grouped: the rollout rows (``source``,
 ``rows``, ``cols`` with the column indices below), the parameters, one float64
 array of hyper-parameters (:func:`hyper_params`, indices below) and one
 :class:`Work` tuple of the plan's tables and scratch buffers for one minibatch
-size (``Plan.work``). The parallel regions (``_chunk_pass``,
-``minibatch._finish_pass``, ``minibatch._reduce_nodes``) and the helpers they
-call take read-only arrays and scalars as tuples (the minibatch's inputs, the
-network, sizes, loss coefficients), but every array they write as an argument of
-its own: Numba's parallel lowering does not always keep writes to an array taken
-from a tuple inside the region.
+size (``Plan.work``).
 """
 
 from __future__ import annotations
@@ -209,14 +204,19 @@ def _forward_rows(A, params, m, r0, r1):
     zero = one - one
     h0 = m[HOFF] + r0 * nout
     gemm(
+        NO_TRANS,
+        NO_TRANS,
         r1 - r0,
         nout,
         nin,
         one,
-        (NO_TRANS, address(A, m[XOFF] + r0 * nin), nin),
-        (NO_TRANS, address(params, woff), nout),
+        address(A, m[XOFF] + r0 * nin),
+        nin,
+        address(params, woff),
+        nout,
         zero,
-        (address(A, h0), nout),
+        address(A, h0),
+        nout,
     )
     H = block_view(A, h0, r1 - r0, nout)
     bias_act_rows(H, params[woff + nin * nout : woff + nin * nout + nout], 0, r1 - r0, m[ACT])
@@ -233,14 +233,19 @@ def _backward_rows(A, D, params, slots, slot_width, c, m, mp, r0, r1, has_prev):
     if m[SLOT] >= 0:
         base = c * slot_width + m[SLOT]
         gemm(
+            TRANS,
+            NO_TRANS,
             nin,
             nout,
             r1 - r0,
             one,
-            (TRANS, address(A, m[XOFF] + r0 * nin), nin),
-            (NO_TRANS, address(D, d0), nout),
+            address(A, m[XOFF] + r0 * nin),
+            nin,
+            address(D, d0),
+            nout,
             zero,
-            (address(slots, base), nout),
+            address(slots, base),
+            nout,
         )
         gb = slots[base + nin * nout : base + nin * nout + nout]
         dZ = block_view(D, d0, r1 - r0, nout)
@@ -252,14 +257,19 @@ def _backward_rows(A, D, params, slots, slot_width, c, m, mp, r0, r1, has_prev):
     if has_prev:
         p0 = mp[DOFF] + r0 * nin
         gemm(
+            NO_TRANS,
+            TRANS,
             r1 - r0,
             nin,
             nout,
             one,
-            (NO_TRANS, address(D, d0), nout),
-            (TRANS, address(params, m[WOFF]), nout),
+            address(D, d0),
+            nout,
+            address(params, m[WOFF]),
+            nout,
             zero,
-            (address(D, p0), nin),
+            address(D, p0),
+            nin,
         )
         times_dact_rows(
             block_view(D, p0, r1 - r0, nin), block_view(A, mp[HOFF] + r0 * nin, r1 - r0, nin), 0, r1 - r0, mp[ACT]
@@ -267,12 +277,10 @@ def _backward_rows(A, D, params, slots, slot_width, c, m, mp, r0, r1, has_prev):
 
 
 @njit(cache=True, error_model="numpy")
-def _pi_head(A, D, dlogstd, stats, mo, batch, log_std, coefs, r0, r1):
+def _pi_head(A, D, mo, source, rows, cols, adv, log_std, clip_coef, inv_n, dlogstd, stats, r0, r1):
     """Clipped surrogate of rows r0:r1 (``policy_loss`` of ``loss_reference.ppo_loss``):
     d loss / d mu into D, the per-sample part of d loss / d log_std, and the
-    statistics (float64 inside). ``mo`` the policy output layer's row of ``meta``."""
-    source, rows, cols, adv = batch
-    clip_coef, inv_n = coefs[0], coefs[3]
+    statistics (float64 inside)."""
     k = mo[NOUT]
     a0, c_logp = cols[ACTIONS], cols[LOGP]
     ls = np.empty(k)
@@ -309,12 +317,10 @@ def _pi_head(A, D, dlogstd, stats, mo, batch, log_std, coefs, r0, r1):
 
 
 @njit(cache=True, error_model="numpy")
-def _v_head(A, D, stats, mo, batch, coefs, r0, r1):
+def _v_head(A, D, mo, source, rows, cols, clip_coef, clip_vloss, vf_coef, inv_n, stats, r0, r1):
     """Value loss of rows r0:r1 (``value_loss`` of ``loss_reference.ppo_loss``, clipped
     around the old values when ``clip_vloss``): d loss / d V into D, the loss into
-    the VALUE_LOSS statistic. ``mo`` the value output layer's row of ``meta``."""
-    source, rows, cols = batch[0], batch[1], batch[2]
-    clip_coef, clip_vloss, vf_coef, inv_n = coefs
+    the VALUE_LOSS statistic."""
     c_value, c_ret = cols[VALUE], cols[RETURNS]
     for i in range(r0, r1):
         r = rows[i]
@@ -357,15 +363,26 @@ def chunk_pass(source, rows, cols, params, log_std, hp, w):
 def chunk_args(source, rows, cols, params, log_std, hp, w):
     """:func:`_chunk_pass`'s arguments (also run as plain Python by ``minibatch.compile_passes``, for their types)."""
     return (
-        (source, rows, cols, w.adv),
-        (params, log_std, w.meta, w.n_pi),
-        (w.chunk, w.blk, w.slot_width),
-        (hp[CLIP_COEF], hp[CLIP_VLOSS] != 0.0, hp[VF_COEF], 1.0 / w.n_total),
+        source,
+        rows,
+        cols,
+        w.adv,
+        params,
+        log_std,
+        w.meta,
+        w.n_pi,
         w.A,
         w.D,
         w.slots,
+        w.slot_width,
         w.dlogstd,
         w.stats,
+        w.chunk,
+        w.blk,
+        hp[CLIP_COEF],
+        hp[CLIP_VLOSS] != 0.0,
+        hp[VF_COEF],
+        1.0 / w.n_total,
     )
 
 
@@ -376,14 +393,32 @@ def compile_chunk_pass(source, rows, cols, params, log_std, hp, w):
     _chunk_pass.compile(tuple(numba.typeof(a) for a in args))
 
 
+# The parallel regions take their arrays as arguments, not from the Work tuple:
+# Numba's parallel lowering does not always keep writes to an array taken from a
+# tuple inside the region.
 @njit(cache=True, parallel=True, error_model="numpy")
-def _chunk_pass(batch, net, sizes, coefs, A, D, slots, dlogstd, stats):
-    """:func:`chunk_pass`'s region: ``batch`` = (source, rows, cols, adv), ``net`` = (params, log_std,
-    meta, n_pi), ``sizes`` = (chunk, blk, slot_width), ``coefs`` = (clip_coef, clip_vloss, vf_coef,
-    1 / n_total); the arrays it writes come separately (see the module doc)."""
-    source, rows = batch[0], batch[1]
-    params, meta, n_pi = net[0], net[2], net[3]
-    chunk, blk, slot_width = sizes
+def _chunk_pass(
+    source,
+    rows,
+    cols,
+    adv,
+    params,
+    log_std,
+    meta,
+    n_pi,
+    A,
+    D,
+    slots,
+    slot_width,
+    dlogstd,
+    stats,
+    chunk,
+    blk,
+    clip_coef,
+    clip_vloss,
+    vf_coef,
+    inv_n,
+):
     n = rows.shape[0]
     obs_dim = meta[0, NIN]
     n_layers = meta.shape[0]
@@ -400,8 +435,8 @@ def _chunk_pass(batch, net, sizes, coefs, A, D, slots, dlogstd, stats):
                 O[i, j] = source[r, j]
         for l in range(n_layers):
             _forward_rows(A, params, meta[l], r0, r1)
-        _pi_head(A, D, dlogstd, stats, meta[n_pi - 1], batch, net[1], coefs, r0, r1)
-        _v_head(A, D, stats, meta[n_layers - 1], batch, coefs, r0, r1)
+        _pi_head(A, D, meta[n_pi - 1], source, rows, cols, adv, log_std, clip_coef, inv_n, dlogstd, stats, r0, r1)
+        _v_head(A, D, meta[n_layers - 1], source, rows, cols, clip_coef, clip_vloss, vf_coef, inv_n, stats, r0, r1)
         for l in range(n_layers - 1, -1, -1):
             first = l == 0 or l == n_pi
             _backward_rows(

@@ -74,13 +74,25 @@ def finish_pass(w, ops, root, grad, hp, final):
 def finish_args(w, ops, root, grad, hp, final):
     """:func:`_finish_pass`'s arguments (also run as plain Python by :func:`compile_passes`, for their types)."""
     return (
-        (w.items, w.meta, w.log_std_off),
-        (w.blk, w.n_blocks, w.n_chunks // w.n_blocks, w.slot_width),
-        (w.A, w.D, w.slots, w.dlogstd, w.stats),
-        (ops, root, hp[ENT_COEF], final),
+        w.items,
+        w.meta,
+        w.blk,
+        w.n_blocks,
+        w.A,
+        w.D,
+        w.slots,
+        w.slot_width,
+        w.n_chunks // w.n_blocks,
+        w.dlogstd,
+        w.stats,
         w.block_grads,
+        w.log_std_off,
         w.block_stats,
+        ops,
+        root,
         grad,
+        hp[ENT_COEF],
+        final,
         w.stat_sums,
         w.sumsq,
     )
@@ -99,12 +111,10 @@ def compile_passes(names, source, rows, cols, params, log_std, hp, w, ops, root,
 
 
 @njit(cache=True, error_model="numpy")
-def _block_item(item, k, table, sizes, chunk_out, block_grads, block_stats):
-    """Block k's part of one finish item (see ``fused.py``'s module doc); the bundles are
-    :func:`_finish_pass`'s."""
-    meta, log_std_off = table[1], table[2]
-    blk, per_block, slot_width = sizes[0], sizes[2], sizes[3]
-    A, D, slots, dlogstd, stats = chunk_out
+def _block_item(
+    item, meta, blk, k, A, D, slots, slot_width, per_block, dlogstd, stats, block_grads, log_std_off, block_stats
+):
+    """Block k's part of one finish item (see ``fused.py``'s module doc)."""
     one = np.ones(1, block_grads.dtype)[0]
     zero = one - one
     grad = block_grads[k]
@@ -127,14 +137,19 @@ def _block_item(item, k, table, sizes, chunk_out, block_grads, block_stats):
     elif kind == TILE:
         i0, i1, j0, j1 = item[2], item[3], item[4], item[5]
         gemm(
+            TRANS,
+            NO_TRANS,
             i1 - i0,
             j1 - j0,
             blk,
             one,
-            (TRANS, address(A, m[XOFF] + k0 * nin + i0), nin),
-            (NO_TRANS, address(D, m[DOFF] + k0 * nout + j0), nout),
+            address(A, m[XOFF] + k0 * nin + i0),
+            nin,
+            address(D, m[DOFF] + k0 * nout + j0),
+            nout,
             zero,
-            (address(block_grads, k * grad.shape[0] + woff + i0 * nout + j0), nout),
+            address(block_grads, k * grad.shape[0] + woff + i0 * nout + j0),
+            nout,
         )
     elif kind == TILE_BIAS:
         j0, j1 = item[4], item[5]
@@ -203,18 +218,50 @@ def _settle_item(item, meta, buf, stats_buf, root, grad, log_std_off, k_act, ent
     sumsq[t] = _item_sumsq(item, meta, grad, log_std_off, k_act)
 
 
+# The parallel regions take their arrays as arguments, not from the Work tuple (see fused._chunk_pass).
 @njit(cache=True, parallel=True, error_model="numpy")
-def _finish_pass(table, sizes, chunk_out, settle, block_grads, block_stats, grad, stat_sums, sumsq):
-    """:func:`finish_pass`'s region: ``table`` = (items, meta, log_std_off), ``sizes`` = (blk, n_blocks,
-    chunks per block, slot_width), ``chunk_out`` = the chunk pass's (A, D, slots, dlogstd, stats), ``settle``
-    = (ops, root, ent_coef, final); the arrays it writes come separately (see ``fused.py``'s module doc)."""
-    items, meta, log_std_off = table
-    n_blocks = sizes[1]
-    ops, root, ent_coef, final = settle
-    k_act = chunk_out[3].shape[1]
+def _finish_pass(
+    items,
+    meta,
+    blk,
+    n_blocks,
+    A,
+    D,
+    slots,
+    slot_width,
+    per_block,
+    dlogstd,
+    stats,
+    block_grads,
+    log_std_off,
+    block_stats,
+    ops,
+    root,
+    grad,
+    ent_coef,
+    final,
+    stat_sums,
+    sumsq,
+):
+    k_act = dlogstd.shape[1]
     for t in prange(items.shape[0]):
         for k in range(n_blocks):
-            _block_item(items[t], k, table, sizes, chunk_out, block_grads, block_stats)
+            _block_item(
+                items[t],
+                meta,
+                blk,
+                k,
+                A,
+                D,
+                slots,
+                slot_width,
+                per_block,
+                dlogstd,
+                stats,
+                block_grads,
+                log_std_off,
+                block_stats,
+            )
         _tree_item(items[t], meta, block_grads, block_stats, ops, log_std_off, k_act)
         if final:
             _settle_item(
@@ -352,26 +399,26 @@ def clip_and_step(w, log_std, hp, params, grad, adam_m, adam_v, step, out_row):
 
 
 @njit(cache=True)
-def minibatches_update(job, ops, root):
-    """``job.count`` minibatches in one call, all blocks in this process (``job``: a ``ppo.Job``; its
-    ``params``, ``grad``, ``adam_m``, ``adam_v`` and ``out`` are written): with mb = ``w.adv.shape[0]``,
-    minibatch b is rows ``order[b * mb:(b + 1) * mb]`` (``w.n_blocks`` runs of ``w.blk`` rows, one per
-    block); each is the blocks' advantage moments combined along the block tree (``ops``, ``root``),
-    :func:`local_gradients` (the tree included), :func:`clip_and_step` with Adam step ``step0 + b + 1``,
-    with no Python between the parallel regions (each gap would let idle threads fall asleep). The same
-    kernels and sums whatever ``count``, so the same bits as one call per minibatch. ``out[b]`` (columns
-    ``STEP_STAT_NAMES``): the statistics' means, the entropy before the step, the gradient norm before
-    clipping. Stops after a minibatch whose approximate KL exceeds ``hp[TARGET_KL]`` (when >= 0).
-    Returns the minibatches done."""
-    source, cols, params, log_std, hp, w, grad = job.source, job.cols, job.params, job.log_std, job.hp, job.w, job.grad
+def minibatches_update(source, order, count, cols, params, log_std, hp, w, ops, root, grad, adam_m, adam_v, step0, out):
+    """``count`` minibatches in one call, all blocks in this process: with mb =
+    ``w.adv.shape[0]``, minibatch b is rows ``order[b * mb:(b + 1) * mb]``
+    (``w.n_blocks`` runs of ``w.blk`` rows, one per block); each is the blocks'
+    advantage moments combined along the block tree (``ops``, ``root``),
+    :func:`local_gradients` (the tree included), :func:`clip_and_step` with
+    Adam step ``step0 + b + 1``, with no Python between the parallel regions
+    (each gap would let idle threads fall asleep). The same kernels and sums whatever
+    ``count``, so the same bits as one call per minibatch. ``out[b]`` (columns
+    ``STEP_STAT_NAMES``): the statistics' means, the entropy before the step, the
+    gradient norm before clipping. Stops after a minibatch whose approximate KL
+    exceeds ``hp[TARGET_KL]`` (when >= 0). Returns the minibatches done."""
     mb = w.adv.shape[0]
-    for b in range(job.count):
-        rows = job.order[b * mb : (b + 1) * mb]
+    for b in range(count):
+        rows = order[b * mb : (b + 1) * mb]
         block_moments(source, rows, cols[ADVANTAGES], w.blk, w.moments)
         tree_moments(w.moments, ops)
         # np.bool_: a bool, not the literal True, so the passes are typed as every other caller and
         # compile_passes types them (a literal would compile a variant of their own)
         local_gradients(source, rows, cols, params, log_std, hp, w, w.moments[root], ops, root, grad, np.bool_(True))
-        if clip_and_step(w, log_std, hp, params, grad, job.adam_m, job.adam_v, job.step0 + b + 1.0, job.out[b]):
+        if clip_and_step(w, log_std, hp, params, grad, adam_m, adam_v, step0 + b + 1.0, out[b]):
             return b + 1
-    return job.count
+    return count

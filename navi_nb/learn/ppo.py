@@ -249,7 +249,23 @@ class PPO:
         )
         if exchange is None:
             ops, root = self._tree(w.n_blocks)
-            done = minibatch.minibatches_update(job, ops, root)
+            done = minibatch.minibatches_update(
+                job.source,
+                job.order,
+                job.count,
+                job.cols,
+                job.params,
+                job.log_std,
+                job.hp,
+                job.w,
+                ops,
+                root,
+                job.grad,
+                job.adam_m,
+                job.adam_v,
+                job.step0,
+                job.out,
+            )
         else:
             done = exchange.minibatches(job)
         adam.t += done
