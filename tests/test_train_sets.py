@@ -272,6 +272,54 @@ def test_train_and_heldout_disjoint(tmp_path, capsys):
         assert overlap(parse_spec(heldout_spec(fam, 100)), train) == []
 
 
+
+def test_a_heldout_world_is_refused_in_training_under_any_name(tmp_path, capsys):
+    """A held-out world passed as a file is held out: by its sidecar's seed, or (sidecar dropped) by its node
+    words matching the world cache's held-out entry; the run folder is not left behind."""
+    from navi_nb.world.compiler import compile_scene
+    from navi_nb.world.scene_spec import HELDOUT_SEED_START, WorldItem
+    from navi_nb.world.world_cache import default_cache_dir, entry_path, load_worlds
+
+    held = HELDOUT_SEED_START + 5
+    runs = tmp_path / "runs"
+    named = tmp_path / "mine.gmdag"
+    save_world(compile_scene("house", 32, held), named)
+    err = fails_cleanly(["train", "--scenes", f"box,{named}", *TINY, "--run-dir", str(runs), "--name", "x"], capsys, "")
+    assert f"scene {named} (from '{named}') is held-out world house:{held} (its sidecar names it)" in err, err
+    assert not (runs / "x").exists()
+    load_worlds([WorldItem(family="house", seed=held)], 32)
+    plain = tmp_path / "plain.gmdag"
+    shutil.copyfile(entry_path(default_cache_dir(), "house", held, 32), plain)
+    assert not Path(str(plain) + ".json").exists()
+    err = fails_cleanly(["train", "--scenes", str(plain), *TINY, "--run-dir", str(runs), "--name", "x"], capsys, "")
+    assert f"is held-out world house:{held} (its node words are that world's in the world cache)" in err, err
+    assert not (runs / "x").exists()
+
+
+def test_eval_finds_a_training_world_under_another_name(trained, tmp_path, capsys):
+    """A file copy of a training world (the run's world file renamed; a cached house's entry without its
+    sidecar) is a training world: refused without the flag, the train split with it; a held-out house stays
+    held-out."""
+    from navi_nb.world.world_cache import default_cache_dir, entry_path
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    room = next((run / "worlds").glob("*room.gmdag"))
+    renamed = tmp_path / "other.gmdag"
+    shutil.copyfile(room, renamed)
+    shutil.copyfile(str(room) + ".json", str(renamed) + ".json")
+    house = tmp_path / "house_copy.gmdag"
+    shutil.copyfile(entry_path(default_cache_dir(), "house", 2, 32), house)
+    spec = f"{renamed},{house},house:1000000"
+    err = fails_cleanly(["eval", str(run), "--scenes", spec, "--episodes", "6"], capsys, "", run)
+    assert f"2 of the 3 evaluation worlds (first {renamed}) hold the content of training worlds" in err, err
+    argv = ["eval", str(run), "--scenes", spec, "--allow-overlap", "--episodes", "6", "--json", "-"]
+    assert main(argv) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["overlap_worlds"] == 2
+    for world, split in zip(res["per_episode"]["world"], res["per_episode"]["split"]):
+        assert split == ("held-out" if world == "house:1000000" else "train"), (world, split)
+
 # ------------------------------------------------------------------ bad input
 def test_bad_sets_exit_2_and_write_nothing(tmp_path, capsys, monkeypatch):
     runs = tmp_path / "runs"

@@ -10,7 +10,8 @@ starts in world ``a % W``), so N episodes in W worlds give each world N / W
 of them (one more for the first N % W).
 
 Every episode is labelled with its world, the world's family and its split:
-``train`` (a world the run trained in) or ``held-out`` (any other). Worlds of
+``train`` (a world the run trained in, by name or by content: a copy of one under
+another name is still one) or ``held-out`` (any other). Worlds of
 SPEC that the run trained in are refused unless ``allow_overlap`` is given
 (then they are counted, and labelled, as ``train``). Results, overall, per
 split and per family: success rate with a 95 % Wilson interval, SPL and the
@@ -45,7 +46,9 @@ from navi_nb.train.runs import (
     os_error,
     read_run_config,
     read_run_worlds,
+    recorded_digests,
     resolve_scenes,
+    trained_in,
     write_json_atomic,
 )
 
@@ -240,12 +243,14 @@ def run_episodes(env, act, max_ticks):
 def evaluation_set(run_path, cfg, scenes=None, allow_overlap=False, console=None):
     """(WorldSet to evaluate in, split of each of its worlds), checked first.
 
-    scenes: a spec (default: the run's own set, all ``train``). Worlds of the spec that the run trained in
-    raise EvalError unless ``allow_overlap``; they are then in the ``train`` split.
+    scenes: a spec (default: the run's own set, all ``train``). Worlds of the spec that the run trained in, by
+    name or by content (a file copy of a training world, ``runs.trained_in``), raise EvalError unless
+    ``allow_overlap``; they are then in the ``train`` split. Names are compared before any world loads,
+    content once the worlds are loaded.
     """
     from navi_nb.world.scene_spec import overlap
 
-    train_items, _, _ = read_run_worlds(run_path, cfg)
+    train_items, _, records = read_run_worlds(run_path, cfg)
     if scenes is None:
         run_worlds = load_run_worlds(run_path, cfg, console)
         return run_worlds, ["train"] * len(run_worlds)
@@ -257,9 +262,17 @@ def evaluation_set(run_path, cfg, scenes=None, allow_overlap=False, console=None
             f"(first {shared[0].label}) are training worlds of run {run_path}; allow the overlap "
             "explicitly to evaluate on them (they are then reported as the train split)"
         )
-    keys = {it.key for it in shared}
-    split = ["train" if it.key in keys else "held-out" for it in items]
-    return load_scene_set(items, cfg.resolution, console), split
+    world_set = load_scene_set(items, cfg.resolution, console)
+    keys, digests = {it.key for it in shared}, recorded_digests(records)
+    copies = [it for it, w in zip(items, world_set.worlds) if it.key not in keys and trained_in(w, digests)]
+    if copies and not allow_overlap:
+        raise EvalError(
+            f"scene spec item {copies[0].origin!r}: {len(copies)} of the {len(items)} evaluation worlds "
+            f"(first {copies[0].label}) hold the content of training worlds of run {run_path} under another name; "
+            "allow the overlap explicitly to evaluate on them (they are then reported as the train split)"
+        )
+    keys |= {it.key for it in copies}
+    return world_set, ["train" if it.key in keys else "held-out" for it in items]
 
 
 def evaluation_env(world_set, cfg, episodes, eval_seed, env=None):

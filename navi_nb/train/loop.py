@@ -61,6 +61,7 @@ from navi_nb.train.runs import (
 )
 from navi_nb.train.warmup import Warmup
 from navi_nb.train.warmup import start as start_warmup
+from navi_nb.world.heldout import check_training_worlds
 
 
 class Trainer:
@@ -129,6 +130,7 @@ class Trainer:
                 warmup = start_warmup(cfg, console)
             if ranks is None or ranks.is_root:
                 world_set = load_scene_set(items, cfg.resolution, console)
+                check_training_worlds(items, world_set.worlds, cfg.allow_heldout)  # a held-out world by content
             if ranks is not None:  # rank 0 picks the folder and compiles (or caches) the worlds first
                 run_path = Path(ranks.bcast(str(run_path)))
                 if not ranks.is_root:

@@ -3,7 +3,7 @@
 Run folder (docs/TRAINING.md)::
 
     runs/NAME/config.json       resolved config, its hash, package version
-    runs/NAME/worlds.json       the set trained in: spec, resolution, each world's name and content hash
+    runs/NAME/worlds.json       the set trained in: spec, resolution, each world's name and content hashes
     runs/NAME/worlds/           copies of the set's .gmdag files and compiled meshes (built-ins stay in the cache)
     runs/NAME/metrics.csv       one row per update (columns: navi_nb.train.metrics.COLUMNS)
     runs/NAME/metrics.jsonl     the same rows as JSON lines
@@ -107,13 +107,14 @@ def load_scene_set(items, resolution: int, console=None, load_items=None):
 
 
 def save_run_worlds(run_path: Path, cfg: TrainConfig, world_set):
-    """Record the run's set in ``worlds.json`` (spec, resolution, each world's name and content hash);
+    """Record the run's set in ``worlds.json`` (spec, resolution, each world's name and content hashes: with its
+    sidecar and of its file bytes alone);
     file worlds are copied into ``worlds/`` so the run keeps them."""
     from navi_nb.world.gmdag import save_world
 
     records = []
     for i, (item, world) in enumerate(zip(world_set.items, world_set.worlds)):
-        rec = {"name": world_set.names[i], "digest": world_digest(world)}
+        rec = {"name": world_set.names[i], "digest": world_digest(world), "bytes_digest": bytes_digest(world)}
         if item.builtin:
             rec.update(family=item.family, seed=item.seed)
         else:
@@ -170,6 +171,24 @@ def read_run_worlds(run_path, cfg: TrainConfig) -> tuple:
         if not ok:
             raise RunError(f"run folder {run_path}: {WORLDS_FILE} world {k} is damaged")
     return items, load_items, records
+
+
+def recorded_digests(records) -> set:
+    """The content digests a run's ``worlds.json`` records: each world's with its sidecar (``digest``) and of its
+    file bytes alone (``bytes_digest``, where recorded; a run recorded before the sidecar counted holds that in
+    ``digest``)."""
+    out = set()
+    for rec in records:
+        out.add(rec["digest"])
+        if isinstance(rec.get("bytes_digest"), str):
+            out.add(rec["bytes_digest"])
+    return out
+
+
+def trained_in(world, digests) -> bool:
+    """Whether `world` is, by content, one of the worlds whose :func:`recorded_digests` are `digests` (under any
+    name; the same node words with another sidecar are the same geometry)."""
+    return world_digest(world) in digests or bytes_digest(world) in digests
 
 
 def load_run_worlds(run_path, cfg: TrainConfig, console=None):
