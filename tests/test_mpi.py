@@ -329,6 +329,31 @@ def test_ranks_with_different_configs_are_refused(tmp_path):
     assert out.returncode != 0 and "rank 1 was started with checkpoint_every 2, rank 0 with 1" in out.stderr
 
 
+def test_ranks_that_load_different_worlds_are_refused(tmp_path):
+    """Each rank with its own world cache, rank 1's holding another compile of the box (a valid entry whose
+    sidecar names seed 1): the ranks compare world digests at start and stop with one line naming the world
+    and the rank, before any update; the same caches with the same entry train."""
+    from navi_nb.world.compiler import compile_scene
+    from navi_nb.world.world_cache import _write_entry, entry_path
+
+    caches = [tmp_path / "cache0", tmp_path / "cache1"]
+    _write_entry(compile_scene("box", 32, 1), entry_path(caches[1] / "worlds", "box", 0, 32))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
+    base = [sys.executable, "-m", "navi_nb", *TINY, "--run-dir", str(tmp_path / "runs")]
+    cmd = [MPIEXEC, "-n", "1", "-env", "NAVI_NB_CACHE", str(caches[0]), *base, "--name", "a"]
+    cmd += [":", "-n", "1", "-env", "NAVI_NB_CACHE", str(caches[1]), *base, "--name", "a"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode != 0
+    lines = [line for line in out.stderr.splitlines() if "loaded world 0 (box:0) with content" in line and "stopped the run" in line]
+    assert lines and all(line.count("stopped the run") == 1 for line in lines), out.stderr[-3000:]
+    assert "rank 1 on " in lines[0] and "every rank must load the same worlds" in lines[0], lines
+    assert not (tmp_path / "runs" / "a" / "checkpoints").exists()
+    shutil.rmtree(caches[1])
+    shutil.copytree(caches[0], caches[1])
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
 def test_more_ranks_than_blocks_is_refused(tmp_path):
     out = navi(4, *TINY, "--run-dir", str(tmp_path))  # 8 actors in blocks of 4: two blocks
     assert out.returncode != 0

@@ -289,6 +289,28 @@ class RankContext:
                         f"{value!r}: every rank must run the same configuration and versions"
                     )
 
+    def check_worlds(self, world_set):
+        """Refuse to start unless every rank loaded the same worlds: each rank's world digests
+        (``gmdag.world_digest``, everything a run reads of a world) gathered once and compared with rank 0's;
+        the first differing world and rank are named (a rank whose world cache holds another compile of a
+        world, e.g. another host's cache)."""
+        from navi_nb.world.gmdag import world_digest
+
+        mine = (socket.gethostname(), [world_digest(w) for w in world_set.worlds])
+        every = self.comm.allgather(mine)
+        root = every[0][1]
+        for r, (host, theirs) in enumerate(every):
+            for k in range(max(len(root), len(theirs))):
+                a = root[k] if k < len(root) else None
+                b = theirs[k] if k < len(theirs) else None
+                if a != b:
+                    name = world_set.names[k] if k < len(world_set.names) else f"#{k}"
+                    raise RankError(
+                        f"rank {r} on {host} loaded world {k} ({name}) with content {b or 'missing'}, rank 0 "
+                        f"with {a or 'missing'}: every rank must load the same worlds (check that rank's world "
+                        "cache, NAVI_NB_CACHE)"
+                    )
+
     def bcast(self, obj):
         return self.comm.bcast(obj, root=0)
 
@@ -383,11 +405,12 @@ def abort_on_failure(exc):
     if comm.Get_size() < 2:
         return
     what = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
-    print(
-        f"navi-nb: rank {comm.Get_rank()} of {comm.Get_size()} on {socket.gethostname()} stopped the run: {what}",
-        file=sys.stderr,
-        flush=True,
-    )
+    line = f"navi-nb: rank {comm.Get_rank()} of {comm.Get_size()} on {socket.gethostname()} stopped the run: {what}"
+    sys.stderr.flush()
+    try:  # the whole line in one write: ranks that fail together print whole lines, never run into one
+        os.write(sys.stderr.fileno(), (" ".join(line.split()) + "\n").encode(errors="replace"))
+    except (OSError, ValueError, AttributeError):
+        print(line, file=sys.stderr, flush=True)
     comm.Abort(2 if not isinstance(exc, KeyboardInterrupt) else 130)
 
 

@@ -135,6 +135,7 @@ class Trainer:
                 run_path = Path(ranks.bcast(str(run_path)))
                 if not ranks.is_root:
                     world_set = load_scene_set(items, cfg.resolution)
+                ranks.check_worlds(world_set)  # one small collective: every rank trains in the same worlds
             warmup.wait("env")  # building the environment calls its kernels: load what the child compiled
             self = cls(cfg, run_path, world_set, console, ranks)
             self.env.compile_kernels()  # reset's and step's kernels loaded while the tracer's child may still run
@@ -249,6 +250,8 @@ class Trainer:
         warmup = start_warmup(cfg, console) if ranks is None else Warmup()
         try:
             world_set = load_run_worlds(run_path, cfg, console)
+            if ranks is not None:
+                ranks.check_worlds(world_set)
             warmup.wait("env")
             self = cls(cfg, run_path, world_set, console, ranks)
             self.env.compile_kernels()
