@@ -344,7 +344,8 @@ def test_ranks_that_load_different_worlds_are_refused(tmp_path):
     cmd += [":", "-n", "1", "-env", "NAVI_NB_CACHE", str(caches[1]), *base, "--name", "a"]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode != 0
-    lines = [line for line in out.stderr.splitlines() if "loaded world 0 (box:0) with content" in line and "stopped the run" in line]
+    refusal = "loaded world 0 (box:0) with content"
+    lines = [line for line in out.stderr.splitlines() if refusal in line and "stopped the run" in line]
     assert lines and all(line.count("stopped the run") == 1 for line in lines), out.stderr[-3000:]
     assert "rank 1 on " in lines[0] and "every rank must load the same worlds" in lines[0], lines
     assert not (tmp_path / "runs" / "a" / "checkpoints").exists()
