@@ -272,7 +272,6 @@ def test_train_and_heldout_disjoint(tmp_path, capsys):
         assert overlap(parse_spec(heldout_spec(fam, 100)), train) == []
 
 
-
 def test_a_heldout_world_is_refused_in_training_under_any_name(tmp_path, capsys):
     """A held-out world passed as a file is held out: by its sidecar's seed, or (sidecar dropped) by its node
     words matching the world cache's held-out entry; the run folder is not left behind."""
@@ -319,6 +318,7 @@ def test_eval_finds_a_training_world_under_another_name(trained, tmp_path, capsy
     assert res["overlap_worlds"] == 2
     for world, split in zip(res["per_episode"]["world"], res["per_episode"]["split"]):
         assert split == ("held-out" if world == "house:1000000" else "train"), (world, split)
+
 
 # ------------------------------------------------------------------ bad input
 def test_bad_sets_exit_2_and_write_nothing(tmp_path, capsys, monkeypatch):
