@@ -112,7 +112,8 @@ def read_regular(path, what="file", max_bytes=None) -> bytes:
 
 
 def write_atomic(path, data: bytes) -> Path:
-    """Replace ``path`` with ``data`` in one rename; a failure leaves ``path`` as it was and no temporary."""
+    """Replace ``path`` with ``data`` in one rename; a failure leaves ``path`` as it was and no temporary. An
+    OSError that names no file (a full disk on write or fsync) is raised naming ``path``."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
@@ -121,6 +122,10 @@ def write_atomic(path, data: bytes) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        if exc.filename is None:  # OSError(errno, ...) keeps the subclass: PermissionError, ...
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
+        raise
     finally:
         tmp.unlink(missing_ok=True)  # gone after the rename; a part-written one after a failure
     return path

@@ -216,3 +216,23 @@ def test_a_pool_with_wrong_cells_is_computed_again(cache, queries):
         assert f["reach"].shape == reach.shape  # the same grid: only the digest's key tells them apart
     assert spawn.read_pool(path, reach.size, keep.size) is None
     assert_same_pool(build()._spawner, good._spawner)
+
+
+def test_a_world_without_free_space_is_named_in_its_set(cache):
+    """A set whose third world is solid everywhere: the spawn refusal names that world and its place."""
+    from navi_nb.env.config import EnvConfigError
+    from navi_nb.world.gmdag import World, encode_leaf
+    from navi_nb.world.world_set import WorldSet
+
+    box = compiled_scene("box", 32)
+    solid = World(
+        resolution=16,
+        bmin=np.zeros(3, np.float32),
+        voxel_size=0.5,
+        nodes=np.array([encode_leaf(0, -1.0)], dtype=np.uint64),
+        source="solid.gmdag",
+    )
+    world_set = WorldSet([box, box, solid])
+    with pytest.raises(EnvConfigError, match=r"^world .*solid.* \(3 of 3\): spawn: no free space") as e:
+        NavEnv(world_set, 3, Sensor(8, 2))
+    assert "\n" not in str(e.value)

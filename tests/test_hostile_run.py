@@ -464,6 +464,30 @@ def test_read_only_run_folder_resume(trained, tmp_path, capsys, monkeypatch):
     assert "metrics.csv" in err
 
 
+def test_disk_full_while_a_world_compiles_names_the_cache_entry(tmp_path, capsys, monkeypatch):
+    """ENOSPC while a new world's cache entry is written: one line naming the entry (not the temporary folder
+    it was staged in), no run folder left, no entry; with space again the same command trains."""
+    import navi_nb.files
+
+    monkeypatch.setenv("NAVI_NB_CACHE", str(tmp_path / "cache"))
+
+    def disk_full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    argv = ["train", *TINY, "--run-dir", str(tmp_path / "runs"), "--name", "r"]
+    with monkeypatch.context() as m:
+        m.setattr(navi_nb.files.os, "fsync", disk_full)
+        code = main(argv)
+    raw = capsys.readouterr().err
+    err = " ".join(raw[raw.index("error:") :].split())  # after the compile's progress line
+    assert code == 2 and err.count("error:") == 1 and "Traceback" not in raw, raw[-3000:]
+    assert "No space left on device" in err and "world cache entry " in err, err
+    assert "/r32/0.gmdag: cannot be written" in err and ".tmp-" not in err, err
+    assert not (tmp_path / "runs" / "r").exists()
+    assert not list((tmp_path / "cache").rglob("*.gmdag*")), list((tmp_path / "cache").rglob("*"))
+    assert main(argv) == 0
+
+
 def test_disk_full_during_checkpoint(trained, tmp_path, capsys, monkeypatch):
     """ENOSPC while a checkpoint is written: one line, older checkpoints kept, no temporary file left."""
     run = copy_run(trained, tmp_path)

@@ -206,20 +206,23 @@ class NavEnv:
             def distance_fn(points, _w=w):
                 return clearance_distances((world_set, _w), points)
 
-            spawner = SpawnSampler(
-                distance_fn,
-                cube_lo,
-                cube_hi,
-                roi_lo,
-                roi_hi,
-                cfg.radius,
-                margins[w],
-                spawn_cell,
-                wd.spawn_points,
-                cfg.spawn,
-                cache_dir=pool_dir,
-                world_digest=gmdag.world_digest(wd),
-            )
+            try:
+                spawner = SpawnSampler(
+                    distance_fn,
+                    cube_lo,
+                    cube_hi,
+                    roi_lo,
+                    roi_hi,
+                    cfg.radius,
+                    margins[w],
+                    spawn_cell,
+                    wd.spawn_points,
+                    cfg.spawn,
+                    cache_dir=pool_dir,
+                    world_digest=gmdag.world_digest(wd),
+                )
+            except EnvConfigError as exc:  # which world of a large set: the spawn message alone does not say
+                raise EnvConfigError(f"world {world_set.names[w]} ({w + 1} of {len(world_set)}): {exc}") from None
             grid = VisitGrid(cube_lo, cube_hi, cfg.visit_cell, cfg.visit_max_cells)
             reach = np.zeros(grid.n_cells, dtype=bool)
             reach[grid.cell_of(spawner.pool)] = True

@@ -185,7 +185,8 @@ def _split_digest(data: bytes):
 
 def _write_entry(world, path):
     """Write a world and its sidecar (led by the entry's :func:`entry_digest`) into the cache: sidecar first,
-    then the world, each by rename."""
+    then the world, each by rename. A failure (a full disk) is a WorldCacheError naming the entry, not the
+    temporary folder it was staged in."""
     import json
 
     from navi_nb.files import write_atomic
@@ -197,15 +198,22 @@ def _write_entry(world, path):
     side.setdefault("sample", "centre")  # as save_world writes it: never empty, so the text starts "{\n "
     body = json.dumps(side, indent=1, sort_keys=True).encode()
     digest = entry_digest(world, body, entry_name(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=path.parent))
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=path.parent))
         staged = save_world(world, tmp / path.name, sidecar=False)
         write_atomic(sidecar_path(staged), DIGEST_LINE + digest.encode() + b'",\n' + body[2:])
         os.replace(sidecar_path(staged), sidecar_path(path))  # the world file last: present means complete
         os.replace(staged, path)
+    except OSError as exc:
+        raise WorldCacheError(
+            f"world cache entry {path}: cannot be written ({exc.strerror or exc}); free space there or point "
+            "NAVI_NB_CACHE to another folder"
+        ) from None
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 COMPILE_KERNELS = {
