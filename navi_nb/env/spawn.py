@@ -454,6 +454,7 @@ class SpawnSampler:
         cell = float(max(cell, float(np.max(hi - lo)) / MAX_GRID_CELLS))
         dims = np.maximum(1, np.floor((hi - lo) / cell).astype(np.int64))
         self.cell = cell
+        self.cache_path = cache  # the pool file read or written (None: no pool cache)
         self.radius = float(radius)
         self.margin = float(margin)
         self.distance_fn = distance_fn
