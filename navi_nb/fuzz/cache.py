@@ -13,9 +13,10 @@ A case is a pure function of ``(seed, index)``: its file kind is ``index % 4`` (
 node file, its sidecar, a spawn pool, the layout file), its own generator picks which file of that kind
 and one named mutator that knows the format (:data:`MUTATORS`), and the mutated file is put into a
 scratch copy of the clean cache (the other files hard-linked: every writer of these caches replaces a file
-by rename, never writes into one). The set is then loaded as a run loads it: ``runs.load_scene_set``
-(``world_cache.load_worlds``, then ``WorldSet.map_layouts``) and each world's spawn sampler
-(``nav_env.world_spawner``, what ``NavEnv`` builds), and what loaded is compared with the clean record:
+by rename, never writes into one; the copy is kept between cases and put back after each). The set is
+then loaded as a run loads it: ``runs.load_scene_set`` (``world_cache.load_worlds``, then
+``WorldSet.map_layouts``) and each world's spawn sampler (``nav_env.world_spawner``, what ``NavEnv``
+builds), and what loaded is compared with the clean record:
 
 - equal: ``ok`` (the damage was found and the file rebuilt, or it changed nothing a run reads);
 - different: ``wrong``, a failure, whether or not a rebuild was reported (a rebuild compiles, decodes or
@@ -548,15 +549,18 @@ def make_cache_case(bases, seed, index) -> CacheCase:
     return case
 
 
-def scratch_cache(bases, case, folder) -> Path:
-    """A copy of the clean cache in ``folder/cache`` (hard links) with the case's damage in it."""
-    scratch = Path(folder) / "cache"
-    scratch.mkdir()
-    for rel in bases.folders:
-        (scratch / rel).mkdir()
-    for rel in bases.originals:
-        if str(rel) != case.path and str(rel) not in case.also:
+def scratch_cache(bases, case) -> Path:
+    """The process's scratch copy of the clean cache (``root/scratch``, hard links, made once and put back
+    after every case by :func:`restore_scratch`) with the case's damage in it."""
+    scratch = bases.root / "scratch"
+    if not scratch.exists():
+        scratch.mkdir()
+        for rel in bases.folders:
+            (scratch / rel).mkdir()
+        for rel in bases.originals:
             os.link(bases.cache / rel, scratch / rel)
+    for rel in (case.path, *case.also):
+        os.unlink(scratch / rel)
     for rel, data in case.also.items():
         (scratch / rel).write_bytes(data)
     target = scratch / case.path
@@ -577,11 +581,34 @@ def scratch_cache(bases, case, folder) -> Path:
     return scratch
 
 
+def restore_scratch(bases):
+    """Put the scratch cache back as the clean one: whatever a case left in it that is not a clean file's
+    hard link (the damage, a rebuilt file, a FIFO, a folder, a link) is removed and the clean file linked in
+    again. Cheaper than a new copy: a case changes one or two files."""
+    scratch = bases.root / "scratch"
+    try:
+        for rel in (Path("."), *bases.folders):
+            with os.scandir(scratch / rel) as entries:
+                for e in entries:
+                    r = rel / e.name
+                    if e.is_dir(follow_symlinks=False):
+                        if r not in bases.folders:
+                            shutil.rmtree(e.path)
+                    elif r not in bases.stats or e.inode() != bases.stats[r][2]:
+                        os.unlink(e.path)
+        for rel in bases.stats:
+            if not os.path.lexists(scratch / rel):
+                os.link(bases.cache / rel, scratch / rel)
+    except OSError:  # start the next case from a new copy
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+
+
 def run_cache_case(case: CacheCase, folder, rng, bases):
     from navi_nb.errors import NaviError
 
-    scratch = scratch_cache(bases, case, folder)
     try:
+        scratch = scratch_cache(bases, case)
         with cache_folder(scratch), contextlib.redirect_stderr(io.StringIO()) as said:
             try:
                 loaded = load_from_caches(bases.items, bases.resolution, bases.env_cfg)
@@ -594,7 +621,7 @@ def run_cache_case(case: CacheCase, folder, rng, bases):
             told = " (after reporting a rebuild)" if said.getvalue() else ""
             raise WrongAnswer(f"loaded {', '.join(wrong)} unlike the clean cache{told}")
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        restore_scratch(bases)
         bases.check_clean()
 
 
