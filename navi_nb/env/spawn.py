@@ -125,6 +125,8 @@ def read_pool(path, n_cells, n_points):
             reach, keep, stored = f["reach"], f["keep"], f["digest"]
     except Exception:  # the one boundary where damage of any kind means "compute it again"
         return None
+    if not all(isinstance(a, np.ndarray) for a in (reach, keep, stored)):  # a member not in .npy form is bytes
+        return None
     if reach.dtype != np.bool_ or keep.dtype != np.bool_ or reach.shape != (n_cells,) or keep.shape != (n_points,):
         return None
     if stored.dtype != np.uint8 or stored.shape != (32,):
