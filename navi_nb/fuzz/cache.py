@@ -192,7 +192,7 @@ def build_bases(root) -> CacheBases:
             st = os.stat(bases.cache / rel / name)
             bases.stats[rel / name] = (st.st_size, st.st_mtime_ns, st.st_ino)
     listed = {p for paths in bases.files.values() for p in paths} | {Path(bases.other_layout)}
-    if set(bases.originals) != listed:
+    if set(bases.originals) != listed or {k: len(v) for k, v in bases.files.items()} != N_FILES:
         raise RuntimeError(f"the clean cache holds other files than expected: {sorted(map(str, bases.originals))}")
     return bases
 
@@ -460,9 +460,11 @@ def m_layout_header(rng, raw, other):
     elif k == 8:
         header["digest"] = [None, "0" * 40, header["digest"][::-1]][int(rng.integers(3))]
     else:
-        out = bytearray(_join_layout(header, payload))
-        out[8:16] = int(rng.integers(0, 1 << 62)).to_bytes(8, "little") if rng.random() < 0.5 else out[8:16]
-        out[0:8] = b"NAVILAY2" if out[8:16] == raw[8:16] else out[0:8]
+        out = bytearray(raw)
+        if rng.random() < 0.5:
+            out[8:16] = int(rng.integers(0, 1 << 62)).to_bytes(8, "little")  # a header length that lies
+        else:
+            out[0:8] = b"NAVILAY2"  # another format's magic
         return bytes(out)
     return _join_layout(header, payload)
 
@@ -497,7 +499,6 @@ MUTATORS = {
 """Per file kind, mutator name -> function; beside them every kind has ``special`` (no bytes: a FIFO, a
 folder, a link to ``/dev/zero``, to another file or to nothing, or no file, in its place) and the world
 and sidecar kinds ``swap-entry`` (both files of the other entry in place of the entry's)."""
-SPECIAL_MUTATORS = ("special", "swap-entry")
 
 
 def mutator_names(kind) -> list:
@@ -609,7 +610,8 @@ def run_cache_case(case: CacheCase, folder, rng, bases):
 
     try:
         scratch = scratch_cache(bases, case)
-        with cache_folder(scratch), contextlib.redirect_stderr(io.StringIO()) as said:
+        # stderr kept from the worker's terminal: the world cache reports each rebuilt entry there
+        with cache_folder(scratch), contextlib.redirect_stderr(io.StringIO()):
             try:
                 loaded = load_from_caches(bases.items, bases.resolution, bases.env_cfg)
             except NaviError as exc:
@@ -618,8 +620,7 @@ def run_cache_case(case: CacheCase, folder, rng, bases):
                 raise Refused(f"{type(exc).__name__}: {exc}") from None
         wrong = differences(bases.clean, loaded)
         if wrong:
-            told = " (after reporting a rebuild)" if said.getvalue() else ""
-            raise WrongAnswer(f"loaded {', '.join(wrong)} unlike the clean cache{told}")
+            raise WrongAnswer(f"loaded {', '.join(wrong)} unlike the clean cache")
     finally:
         restore_scratch(bases)
         bases.check_clean()
