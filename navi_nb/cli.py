@@ -26,7 +26,7 @@ COMMANDS = {
     "eval": ("navi_nb.commands.eval", "evaluate a trained run deterministically"),
     "bench": ("navi_nb.commands.bench", "run benchmarks (compile, meshfield, trace, env, ppo, train, sb3)"),
     "info": ("navi_nb.commands.info", "versions, backends, cores and caches of this machine"),
-    "fuzz": ("navi_nb.commands.fuzz", "fuzz the readers (.gmdag, meshes, checkpoints) with mutated files"),
+    "fuzz": ("navi_nb.commands.fuzz", "fuzz the readers (.gmdag, meshes, checkpoints, caches) with mutated files"),
 }
 
 

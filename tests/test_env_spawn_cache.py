@@ -236,3 +236,27 @@ def test_a_world_without_free_space_is_named_in_its_set(cache):
     with pytest.raises(EnvConfigError, match=r"^world .*solid.* \(3 of 3\): spawn: no free space") as e:
         NavEnv(world_set, 3, Sensor(8, 2))
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("member", ["reach", "keep", "digest"])
+def test_a_pool_member_that_is_no_npy_array_is_computed_again(cache, queries, member):
+    """np.load gives a member that does not start with the .npy magic (one cut to a few bytes, say) as
+    bytes, not an array: such a file is not to be trusted, not an AttributeError."""
+    import zipfile
+
+    good = build()
+    (path,) = cache.glob("*.npz")
+    with zipfile.ZipFile(path) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    members[f"{member}.npy"] = members[f"{member}.npy"][:4]
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, body in members.items():
+            zf.writestr(name, body)
+    with np.load(path) as f:
+        assert isinstance(f[member], bytes)
+    n_points = np.asarray(good.world.spawn_points).reshape(-1, 3).shape[0]  # the listed points, kept or not
+    assert spawn.read_pool(path, good._spawner.reach.size, n_points) is None
+    queries[0] = 0
+    env = build()
+    assert queries[0] > 1000
+    assert_same_pool(env._spawner, good._spawner)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from navi_nb.errors import NaviError
-from navi_nb.fuzz import checkpoint, gmdag, mesh, runner
+from navi_nb.fuzz import cache, checkpoint, gmdag, mesh, runner
 from navi_nb.fuzz.cases import Case, Target
 from navi_nb.fuzz.outcomes import FAILURES, OUTCOMES, NonFinite, classify
 
@@ -191,15 +191,20 @@ def _patch_reader(name, monkeypatch, exc):
 
         monkeypatch.setattr(compiler, "compile_mesh", _raiser(exc, compile_scene("box", 16)))
         return mesh.mesh_bases()
+    if name == "cache":
+        bases = cache.cache_bases()
+        monkeypatch.setattr(cache, "load_from_caches", _raiser(exc, bases.clean))
+        return bases
     stub = _StubFuzzer()
     monkeypatch.setattr(stub, "load_bytes", _raiser(exc, {}))
     return stub
 
 
 def test_every_target_has_its_cases_classified_by_the_one_classifier(tmp_path, monkeypatch):
-    """The same fault in any target's reader is the same outcome, and the one ``classify`` gives it."""
-    assert set(runner.TARGETS) == {"gmdag", "mesh", "checkpoint"}
-    for module in (gmdag, mesh, checkpoint, runner):  # one vocabulary: no target keeps its own
+    """The same fault in any target's reader is the same outcome, and the one ``classify`` gives it; but for
+    the cache target a one-line refusal is ``refused`` (its cache is writable: a damaged file is rebuilt)."""
+    assert set(runner.TARGETS) == {"gmdag", "mesh", "checkpoint", "cache"}
+    for module in (gmdag, mesh, checkpoint, cache, runner):  # one vocabulary: no target keeps its own
         assert not hasattr(module, "OUTCOMES") and not hasattr(module, "FAILURES"), module.__name__
     assert set(FAILURES) < set(OUTCOMES)
     for what, (exc, expected) in FAULTS.items():
@@ -208,7 +213,8 @@ def test_every_target_has_its_cases_classified_by_the_one_classifier(tmp_path, m
             with monkeypatch.context() as m:
                 bases = _patch_reader(name, m, exc)
                 outcome, _mutator, _mode, detail = runner.run_case(name, bases, 0, 1, str(tmp_path))
-            assert outcome == expected, (name, what, outcome, detail)
+            want = "refused" if name == "cache" and expected == "rejected" else expected
+            assert outcome == want, (name, what, outcome, detail)
             if exc is not None:
                 assert detail.startswith(classify(_raiser(exc))[1].split(" at ")[0]), (name, what, detail)
     assert list(tmp_path.iterdir()) == []
@@ -232,6 +238,7 @@ def test_checkpoint_target_cycles_kinds_or_keeps_one():
     [
         ["--target", "gmdag", "--run", "."],
         ["--target", "mesh", "--kind", "policy"],
+        ["--target", "cache", "--run", "."],
         ["--target", "checkpoint", "--run", "no/such/run"],
         ["--show", "-1"],
     ],

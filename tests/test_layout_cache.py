@@ -93,3 +93,36 @@ def test_an_unwritable_folder_decodes_in_memory(tmp_path):
     packed = WorldSet([compiled_scene("box", 32, 0)]).map_layouts(tmp_path / "f" / "layouts")
     assert packed.mapped is None and "cannot write it" in packed.map_note
     _same(packed, [compiled_scene("box", 32, 0)])
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"name": "child", "dtype": "<u4"},  # the same bytes read as other values
+        {"name": "leaf_dist", "shape_delta": -1},  # one value fewer
+        {"name": "top_code", "offset_delta": 64},  # the array's bytes read from the next 64
+        {"name": "leaf_sem", "rename": "leaf_dist"},  # two arrays under one name
+    ],
+)
+def test_an_edited_array_table_with_the_payload_and_digest_kept_is_rebuilt(tmp_path, edit):
+    """The digest covers the header's table of dtypes, shapes and offsets, not the payload alone: an edit
+    of the table alone would read the right bytes as other arrays."""
+    import json
+
+    worlds = [compiled_scene("box", 32, 0)]
+    path = WorldSet(worlds).map_layouts(tmp_path).mapped
+    good = path.read_bytes()
+    n = int.from_bytes(good[8:16], "little")
+    header, payload = json.loads(good[16 : 16 + n]), good[16 + n :]
+    e = next(e for e in header["arrays"] if e["name"] == edit["name"])
+    e["dtype"] = edit.get("dtype", e["dtype"])
+    e["shape"] = [e["shape"][0] + edit.get("shape_delta", 0)] + e["shape"][1:]
+    e["offset"] += edit.get("offset_delta", 0)
+    e["name"] = edit.get("rename", e["name"])
+    head = json.dumps(header).encode()
+    head += b" " * (-(16 + len(head)) % 64)
+    path.unlink()
+    path.write_bytes(good[:8] + len(head).to_bytes(8, "little") + head + payload)
+    packed = WorldSet(worlds).map_layouts(tmp_path)
+    assert "digest mismatch" in packed.map_note and path.read_bytes() == good
+    _same(packed, worlds)

@@ -339,3 +339,19 @@ def test_an_entry_without_a_digest_is_compiled_again(tmp_path):
     stamp = entry.stat().st_mtime_ns
     load_worlds(items, RES, cache)
     assert "entry_digest" in json.loads(sidecar_path(entry).read_text()) and entry.stat().st_mtime_ns != stamp
+
+
+@pytest.mark.parametrize("which", ["world", "sidecar"])
+def test_a_folder_in_an_entry_files_place_is_refused_in_one_line_and_kept(tmp_path, which):
+    cache = tmp_path / "cache"
+    items = parse_spec("box")
+    (entry,) = compile_worlds(items, RES, cache)
+    path = entry if which == "world" else sidecar_path(entry)
+    path.unlink()
+    path.mkdir()
+    (path / "kept").write_text("a file of the user's")
+    with pytest.raises(WorldCacheError, match=r"cannot replace .*remove what is in its place") as e:
+        load_worlds(items, RES, cache)
+    assert "\n" not in str(e.value) and str(path) in str(e.value)
+    assert (path / "kept").read_text() == "a file of the user's"
+    assert not [p for p in entry.parent.iterdir() if p.name.startswith(".tmp-")]  # no staging folder left

@@ -100,6 +100,47 @@ def _checked_world(world, n_actors, task, seed, actor_block, first_block):
     return world
 
 
+def world_voxel(world) -> float:
+    """A world's voxel size as the kernels read it (float32 bits)."""
+    return float(np.float32(world.voxel_size))
+
+
+def contact_margin(cfg: EnvConfig, voxel: float) -> float:
+    """The contact margin in a world of voxel size ``voxel``: the setting, or half a voxel where it is negative."""
+    return cfg.contact_margin if cfg.contact_margin >= 0 else 0.5 * voxel
+
+
+def world_spawner(world_set, w, cfg: EnvConfig, voxel, margin, pool_dir) -> SpawnSampler:
+    """World ``w``'s spawn sampler as every environment over ``world_set`` builds it: its pool read from the
+    pool cache in ``pool_dir`` (``spawn.default_pool_dir()``), or computed and written there."""
+    wd = world_set.worlds[w]
+    cube_lo, cube_hi = field_cube(wd)
+    roi = region_of_interest(wd)
+    roi_lo, roi_hi = roi if roi is not None else (cube_lo, cube_hi)
+    spawn_cell = cfg.spawn_cell if cfg.spawn_cell > 0 else max(cfg.radius, voxel)
+
+    def distance_fn(points):
+        return clearance_distances((world_set, w), points)
+
+    try:
+        return SpawnSampler(
+            distance_fn,
+            cube_lo,
+            cube_hi,
+            roi_lo,
+            roi_hi,
+            cfg.radius,
+            margin,
+            spawn_cell,
+            wd.spawn_points,
+            cfg.spawn,
+            cache_dir=pool_dir,
+            world_digest=gmdag.world_digest(wd),
+        )
+    except EnvConfigError as exc:  # which world of a large set: the spawn message alone does not say
+        raise EnvConfigError(f"world {world_set.names[w]} ({w + 1} of {len(world_set)}): {exc}") from None
+
+
 class NavEnv:
     """A batch of ``n_actors`` actors in one world or in the worlds of a set.
 
@@ -173,10 +214,10 @@ class NavEnv:
         voxel size and contact margin."""
         world_set = self.world_set
         self._packed = world_set.packed.arrays  # the decoded layouts the collision query reads
-        voxels = [float(np.float32(w.voxel_size)) for w in world_set.worlds]
+        voxels = [world_voxel(w) for w in world_set.worlds]
         self._voxel = voxels[0]
         self._res = int(self.world.resolution)
-        margins = [cfg.contact_margin if cfg.contact_margin >= 0 else 0.5 * v for v in voxels]
+        margins = [contact_margin(cfg, v) for v in voxels]
         self.margin = margins[0]
         self._wparams = world_motion_params(world_set, margins, cfg.radius)
         for w in range(len(world_set)):
@@ -198,31 +239,8 @@ class NavEnv:
         self._spawners, self._grids, reachable = [], [], []
         pool_dir = default_pool_dir()
         for w, wd in enumerate(world_set.worlds):
+            spawner = world_spawner(world_set, w, cfg, voxels[w], margins[w], pool_dir)
             cube_lo, cube_hi = field_cube(wd)
-            roi = region_of_interest(wd)
-            roi_lo, roi_hi = roi if roi is not None else (cube_lo, cube_hi)
-            spawn_cell = cfg.spawn_cell if cfg.spawn_cell > 0 else max(cfg.radius, voxels[w])
-
-            def distance_fn(points, _w=w):
-                return clearance_distances((world_set, _w), points)
-
-            try:
-                spawner = SpawnSampler(
-                    distance_fn,
-                    cube_lo,
-                    cube_hi,
-                    roi_lo,
-                    roi_hi,
-                    cfg.radius,
-                    margins[w],
-                    spawn_cell,
-                    wd.spawn_points,
-                    cfg.spawn,
-                    cache_dir=pool_dir,
-                    world_digest=gmdag.world_digest(wd),
-                )
-            except EnvConfigError as exc:  # which world of a large set: the spawn message alone does not say
-                raise EnvConfigError(f"world {world_set.names[w]} ({w + 1} of {len(world_set)}): {exc}") from None
             grid = VisitGrid(cube_lo, cube_hi, cfg.visit_cell, cfg.visit_max_cells)
             reach = np.zeros(grid.n_cells, dtype=bool)
             reach[grid.cell_of(spawner.pool)] = True

@@ -125,6 +125,8 @@ def read_pool(path, n_cells, n_points):
             reach, keep, stored = f["reach"], f["keep"], f["digest"]
     except Exception:  # the one boundary where damage of any kind means "compute it again"
         return None
+    if not all(isinstance(a, np.ndarray) for a in (reach, keep, stored)):  # a member not in .npy form is bytes
+        return None
     if reach.dtype != np.bool_ or keep.dtype != np.bool_ or reach.shape != (n_cells,) or keep.shape != (n_points,):
         return None
     if stored.dtype != np.uint8 or stored.shape != (32,):
@@ -454,6 +456,7 @@ class SpawnSampler:
         cell = float(max(cell, float(np.max(hi - lo)) / MAX_GRID_CELLS))
         dims = np.maximum(1, np.floor((hi - lo) / cell).astype(np.int64))
         self.cell = cell
+        self.cache_path = cache  # the pool file read or written (None: no pool cache)
         self.radius = float(radius)
         self.margin = float(margin)
         self.distance_fn = distance_fn

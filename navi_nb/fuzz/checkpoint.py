@@ -341,14 +341,12 @@ MUTATORS = {
 # --------------------------------------------------------------------------
 
 
-def make_tiny_run(root) -> Path:
-    """Train and evaluate a tiny run (box scene, 4 actors, 2 updates) in ``root/run``."""
+def tiny_config(root, scenes="box", name="run"):
+    """The TrainConfig of a tiny run (``scenes`` at resolution 32, 4 actors, 2 updates) in ``root/name``."""
     from navi_nb.train.config import TrainConfig
-    from navi_nb.train.evaluate import evaluate
-    from navi_nb.train.loop import Trainer
 
-    cfg = TrainConfig(
-        scenes="box",
+    return TrainConfig(
+        scenes=scenes,
         resolution=32,
         actors=4,
         sensor_az=8,
@@ -362,10 +360,17 @@ def make_tiny_run(root) -> Path:
         keep_checkpoints=0,
         eval_episodes=0,
         run_dir=str(root),
-        name="run",
+        name=name,
         env={"max_steps": 20},
-    )
-    trainer = Trainer.create(cfg.validate())
+    ).validate()
+
+
+def make_tiny_run(root) -> Path:
+    """Train and evaluate a tiny run (box scene, 4 actors, 2 updates) in ``root/run``."""
+    from navi_nb.train.evaluate import evaluate
+    from navi_nb.train.loop import Trainer
+
+    trainer = Trainer.create(tiny_config(root))
     try:
         trainer.train(progress=False)
         evaluate(trainer.run_path, episodes=4)

@@ -12,6 +12,10 @@ or in a failure:
 - ``non-finite``: a query or a load answered a value the documentation does not allow
   (``NonFinite``: NaN or -inf distances, non-finite trace depths or loaded values);
 - ``traceback``: any other exception (a bug), or a NaviError spread over lines;
+- ``wrong``: it loaded, but not what the undamaged input gives (``WrongAnswer``; the ``cache`` target:
+  a run would train on other worlds, pools or layout than the clean cache's);
+- ``refused``: a one-line NaviError where the target says the input must be recovered from (``Refused``;
+  the ``cache`` target: a damaged file of a writable cache, which is rebuilt, not refused);
 - ``warning``: it ended ok or rejected, but a Python warning (e.g. NumPy's overflow
   RuntimeWarning) was raised on the way: a user would see it printed.
 
@@ -29,8 +33,8 @@ from dataclasses import dataclass, field
 
 from navi_nb.errors import NaviError
 
-OUTCOMES = ("ok", "rejected", "crash", "hang", "non-finite", "traceback", "warning")
-FAILURES = ("crash", "hang", "non-finite", "traceback", "warning")
+OUTCOMES = ("ok", "rejected", "crash", "hang", "non-finite", "traceback", "wrong", "refused", "warning")
+FAILURES = ("crash", "hang", "non-finite", "traceback", "wrong", "refused", "warning")
 DETAIL_CHARS = 300  # a case's detail is cut to this many characters
 
 
@@ -38,10 +42,19 @@ class NonFinite(Exception):
     """A query answered a value the documentation does not allow (NaN, -inf)."""
 
 
+class WrongAnswer(Exception):
+    """A load answered content other than the undamaged input's, and said nothing of it."""
+
+
+class Refused(Exception):
+    """A one-line refusal of an input the code should have recovered from (the refusal's text)."""
+
+
 def classify(call) -> tuple[str, str]:
     """Run ``call()`` and name how it ended: ``(outcome, detail)``; never raises for the call's faults.
 
-    The outcome is ``ok``, ``rejected``, ``non-finite``, ``traceback`` or ``warning`` (see the module).
+    The outcome is ``ok``, ``rejected``, ``non-finite``, ``traceback``, ``wrong``, ``refused`` or ``warning``
+    (see the module).
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -54,6 +67,10 @@ def classify(call) -> tuple[str, str]:
             detail = f"{type(exc).__name__}: {text}"
         except NonFinite as exc:
             outcome, detail = "non-finite", str(exc)
+        except WrongAnswer as exc:
+            outcome, detail = "wrong", str(exc)
+        except Refused as exc:
+            outcome, detail = "refused", str(exc)
         except Exception as exc:  # noqa: BLE001  (any other exception is the bug being looked for)
             tb = traceback.extract_tb(exc.__traceback__)
             where = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else ""

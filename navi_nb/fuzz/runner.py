@@ -18,11 +18,11 @@ from collections import deque
 
 import numpy as np
 
-from navi_nb.fuzz import checkpoint, gmdag, mesh
+from navi_nb.fuzz import cache, checkpoint, gmdag, mesh
 from navi_nb.fuzz.cases import write_case
 from navi_nb.fuzz.outcomes import Report, classify
 
-TARGETS = {"gmdag": gmdag.TARGET, "mesh": mesh.TARGET, "checkpoint": checkpoint.TARGET}
+TARGETS = {"gmdag": gmdag.TARGET, "mesh": mesh.TARGET, "checkpoint": checkpoint.TARGET, "cache": cache.TARGET}
 
 
 def _clear(folder):

@@ -9,10 +9,12 @@ on the host, maps that file read-only (``mmap``, ``PROT_READ``): the kernels rea
 copy, so ranks on one host share the world's pages instead of each holding a decoded copy.
 
 File: 8 bytes ``NAVILAY1``, an 8-byte little-endian header length, a JSON header (key, arrays'
-dtypes, shapes and offsets, payload size, payload BLAKE2b digest), then the arrays, each at a
-64-byte boundary. It is written to a temporary name and then linked to its name only if none is
-there, so whoever comes first (rank 0, or one of several processes starting together) writes it, the
-others map that one, and a reader never sees half a file. A file whose size, header, key or digest
+dtypes, shapes and offsets, payload size, the BLAKE2b digest of the arrays' table and the payload), then
+the arrays, each at a 64-byte boundary. The digest covers the table as well as the bytes: a dtype, shape
+or offset changed in the header would read the right bytes as other arrays. It is written to a temporary
+name and then linked to its name only if none is there, so whoever comes first (rank 0, or one of
+several processes starting together) writes it, the others map that one, and a reader never sees half a
+file. A file whose size, header, key or digest
 does not match is not trusted: it is decoded again and renamed over the bad one.
 """
 
@@ -27,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-LAYOUT_VERSION = 2
-"""Bump when ``layout.decode_layout`` or the packing changes what the arrays hold."""
+LAYOUT_VERSION = 3  # 3: the digest covers the arrays' table
+"""Bump when ``layout.decode_layout`` or the packing changes what the arrays hold, or the file's format."""
 MAGIC = b"NAVILAY1"
 ALIGN = 64
 ARRAY_NAMES = ("child", "leaf_dist", "leaf_sem", "top_code", "top_level", "iparams", "distinct", "added")
@@ -50,8 +52,11 @@ def layout_key(worlds, world_keys, depths) -> str:
     return h.hexdigest()
 
 
-def _digest(payload) -> str:
-    return hashlib.blake2b(payload, digest_size=20).hexdigest()
+def _digest(entries, payload) -> str:
+    """The digest of the arrays' table (the header's ``arrays``, as JSON with sorted keys) and the payload."""
+    h = hashlib.blake2b(json.dumps(entries, sort_keys=True).encode() + b"\0", digest_size=20)
+    h.update(payload)
+    return h.hexdigest()
 
 
 def write_layout(path, key, arrays: dict, replace=False) -> Path:
@@ -69,7 +74,7 @@ def write_layout(path, key, arrays: dict, replace=False) -> Path:
     for e in entries:
         a = np.ascontiguousarray(arrays[e["name"]])
         payload[e["offset"] : e["offset"] + a.nbytes] = a.tobytes()
-    header = {"key": key, "arrays": entries, "payload": len(payload), "digest": _digest(payload)}
+    header = {"key": key, "arrays": entries, "payload": len(payload), "digest": _digest(entries, payload)}
     head = json.dumps(header).encode()
     head += b" " * (-(len(MAGIC) + 8 + len(head)) % ALIGN)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
@@ -109,6 +114,8 @@ def map_layout(path, key):
                 return None, "truncated header"
             header = json.loads(f.read(n))
             base = len(MAGIC) + 8 + n
+            if not isinstance(header, dict):
+                return None, "not a layout header"
             if header.get("key") != key:
                 return None, "another world's layout"
             if size != base + int(header["payload"]):
@@ -116,11 +123,11 @@ def map_layout(path, key):
             buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except FileNotFoundError:
         return None, "missing"
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         return None, f"unreadable ({exc})"
     whole = np.frombuffer(buf, np.uint8)  # read-only: the mapping is PROT_READ
     payload = whole[base:]
-    if _digest(payload) != header["digest"]:
+    if _digest(header.get("arrays"), payload) != header.get("digest"):
         return None, "digest mismatch"
     out = {}
     try:

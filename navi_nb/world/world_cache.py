@@ -19,8 +19,9 @@ when reading meshes changes) and the compile options (M: the margin in voxels,
 RES)``, the one ``navi-nb compile MESH --resolution RES`` runs, so the entry
 is that command's output bit for bit (but for the sidecar's ``entry_digest``). Only
 regular files are read as meshes and entries (``navi_nb.files``): an entry that is not
-one (a FIFO, say) is compiled again and replaced, as a damaged one is. Entries are written atomically
-(sidecar first, then the world, each by rename), so a world file present means
+one (a FIFO, say) is compiled again and replaced, as a damaged one is, but for a folder in an entry
+file's place, which is not the cache's to delete: compiling the entry is refused in one line naming it.
+Entries are written atomically (sidecar first, then the world, each by rename), so a world file present means
 a complete entry, and concurrent compilers of the same entry do not clash.
 
 Integrity: the sidecar's first line holds its ``entry_digest`` key (:func:`entry_digest`), a SHA-256 over
@@ -204,8 +205,14 @@ def _write_entry(world, path):
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=path.parent))
         staged = save_world(world, tmp / path.name, sidecar=False)
         write_atomic(sidecar_path(staged), DIGEST_LINE + digest.encode() + b'",\n' + body[2:])
-        os.replace(sidecar_path(staged), sidecar_path(path))  # the world file last: present means complete
-        os.replace(staged, path)
+        try:
+            os.replace(sidecar_path(staged), sidecar_path(path))  # the world file last: present means complete
+            os.replace(staged, path)
+        except OSError as exc:  # a folder in an entry's place, say: not ours to delete
+            raise WorldCacheError(
+                f"world cache entry {path}: cannot replace {exc.filename2 or path} ({exc.strerror or exc}); "
+                "remove what is in its place"
+            ) from None
     except OSError as exc:
         raise WorldCacheError(
             f"world cache entry {path}: cannot be written ({exc.strerror or exc}); free space there or point "
