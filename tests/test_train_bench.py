@@ -24,10 +24,15 @@ def test_bench_train_measures_and_splits_time():
         num_minibatches=2,
         total_steps=4096,
         eval_episodes=0,
+        env={"max_steps": 20},
     ).validate()
     rows = measure(cfg, [1, 2], updates=2)
     assert [r["shards"] for r in rows] == [1, 2]
     for r in rows:
+        # steady state: warmed up until every actor had finished an episode (16 steps an update, 20 at most
+        # an episode: two updates at least), and episodes end in the timed updates too
+        assert r["warmup_updates"] >= 2 and r["actors_without_an_episode"] == 0, r
+        assert r["episodes"] >= cfg.actors, r  # 32 steps each, 20 at most an episode
         assert r["actor_steps"] == 2 * cfg.batch_size
         assert r["actor_steps_per_s"] == pytest.approx(r["actor_steps"] / r["wall_s"])
         split = r["split_s"]
@@ -55,3 +60,27 @@ def test_bench_env_runs_end_to_end(capsys):
     row = data["env"]["main"]["1"]
     assert row["actor_steps_per_s"] > 0 and row["trace_ms"] > 0 and row["rest_ms"] > 0, row
     assert row["no_trace_actor_steps_per_s"] > row["actor_steps_per_s"]  # the replayed trace costs nothing
+
+
+def test_bench_train_warmup_count_and_bad_value(capsys):
+    from navi_nb.cli import main
+
+    cfg = TrainConfig(
+        scenes="box",
+        resolution=32,
+        actors=4,
+        sensor_az=8,
+        sensor_el=4,
+        rollout_steps=16,
+        hidden=[16],
+        update_epochs=1,
+        num_minibatches=2,
+        total_steps=4096,
+        eval_episodes=0,
+        env={"max_steps": 200},
+    ).validate()
+    (row,) = measure(cfg, [1], updates=1, warmup="1")
+    assert row["warmup_updates"] == 1 and row["actors_without_an_episode"] == 4  # 16 of 200 steps: none done
+    assert main(["bench", "train", "--scene", "box", "--resolution", "32", "--warmup", "zero"]) == 2
+    err = capsys.readouterr().err
+    assert "--warmup 'zero': a count of updates (>= 1) or auto" in err and "Traceback" not in err

@@ -2,8 +2,11 @@
 
 Runs the real trainer loop (``Trainer.train_one_update``: collection and PPO
 learning together) on the default setting (point-goal in ``house``, 64 actors,
-64 x 16 rays, the default network and PPO settings) at each shard count, after
-one warm-up update, and splits the time between
+64 x 16 rays, the default network and PPO settings) at each shard count, at
+steady state: after warm-up updates until every actor has finished an episode
+(``--warmup``, at most ``MAX_WARMUP_UPDATES``), so the timed updates see what a
+run sees (episodes ending, worlds switching, spawns, goals and shortest paths
+drawn, the geodesic fields of new episodes), and splits the time between
 
 - tracing: the batched sphere tracing inside ``NavEnv.step`` / reset,
 - environment: the rest of ``NavEnv.step`` (kinematics, collision, rewards, resets, observations),
@@ -12,7 +15,9 @@ one warm-up update, and splits the time between
 
 read from the trainer's timing hook (``Trainer.times``, a
 ``navi_nb.learn.collect.PhaseTimes``) and the environment's tracing clock.
-Nothing is written to disk.
+Nothing is written to disk: a real run also writes its metrics every update
+and a checkpoint every ``checkpoint_every`` updates, and re-checks its shard
+count (PERFORMANCE compares the two).
 
 ``--ranks 1,2`` adds rank counts: each count above 1 runs the same measurement
 under ``mpiexec -n R`` (the one next to this Python, else on the PATH; the
@@ -27,18 +32,47 @@ from __future__ import annotations
 
 import time
 
+MAX_WARMUP_UPDATES = 64
+"""The most warm-up updates ``--warmup auto`` runs before timing (a setting whose episodes outlast them is timed
+then, with the count of actors that had not finished one reported)."""
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("--scene", default="house", help="scene (default house)")
     parser.add_argument("--actors", type=int, default=64, help="actors (default 64)")
     parser.add_argument("--sensor", default="64x16", help="rays AZxEL (default 64x16)")
     parser.add_argument("--updates", type=int, default=3, help="timed updates per shard count (default 3)")
+    parser.add_argument(
+        "--warmup",
+        default="auto",
+        help="warm-up updates before timing: a count, or auto (default): until every actor has finished an "
+        f"episode, at most {MAX_WARMUP_UPDATES}",
+    )
     parser.add_argument("--shards", default="1,2", help="shard counts to run (default 1,2)")
     parser.add_argument("--resolution", type=int, default=128, help="scene resolution (default 128)")
     parser.add_argument("--ranks", default="1", help="MPI rank counts to run (default 1; >1 needs mpiexec)")
 
 
-def measure(cfg, shard_counts, updates, console=None):
+def warm_up(tr, warmup, ranks=None) -> int:
+    """Run ``tr``'s warm-up updates (``warmup``: a count, or ``"auto"``: until every actor of every rank has
+    finished an episode, at most ``MAX_WARMUP_UPDATES``); returns how many ran. The first compiles or loads
+    every kernel."""
+    done = 0
+    while True:
+        if warmup != "auto":
+            if done >= int(warmup):
+                return done
+        elif done >= 1:
+            fresh = int(tr.env.episodes_finished.min() < 1)
+            if ranks is not None:
+                fresh = ranks.comm.allreduce(fresh)  # every rank runs the same number of updates
+            if not fresh or done >= MAX_WARMUP_UPDATES:
+                return done
+        tr.train_one_update()
+        done += 1
+
+
+def measure(cfg, shard_counts, updates, console=None, warmup="auto"):
     import numba
 
     from navi_nb.parallel.ranks import memory_sizes, rank_context
@@ -51,7 +85,9 @@ def measure(cfg, shard_counts, updates, console=None):
     for shards in shard_counts:
         numba.set_num_threads(min(int(shards), numba.config.NUMBA_NUM_THREADS))
         tr = Trainer(cfg, run_path="/nonexistent", world_set=world_set, ranks=ranks).start()
-        tr.train_one_update()  # warm-up: compiles or loads every kernel
+        warm = warm_up(tr, warmup, ranks)
+        episodes0 = int(tr.env.episodes_finished.sum())
+        unfinished = int((tr.env.episodes_finished < 1).sum())
         before = tr.times.copy()
         trace0, field0 = tr.env.trace_seconds, tr.env.field_seconds
         ex = tr.ppo.exchange
@@ -76,6 +112,9 @@ def measure(cfg, shard_counts, updates, console=None):
                 "wall_s": wall,
                 "cpu_s": cpu,
                 "actor_steps": steps,
+                "warmup_updates": warm,
+                "actors_without_an_episode": unfinished,
+                "episodes": int(tr.env.episodes_finished.sum()) - episodes0,
                 "split_s": {
                     "tracing": tracing,
                     "fields": fields,
@@ -118,10 +157,23 @@ def split_table(cfg, rows):
             f"{100 * (s['environment'] + s.get('fields', 0.0)) / tot:.0f}%",
             *(f"{100 * s[k] / tot:.0f}%" for k in ("policy", "ppo", "other")),
         )
-    if any(r["split_s"].get("fields", 0.0) > 0 for r in rows):  # the geodesic fields' share of env, row by row
-        t.caption = "env includes the geodesic fields at episode starts: " + ", ".join(
-            f"{100 * r['split_s'].get('fields', 0.0) / r['wall_s']:.1f}%" for r in rows
+    notes = [
+        "timed after "
+        + ", ".join(f"{r.get('warmup_updates', 1)}" for r in rows)
+        + " warm-up updates; episodes ended in the timed updates: "
+        + ", ".join(f"{r.get('episodes', 0):,}" for r in rows)
+    ]
+    if any(r.get("actors_without_an_episode") for r in rows):
+        notes.append(
+            "not at steady state: actors that had not finished an episode when timing began: "
+            + ", ".join(str(r.get("actors_without_an_episode", 0)) for r in rows)
         )
+    if any(r["split_s"].get("fields", 0.0) > 0 for r in rows):  # the geodesic fields' share of env, row by row
+        notes.append(
+            "env includes the geodesic fields at episode starts: "
+            + ", ".join(f"{100 * r['split_s'].get('fields', 0.0) / r['wall_s']:.1f}%" for r in rows)
+        )
+    t.caption = "; ".join(notes)
     return t
 
 
@@ -156,10 +208,15 @@ def run(args) -> dict:
         scenes=args.scene, actors=args.actors, sensor_az=az, sensor_el=el, resolution=args.resolution, eval_episodes=0
     ).validate()
     shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
+    warmup = str(args.warmup).strip().lower()
+    if warmup != "auto" and not (warmup.isdigit() and int(warmup) >= 1):
+        from navi_nb.errors import NaviError
+
+        raise NaviError(f"bench train --warmup {args.warmup!r}: a count of updates (>= 1) or auto")
     from navi_nb.parallel.ranks import launched_by_mpi, run_under_mpiexec, world
 
     if launched_by_mpi():  # one rank count, this one; rank 0 prints
-        rows = measure(cfg, shard_counts, args.updates, console)
+        rows = measure(cfg, shard_counts, args.updates, console, warmup)
         if world().Get_rank() != 0:
             return {}
         import json
@@ -170,7 +227,7 @@ def run(args) -> dict:
         rows = []
         for n in [int(r) for r in str(args.ranks).split(",") if r.strip()]:
             if n == 1:
-                rows += measure(cfg, shard_counts, args.updates, console)
+                rows += measure(cfg, shard_counts, args.updates, console, warmup)
             else:
                 rows += run_under_mpiexec(
                     n,
@@ -189,6 +246,8 @@ def run(args) -> dict:
                         str(args.shards),
                         "--resolution",
                         str(args.resolution),
+                        "--warmup",
+                        str(warmup),
                     ],
                     "bench-train-row ",
                 )
