@@ -84,3 +84,16 @@ def test_bench_train_warmup_count_and_bad_value(capsys):
     assert main(["bench", "train", "--scene", "box", "--resolution", "32", "--warmup", "zero"]) == 2
     err = capsys.readouterr().err
     assert "--warmup 'zero': a count of updates (>= 1) or auto" in err and "Traceback" not in err
+
+
+def test_phase_speedups_are_seconds_per_actor_step_fewest_over_most_shards():
+    from navi_nb.bench.train import phase_speedups
+
+    def row(shards, steps, tracing, environment, fields, policy, ppo):
+        split = dict(tracing=tracing, environment=environment, fields=fields, policy=policy, ppo=ppo)
+        return {"shards": shards, "ranks": 1, "actor_steps": steps, "split_s": split}
+
+    # 2 shards ran twice the steps: trace and PPO took as long (2x faster), env twice as long (no faster)
+    rows = [row(1, 100, 2.0, 1.0, 0.5, 0.5, 1.0), row(2, 200, 2.0, 2.0, 1.0, 0.25, 1.0)]
+    assert phase_speedups(rows) == {"shards": [1, 2], "trace": 2.0, "env": 1.0, "policy": 4.0, "PPO": 2.0}
+    assert phase_speedups(rows[:1]) == {}

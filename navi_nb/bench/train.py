@@ -133,6 +133,29 @@ def measure(cfg, shard_counts, updates, console=None, warmup="auto"):
     return out
 
 
+PHASES = {"trace": ("tracing",), "env": ("environment", "fields"), "policy": ("policy",), "PPO": ("ppo",)}
+"""The table's phases and the ``split_s`` parts each adds up."""
+
+
+def phase_speedups(rows) -> dict:
+    """Per phase, the speed-up from the fewest to the most shards of one rank count: its seconds per actor-step
+    at the fewest over those at the most (what the extra threads bought that phase); {} with one count."""
+    ones = [r for r in rows if r.get("ranks", 1) == 1]
+    if len({r["shards"] for r in ones}) < 2:
+        return {}
+    lo = min(ones, key=lambda r: r["shards"])
+    hi = max(ones, key=lambda r: r["shards"])
+
+    def per_step(r, parts):
+        return sum(r["split_s"].get(k, 0.0) for k in parts) / r["actor_steps"]
+
+    out = {"shards": [lo["shards"], hi["shards"]]}
+    for name, parts in PHASES.items():
+        t_lo, t_hi = per_step(lo, parts), per_step(hi, parts)
+        out[name] = t_lo / t_hi if t_hi > 0 else float("nan")
+    return out
+
+
 def split_table(cfg, rows):
     """The rates and the time split at 80 columns (the split in percent of the wall time)."""
     from rich.table import Table
@@ -163,6 +186,10 @@ def split_table(cfg, rows):
         + " warm-up updates; episodes ended in the timed updates: "
         + ", ".join(f"{r.get('episodes', 0):,}" for r in rows)
     ]
+    speedups = phase_speedups(rows)
+    if speedups:
+        a, b = speedups["shards"]
+        notes.append(f"{a} -> {b} shards per phase: " + ", ".join(f"{k} {speedups[k]:.2f}x" for k in PHASES))
     if any(r.get("actors_without_an_episode") for r in rows):
         notes.append(
             "not at steady state: actors that had not finished an episode when timing began: "
@@ -269,5 +296,6 @@ def run(args) -> dict:
             "num_minibatches": cfg.num_minibatches,
         },
         "runs": rows,
+        "phase_speedups": phase_speedups(rows),
         "summary": summary,
     }
