@@ -147,7 +147,8 @@ def phase_speedups(rows) -> dict:
     hi = max(ones, key=lambda r: r["shards"])
 
     def per_step(r, parts):
-        return sum(r["split_s"].get(k, 0.0) for k in parts) / r["actor_steps"]
+        steps = r.get("actor_steps") or r["actor_steps_per_s"] * r["wall_s"]  # rows of older runs lack the count
+        return sum(r["split_s"].get(k, 0.0) for k in parts) / steps
 
     out = {"shards": [lo["shards"], hi["shards"]]}
     for name, parts in PHASES.items():
