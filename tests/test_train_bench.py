@@ -3,7 +3,7 @@
 import pytest
 
 from navi_nb.bench.train import measure
-from navi_nb.train.config import TrainConfig
+from navi_nb.fuzz.checkpoint import tiny_config
 
 
 @pytest.fixture(autouse=True)
@@ -11,21 +11,8 @@ def _world_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("NAVI_NB_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
-def test_bench_train_measures_and_splits_time():
-    cfg = TrainConfig(
-        scenes="box",
-        resolution=32,
-        actors=4,
-        sensor_az=8,
-        sensor_el=4,
-        rollout_steps=16,
-        hidden=[16],
-        update_epochs=1,
-        num_minibatches=2,
-        total_steps=4096,
-        eval_episodes=0,
-        env={"max_steps": 20},
-    ).validate()
+def test_bench_train_measures_and_splits_time(tmp_path):
+    cfg = tiny_config(tmp_path, total_steps=4096)  # 16 steps an update, 20 at most an episode
     rows = measure(cfg, [1, 2], updates=2)
     assert [r["shards"] for r in rows] == [1, 2]
     for r in rows:
@@ -62,23 +49,10 @@ def test_bench_env_runs_end_to_end(capsys):
     assert row["no_trace_actor_steps_per_s"] > row["actor_steps_per_s"]  # the replayed trace costs nothing
 
 
-def test_bench_train_warmup_count_and_bad_value(capsys):
+def test_bench_train_warmup_count_and_bad_value(tmp_path, capsys):
     from navi_nb.cli import main
 
-    cfg = TrainConfig(
-        scenes="box",
-        resolution=32,
-        actors=4,
-        sensor_az=8,
-        sensor_el=4,
-        rollout_steps=16,
-        hidden=[16],
-        update_epochs=1,
-        num_minibatches=2,
-        total_steps=4096,
-        eval_episodes=0,
-        env={"max_steps": 200},
-    ).validate()
+    cfg = tiny_config(tmp_path, total_steps=4096, env={"max_steps": 200})
     (row,) = measure(cfg, [1], updates=1, warmup="1")
     assert row["warmup_updates"] == 1 and row["actors_without_an_episode"] == 4  # 16 of 200 steps: none done
     assert main(["bench", "train", "--scene", "box", "--resolution", "32", "--warmup", "zero"]) == 2

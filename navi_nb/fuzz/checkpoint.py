@@ -341,11 +341,12 @@ MUTATORS = {
 # --------------------------------------------------------------------------
 
 
-def tiny_config(root, scenes="box", name="run"):
-    """The TrainConfig of a tiny run (``scenes`` at resolution 32, 4 actors, 2 updates) in ``root/name``."""
+def tiny_config(root, scenes="box", name="run", **overrides):
+    """The TrainConfig of a tiny run (``scenes`` at resolution 32, 4 actors, 2 updates) in ``root/name``;
+    ``overrides``: other values of its fields."""
     from navi_nb.train.config import TrainConfig
 
-    return TrainConfig(
+    settings = dict(
         scenes=scenes,
         resolution=32,
         actors=4,
@@ -362,7 +363,8 @@ def tiny_config(root, scenes="box", name="run"):
         run_dir=str(root),
         name=name,
         env={"max_steps": 20},
-    ).validate()
+    )
+    return TrainConfig(**{**settings, **overrides}).validate()
 
 
 def make_tiny_run(root) -> Path:
