@@ -190,6 +190,21 @@ def epoch_order(perms, n_steps, block, n_local_actors, count, blk):
     return order.reshape(-1)
 
 
+def sequence_order(perms, n_steps, block, n_local_actors, count):
+    """As :func:`epoch_order` for a policy with memory: minibatches of whole actor sequences. ``perms`` are
+    the blocks' permutations of their ``block`` actors; minibatch ``b`` takes actors ``perm[b * q:(b + 1) *
+    q]`` of every block (``q = block // count``), every step of each, the block's ``n_steps * q`` rows step
+    by step (step 0's rows first, so they name the block's actors: ``memory_pass`` reads them so)."""
+    q = block // count
+    nbl = len(perms)
+    order = np.empty((count, nbl, n_steps, q), np.int64)
+    steps = np.arange(n_steps, dtype=np.int64)[:, None] * n_local_actors
+    for kl, perm in enumerate(perms):
+        for b in range(count):
+            order[b, kl] = steps + (kl * block + perm[b * q : (b + 1) * q])[None, :]
+    return order.reshape(-1)
+
+
 @njit(cache=True, inline="always")
 def tree_add_run(buf, ops, e0, e1):
     """``buf[d, e] = buf[l, e] + buf[r, e]`` for each row ``(d, l, r)`` of ``ops`` in order, for

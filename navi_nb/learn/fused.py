@@ -61,8 +61,9 @@ from navi_nb.learn.mlp import bias_act_rows, times_dact_rows
 # columns of ``meta``
 NIN, NOUT, WOFF, XOFF, HOFF, DOFF, SLOT, ACT = range(8)
 META_COLS = 8
-# kinds of ``finish_pass`` work items (columns: kind, layer, a0, a1, b0, b1)
-SLOT_SUM, TILE, TILE_BIAS, HEADS = 0, 1, 2, 3
+# kinds of ``finish_pass`` work items (columns: kind, layer, a0, a1, b0, b1); a MEMORY item is the flat
+# parameters [a0, a1) of the GRU core, whose block gradients ``memory_pass`` writes before the finish pass
+SLOT_SUM, TILE, TILE_BIAS, HEADS, MEMORY = 0, 1, 2, 3, 4
 
 # ``cols``: where each rollout field starts in a row of ``source``
 SOURCE_FIELDS = ("actions", "logp", "value", "returns", "advantages")
@@ -451,7 +452,7 @@ class Plan:
     def __init__(self, policy, modes, tile_rows, tile_cols, sum_block=2048):
         layers = policy.pi_layers + policy.v_layers
         self.n_pi = len(policy.pi_layers)
-        self.obs_dim = policy.obs_dim
+        self.obs_dim = policy.trunk_in  # the trunks' input: the observation (and the GRU's state)
         self.dtype = policy.dtype
         self.log_std_off = policy.layout.index["log_std"][1]
         self.n_params = policy.params.shape[0]
@@ -486,6 +487,10 @@ class Plan:
                     costs.append(min(layer.n_out - j0, tile_cols))
         items.append((HEADS, 0, 0, 0, 0, 0))
         costs.append(0)
+        if policy.gru is not None:
+            for e0 in range(policy.gru.offset, policy.gru.end, sum_block):
+                items.append((MEMORY, 0, e0, min(policy.gru.end, e0 + sum_block), 0, 0))
+                costs.append(min(policy.gru.end - e0, sum_block))
         # A prange splits its range into equal contiguous parts, one per thread:
         # interleave big and small items so every part gets a similar share.
         by_cost = sorted(range(len(items)), key=lambda t: (-costs[t], t))

@@ -33,6 +33,7 @@ from navi_nb.learn.fused import (
     GRAD_NORM,
     LR,
     MAX_GRAD_NORM,
+    MEMORY,
     NIN,
     NORM_ADV,
     NOUT,
@@ -160,6 +161,8 @@ def _block_item(
         for i in range(blk):
             for j in range(j1 - j0):
                 gb[j] += dZ[i, j0 + j]
+    elif kind == MEMORY:  # the block's GRU gradient is already in its row (memory_pass)
+        pass
     else:  # HEADS: log_std's gradient (the entropy term is added once, after the tree) and the
         # loss statistics, sums in row order
         for j in range(dlogstd.shape[1]):
@@ -188,6 +191,8 @@ def _tree_item(item, meta, buf, stats_buf, ops, log_std_off, k_act):
             tree_add_run(buf, ops, woff + i * nout + item[4], woff + i * nout + item[5])
     elif kind == TILE_BIAS:
         tree_add_run(buf, ops, woff + nin * nout + item[4], woff + nin * nout + item[5])
+    elif kind == MEMORY:
+        tree_add_run(buf, ops, item[2], item[3])
     else:
         tree_add_run(buf, ops, log_std_off, log_std_off + k_act)
         tree_add_run(stats_buf, ops, 0, stats_buf.shape[1])
@@ -209,6 +214,9 @@ def _settle_item(item, meta, buf, stats_buf, root, grad, log_std_off, k_act, ent
                 grad[e] = buf[root, e]
     elif kind == TILE_BIAS:
         for e in range(woff + nin * nout + item[4], woff + nin * nout + item[5]):
+            grad[e] = buf[root, e]
+    elif kind == MEMORY:
+        for e in range(item[2], item[3]):
             grad[e] = buf[root, e]
     else:
         for e in range(log_std_off, log_std_off + k_act):
@@ -358,6 +366,8 @@ def _item_sumsq(item, meta, grad, log_std_off, k_act):
     if kind == TILE_BIAS:
         b0 = woff + nin * nout
         return _sumsq_run(grad[b0 + item[4] : b0 + item[5]])
+    if kind == MEMORY:
+        return _sumsq_run(grad[item[2] : item[3]])
     return _sumsq_run(grad[log_std_off : log_std_off + k_act])
 
 
@@ -380,6 +390,51 @@ def local_gradients(source, rows, cols, params, log_std, hp, w, moments, ops, ro
     normalize_advantages(source, rows, cols[ADVANTAGES], moments, w.adv, hp[NORM_ADV] != 0.0)
     chunk_pass(source, rows, cols, params, log_std, hp, w)
     finish_pass(w, ops, root, grad, hp, final)
+
+
+@njit(cache=True)
+def chunk_gradients(source, rows, cols, params, log_std, hp, w, moments):
+    """:func:`local_gradients` up to the chunk pass (the advantages, then ``fused.chunk_pass``)."""
+    normalize_advantages(source, rows, cols[ADVANTAGES], moments, w.adv, hp[NORM_ADV] != 0.0)
+    chunk_pass(source, rows, cols, params, log_std, hp, w)
+
+
+@njit(cache=True)
+def finish_gradients(w, ops, root, grad, hp, final):
+    """:func:`local_gradients`' last pass (:func:`finish_pass`), as a call of its own."""
+    finish_pass(w, ops, root, grad, hp, final)
+
+
+def local_part(job, rows, moments, ops, root, final):
+    """This process's part of one minibatch of ``job`` (a ``ppo.Job``): :func:`local_gradients`, with a
+    policy memory's stages around the chunk pass (``job.memory``, a ``memory_pass.MemoryPass``: the GRU's
+    states forward before it, its gradient through time after it, into the blocks' rows that the finish
+    pass adds)."""
+    if job.memory is None:
+        local_gradients(job.source, rows, job.cols, job.params, job.log_std, job.hp, job.w, moments, ops, root,
+                        job.grad, final)  # fmt: skip
+        return
+    job.memory.forward(job.source, job.params, rows, job.w)
+    chunk_gradients(job.source, rows, job.cols, job.params, job.log_std, job.hp, job.w, moments)
+    job.memory.backward(job.params, job.w)
+    finish_gradients(job.w, ops, root, job.grad, job.hp, final)
+
+
+def run_minibatches(job, ops, root):
+    """:func:`minibatches_update`'s loop with a Python step between the passes (:func:`local_part`, a
+    policy memory's stages): the same kernels and sums, all blocks in this process. Returns the
+    minibatches done."""
+    w, mb = job.w, job.w.adv.shape[0]
+    col = job.cols[ADVANTAGES]
+    for b in range(job.count):
+        rows = job.order[b * mb : (b + 1) * mb]
+        block_moments(job.source, rows, col, w.blk, w.moments)
+        tree_moments(w.moments, ops)
+        local_part(job, rows, w.moments[root], ops, root, np.bool_(True))
+        step = job.step0 + b + 1.0
+        if clip_and_step(w, job.log_std, job.hp, job.params, job.grad, job.adam_m, job.adam_v, step, job.out[b]):
+            return b + 1
+    return job.count
 
 
 @njit(cache=True)

@@ -4,7 +4,10 @@ The actor-critic's layout (``ParamLayout.actor_critic``) walks::
 
     pi.0.W, pi.0.b, pi.1.W, pi.1.b, ..., pi.out.W, pi.out.b, log_std,
     v.0.W,  v.0.b,  v.1.W,  v.1.b,  ..., v.out.W,  v.out.b
+    [gru.W_ih, gru.W_hh, gru.b_ih, gru.b_hh]
 
+With a memory (a GRU core of ``memory`` units, ``learn/gru.py``) the trunks read the observation and the
+GRU's state side by side (``in = obs_dim + memory``) and the GRU's block ends the buffer.
 A weight ``W`` is shaped ``(in, out)`` (row major, so ``y = x @ W + b``) and
 its bias ``b`` follows it directly, so one layer's ``[W, b]`` is one
 contiguous segment. Gradients and Adam's moments are flat buffers of the same
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from navi_nb.errors import NaviError
+from navi_nb.learn.gru import GruLayout
 
 
 class ParamError(NaviError):
@@ -56,16 +60,18 @@ class ParamLayout:
         self.index = {name: (shape, o) for name, shape, o in self.entries}
 
     @classmethod
-    def actor_critic(cls, obs_dim, act_dim, hidden_pi, hidden_v):
+    def actor_critic(cls, obs_dim, act_dim, hidden_pi, hidden_v, memory=0):
         entries = []
         for trunk, hidden, n_head in (("pi", hidden_pi, act_dim), ("v", hidden_v, 1)):
-            sizes = [obs_dim] + list(hidden) + [n_head]
+            sizes = [obs_dim + memory] + list(hidden) + [n_head]
             for i in range(len(sizes) - 1):
                 tag = f"{trunk}.{i}" if i < len(sizes) - 2 else f"{trunk}.out"
                 entries.append((f"{tag}.W", (sizes[i], sizes[i + 1])))
                 entries.append((f"{tag}.b", (sizes[i + 1],)))
             if trunk == "pi":
                 entries.append(("log_std", (act_dim,)))
+        if memory:
+            entries.extend(GruLayout(obs_dim, memory).entries("gru"))
         return cls(entries)
 
     def dense_layers(self, trunk):

@@ -8,6 +8,12 @@ per action dimension. All tensors are views into one flat buffer
 layers, 0.01 on the policy output and 1.0 on the value output, zero biases,
 ``log_std`` = ``log_std_init`` (0.0).
 
+With a memory (``memory_size`` > 0) a GRU core (``gru.py``) reads the observation first and both trunks
+read the observation and the GRU's new state side by side: ``h_t = GRU(obs_t, h_{t-1})`` (``h_{t-1}``
+taken as zero at an episode's first step), ``mu, V = trunks([obs_t, h_t])``. The state per actor lives in a
+:class:`PolicyMemory` that acting advances; the GRU's weights start as PyTorch starts them (``gru.init_gru``),
+drawn after the trunks'.
+
 The distribution is the plain (unsquashed) diagonal Gaussian; the
 environment clips actions to its range, and PPO uses the log-probability of
 the sampled, unclipped action, which is exact for this distribution.
@@ -21,10 +27,13 @@ import numpy as np
 
 from navi_nb.errors import NaviError
 from navi_nb.learn import mlp
+from navi_nb.learn.gru import gru_layout, gru_step, init_gru
 from navi_nb.learn.loss_reference import gaussian_entropy, gaussian_log_prob
 from navi_nb.learn.params import ParamError, ParamLayout
 
 DEFAULT_HIDDEN = (256, 256)
+MAX_MEMORY = 4096
+"""The largest GRU state (units) a policy may have."""
 
 
 class PolicyError(NaviError):
@@ -45,12 +54,36 @@ def orthogonal(rng, n_in, n_out, gain, dtype):
     return (gain * q).T.astype(dtype)
 
 
+class PolicyMemory:
+    """The recurrent state of ``n`` actors: ``h`` (n, H), the GRU's state after each actor's last step, and
+    ``start`` (n,) bool, True where the actor's next observation is the first of an episode (its state is
+    then taken as zero). A new memory starts every actor at an episode start."""
+
+    def __init__(self, n, hidden, dtype=np.float32):
+        self.h = np.zeros((int(n), int(hidden)), dtype)
+        self.start = np.ones(int(n), np.bool_)
+
+    def get_state(self) -> dict:
+        return {"h": self.h.copy(), "start": self.start.copy()}
+
+    def set_state(self, state):
+        """Restore :meth:`get_state`'s dict, every array checked before anything changes."""
+        h, start = np.asarray(state.get("h")), np.asarray(state.get("start"))
+        if h.shape != self.h.shape or h.dtype != self.h.dtype or not np.isfinite(h).all():
+            raise PolicyError(f"memory state h: {h.dtype} {h.shape}, expected finite {self.h.dtype} {self.h.shape}")
+        if start.shape != self.start.shape or start.dtype != np.bool_:
+            raise PolicyError(f"memory state start: {start.dtype} {start.shape}, expected bool {self.start.shape}")
+        self.h[...] = h
+        self.start[...] = start
+
+
 class ActorCritic:
     """Gaussian actor-critic with parameters in one flat buffer.
 
     obs_dim: observation length; act_dim: action length (4 for NavEnv);
     hidden: hidden sizes of both trunks (``hidden_v`` overrides the critic's);
-    activation: "tanh" or "relu"; dtype: float32 (float64 for gradient tests).
+    activation: "tanh" or "relu"; dtype: float32 (float64 for gradient tests); memory_size: the GRU
+    core's units (0: none, the plain MLP).
     """
 
     def __init__(
@@ -64,6 +97,7 @@ class ActorCritic:
         hidden_v=None,
         log_std_init=0.0,
         chunk=64,
+        memory_size=0,
     ):
         if activation not in ("tanh", "relu"):
             raise PolicyError(f"activation {activation!r}: expected 'tanh' or 'relu'")
@@ -73,13 +107,22 @@ class ActorCritic:
             raise PolicyError(
                 f"sizes must be positive: obs_dim={obs_dim}, act_dim={act_dim}, hidden={hidden}, hidden_v={hidden_v}"
             )
+        if isinstance(memory_size, bool) or not isinstance(memory_size, (int, np.integer)):
+            raise PolicyError(f"memory_size must be an integer, got {memory_size!r}")
+        if not 0 <= memory_size <= MAX_MEMORY:
+            raise PolicyError(f"memory_size must be in 0..{MAX_MEMORY} (0: no memory), got {memory_size}")
         self.obs_dim, self.act_dim = int(obs_dim), int(act_dim)
+        self.memory_size = int(memory_size)
+        self.trunk_in = self.obs_dim + self.memory_size  # what both trunks read: the observation, then the state
         self.hidden, self.hidden_v = hidden, hidden_v
         self.activation = activation
         self.act_code = mlp.ACTIVATIONS[activation]
         self.dtype = np.dtype(dtype)
         self.chunk = int(chunk)
-        self.layout = ParamLayout.actor_critic(self.obs_dim, self.act_dim, hidden, hidden_v)
+        self.layout = ParamLayout.actor_critic(self.obs_dim, self.act_dim, hidden, hidden_v, self.memory_size)
+        self.gru = None
+        if self.memory_size:
+            self.gru = gru_layout(self.obs_dim, self.memory_size, self.layout.index["gru.W_ih"][1])
         self.params = np.zeros(self.layout.size, self.dtype)
         self.p = self.layout.views(self.params)
         self.pi_layers = self.layout.dense_layers("pi")
@@ -98,6 +141,7 @@ class ActorCritic:
             "hidden": list(self.hidden),
             "hidden_v": list(self.hidden_v),
             "activation": self.activation,
+            "memory_size": self.memory_size,
         }
 
     def initialize(self, seed, log_std_init=0.0):
@@ -108,6 +152,12 @@ class ActorCritic:
                 self.p[layer.name + ".W"][...] = orthogonal(rng, layer.n_in, layer.n_out, gain, self.dtype)
                 self.p[layer.name + ".b"][...] = 0
         self.p["log_std"][...] = log_std_init
+        if self.gru is not None:
+            init_gru(self.gru, self.params, rng)
+
+    def new_memory(self, n):
+        """A :class:`PolicyMemory` for ``n`` actors (None for a policy without memory)."""
+        return None if self.gru is None else PolicyMemory(n, self.memory_size, self.dtype)
 
     def set_params(self, flat):
         flat = np.asarray(flat)
@@ -131,6 +181,7 @@ class ActorCritic:
             buf = (
                 [np.empty((n, l.n_out), self.dtype) for l in self.pi_layers],
                 [np.empty((n, l.n_out), self.dtype) for l in self.v_layers],
+                np.empty((n, self.trunk_in), self.dtype),
             )
             self._scratch = {n: buf}  # keep one size: acting uses one batch size
         return buf
@@ -141,27 +192,52 @@ class ActorCritic:
             raise PolicyError(f"observations shaped {obs.shape}; expected (N, {self.obs_dim})")
         return obs
 
-    def forward(self, obs):
-        """(mean (N, act_dim), value (N,)) for observations (N, obs_dim); views of
-        reused buffers, valid until the next call."""
+    def _inputs(self, obs, memory, advance):
+        """The trunks' input for ``obs``: the observations themselves, or with a memory the observations and
+        the GRU's new state side by side. ``advance``: the new state is kept in ``memory`` (acting); else
+        ``memory`` is only read (a value of an observation that is not acted on)."""
         obs = self._check_obs(obs)
-        pi_out, v_out = self._buffers(obs.shape[0])
-        mu = self.trunk_forward(self.pi_layers, obs, pi_out)
-        v = self.trunk_forward(self.v_layers, obs, v_out)
+        if self.gru is None:
+            if memory is not None:
+                raise PolicyError("this policy has no memory (memory_size 0); call it without one")
+            return obs
+        if not isinstance(memory, PolicyMemory) or memory.h.shape != (obs.shape[0], self.memory_size):
+            raise PolicyError(
+                f"this policy has a memory of {self.memory_size} units: pass its PolicyMemory for {obs.shape[0]} "
+                "actors (policy.new_memory)"
+            )
+        x = self._buffers(obs.shape[0])[2]
+        h = x[:, self.obs_dim :]
+        h[...] = gru_step(self.gru, self.params, obs, memory.h, reset=memory.start, chunk=self.chunk)
+        x[:, : self.obs_dim] = obs
+        if advance:
+            memory.h[...] = h
+            memory.start[...] = False
+        return x
+
+    def forward(self, obs, memory=None, advance=True):
+        """(mean (N, act_dim), value (N,)) for observations (N, obs_dim); views of
+        reused buffers, valid until the next call. ``memory``: the actors' :class:`PolicyMemory` (a policy
+        with memory only), advanced by this step unless ``advance`` is False."""
+        x = self._inputs(obs, memory, advance)
+        pi_out, v_out, _ = self._buffers(x.shape[0])
+        mu = self.trunk_forward(self.pi_layers, x, pi_out)
+        v = self.trunk_forward(self.v_layers, x, v_out)
         return mu, v[:, 0]
 
-    def value(self, obs):
-        obs = self._check_obs(obs)
-        _, v_out = self._buffers(obs.shape[0])
-        return self.trunk_forward(self.v_layers, obs, v_out)[:, 0].copy()
+    def value(self, obs, memory=None):
+        """The critic's values (N,) of ``obs``, a new array; a memory is read, not advanced."""
+        x = self._inputs(obs, memory, advance=False)
+        _, v_out, _ = self._buffers(x.shape[0])
+        return self.trunk_forward(self.v_layers, x, v_out)[:, 0].copy()
 
-    def act(self, obs, rng, deterministic=False):
-        """Sample actions for all rows at once.
+    def act(self, obs, rng, deterministic=False, memory=None):
+        """Sample actions for all rows at once (advancing ``memory``, a policy with memory's state).
 
         Returns (actions (N, act_dim), logp (N,), value (N,)), new arrays. The
         noise is drawn for the whole batch from ``rng`` in one call.
         """
-        mu, v = self.forward(obs)
+        mu, v = self.forward(obs, memory)
         log_std = self.p["log_std"]
         if deterministic:
             actions = mu.copy()

@@ -23,6 +23,7 @@ from navi_nb.learn import blocks, fused, minibatch
 from navi_nb.learn.adam import Adam, OptimizerStateError
 from navi_nb.learn.fused import ENTROPY, GRAD_NORM, STAT_NAMES
 from navi_nb.learn.gae import compute_gae
+from navi_nb.learn.memory_pass import MemoryPass
 from navi_nb.rng_state import GeneratorStateError, check_generator_array, generator_to_array, restore_generator
 
 
@@ -46,6 +47,7 @@ Job = namedtuple(
         "adam_v",  # the flat gradient and Adam's moments (parameters' layout)
         "step0",  # Adam steps taken before the first minibatch
         "out",  # (count, len(fused.STEP_STAT_NAMES)) float64: each minibatch's statistics
+        "memory",  # the policy memory's stages (memory_pass.MemoryPass), or None
     ),
 )
 """What :meth:`PPO.minibatches` hands an exchange: the minibatches to run and where their results go."""
@@ -143,6 +145,7 @@ class PPO:
         self.rng = np.random.default_rng([int(seed), 0x5050])  # minibatch shuffling only
         self.modes = {l.name: self._mode(l) for l in policy.pi_layers + policy.v_layers}
         self._plan = fused.Plan(policy, self.modes, self.config.tile_rows, self.config.tile_cols)
+        self.memory = None if policy.gru is None else MemoryPass(policy.gru, policy.obs_dim, len(policy.pi_layers))
         self.source = None
         self.updates_done = 0
         self._trees = {}
@@ -160,17 +163,17 @@ class PPO:
         return mode
 
     # ---- the rollout rows --------------------------------------------------
-    def set_source(self, flat_rows, obs_dim, columns):
-        """flat_rows (N, width): obs in [0, obs_dim); ``columns`` maps actions,
-        logp, value, advantages, returns to their first column."""
-        self.source = flat_rows
+    def set_source(self, flat_rows, input_dim, columns):
+        """flat_rows (N, width): the trunks' input (obs, then a memory's state) in [0, input_dim);
+        ``columns`` maps actions, logp, value, advantages, returns to their first column."""
         act_dim = self.policy.act_dim
-        self._cols = np.array([columns[name] for name in fused.SOURCE_FIELDS], np.int64)
-        if obs_dim != self.policy.obs_dim or columns["actions"] + act_dim > flat_rows.shape[1]:
+        if input_dim != self.policy.trunk_in or columns["actions"] + act_dim > flat_rows.shape[1]:
             raise PPOConfigError(
-                f"rollout rows of width {flat_rows.shape[1]} do not fit a policy "
-                f"with obs_dim {self.policy.obs_dim}, act_dim {act_dim}"
+                f"rollout rows of width {flat_rows.shape[1]} (input {input_dim}) do not fit a policy "
+                f"with obs_dim {self.policy.obs_dim}, memory_size {self.policy.memory_size}, act_dim {act_dim}"
             )
+        self.source = flat_rows
+        self._cols = np.array([columns[name] for name in fused.SOURCE_FIELDS], np.int64)
 
     # ---- the minibatches ---------------------------------------------------
     def _hyper_params(self, lr=None, target_kl=None):
@@ -246,8 +249,12 @@ class PPO:
             adam.v,
             float(adam.t),
             out,
+            self.memory,
         )
-        if exchange is None:
+        if exchange is None and self.memory is not None:
+            ops, root = self._tree(w.n_blocks)
+            done = minibatch.run_minibatches(job, ops, root)
+        elif exchange is None:
             ops, root = self._tree(w.n_blocks)
             done = minibatch.minibatches_update(
                 job.source,
@@ -289,12 +296,30 @@ class PPO:
             raise PPOConfigError(str(exc)) from None
         rows_per_block = n_steps * block
         blk = rows_per_block // self.config.num_minibatches
+        if self.memory is not None and block % self.config.num_minibatches:
+            raise PPOConfigError(
+                f"a policy with memory learns from whole actor sequences: a block's {block} actors must split "
+                f"evenly into {self.config.num_minibatches} minibatches (set actor_block or num_minibatches)"
+            )
         if blk < 1:
             raise PPOConfigError(
                 f"a block's {rows_per_block} samples ({n_steps} steps x {block} actors) "
                 f"cannot make {self.config.num_minibatches} minibatches"
             )
         return block, rows_per_block, blk
+
+    def epoch_order(self, slab, epoch_key, first=0):
+        """One epoch's minibatch rows over ``slab`` (this process's blocks, the first being block ``first``):
+        each block's permutation comes from ``epoch_key`` and the block's index, so a block's minibatches do
+        not depend on which process holds it; a policy with memory takes whole actor sequences
+        (``blocks.sequence_order``)."""
+        block, rows_per_block, blk = self.block_layout(slab.n_steps, slab.n_actors)
+        n_local, count = slab.n_actors // block, self.config.num_minibatches
+        if self.memory is not None:
+            perms = blocks.epoch_permutations(epoch_key, block, first, n_local)
+            return blocks.sequence_order(perms, slab.n_steps, block, slab.n_actors, count)
+        perms = blocks.epoch_permutations(epoch_key, rows_per_block, first, n_local)
+        return blocks.epoch_order(perms, slab.n_steps, block, slab.n_actors, count, blk)
 
     def learning_rate(self, update, num_updates):
         """Step size for update ``update`` (0-based) of ``num_updates``."""
@@ -312,8 +337,10 @@ class PPO:
     def _use_slab(self, slab):
         """The slab's rows as the minibatches' source (``set_source``)."""
         self.set_source(
-            slab.flat, slab.obs_dim, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")}
+            slab.flat, slab.input_dim, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")}
         )
+        if self.memory is not None:
+            self.memory.use(slab.h0, slab.starts)
 
     def compile_passes(self, slab, names=("chunk", "finish")):
         """Compile (or load from Numba's cache) the fused minibatch passes in ``names`` for this learner's
@@ -360,7 +387,7 @@ class PPO:
             slab.returns,
         )
         self._use_slab(slab)
-        block, rows_per_block, blk, mb = self._minibatch_layout(slab)
+        block, _rows_per_block, blk, mb = self._minibatch_layout(slab)
         n_local = slab.n_actors // block
         ex = self.exchange
         first = 0 if ex is None else ex.first_block
@@ -373,9 +400,7 @@ class PPO:
         for _epoch in range(cfg.update_epochs):
             # one draw of the shared generator per epoch; each block's permutation comes from it and the
             # block's index, so a block's minibatches do not depend on which process holds it
-            epoch_key = int(self.rng.integers(0, 2**63))
-            perms = blocks.epoch_permutations(epoch_key, rows_per_block, first, n_local)
-            order = blocks.epoch_order(perms, slab.n_steps, block, slab.n_actors, cfg.num_minibatches, blk)
+            order = self.epoch_order(slab, int(self.rng.integers(0, 2**63)), first)
             for st, norm in self.minibatches(order, mb, cfg.num_minibatches, lr, cfg.target_kl, blk, ex):
                 norms.append(norm)
                 for key, val in st.items():

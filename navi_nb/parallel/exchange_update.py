@@ -67,9 +67,7 @@ def run_minibatches(ex, job, plan):
         else:
             moments, m_at = ex.allgather(w.moments), m_root
             blocks.tree_moments(moments, m_ops)
-        minibatch.local_gradients(
-            job.source, rows, job.cols, job.params, job.log_std, hp, w, moments[m_at], local_ops, 0, grad, False
-        )
+        minibatch.local_part(job, rows, moments[m_at], local_ops, 0, np.bool_(False))
         if tree:
             g_buf[:n_cover] = w.block_grads[node_rows]
             s_buf[:n_cover] = w.block_stats[node_rows]
