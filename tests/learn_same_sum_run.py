@@ -25,14 +25,15 @@ def make_env(kind, n_actors, seed):
     from navi_nb.sense.sensor import Sensor
     from navi_nb.world.compiler import compile_scene
 
-    world = compile_scene("box", resolution=32, seed=0)
+    world = compile_scene("box", resolution=32, seed=0)  # "box" and "box-memory"
     return NavEnv(world, n_actors, sensor=Sensor(8, 3), task="pointgoal", seed=seed, max_steps=40, actor_block=4)
 
 
 def run(kind, shards, chunk, seed=7, updates=3):
     numba.set_num_threads(shards)
     env = make_env(kind, 16, seed)  # four blocks of 4 actors: the block tree is in every run
-    pol = ActorCritic(env.obs_dim, 4, hidden=(32, 32), seed=seed)
+    memory_size = 16 if kind.endswith("memory") else 0  # the GRU core: its own kernels and sums in every run
+    pol = ActorCritic(env.obs_dim, 4, hidden=(32, 32), seed=seed, memory_size=memory_size)
     # tile_min_weights=1024: the 32-wide hidden layers use weight tiles, the
     # output layers chunk slots, so both decompositions are in every run
     cfg = PPOConfig(
@@ -46,7 +47,7 @@ def run(kind, shards, chunk, seed=7, updates=3):
         actor_block=4,
     )
     ppo = PPO(pol, cfg, seed=seed)
-    slab = RolloutSlab(32, 16, env.obs_dim, 4)
+    slab = RolloutSlab(32, 16, env.obs_dim, 4, memory_size=memory_size)
     rows = train(env, ppo, slab, updates, seed=seed)
     h = hashlib.sha256()
     for arr in (pol.params, ppo.adam.m, ppo.adam.v, np.array(ppo.adam.t, np.int64)):

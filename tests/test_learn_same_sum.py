@@ -49,3 +49,8 @@ def test_same_sum_toy():
 
 def test_same_sum_box():
     check(run_specs("box", ["1:32", "2:32", "3:32", "4:32", "1:32", "2:16"]))
+
+
+def test_same_sum_box_with_memory():
+    """The policy with memory: minibatches of whole actor sequences, the GRU's block gradients in the tree."""
+    check(run_specs("box-memory", ["1:32", "2:32", "3:32", "4:32", "1:32", "2:16"]))

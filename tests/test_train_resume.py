@@ -44,13 +44,15 @@ def _state_bytes(trainer):
     return {k: np.ascontiguousarray(v).tobytes() for k, v in trainer.state_arrays().items()}
 
 
-def test_resume_is_exact(tmp_path):
-    cfg = tiny_config(tmp_path)
+@pytest.mark.parametrize("memory_size", [0, 8])
+def test_resume_is_exact(tmp_path, memory_size):
+    """With memory too: the checkpoint carries the actors' GRU states."""
+    cfg = tiny_config(tmp_path, memory_size=memory_size)
     full = Trainer.create(cfg, run_path=tmp_path / "full")
     full.train(progress=False)
     assert full.update == 4
 
-    part = Trainer.create(tiny_config(tmp_path), run_path=tmp_path / "part")
+    part = Trainer.create(tiny_config(tmp_path, memory_size=memory_size), run_path=tmp_path / "part")
     part.train(progress=False, stop_after=2)
     assert part.update == 2
     assert [u for u, _ in ck.list_checkpoints(tmp_path / "part" / CHECKPOINT_DIR)] == [0, 1, 2]
@@ -63,6 +65,7 @@ def test_resume_is_exact(tmp_path):
 
     a, b = _state_bytes(full), _state_bytes(resumed)
     assert a.keys() == b.keys()
+    assert ("memory.h" in a) == bool(memory_size)
     for k in a:
         assert a[k] == b[k], k
     assert full.rng_action.bit_generator.state == resumed.rng_action.bit_generator.state
@@ -75,7 +78,7 @@ def test_resume_is_exact(tmp_path):
         tmp_path / "part" / "policy.npz", {"policy.params": (full.policy.params.shape, np.float32)}
     )[0]
     assert fa["policy.params"].tobytes() == fb["policy.params"].tobytes()
-    fresh = Trainer.create(tiny_config(tmp_path), run_path=tmp_path / "fresh")
+    fresh = Trainer.create(tiny_config(tmp_path, memory_size=memory_size), run_path=tmp_path / "fresh")
     assert fresh.policy.params.tobytes() != full.policy.params.tobytes()
     # metrics: one row per update in both runs, equal apart from timings
     ra = read_metrics_csv(tmp_path / "full" / "metrics.csv")

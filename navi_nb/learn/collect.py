@@ -62,8 +62,13 @@ class PhaseTimes:
         return dict(self.seconds)
 
 
-def collect(env, policy, slab, obs, rng, times=None):
+def collect(env, policy, slab, obs, rng, times=None, memory=None):
     """Fill ``slab`` with ``slab.n_steps`` steps of every actor, starting at ``obs``.
+
+    ``memory``: a policy with memory's :class:`~navi_nb.learn.policy.PolicyMemory` of the actors, advanced
+    step by step (its state before the first step into ``slab.h0``, each step's episode starts into
+    ``slab.starts`` and its state into ``slab.memory``; an actor whose episode ended starts the next from
+    zero).
 
     Returns ``(obs, episodes)``: the observation after the last step (a copy)
     and the finished episodes' statistics (dict of 1-D float64 arrays, plus
@@ -74,10 +79,16 @@ def collect(env, policy, slab, obs, rng, times=None):
     spent = times.seconds if times is not None else dict.fromkeys(PhaseTimes.PHASES, 0.0)
     stats = {k: [] for k in EPISODE_KEYS}
     reward_sum = 0.0
+    if memory is not None:
+        slab.h0[...] = memory.h
     for t in range(slab.n_steps):
         slab.obs[t] = obs
         t0 = clock()
-        actions, logp, value = policy.act(obs, rng)
+        if memory is not None:
+            slab.starts[t] = memory.start
+        actions, logp, value = policy.act(obs, rng, memory=memory)
+        if memory is not None:
+            slab.memory[t] = memory.h
         t1 = clock()
         slab.actions[t] = actions
         slab.logp[t] = logp
@@ -95,10 +106,13 @@ def collect(env, policy, slab, obs, rng, times=None):
         if rows.size:
             # every row's value, not the finished rows' alone: a row's bits then come from the same
             # block-aligned chunk whichever other actors finished with it (see PPO.__init__)
-            slab.final_value[t, rows] = policy.value(info["final_obs"])[rows]
+            # (with memory: the final observation seen from the state of the episode's last step)
+            slab.final_value[t, rows] = policy.value(info["final_obs"], memory)[rows]
+        done = np.asarray(info["done"])
+        if memory is not None:
+            memory.start[...] = done
         spent["policy"] += (t1 - t0) + (clock() - t3)
         spent["env"] += t2 - t1
-        done = np.asarray(info["done"])
         if done.any():
             for k in EPISODE_KEYS:
                 if k in info["episode"]:
@@ -109,7 +123,7 @@ def collect(env, policy, slab, obs, rng, times=None):
     return np.array(obs, copy=True), out
 
 
-def one_update(env, ppo, slab, obs, rng, num_updates=None, times=None, before_learn=None):
+def one_update(env, ppo, slab, obs, rng, num_updates=None, times=None, before_learn=None, memory=None):
     """Collect a rollout from ``obs``, bootstrap, and make one PPO update.
 
     Returns ``(obs, episodes, stats)``: the observation to continue from,
@@ -122,9 +136,9 @@ def one_update(env, ppo, slab, obs, rng, num_updates=None, times=None, before_le
     its shard count); it must leave the environment, the slab and the
     learner as they were. Its time is ``times``' ``before_learn`` phase.
     """
-    obs, episodes = collect(env, ppo.policy, slab, obs, rng, times)
+    obs, episodes = collect(env, ppo.policy, slab, obs, rng, times, memory)
     t0 = time.perf_counter()
-    last_values = ppo.policy.value(obs)
+    last_values = ppo.policy.value(obs, memory)
     t1 = time.perf_counter()
     if before_learn is not None:
         before_learn()
@@ -145,12 +159,13 @@ def train(env, ppo, slab, n_updates, seed=0, obs=None, on_update=None):
     each update.
     """
     rng = action_generator(seed)
+    memory = ppo.policy.new_memory(slab.n_actors)
     if obs is None:
         obs, _ = env.reset(seed=seed)
         obs = np.array(obs, copy=True)
     rows = []
     for i in range(n_updates):
-        obs, ep, row = one_update(env, ppo, slab, obs, rng, num_updates=n_updates)
+        obs, ep, row = one_update(env, ppo, slab, obs, rng, num_updates=n_updates, memory=memory)
         row["episodes"] = int(ep["success"].size)
         row["success_rate"] = float(ep["success"].mean()) if ep["success"].size else float("nan")
         row["return_mean"] = float(ep["return"].mean()) if ep["return"].size else float("nan")

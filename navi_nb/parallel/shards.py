@@ -161,23 +161,25 @@ def measure(ppo, slab, minibatch_size, counts, budget_s=1.0, tick=None, minibatc
     """
     n = slab.n_samples
     mb = max(1, min(int(minibatch_size or n), n))
+    ppo._use_slab(slab)
+    order, blk = np.arange(n, dtype=np.int64), mb
+    if ppo.memory is not None:  # minibatches of whole actor sequences, as training cuts them
+        _block, _rows, blk, mb = ppo._minibatch_layout(slab)
+        order = ppo.epoch_order(slab, 0)
     count = max(1, min(int(minibatches), n // mb))
-    ppo.set_source(
-        slab.flat, slab.obs_dim, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")}
-    )
-    order = np.arange(n, dtype=np.int64)
     obs0 = np.ascontiguousarray(slab.obs[0])
     policy = ppo.policy
+    memory = policy.new_memory(obs0.shape[0])  # a scratch state: the run's own is not advanced
     saved = ppo.get_state()
     per = budget_s / max(1, 2 * len(counts))
     rates = {}
     try:
         for k in counts:
             _set_threads(k)
-            t_mbs = _time_call(lambda: ppo.minibatches(order, mb, count, 0.0), per) / count
+            t_mbs = _time_call(lambda: ppo.minibatches(order, mb, count, 0.0, blk=blk), per) / count
 
             def collect():
-                policy.forward(obs0)
+                policy.forward(obs0, memory)
                 if tick is not None:
                     tick()
 

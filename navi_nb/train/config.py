@@ -17,6 +17,7 @@ from pathlib import Path
 
 from navi_nb.env.footprint import actor_bytes
 from navi_nb.errors import NaviError
+from navi_nb.learn.policy import MAX_MEMORY
 from navi_nb.learn.ppo import PPOConfig, PPOConfigError
 from navi_nb.train.checkpoint import config_hash
 
@@ -68,6 +69,9 @@ class TrainConfig(PPOConfig):
     """Hidden layer sizes of the policy and of the value trunk."""
     activation: str = _choices("tanh", "relu")
     """Hidden activation."""
+    memory_size: int = 0
+    """Units of the policy's GRU memory, read by both trunks beside the observation (0: none, the plain MLP);
+    PPO then learns from whole actor sequences, so a block's actors must split evenly into the minibatches."""
     rollout_steps: int = 64
     """Steps each actor takes per rollout (per update)."""
 
@@ -125,6 +129,7 @@ class TrainConfig(PPOConfig):
             ("tile_rows", 1),
             ("tile_cols", 1),
             ("actor_block", 0),
+            ("memory_size", 0),
         ):
             v = getattr(self, name)
             check(is_int(v) and v >= lo, f"{name} must be an integer >= {lo}, got {v!r}")
@@ -149,6 +154,7 @@ class TrainConfig(PPOConfig):
             f"hidden must be a list of layer sizes in 1..4096, got {self.hidden!r}",
         )
         self.hidden = [int(h) for h in self.hidden]
+        check(self.memory_size <= MAX_MEMORY, f"memory_size must be in 0..{MAX_MEMORY} (0: no memory), got {self.memory_size}")
         for name in ("learning_rate", "gamma", "gae_lambda", "clip_coef", "vf_coef", "max_grad_norm", "adam_eps"):
             v = getattr(self, name)
             check(is_num(v) and v > 0, f"{name} must be a finite number > 0, got {v!r}")
@@ -180,6 +186,12 @@ class TrainConfig(PPOConfig):
             f"actor_block * rollout_steps ({block * self.rollout_steps}) must divide into "
             f"{self.num_minibatches} minibatches (each minibatch takes the same share of every block)",
         )
+        check(
+            not self.memory_size or block % self.num_minibatches == 0,
+            f"memory_size {self.memory_size}: a policy with memory learns from whole actor sequences, so a block's "
+            f"{block} actors must split evenly into {self.num_minibatches} minibatches (set actor_block or "
+            "num_minibatches)",
+        )
         check(isinstance(self.run_dir, str) and self.run_dir, "run_dir must be a non-empty string")
         check(
             isinstance(self.name, str) and "/" not in self.name and self.name not in (".", ".."),
@@ -196,6 +208,7 @@ class TrainConfig(PPOConfig):
         step buffers, the sensor's ray buffers and the rollout slab (the world and the network are extra)."""
         obs_dim = self.obs_dim()
         per_actor = actor_bytes(obs_dim, self.sensor_az * self.sensor_el) + self.rollout_steps * (4 * obs_dim + 48)
+        per_actor += self.rollout_steps * (4 * self.memory_size + 1) + 8 * self.memory_size  # memory columns, state
         return self.actors * per_actor
 
     def obs_dim(self) -> int:
@@ -224,7 +237,10 @@ class TrainConfig(PPOConfig):
     def result_dict(self) -> dict:
         """The fields that change results (what the hash covers)."""
         d = self.to_dict()
-        return {k: d[k] for k in RESULT_FIELDS}
+        out = {k: d[k] for k in RESULT_FIELDS}
+        if not out["memory_size"]:  # a run without memory keeps the hash it had before the setting existed
+            del out["memory_size"]
+        return out
 
     def hash(self) -> str:
         return config_hash(self.result_dict())

@@ -183,9 +183,18 @@ def _read_weights(path, member, policy, cfg):
 
 
 def mean_action(policy):
-    """The acting function of navi_nb's policy for evaluation: its mean action (no sampling noise)."""
+    """The acting function of navi_nb's policy for evaluation: its mean action (no sampling noise). A policy
+    with memory keeps one state per actor from a zero state at the first call, advanced every call: right
+    for :func:`run_episodes`, which runs one episode per actor."""
     rng = np.random.default_rng(0)  # unused by deterministic acting; act() wants one
-    return lambda obs: policy.act(obs, rng, deterministic=True)[0]
+    memory = {}
+
+    def act(obs):
+        if policy.gru is not None and obs.shape[0] not in memory:
+            memory[obs.shape[0]] = policy.new_memory(obs.shape[0])
+        return policy.act(obs, rng, deterministic=True, memory=memory.get(obs.shape[0]))[0]
+
+    return act
 
 
 def run_episodes(env, act, max_ticks):

@@ -81,7 +81,10 @@ class Trainer:
         self.env = make_env(world_set, cfg, ranks=ranks)
         self.policy = make_policy(cfg, self.env.obs_dim, self.env.action_dim)
         self.ppo = PPO(self.policy, PPOConfig.of(cfg), seed=cfg.seed)  # owns the minibatch-shuffle generator
-        self.slab = RolloutSlab(cfg.rollout_steps, self.env.n_actors, self.env.obs_dim, self.env.action_dim)
+        self.slab = RolloutSlab(
+            cfg.rollout_steps, self.env.n_actors, self.env.obs_dim, self.env.action_dim, memory_size=cfg.memory_size
+        )
+        self.policy_memory = self.policy.new_memory(self.env.n_actors)  # the GRU state of this process's actors
         self.rng_action = action_generator(cfg.seed)
         self._rng_collect = self.rng_action  # under MPI: the whole batch's noise drawn, this rank's rows used
         if ranks is not None:
@@ -287,6 +290,11 @@ class Trainer:
         if self.ranks is not None:  # the whole run's state, whatever the rank count
             env_state = self.ranks.gather_env_state(env_state)
         arrays.update({"env." + k: v for k, v in env_state.items()})
+        if self.policy_memory is not None:  # the actors' GRU states: a resumed run continues every episode exactly
+            mem_state = self.policy_memory.get_state()
+            if self.ranks is not None:
+                mem_state = self.ranks.gather_env_state(mem_state)
+            arrays.update({"memory." + k: v for k, v in mem_state.items()})
         arrays["rng.action"] = generator_to_array(self.rng_action)
         return arrays
 
@@ -338,8 +346,10 @@ class Trainer:
             raise ck.CheckpointError(path, f"counters are inconsistent (update {update!r}, global_step {step!r})")
         ppo_state = {k[4:]: v for k, v in arrays.items() if k.startswith("ppo.")}
         env_state = {k[4:]: v for k, v in arrays.items() if k.startswith("env.")}
+        mem_state = {k[7:]: v for k, v in arrays.items() if k.startswith("memory.")}
         if self.ranks is not None:
             env_state = self.ranks.env_part(env_state)
+            mem_state = self.ranks.env_part(mem_state)
         if int(ppo_state["updates_done"]) != update:
             raise ck.CheckpointError(path, "optimizer counters do not match the update counter")
         try:  # set_state checks fully before changing anything; probes keep this trainer untouched on failure
@@ -347,11 +357,15 @@ class Trainer:
                 ppo_state
             )
             make_env(self.world_set, self.cfg, ranks=self.ranks).set_state(env_state)
+            if self.policy_memory is not None:
+                self.policy.new_memory(self.env.n_actors).set_state(mem_state)
             check_generator_array(arrays["rng.action"])
         except NaviError as exc:
             raise ck.CheckpointError(path, str(exc)) from exc
         # apply: nothing below can fail on checked data
         self.env.set_state(env_state)
+        if self.policy_memory is not None:
+            self.policy_memory.set_state(mem_state)
         self.ppo.set_state(ppo_state)
         restore_generator(self.rng_action, arrays["rng.action"])
         self.update, self.global_step = update, step
@@ -440,6 +454,7 @@ class Trainer:
             num_updates=cfg.num_updates,
             times=self.times,
             before_learn=before_learn,
+            memory=self.policy_memory,
         )
         if self.ranks is not None:
             ep = self.ranks.episodes(ep)

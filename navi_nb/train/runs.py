@@ -238,7 +238,10 @@ def make_env(world_set, cfg: TrainConfig, n_actors=None, seed=None, ranks=None, 
 def make_policy(cfg: TrainConfig, obs_dim: int, act_dim: int = 4):
     from navi_nb.learn.policy import ActorCritic
 
-    return ActorCritic(obs_dim, act_dim, hidden=tuple(cfg.hidden), activation=cfg.activation, seed=cfg.seed)
+    return ActorCritic(
+        obs_dim, act_dim, hidden=tuple(cfg.hidden), activation=cfg.activation, seed=cfg.seed,
+        memory_size=cfg.memory_size,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------
