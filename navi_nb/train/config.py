@@ -154,7 +154,10 @@ class TrainConfig(PPOConfig):
             f"hidden must be a list of layer sizes in 1..4096, got {self.hidden!r}",
         )
         self.hidden = [int(h) for h in self.hidden]
-        check(self.memory_size <= MAX_MEMORY, f"memory_size must be in 0..{MAX_MEMORY} (0: no memory), got {self.memory_size}")
+        check(
+            self.memory_size <= MAX_MEMORY,
+            f"memory_size must be in 0..{MAX_MEMORY} (0: no memory), got {self.memory_size}",
+        )
         for name in ("learning_rate", "gamma", "gae_lambda", "clip_coef", "vf_coef", "max_grad_norm", "adam_eps"):
             v = getattr(self, name)
             check(is_num(v) and v > 0, f"{name} must be a finite number > 0, got {v!r}")
