@@ -61,9 +61,16 @@ class HeadlineError(Exception):
 
 
 # ---------------------------------------------------------------- formats
-ABLATION_ROWS = ("mlp_euclidean.house", "mlp_euclidean.maze", "mlp_geodesic.house", "mlp_geodesic.maze")
-"""TRAINING's ablation table: the quick start's recipe with each progress reward, judged in held-out houses
-and held-out mazes."""
+ABLATION_ROWS = (
+    "mlp_euclidean.house",
+    "mlp_euclidean.maze",
+    "mlp_geodesic.house",
+    "mlp_geodesic.maze",
+    "gru_geodesic.house",
+    "gru_geodesic.maze",
+)
+"""TRAINING's ablation table: the quick start's recipe with each progress reward, and with the GRU memory,
+judged in held-out houses and held-out mazes."""
 
 
 def percent(v):

@@ -162,8 +162,8 @@ def test_calibration_times_the_fused_minibatches_and_restores_the_learner(tmp_pa
     calls = []
     fused = ppo.minibatches
 
-    def counted(order, mb, count, lr=None, target_kl=None):
-        out = fused(order, mb, count, lr, target_kl)
+    def counted(order, mb, count, lr=None, target_kl=None, blk=None):
+        out = fused(order, mb, count, lr, target_kl, blk)
         calls.append((mb, count, ppo.adam.t))
         return out
 

@@ -71,3 +71,26 @@ def test_phase_speedups_are_seconds_per_actor_step_fewest_over_most_shards():
     rows = [row(1, 100, 2.0, 1.0, 0.5, 0.5, 1.0), row(2, 200, 2.0, 2.0, 1.0, 0.25, 1.0)]
     assert phase_speedups(rows) == {"shards": [1, 2], "trace": 2.0, "env": 1.0, "policy": 4.0, "PPO": 2.0}
     assert phase_speedups(rows[:1]) == {}
+
+
+def test_memory_ratios_are_each_size_over_the_first_at_the_same_placement(tmp_path, capsys):
+    from navi_nb.bench.train import memory_ratios
+    from navi_nb.cli import main
+
+    rows = [
+        {"ranks": 1, "shards": 1, "memory_size": 0, "actor_steps_per_s": 1000.0},
+        {"ranks": 1, "shards": 2, "memory_size": 0, "actor_steps_per_s": 1600.0},
+        {"ranks": 1, "shards": 1, "memory_size": 64, "actor_steps_per_s": 800.0},
+        {"ranks": 1, "shards": 2, "memory_size": 64, "actor_steps_per_s": 1200.0},
+    ]
+    assert memory_ratios(rows) == {(0, 64, "1 rank(s) x 1 shard(s)"): 0.8, (0, 64, "1 rank(s) x 2 shard(s)"): 0.75}
+    assert memory_ratios(rows[:2]) == {}
+    # a real run of the policy with memory: the trainer loop with the GRU's stages, timed the same way
+    (row,) = measure(tiny_config(tmp_path, total_steps=4096, memory_size=8), [1], updates=1, warmup="1")
+    assert row["actor_steps_per_s"] > 0 and row["split_s"]["ppo"] > 0
+    assert main(["bench", "train", "--scene", "box", "--resolution", "32", "--memory-size", "0,x"]) == 2
+    err = capsys.readouterr().err
+    assert "--memory-size '0,x'" in err and "Traceback" not in err
+    assert main(["bench", "train", "--scene", "box", "--resolution", "32", "--memory-size", "-3"]) == 2
+    err = capsys.readouterr().err
+    assert "memory_size must be an integer >= 0" in err and "Traceback" not in err

@@ -51,6 +51,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--shards", default="1,2", help="shard counts to run (default 1,2)")
     parser.add_argument("--resolution", type=int, default=128, help="scene resolution (default 128)")
     parser.add_argument("--ranks", default="1", help="MPI rank counts to run (default 1; >1 needs mpiexec)")
+    parser.add_argument(
+        "--memory-size",
+        default="0",
+        metavar="SIZES",
+        help="policy GRU memory sizes to run side by side (default 0: the MLP alone; 0,64: the MLP and a "
+        "64-unit GRU, with the ratio)",
+    )
 
 
 def warm_up(tr, warmup, ranks=None) -> int:
@@ -157,6 +164,20 @@ def phase_speedups(rows) -> dict:
     return out
 
 
+def memory_ratios(rows):
+    """{(first size, size, "R rank(s) x S shard(s)"): actor-steps/s of the rows with that memory size over the
+    first size's row at the same placement}: the cost of a GRU memory, side by side."""
+    first = rows[0].get("memory_size", 0) if rows else 0
+    base = {(r.get("ranks", 1), r["shards"]): r for r in rows if r.get("memory_size", 0) == first}
+    out = {}
+    for r in rows:
+        key = (r.get("ranks", 1), r["shards"])
+        if r.get("memory_size", 0) != first and key in base:
+            place = f"{key[0]} rank(s) x {key[1]} shard(s)"
+            out[(first, r["memory_size"], place)] = r["actor_steps_per_s"] / base[key]["actor_steps_per_s"]
+    return out
+
+
 def split_table(cfg, rows):
     """The rates and the time split at 80 columns (the split in percent of the wall time)."""
     from rich.table import Table
@@ -167,13 +188,19 @@ def split_table(cfg, rows):
         f"{cfg.num_minibatches} minibatches; steps/s: actor-steps per second; time split in % of wall"
     )
     ranks = any(r.get("ranks", 1) > 1 for r in rows)  # a ranks column only when several were run
-    for c in ("ranks",) * ranks + ("shards", "steps/s", "speed-up", "trace", "env", "policy", "PPO", "other"):
+    memory = len({r.get("memory_size", 0) for r in rows}) > 1  # a memory column only when sizes are compared
+    for c in (
+        ("ranks",) * ranks
+        + ("memory",) * memory
+        + ("shards", "steps/s", "speed-up", "trace", "env", "policy", "PPO", "other")
+    ):
         t.add_column(c, justify="right", no_wrap=True)
     base = rows[0]["actor_steps_per_s"] if rows else 1.0
     for r in rows:
         s, tot = r["split_s"], r["wall_s"]
         t.add_row(
             *(str(r.get("ranks", 1)),) * ranks,
+            *(str(r.get("memory_size", 0)),) * memory,
             str(r["shards"]),
             f"{r['actor_steps_per_s']:,.0f}",
             f"{r['actor_steps_per_s'] / base:.2f}x",
@@ -187,7 +214,7 @@ def split_table(cfg, rows):
         + " warm-up updates; episodes ended in the timed updates: "
         + ", ".join(f"{r.get('episodes', 0):,}" for r in rows)
     ]
-    speedups = phase_speedups(rows)
+    speedups = phase_speedups([r for r in rows if r.get("memory_size", 0) == rows[0].get("memory_size", 0)])
     if speedups:
         a, b = speedups["shards"]
         notes.append(f"{a} -> {b} shards per phase: " + ", ".join(f"{k} {speedups[k]:.2f}x" for k in PHASES))
@@ -232,9 +259,22 @@ def run(args) -> dict:
 
     console = Console()
     az, el = (int(x) for x in args.sensor.lower().split("x"))
-    cfg = TrainConfig(
-        scenes=args.scene, actors=args.actors, sensor_az=az, sensor_el=el, resolution=args.resolution, eval_episodes=0
-    ).validate()
+    try:
+        sizes = [int(m) for m in str(args.memory_size).split(",") if m.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes:
+        from navi_nb.errors import NaviError
+
+        raise NaviError(f"bench train --memory-size {args.memory_size!r}: a list of sizes such as 0 or 0,64")
+    configs = [
+        TrainConfig(
+            scenes=args.scene, actors=args.actors, sensor_az=az, sensor_el=el, resolution=args.resolution,
+            eval_episodes=0, memory_size=m,
+        ).validate("bench train")
+        for m in sizes
+    ]  # fmt: skip
+    cfg = configs[0]
     shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
     warmup = str(args.warmup).strip().lower()
     if warmup != "auto" and not (warmup.isdigit() and int(warmup) >= 1):
@@ -244,7 +284,11 @@ def run(args) -> dict:
     from navi_nb.parallel.ranks import launched_by_mpi, run_under_mpiexec, world
 
     if launched_by_mpi():  # one rank count, this one; rank 0 prints
-        rows = measure(cfg, shard_counts, args.updates, console, warmup)
+        rows = [
+            dict(r, memory_size=c.memory_size)
+            for c in configs
+            for r in measure(c, shard_counts, args.updates, console, warmup)
+        ]
         if world().Get_rank() != 0:
             return {}
         import json
@@ -255,7 +299,11 @@ def run(args) -> dict:
         rows = []
         for n in [int(r) for r in str(args.ranks).split(",") if r.strip()]:
             if n == 1:
-                rows += measure(cfg, shard_counts, args.updates, console, warmup)
+                for c in configs:
+                    rows += [
+                        dict(r, memory_size=c.memory_size)
+                        for r in measure(c, shard_counts, args.updates, console, warmup)
+                    ]
             else:
                 rows += run_under_mpiexec(
                     n,
@@ -276,6 +324,8 @@ def run(args) -> dict:
                         str(args.resolution),
                         "--warmup",
                         str(warmup),
+                        "--memory-size",
+                        str(args.memory_size),
                     ],
                     "bench-train-row ",
                 )
@@ -283,9 +333,14 @@ def run(args) -> dict:
     if any(r["ranks"] > 1 for r in rows):
         console.print(ranks_table(rows))
     summary = [
-        [f"actor-steps/s at {r['ranks']} rank(s) x {r['shards']} shard(s)", f"{r['actor_steps_per_s']:,.0f}"]
+        [
+            f"actor-steps/s at {r['ranks']} rank(s) x {r['shards']} shard(s)"
+            + (f", memory {r['memory_size']}" if len(sizes) > 1 else ""),
+            f"{r['actor_steps_per_s']:,.0f}",
+        ]
         for r in rows
     ]
+    summary += [[f"memory {m} over memory {a}, {k}", f"{v:.2f}x"] for (a, m, k), v in memory_ratios(rows).items()]
     return {
         "setting": {
             "scene": cfg.scenes,
@@ -295,8 +350,10 @@ def run(args) -> dict:
             "rollout_steps": cfg.rollout_steps,
             "update_epochs": cfg.update_epochs,
             "num_minibatches": cfg.num_minibatches,
+            "memory_sizes": sizes,
         },
         "runs": rows,
-        "phase_speedups": phase_speedups(rows),
+        "phase_speedups": phase_speedups([r for r in rows if r.get("memory_size", 0) == sizes[0]]),
+        "memory_ratios": {f"{m}/{a} {k}": v for (a, m, k), v in memory_ratios(rows).items()},
         "summary": summary,
     }
