@@ -355,3 +355,30 @@ def test_a_folder_in_an_entry_files_place_is_refused_in_one_line_and_kept(tmp_pa
     assert "\n" not in str(e.value) and str(path) in str(e.value)
     assert (path / "kept").read_text() == "a file of the user's"
     assert not [p for p in entry.parent.iterdir() if p.name.startswith(".tmp-")]  # no staging folder left
+
+
+def test_entries_an_older_version_wrote_share_one_line(tmp_path, capsys):
+    """Entries without an entry digest (an older navi-nb's, not damage) are compiled again with one line for
+    all of them, naming the first; a damaged entry still gets its own line."""
+    import json
+
+    from navi_nb.world.sidecar import sidecar_path
+    from navi_nb.world.world_cache import _reported
+
+    cache = tmp_path / "cache"
+    items = parse_spec("house:1,house:2,maze:3")
+    load_worlds(items, RES, cache)
+    for family, seed in (("house", 1), ("house", 2)):
+        sp = sidecar_path(entry_path(cache, family, seed, RES))
+        side = json.loads(sp.read_text())
+        del side["entry_digest"]
+        sp.write_text(json.dumps(side, indent=1))
+    damaged = entry_path(cache, "maze", 3, RES)
+    _flip(damaged, int(_leaf_offsets(damaged)[10]), 0x04)
+    _reported.clear()
+    capsys.readouterr()
+    load_worlds(items, RES, cache)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2, lines
+    assert "written by an older navi-nb" in lines[0] and str(entry_path(cache, "house", 1, RES)) in lines[0]
+    assert str(damaged) in lines[1] and "compiling it again" in lines[1]

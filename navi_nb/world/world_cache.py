@@ -60,6 +60,7 @@ from navi_nb.world.scene_spec import SceneSpecError, WorldItem, check_memory, ch
 MESH_ENTRY_VERSION = 1
 DIGEST_CHARS = 32  # hex digits of the file's SHA-256 in a mesh entry's name
 ENTRY_DIGEST_KEY = "entry_digest"  # the sidecar key of an entry's own content digest (entry_digest)
+_OLD_ENTRY = "its sidecar holds no entry digest"  # an entry an older navi-nb wrote
 _reported = set()  # entries whose damage this process has reported (once each)
 
 
@@ -467,7 +468,7 @@ def read_entry(path, *, mmap=True, validate=True):
         return None, f"unreadable ({type(exc).__name__}: {exc})".replace("\n", " ")
     split = _split_digest(data)
     if split is None or not isinstance(side.pop(ENTRY_DIGEST_KEY, None), str):
-        return None, "its sidecar holds no entry digest"
+        return None, _OLD_ENTRY
     if split[0] != entry_digest(w, split[1], entry_name(path)):
         return None, "its content does not match its digest (damaged, edited, or another entry's files)"
     if validate:
@@ -479,8 +480,18 @@ def read_entry(path, *, mmap=True, validate=True):
 
 
 def _report(path, why):
-    """One line on stderr, once per entry and process, naming a cache entry that is compiled again."""
-    if str(path) in _reported:
+    """One line on stderr, once per entry and process, naming a cache entry that is compiled again; entries
+    an older navi-nb wrote (no entry digest: not damage) share one line per process, naming the first."""
+    key = _OLD_ENTRY if why == _OLD_ENTRY else str(path)
+    if key in _reported:
         return
-    _reported.add(str(path))
+    _reported.add(key)
+    if why == _OLD_ENTRY:
+        print(
+            f"navi-nb: world cache entries written by an older navi-nb (no entry digest; the first: {path}) "
+            "are compiled again",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
     print(f"navi-nb: world cache entry {path}: {why}; compiling it again", file=sys.stderr, flush=True)
