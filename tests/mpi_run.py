@@ -5,7 +5,8 @@ the SHA-256 of the weights, Adam's state, the PPO and action generators and the 
 
 Arguments: ``THREADS UPDATES [save:K:PATH | load:PATH] [block:B] [actors:N]``: save the whole state after K
 updates (then stop), or start from a saved state (written at any rank count); ``block:B`` blocks of B
-actors (default 4), ``actors:N`` N actors (default 16). The reduction is ``NAVI_NB_REDUCE``'s
+actors (default 4), ``actors:N`` N actors (default 16), ``memory:H`` a policy with an H-unit GRU memory
+(its actors' states gathered into the environment hash). The reduction is ``NAVI_NB_REDUCE``'s
 (``navi_nb.parallel.ranks.reduce_mode``)."""
 
 import hashlib
@@ -34,6 +35,7 @@ def main():
     extra = sys.argv[3:]
     block = int(next((a[6:] for a in extra if a.startswith("block:")), BLOCK))
     actors = int(next((a[7:] for a in extra if a.startswith("actors:")), ACTORS))
+    memory_size = int(next((a[7:] for a in extra if a.startswith("memory:")), 0))
     mode = next((a for a in extra if a.startswith(("save:", "load:"))), "")
     numba.set_num_threads(threads)
     comm = ranks.world()
@@ -50,7 +52,8 @@ def main():
         actor_block=block,
         first_block=ex.first_block,
     )
-    pol = ActorCritic(env.obs_dim, 4, hidden=(32, 32), seed=SEED)
+    pol = ActorCritic(env.obs_dim, 4, hidden=(32, 32), seed=SEED, memory_size=memory_size)
+    memory = pol.new_memory(n_local)
     cfg = PPOConfig(
         update_epochs=2,
         num_minibatches=2,
@@ -64,7 +67,7 @@ def main():
     ppo = PPO(pol, cfg, seed=SEED)
     if ex.size > 1:
         ppo.exchange = ex
-    slab = RolloutSlab(STEPS, n_local, env.obs_dim, 4)
+    slab = RolloutSlab(STEPS, n_local, env.obs_dim, 4, memory_size=memory_size)
     action_rng = action_generator(SEED)
     rng = action_rng if ex.size == 1 else RowSlice(action_rng, ex.first_block * block, actors)
     obs, _ = env.reset()
@@ -81,8 +84,10 @@ def main():
     stop = int(mode.split(":")[1]) if mode.startswith("save:") else updates
     stats = {}
     for _ in range(done, stop):
-        obs, _, stats = one_update(env, ppo, slab, obs, rng, num_updates=updates)
+        obs, _, stats = one_update(env, ppo, slab, obs, rng, num_updates=updates, memory=memory)
     env_state = ranks.gather_env_state(comm, env.get_state())
+    if memory is not None:
+        env_state.update({"memory_" + k: v for k, v in ranks.gather_env_state(comm, memory.get_state()).items()})
     if mode.startswith("save:"):
         if ex.rank == 0:
             arrays = {"ppo_" + k: v for k, v in ppo.get_state().items()}

@@ -197,6 +197,18 @@ def test_tree_schedule_of_three_ranks_over_eight_blocks():
     assert flat[2] == [(blocks.SEND, 1, 0)]
 
 
+def test_memory_same_bits_at_one_and_two_ranks():
+    """The policy with memory: its minibatches of whole actor sequences and the GRU's block gradients in the
+    tree give the same weights, generators, environment and actor states at 1 and 2 ranks, both reductions."""
+    one = mpirun(1, 1, 3, "memory:8")
+    assert one["adam_t"] == 3 * 2 * 2 and one["episodes"] > 0
+    for reduce in ("tree", "allgather"):
+        two = mpirun(2, 1, 3, "memory:8", reduce=reduce)
+        assert two["ranks"] == 2 and two["ranks_agree"] and two["bytes_sent"] > 0
+        assert (two["learner"], two["env"]) == (one["learner"], one["env"]), reduce
+    assert one["learner"] != mpirun(1, 1, 3)["learner"]  # the memory is in the weights
+
+
 def test_ranks_with_different_reductions_are_refused():
     script = [sys.executable, os.path.join(HERE, "mpi_run.py"), "1", "1"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
