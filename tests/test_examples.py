@@ -64,3 +64,9 @@ def test_sb3_ppo_house(tmp_path):
     out = run_example("sb3_ppo_house.py", *args, cwd=tmp_path)
     assert "training SB3 PPO: 1 updates of 256 actor-steps" in out
     assert "trained 256 actor-steps" in out and "evaluation (4 episodes, seed 1000003): success" in out
+
+
+def test_memory_api(tmp_path):
+    out = run_example("memory_api.py", tmp_path / "run", 16 * 32 * 2, cwd=tmp_path)
+    assert "policy with a memory of 32 units" in out
+    assert "episodes ended in 200 steps of 16 actors" in out
