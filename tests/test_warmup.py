@@ -61,18 +61,20 @@ def test_cold_groups_follow_the_numba_cache(tmp_path):
 
 
 @pytest.mark.slow
-def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
+@pytest.mark.parametrize("memory_size", [0, 8])
+def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path, memory_size):
     """After the learn group's child (and its helper, which compiles the update's second pass) ran, this
     process's policy, GAE, shard calibration and PPO update (the trainer's calls, with the run's sizes) load
-    every learning kernel from the cache: no compilation."""
+    every learning kernel from the cache: no compilation. With memory too (the GRU's kernels)."""
     out = _run(
         """
+        MEMORY = MEMORY_SIZE
         import json
         from numba.core import event
         from navi_nb.train import warmup
         from navi_nb.train.config import TrainConfig
         cfg = TrainConfig(actors=8, rollout_steps=16, sensor_az=8, sensor_el=4, hidden=[16, 16],
-                          num_minibatches=2, update_epochs=2, total_steps=1024)
+                          num_minibatches=2, update_epochs=2, total_steps=1024, memory_size=MEMORY)
         warmup.GROUPS = {"learn": warmup.GROUPS["learn"]}  # this test's group only
         w = warmup.start(cfg)
         groups = w.groups
@@ -96,9 +98,11 @@ def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
         env = PointGoalToy(cfg.actors, seed=3, obs_pad=8 * 4 + 4 + 3 + 4 - 5, max_steps=5)
         policy = make_policy(cfg, env.obs_dim, 4)
         ppo = PPO(policy, PPOConfig.of(cfg), seed=1)
-        slab = RolloutSlab(cfg.rollout_steps, cfg.actors, env.obs_dim, 4)
+        slab = RolloutSlab(cfg.rollout_steps, cfg.actors, env.obs_dim, 4, memory_size=MEMORY)
         obs, _ = env.reset(seed=3)
-        obs, _, stats = one_update(env, ppo, slab, obs, action_generator(3), num_updates=cfg.num_updates)
+        memory = policy.new_memory(cfg.actors)
+        obs, _, stats = one_update(env, ppo, slab, obs, action_generator(3), num_updates=cfg.num_updates,
+                                   memory=memory)
         choose_shards(None, ppo, slab, tick=lambda: None, shape=UpdateShape(1, 4, 2, cfg.minibatch_size), budget_s=0.2)
         from navi_nb.learn import fused, minibatch
         # the helper's and the child's passes were compiled for the types the update's chain gives them:
@@ -107,12 +111,12 @@ def test_learn_warmup_leaves_the_trainer_nothing_to_compile(tmp_path):
         print(json.dumps({"groups": groups, "report": report, "cold_after": warmup.cold_groups(cfg),
                           "learn_compiled": sorted(set(m for m in compiled if m.startswith("navi_nb.learn"))),
                           "grad_norm": float(stats["grad_norm"]), "pass_signatures": passes}))
-    """,
+    """.replace("MEMORY_SIZE", str(memory_size)),
         tmp_path / "numba",
     )
     assert out["groups"] == ["learn"]
     assert out["report"]["learn"][0] == 0
-    assert out["cold_after"] == []
+    assert out["cold_after"] == []  # with memory: the GRU's modules are cached too
     assert out["learn_compiled"] == []
     assert out["grad_norm"] > 0
     assert out["pass_signatures"] == [1, 1]
@@ -389,3 +393,18 @@ def test_the_layout_decoder_thread_compiles_what_packing_the_run_calls(tmp_path)
         tmp_path / "numba",
     )
     assert out == {"started": True, "joined": True, "before": [1, 1, 1], "after": [1, 1, 1]}
+
+
+def test_a_run_with_memory_counts_the_grus_modules_in_the_learn_group(monkeypatch):
+    """The learn group is cold for a policy with memory while the GRU's kernels are not cached, and a run
+    without memory never waits on them (it never compiles them)."""
+    from navi_nb.train import warmup
+    from navi_nb.train.config import TrainConfig
+
+    asked = []
+    monkeypatch.setattr(
+        "navi_nb.jit_cache.cold_sources", lambda modules: asked.append(modules) or [m for m in modules if "gru" in m]
+    )
+    assert warmup.cold_groups(TrainConfig(memory_size=16)) == ["learn"]
+    assert warmup.cold_groups(TrainConfig()) == []
+    assert not any("navi_nb.learn.gru" in m for m in asked[-3:])

@@ -99,6 +99,8 @@ GROUPS = {
 }
 """Group name -> the modules that define its kernels; a group is cold when Numba's cache holds no kernel of
 one of them (``navi_nb.jit_cache.cold_sources``)."""
+MEMORY_MODULES = ("navi_nb.learn.gru", "navi_nb.learn.memory_pass")
+"""The learn group's further modules for a policy with memory (a run without one never compiles them)."""
 
 LAYOUT_MODULES = ("navi_nb.world.layout",)
 """The layout decoder, compiled in a thread of the trainer itself (:func:`compile_layout_decoder`)."""
@@ -116,7 +118,12 @@ def cold_groups(cfg=None) -> list[str]:
     if os.environ.get("NUMBA_DISABLE_CACHE", "0") not in ("", "0"):
         return []  # nothing a child compiles would reach this process
     skip = {"tracer"} if cfg is not None and cfg.backend != "cpu" else set()
-    return [name for name, modules in GROUPS.items() if name not in skip and cold_sources(modules)]
+    memory = MEMORY_MODULES if cfg is not None and cfg.memory_size else ()
+    return [
+        name
+        for name, modules in GROUPS.items()
+        if name not in skip and cold_sources(modules + (memory if name == "learn" else ()))
+    ]
 
 
 def enabled() -> bool:
@@ -251,7 +258,7 @@ def _learn_setup(cfg):
     env = PointGoalToy(cfg.actors, seed=cfg.seed, obs_pad=max(0, obs_dim - 5), max_steps=2)
     policy = make_policy(cfg, env.obs_dim, env.action_dim)
     ppo = PPO(policy, PPOConfig.of(cfg), seed=cfg.seed)
-    slab = RolloutSlab(cfg.rollout_steps, cfg.actors, env.obs_dim, env.action_dim)
+    slab = RolloutSlab(cfg.rollout_steps, cfg.actors, env.obs_dim, env.action_dim, memory_size=cfg.memory_size)
     obs, _ = env.reset(seed=cfg.seed)
     return env, ppo, slab, obs
 
@@ -268,9 +275,10 @@ def warm_learn(cfg) -> None:
     helper = _spawn("learn-finish", cfg)  # (group, process, stderr file), or None: compile it here
     try:
         env, ppo, slab, obs = _learn_setup(cfg)
+        memory = ppo.policy.new_memory(cfg.actors)  # a policy with memory: its GRU kernels too
         # the first rollout's kernel, at normal priority: the run's first tick needs it (compiled at the
         # lowest, it was sometimes not ready then, and the trainer compiled it a second time itself)
-        ppo.policy.forward(obs)
+        ppo.policy.forward(obs, memory, advance=False)
         _lower_priority()
 
         def before_learn():
@@ -279,7 +287,14 @@ def warm_learn(cfg) -> None:
                 helper[1].wait()
 
         one_update(
-            env, ppo, slab, obs, action_generator(cfg.seed), num_updates=cfg.num_updates, before_learn=before_learn
+            env,
+            ppo,
+            slab,
+            obs,
+            action_generator(cfg.seed),
+            num_updates=cfg.num_updates,
+            before_learn=before_learn,
+            memory=memory,
         )
     finally:
         if helper is not None:
