@@ -184,3 +184,15 @@ def test_bad_memory_settings_are_refused():
     ppo = PPO(policy, PPOConfig(actor_block=4, num_minibatches=3))
     with pytest.raises(PPOConfigError, match="whole actor sequences"):
         ppo.block_layout(6, 8)
+
+
+def test_minibatches_that_are_not_whole_sequences_are_refused():
+    policy = small_policy()
+    ppo = PPO(policy, PPOConfig(actor_block=4, num_minibatches=2))
+    slab = make_rollout(policy, 6, 8, seed=1)
+    ppo._use_slab(slab)
+    _block, _rows, blk, mb = ppo._minibatch_layout(slab)
+    before = policy.params.copy()
+    with pytest.raises(PPOConfigError, match="whole actor sequences"):
+        ppo.minibatches(np.arange(mb, dtype=np.int64), mb, 1, blk=blk)  # rows in slab order: steps 0-2 only
+    assert policy.params.tobytes() == before.tobytes()

@@ -231,6 +231,8 @@ class PPO:
         used = order[: mb * count]
         if used.min() < 0 or used.max() >= self.source.shape[0]:
             raise PPOConfigError(f"minibatches: the order holds rows outside [0, {self.source.shape[0]})")
+        if self.memory is not None:
+            self._check_sequences(used, blk)
         pol, adam = self.policy, self.adam
         n_total = mb if exchange is None else exchange.n_blocks * blk
         w = self._plan.work(mb, self.config.chunk_size, pol.act_dim, blk, n_total=n_total)
@@ -279,6 +281,21 @@ class PPO:
         return [
             (self._stats(out[b, : len(STAT_NAMES)], out[b, ENTROPY]), float(out[b, GRAD_NORM])) for b in range(done)
         ]
+
+    def _check_sequences(self, used, blk):
+        """A policy with memory learns from whole actor sequences (:meth:`epoch_order`): each run of ``blk``
+        rows must be some actors' rows at every step, step by step (``blocks.sequence_order``)."""
+        n_steps = self.memory.starts.shape[0]
+        n_actors = self.source.shape[0] // n_steps
+        if blk % n_steps:
+            raise PPOConfigError(f"minibatches: runs of {blk} rows are not whole sequences of {n_steps} steps")
+        runs = used.reshape(-1, n_steps, blk // n_steps)
+        want = runs[:, :1, :] + n_actors * np.arange(n_steps, dtype=np.int64)[None, :, None]
+        if (runs[:, 0, :] >= n_actors).any() or not np.array_equal(runs, want):
+            raise PPOConfigError(
+                "minibatches: a policy with memory needs whole actor sequences in each run of rows "
+                "(PPO.epoch_order gives them)"
+            )
 
     def _tree(self, n_blocks):
         """The block tree's additions over ``n_blocks`` rows (block k in row k) and the root's row."""
