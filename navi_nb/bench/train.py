@@ -115,6 +115,7 @@ def measure(cfg, shard_counts, updates, console=None, warmup="auto"):
         out.append(
             {
                 "shards": int(shards),
+                "memory_size": cfg.memory_size,
                 "actor_steps_per_s": steps / wall,
                 "wall_s": wall,
                 "cpu_s": cpu,
@@ -284,11 +285,7 @@ def run(args) -> dict:
     from navi_nb.parallel.ranks import launched_by_mpi, run_under_mpiexec, world
 
     if launched_by_mpi():  # one rank count, this one; rank 0 prints
-        rows = [
-            dict(r, memory_size=c.memory_size)
-            for c in configs
-            for r in measure(c, shard_counts, args.updates, console, warmup)
-        ]
+        rows = [r for c in configs for r in measure(c, shard_counts, args.updates, console, warmup)]
         if world().Get_rank() != 0:
             return {}
         import json
@@ -299,11 +296,7 @@ def run(args) -> dict:
         rows = []
         for n in [int(r) for r in str(args.ranks).split(",") if r.strip()]:
             if n == 1:
-                for c in configs:
-                    rows += [
-                        dict(r, memory_size=c.memory_size)
-                        for r in measure(c, shard_counts, args.updates, console, warmup)
-                    ]
+                rows += [r for c in configs for r in measure(c, shard_counts, args.updates, console, warmup)]
             else:
                 rows += run_under_mpiexec(
                     n,

@@ -181,7 +181,7 @@ class ActorCritic:
             buf = (
                 [np.empty((n, l.n_out), self.dtype) for l in self.pi_layers],
                 [np.empty((n, l.n_out), self.dtype) for l in self.v_layers],
-                np.empty((n, self.trunk_in), self.dtype),
+                None if self.gru is None else np.empty((n, self.trunk_in), self.dtype),  # [obs, h] with memory
             )
             self._scratch = {n: buf}  # keep one size: acting uses one batch size
         return buf

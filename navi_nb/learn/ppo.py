@@ -253,10 +253,11 @@ class PPO:
             out,
             self.memory,
         )
-        if exchange is None and self.memory is not None:
-            ops, root = self._tree(w.n_blocks)
-            done = minibatch.run_minibatches(job, ops, root)
-        elif exchange is None:
+        if exchange is not None:
+            done = exchange.minibatches(job)
+        elif self.memory is not None:  # the GRU's stages between the passes: one Python step per minibatch
+            done = minibatch.run_minibatches(job, *self._tree(w.n_blocks))
+        else:
             ops, root = self._tree(w.n_blocks)
             done = minibatch.minibatches_update(
                 job.source,
@@ -275,8 +276,6 @@ class PPO:
                 job.step0,
                 job.out,
             )
-        else:
-            done = exchange.minibatches(job)
         adam.t += done
         return [
             (self._stats(out[b, : len(STAT_NAMES)], out[b, ENTROPY]), float(out[b, GRAD_NORM])) for b in range(done)
