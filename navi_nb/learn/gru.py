@@ -189,42 +189,53 @@ def _sequence_inputs(layout, params, x, h0, starts):
 
 
 # ---- kernels ----------------------------------------------------------------------------------------------------
+# The kernels take the weights as one read-only bundle ``w = (params, o_wih, o_whh, o_bih, o_bhh)`` (the flat
+# buffer and the offsets of W_ih, W_hh, b_ih, b_hh: :func:`_weights`), the backward its read-only sequence
+# arrays as another (``seq = (X, h0, starts, HS, G, DHS)``) and its chunk tree as a third. Arrays written
+# inside a ``prange`` are separate arguments: Numba's parallel lowering does not always keep writes to an
+# array taken from a tuple there.
 @njit(cache=True, inline="always")
 def _at(a, offset):
     """Address of element ``offset`` (counted in elements) of contiguous ``a``."""
     return a.ctypes.data + np.uint64(offset * a.itemsize)
 
 
+def _weights(layout, params):
+    """The kernels' weight bundle: ``params`` and the offsets of W_ih, W_hh, b_ih, b_hh in it."""
+    return (params, layout.w_ih, layout.w_hh, layout.b_ih, layout.b_hh)
+
+
 @njit(cache=True, error_model="numpy")
-def _step_rows(params, o_wih, o_whh, o_bih, o_bhh, X, Hp, reset, has_reset, Hout, G, Gi, Gh, r0, r1):
-    """One GRU step for batch rows r0:r1: ``Hout = GRU(X, Hp)`` (``Hp`` taken as zero on rows where
-    ``has_reset and reset``), the gates r, z, n and ``W_hn h + b_hn`` into ``G`` (B, 4H). ``Gi``, ``Gh``
-    (B, 3H) are scratch. ``Hout`` may be ``Hp``: each element of ``Hp`` is read before it is written."""
-    n_in = X.shape[1]
+def _recur_rows(w, Gi, gi0, Hp, reset, has_reset, Hout, G, Gh, r0, r1):
+    """The recurrent half of one step for batch rows r0:r1, given their input products ``W_ih x`` at rows
+    ``gi0 ..`` of ``Gi`` (.., 3H): ``Hout = GRU(x, Hp)`` (``Hp`` taken as zero on rows where ``has_reset and
+    reset``), the gates r, z, n and ``W_hn h + b_hn`` into ``G`` (B, 4H). ``Gh`` (B, 3H) is scratch.
+    ``Hout`` may be ``Hp``: each element of ``Hp`` is read before it is written."""
+    params, _, o_whh, o_bih, o_bhh = w
     hid = Hp.shape[1]
     g3 = 3 * hid
-    m = r1 - r0
     one = np.ones(1, G.dtype)[0]
     zero = one - one
     half = one / (one + one)
     gemm(
-        NO_TRANS, TRANS, m, g3, n_in, one, _at(X, r0 * n_in), n_in, _at(params, o_wih), n_in, zero, _at(Gi, r0 * g3), g3
-    )
-    gemm(NO_TRANS, TRANS, m, g3, hid, one, _at(Hp, r0 * hid), hid, _at(params, o_whh), hid, zero, _at(Gh, r0 * g3), g3)
+        NO_TRANS, TRANS, r1 - r0, g3, hid, one, _at(Hp, r0 * hid), hid, _at(params, o_whh), hid, zero,
+        _at(Gh, r0 * g3), g3,
+    )  # fmt: skip
     bih = params[o_bih : o_bih + g3]
     bhh = params[o_bhh : o_bhh + g3]
     for i in range(r0, r1):
+        gi = gi0 + i - r0
         keep = not (has_reset and reset[i])
         if not keep:
             for j in range(g3):
                 Gh[i, j] = zero
         for j in range(hid):
-            a_r = (Gi[i, j] + bih[j]) + (Gh[i, j] + bhh[j])
-            a_z = (Gi[i, hid + j] + bih[hid + j]) + (Gh[i, hid + j] + bhh[hid + j])
+            a_r = (Gi[gi, j] + bih[j]) + (Gh[i, j] + bhh[j])
+            a_z = (Gi[gi, hid + j] + bih[hid + j]) + (Gh[i, hid + j] + bhh[hid + j])
             r = half + half * fast_tanh(half * a_r)
             z = half + half * fast_tanh(half * a_z)
             ghn = Gh[i, 2 * hid + j] + bhh[2 * hid + j]
-            n = fast_tanh((Gi[i, 2 * hid + j] + bih[2 * hid + j]) + r * ghn)
+            n = fast_tanh((Gi[gi, 2 * hid + j] + bih[2 * hid + j]) + r * ghn)
             hp = Hp[i, j] if keep else zero
             Hout[i, j] = (one - z) * n + z * hp
             G[i, j] = r
@@ -234,122 +245,105 @@ def _step_rows(params, o_wih, o_whh, o_bih, o_bhh, X, Hp, reset, has_reset, Hout
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _step_kernel(params, o_wih, o_whh, o_bih, o_bhh, X, Hp, reset, has_reset, Hout, G, Gi, Gh, chunk):
-    n_batch = X.shape[0]
+def _step_kernel(w, X, Hp, reset, has_reset, Hout, G, Gi, Gh, chunk):
+    """One step for every row (acting): each chunk of rows its input product into ``Gi`` (B, 3H), then
+    :func:`_recur_rows`."""
+    params, o_wih = w[0], w[1]
+    n_batch, n_in = X.shape
+    g3 = Gi.shape[1]
+    one = np.ones(1, G.dtype)[0]
     n_chunks = (n_batch + chunk - 1) // chunk
     for c in prange(n_chunks):
         r0 = np.int64(c) * chunk
         r1 = min(n_batch, r0 + chunk)
-        _step_rows(params, o_wih, o_whh, o_bih, o_bhh, X, Hp, reset, has_reset, Hout, G, Gi, Gh, r0, r1)
+        gemm(
+            NO_TRANS, TRANS, r1 - r0, g3, n_in, one, _at(X, r0 * n_in), n_in, _at(params, o_wih), n_in, one - one,
+            _at(Gi, r0 * g3), g3,
+        )  # fmt: skip
+        _recur_rows(w, Gi, r0, Hp, reset, has_reset, Hout, G, Gh, r0, r1)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _forward_kernel(params, o_wih, o_whh, o_bih, o_bhh, X, h0, starts, HS, G, Gi, Gh, chunk):
-    """Each chunk of rows runs the whole sequence: step t from HS[t - 1] (h0 at t = 0) into HS[t]."""
-    n_steps, n_batch = X.shape[0], X.shape[1]
+def _forward_kernel(w, X, h0, starts, HS, G, XC, GIC, Gh, chunk):
+    """Each chunk of rows runs the whole sequence: its inputs copied chunk-major into ``XC`` (T*B, I) (the
+    layout of :func:`_backward_chunk`), their input products for every step as one product into ``GIC``
+    (T*B, 3H), then step t from HS[t - 1] (h0 at t = 0) into HS[t]."""
+    params, o_wih = w[0], w[1]
+    n_steps, n_batch, n_in = X.shape
+    g3 = GIC.shape[1]
+    one = np.ones(1, G.dtype)[0]
     n_chunks = (n_batch + chunk - 1) // chunk
     for c in prange(n_chunks):
         r0 = np.int64(c) * chunk
         r1 = min(n_batch, r0 + chunk)
+        m = r1 - r0
+        base = n_steps * r0
+        for t in range(n_steps):
+            for i in range(r0, r1):
+                q = base + t * m + i - r0
+                for j in range(n_in):
+                    XC[q, j] = X[t, i, j]
+        gemm(
+            NO_TRANS, TRANS, n_steps * m, g3, n_in, one, _at(XC, base * n_in), n_in, _at(params, o_wih), n_in,
+            one - one, _at(GIC, base * g3), g3,
+        )  # fmt: skip
         for t in range(n_steps):
             Hp = h0 if t == 0 else HS[t - 1]
-            _step_rows(params, o_wih, o_whh, o_bih, o_bhh, X[t], Hp, starts[t], True, HS[t], G[t], Gi, Gh, r0, r1)
+            _recur_rows(w, GIC, base + t * m, Hp, starts[t], True, HS[t], G[t], Gh, r0, r1)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _gate_grads_rows(seq, t, r0, r1, q0, DH0, DGi, DGh, XC, HPC):
+    """Step t of chunk rows r0:r1 (sample rows ``q0 ..`` of the chunk-major scratch): the step's inputs
+    into ``XC``, its previous state as the step saw it (zero after a reset) into ``HPC``, the gradients of
+    the input and hidden pre-activations into ``DGi``, ``DGh`` and ``dh * z`` into ``DH0`` (dh = dL/dh_t:
+    ``DHS[t]`` plus what ``DH0`` carries from step t + 1)."""
+    X, h0, starts, HS, G, DHS = seq
+    n_in = X.shape[2]
+    hid = h0.shape[1]
+    one = np.ones(1, DGi.dtype)[0]
+    zero = one - one
+    for i in range(r0, r1):
+        q = q0 + i - r0
+        for j in range(n_in):
+            XC[q, j] = X[t, i, j]
+        if starts[t, i]:
+            for j in range(hid):
+                HPC[q, j] = zero
+        elif t == 0:
+            for j in range(hid):
+                HPC[q, j] = h0[i, j]
+        else:
+            for j in range(hid):
+                HPC[q, j] = HS[t - 1, i, j]
+        for j in range(hid):
+            dh = DHS[t, i, j] + DH0[i, j]
+            r = G[t, i, j]
+            z = G[t, i, hid + j]
+            n = G[t, i, 2 * hid + j]
+            ghn = G[t, i, 3 * hid + j]
+            da_n = dh * (one - z) * (one - n * n)
+            da_r = da_n * ghn * (r * (one - r))
+            da_z = dh * (HPC[q, j] - n) * (z * (one - z))
+            DGi[q, j] = da_r
+            DGi[q, hid + j] = da_z
+            DGi[q, 2 * hid + j] = da_n
+            DGh[q, j] = da_r
+            DGh[q, hid + j] = da_z
+            DGh[q, 2 * hid + j] = da_n * r
+            DH0[i, j] = dh * z
 
 
 @njit(cache=True, error_model="numpy")
-def _backward_chunk(params, o_wih, o_whh, X, h0, starts, HS, G, DHS, DX, DH0, DGi, DGh, XC, HPC, slots, c, chunk):
-    """Chunk c's backward through time, t = T-1 down to 0, then its whole gradient into ``slots[c]``.
-
-    Chunk-major scratch: the chunk's sample (t, row i) is row ``T * r0 + t * m + (i - r0)`` of ``DGi``,
-    ``DGh`` (gradients of the input and hidden pre-activations, (T*B, 3H)), ``XC`` (the inputs, (T*B, I))
-    and ``HPC`` (the previous states as the step saw them, zero after a reset, (T*B, H)), so the chunk's
-    samples are one block of rows in (t, row) order. ``DH0`` carries dL/dh_{t-1} between steps and ends
-    as dL/dh0."""
-    n_steps, n_batch, n_in = X.shape
-    hid = h0.shape[1]
+def _chunk_grad(base, k, DGi, DGh, XC, HPC, s):
+    """A chunk's gradient into ``s``, in the GRU's own layout (W_ih, W_hh, b_ih, b_hh), from its ``k``
+    samples at rows ``base ..`` of the scratch: the weight gradients as one product each, the bias
+    gradients as sums in sample order."""
+    n_in = XC.shape[1]
+    hid = HPC.shape[1]
     g3 = 3 * hid
-    r0 = c * chunk
-    r1 = min(n_batch, r0 + chunk)
-    m = r1 - r0
-    base = n_steps * r0
-    one = np.ones(1, DX.dtype)[0]
+    one = np.ones(1, s.dtype)[0]
     zero = one - one
-    for i in range(r0, r1):
-        for j in range(hid):
-            DH0[i, j] = zero
-    for tt in range(n_steps):
-        t = n_steps - 1 - tt
-        q0 = base + t * m
-        for i in range(r0, r1):
-            q = q0 + i - r0
-            reset = starts[t, i]
-            for j in range(n_in):
-                XC[q, j] = X[t, i, j]
-            if reset:
-                for j in range(hid):
-                    HPC[q, j] = zero
-            elif t == 0:
-                for j in range(hid):
-                    HPC[q, j] = h0[i, j]
-            else:
-                for j in range(hid):
-                    HPC[q, j] = HS[t - 1, i, j]
-            for j in range(hid):
-                dh = DHS[t, i, j] + DH0[i, j]
-                r = G[t, i, j]
-                z = G[t, i, hid + j]
-                n = G[t, i, 2 * hid + j]
-                ghn = G[t, i, 3 * hid + j]
-                da_n = dh * (one - z) * (one - n * n)
-                da_r = da_n * ghn * (r * (one - r))
-                da_z = dh * (HPC[q, j] - n) * (z * (one - z))
-                DGi[q, j] = da_r
-                DGi[q, hid + j] = da_z
-                DGi[q, 2 * hid + j] = da_n
-                DGh[q, j] = da_r
-                DGh[q, hid + j] = da_z
-                DGh[q, 2 * hid + j] = da_n * r
-                DH0[i, j] = dh * z
-        # dL/dh_{t-1} = dh * z + dGh @ W_hh; nothing flows back past an episode start
-        gemm(
-            NO_TRANS,
-            NO_TRANS,
-            m,
-            hid,
-            g3,
-            one,
-            _at(DGh, q0 * g3),
-            g3,
-            _at(params, o_whh),
-            hid,
-            one,
-            _at(DH0, r0 * hid),
-            hid,
-        )
-        for i in range(r0, r1):
-            if starts[t, i]:
-                for j in range(hid):
-                    DH0[i, j] = zero
-        # dL/dx_t = dGi @ W_ih
-        dx0 = (t * n_batch + r0) * n_in
-        gemm(
-            NO_TRANS,
-            NO_TRANS,
-            m,
-            n_in,
-            g3,
-            one,
-            _at(DGi, q0 * g3),
-            g3,
-            _at(params, o_wih),
-            n_in,
-            zero,
-            _at(DX, dx0),
-            n_in,
-        )
-    # the chunk's gradient, in the GRU's own layout: W_ih, W_hh, b_ih, b_hh
-    k = n_steps * m
-    s = slots[c]
     gemm(TRANS, NO_TRANS, g3, n_in, k, one, _at(DGi, base * g3), g3, _at(XC, base * n_in), n_in, zero, _at(s, 0), n_in)
     o_hh = g3 * n_in
     gemm(TRANS, NO_TRANS, g3, hid, k, one, _at(DGh, base * g3), g3, _at(HPC, base * hid), hid, zero, _at(s, o_hh), hid)
@@ -365,19 +359,64 @@ def _backward_chunk(params, o_wih, o_whh, X, h0, starts, HS, G, DHS, DX, DH0, DG
             s[o_bh + j] += DGh[q, j]
 
 
+@njit(cache=True, error_model="numpy")
+def _backward_chunk(w, seq, DX, DH0, DGi, DGh, XC, HPC, slots, c, chunk):
+    """Chunk c's backward through time, t = T-1 down to 0, then its whole gradient into ``slots[c]``.
+
+    Chunk-major scratch: the chunk's sample (t, row i) is row ``T * r0 + t * m + (i - r0)`` of ``DGi``,
+    ``DGh`` (gradients of the input and hidden pre-activations, (T*B, 3H)), ``XC`` (the inputs, (T*B, I))
+    and ``HPC`` (the previous states as the step saw them, zero after a reset, (T*B, H)), so the chunk's
+    samples are one block of rows in (t, row) order. ``DH0`` carries dL/dh_{t-1} between steps and ends
+    as dL/dh0. ``DX`` (T, B, I) receives dL/dx; with no rows (T = 0) that product is skipped."""
+    params, o_wih, o_whh = w[0], w[1], w[2]
+    starts = seq[2]
+    n_steps, n_batch = starts.shape
+    n_in = XC.shape[1]
+    hid = HPC.shape[1]
+    g3 = 3 * hid
+    r0 = c * chunk
+    r1 = min(n_batch, r0 + chunk)
+    m = r1 - r0
+    base = n_steps * r0
+    one = np.ones(1, DGi.dtype)[0]
+    zero = one - one
+    for i in range(r0, r1):
+        for j in range(hid):
+            DH0[i, j] = zero
+    for tt in range(n_steps):
+        t = n_steps - 1 - tt
+        q0 = base + t * m
+        _gate_grads_rows(seq, t, r0, r1, q0, DH0, DGi, DGh, XC, HPC)
+        # dL/dh_{t-1} = dh * z + dGh @ W_hh; nothing flows back past an episode start
+        gemm(
+            NO_TRANS, NO_TRANS, m, hid, g3, one, _at(DGh, q0 * g3), g3, _at(params, o_whh), hid, one,
+            _at(DH0, r0 * hid), hid,
+        )  # fmt: skip
+        for i in range(r0, r1):
+            if starts[t, i]:
+                for j in range(hid):
+                    DH0[i, j] = zero
+        # dL/dx_t = dGi @ W_ih, unless the caller passed an empty ``DX`` (PPO's memory pass: its input is
+        # the observation, which needs no gradient)
+        if DX.shape[0] != 0:
+            gemm(
+                NO_TRANS, NO_TRANS, m, n_in, g3, one, _at(DGi, q0 * g3), g3, _at(params, o_wih), n_in, zero,
+                _at(DX, (t * n_batch + r0) * n_in), n_in,
+            )  # fmt: skip
+    _chunk_grad(base, n_steps * m, DGi, DGh, XC, HPC, slots[c])
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
-def _backward_kernel(
-    params, o_wih, o_whh, X, h0, starts, HS, G, DHS, DX, DH0, DGi, DGh, XC, HPC, slots, chunk, ops, root, grad, g0, mode
-):
-    """All chunks' backward (a ``prange`` over chunks); then, unless ``mode`` is 0, a ``prange`` over fixed
-    element blocks, each adding its columns of the chunk slots along the tree ``ops`` (in place) and
-    writing ``grad[g0 + e]`` = the root's value (``mode`` 1) or ``grad[g0 + e] + `` that value (``mode`` 2)."""
-    n_batch = X.shape[1]
+def _backward_kernel(w, seq, DX, DH0, DGi, DGh, XC, HPC, slots, chunk, tree, grad):
+    """All chunks' backward (a ``prange`` over chunks); then, unless the tree's ``mode`` is 0, a ``prange``
+    over fixed element blocks, each adding its columns of the chunk slots along the tree ``ops`` (in place)
+    and writing ``grad[g0 + e]`` = the root's value (``mode`` 1) or ``grad[g0 + e] + `` that value (``mode``
+    2). ``tree = (ops, root, g0, mode)``."""
+    ops, root, g0, mode = tree
+    n_batch = seq[2].shape[1]
     n_chunks = (n_batch + chunk - 1) // chunk
     for c in prange(n_chunks):
-        _backward_chunk(
-            params, o_wih, o_whh, X, h0, starts, HS, G, DHS, DX, DH0, DGi, DGh, XC, HPC, slots, np.int64(c), chunk
-        )
+        _backward_chunk(w, seq, DX, DH0, DGi, DGh, XC, HPC, slots, np.int64(c), chunk)
     if mode != 0:
         size = slots.shape[1]
         n_items = (size + SUM_BLOCK - 1) // SUM_BLOCK
@@ -422,9 +461,7 @@ def gru_step(layout, params, x, h, reset=None, out=None, chunk=DEFAULT_CHUNK):
     G = np.empty((n_batch, N_GATES * layout.hidden), dt)
     Gi = np.empty((n_batch, three_h), dt)
     Gh = np.empty((n_batch, three_h), dt)
-    _step_kernel(
-        params, layout.w_ih, layout.w_hh, layout.b_ih, layout.b_hh, x, h_in, mask, has_reset, out, G, Gi, Gh, chunk
-    )
+    _step_kernel(_weights(layout, params), x, h_in, mask, has_reset, out, G, Gi, Gh, chunk)
     return out
 
 
@@ -439,9 +476,10 @@ def gru_forward(layout, params, x, h0, starts, chunk=DEFAULT_CHUNK):
     dt = params.dtype
     hs = np.empty((n_steps, n_batch, layout.hidden), dt)
     saved = np.empty((n_steps, n_batch, N_GATES * layout.hidden), dt)
-    Gi = np.empty((n_batch, 3 * layout.hidden), dt)
-    Gh = np.empty((n_batch, 3 * layout.hidden), dt)
-    _forward_kernel(params, layout.w_ih, layout.w_hh, layout.b_ih, layout.b_hh, x, h0, starts, hs, saved, Gi, Gh, chunk)
+    xc = np.empty((n_steps * n_batch, layout.n_in), dt)
+    gic = np.empty((n_steps * n_batch, 3 * layout.hidden), dt)
+    gh = np.empty((n_batch, 3 * layout.hidden), dt)
+    _forward_kernel(_weights(layout, params), x, h0, starts, hs, saved, xc, gic, gh, chunk)
     return hs, saved
 
 
@@ -466,15 +504,8 @@ def _backward(layout, params, x, h0, starts, hs, saved, dhs, chunk, grad, mode):
     dh0 = np.empty((n_batch, hid), dt)
     slots = np.empty((n_chunks, layout.size), dt)
     _backward_kernel(
-        params,
-        layout.w_ih,
-        layout.w_hh,
-        x,
-        h0,
-        starts,
-        hs,
-        saved,
-        dhs,
+        _weights(layout, params),
+        (x, h0, starts, hs, saved, dhs),
         dx,
         dh0,
         np.empty((rows, 3 * hid), dt),
@@ -483,11 +514,8 @@ def _backward(layout, params, x, h0, starts, hs, saved, dhs, chunk, grad, mode):
         np.empty((rows, hid), dt),
         slots,
         chunk,
-        ops,
-        root,
+        (ops, root, g0, mode),
         grad,
-        g0,
-        mode,
     )
     return dx, dh0, slots
 

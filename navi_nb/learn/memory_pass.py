@@ -125,11 +125,10 @@ class MemoryPass:
                 "S": np.empty((n_steps, n_batch), np.bool_),
                 "HS": np.empty((n_steps, n_batch, hid), dtype),
                 "saved": np.empty((n_steps, n_batch, gru.N_GATES * hid), dtype),
-                "Gi": np.empty((n_batch, g3), dtype),
                 "Gh": np.empty((n_batch, g3), dtype),
                 "DH": np.empty(rows * hid, dtype),
                 "DHS": np.empty((n_steps, n_batch, hid), dtype),
-                "DX": np.empty((n_steps, n_batch, lay.n_in), dtype),
+                "DX": np.empty((0, n_batch, lay.n_in), dtype),  # empty: no dL/dx is computed
                 "DH0": np.empty((n_batch, hid), dtype),
                 "DGi": np.empty((rows, g3), dtype),
                 "DGh": np.empty((rows, g3), dtype),
@@ -150,10 +149,10 @@ class MemoryPass:
         q, b = self._shape(w, params.dtype)
         lay = self.layout
         _gather(source, rows, self.h0, self.starts, self.obs_dim, q, w.blk, b["X"], b["H0"], b["S"])
+        # the input products' scratch is DGi: the backward writes all of it before reading any
         gru._forward_kernel(
-            params, lay.w_ih, lay.w_hh, lay.b_ih, lay.b_hh, b["X"], b["H0"], b["S"], b["HS"], b["saved"], b["Gi"],
-            b["Gh"], q,
-        )  # fmt: skip
+            gru._weights(lay, params), b["X"], b["H0"], b["S"], b["HS"], b["saved"], b["XC"], b["DGi"], b["Gh"], q
+        )
         _scatter(source, rows, b["HS"], self.obs_dim, q, w.blk)
 
     def backward(self, params, w):
@@ -163,8 +162,8 @@ class MemoryPass:
         _state_grads(w.D, params, w.meta, self.n_pi, self.obs_dim, q, w.blk, w.n_blocks, b["DH"], b["DHS"])
         slots = np.empty((w.n_blocks, lay.size), params.dtype)
         gru._backward_kernel(
-            params, lay.w_ih, lay.w_hh, b["X"], b["H0"], b["S"], b["HS"], b["saved"], b["DHS"], b["DX"], b["DH0"],
-            b["DGi"], b["DGh"], b["XC"], b["HPC"], slots, q, _NO_OPS, 0, slots[0], 0, 0,
+            gru._weights(lay, params), (b["X"], b["H0"], b["S"], b["HS"], b["saved"], b["DHS"]), b["DX"], b["DH0"],
+            b["DGi"], b["DGh"], b["XC"], b["HPC"], slots, q, (_NO_OPS, 0, 0, 0), slots[0],
         )  # fmt: skip
         w.block_grads[:, lay.offset : lay.end] = slots
 
