@@ -116,13 +116,22 @@ def test_step_against_reference_and_in_place():
     assert plain.tobytes() == h1.tobytes()
 
 
-def test_steps_give_the_sequence_forward_bits():
-    """Acting one step at a time gives the learning pass's states, bit for bit (same batch and chunk)."""
-    layout, params, x, h0, starts, _ = make_case(6, 20, 6, 5, np.float32, starts_at=((2, 1), (4, 19)))
-    hs, _ = gru.gru_forward(layout, params, x, h0, starts, chunk=8)
+@pytest.mark.parametrize(
+    "shape",
+    [(6, 20, 6, 5, 8), (16, 16, 264, 64, 4)],  # small, and the quick start's sensor with PPO's chunks
+    ids=["small", "quickstart"],
+)
+def test_steps_give_the_sequence_forward_bits(shape):
+    """Acting one step at a time gives the learning pass's states, bit for bit (same batch and chunk),
+    also where a product over more rows would round otherwise."""
+    n_steps, n_batch, n_in, hid, chunk = shape
+    layout, params, x, h0, starts, _ = make_case(
+        n_steps, n_batch, n_in, hid, np.float32, starts_at=((2, 1), (4, n_batch - 1))
+    )
+    hs, _ = gru.gru_forward(layout, params, x, h0, starts, chunk=chunk)
     h = h0.copy()
-    for t in range(6):
-        gru.gru_step(layout, params, x[t], h, starts[t], out=h, chunk=8)
+    for t in range(n_steps):
+        gru.gru_step(layout, params, x[t], h, starts[t], out=h, chunk=chunk)
         assert h.tobytes() == hs[t].tobytes()
 
 

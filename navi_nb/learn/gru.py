@@ -208,7 +208,7 @@ def _weights(layout, params):
 @njit(cache=True, error_model="numpy")
 def _recur_rows(w, Gi, gi0, Hp, reset, has_reset, Hout, G, Gh, r0, r1):
     """The recurrent half of one step for batch rows r0:r1, given their input products ``W_ih x`` at rows
-    ``gi0 ..`` of ``Gi`` (.., 3H): ``Hout = GRU(x, Hp)`` (``Hp`` taken as zero on rows where ``has_reset and
+    ``gi0 ..`` of ``Gi`` (B, 3H): ``Hout = GRU(x, Hp)`` (``Hp`` taken as zero on rows where ``has_reset and
     reset``), the gates r, z, n and ``W_hn h + b_hn`` into ``G`` (B, 4H). ``Gh`` (B, 3H) is scratch.
     ``Hout`` may be ``Hp``: each element of ``Hp`` is read before it is written."""
     params, _, o_whh, o_bih, o_bhh = w
@@ -244,52 +244,45 @@ def _recur_rows(w, Gi, gi0, Hp, reset, has_reset, Hout, G, Gh, r0, r1):
             G[i, 3 * hid + j] = ghn
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def _step_kernel(w, X, Hp, reset, has_reset, Hout, G, Gi, Gh, chunk):
-    """One step for every row (acting): each chunk of rows its input product into ``Gi`` (B, 3H), then
-    :func:`_recur_rows`."""
+@njit(cache=True, error_model="numpy")
+def _step_rows(w, X, Hp, reset, has_reset, Hout, G, Gi, Gh, r0, r1):
+    """One GRU step for batch rows r0:r1: their input products ``W_ih x`` into ``Gi`` (B, 3H), then
+    :func:`_recur_rows`. Acting and learning both step through here, one product of the chunk's rows per
+    step, so stepping one tick at a time gives the sequence forward's bits (a product's bits can depend on
+    its shape: one product over the whole sequence would not)."""
     params, o_wih = w[0], w[1]
-    n_batch, n_in = X.shape
+    n_in = X.shape[1]
     g3 = Gi.shape[1]
     one = np.ones(1, G.dtype)[0]
-    n_chunks = (n_batch + chunk - 1) // chunk
-    for c in prange(n_chunks):
-        r0 = np.int64(c) * chunk
-        r1 = min(n_batch, r0 + chunk)
-        gemm(
-            NO_TRANS, TRANS, r1 - r0, g3, n_in, one, _at(X, r0 * n_in), n_in, _at(params, o_wih), n_in, one - one,
-            _at(Gi, r0 * g3), g3,
-        )  # fmt: skip
-        _recur_rows(w, Gi, r0, Hp, reset, has_reset, Hout, G, Gh, r0, r1)
+    gemm(
+        NO_TRANS, TRANS, r1 - r0, g3, n_in, one, _at(X, r0 * n_in), n_in, _at(params, o_wih), n_in, one - one,
+        _at(Gi, r0 * g3), g3,
+    )  # fmt: skip
+    _recur_rows(w, Gi, r0, Hp, reset, has_reset, Hout, G, Gh, r0, r1)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _forward_kernel(w, X, h0, starts, HS, G, XC, GIC, Gh, chunk):
-    """Each chunk of rows runs the whole sequence: its inputs copied chunk-major into ``XC`` (T*B, I) (the
-    layout of :func:`_backward_chunk`), their input products for every step as one product into ``GIC``
-    (T*B, 3H), then step t from HS[t - 1] (h0 at t = 0) into HS[t]."""
-    params, o_wih = w[0], w[1]
-    n_steps, n_batch, n_in = X.shape
-    g3 = GIC.shape[1]
-    one = np.ones(1, G.dtype)[0]
+def _step_kernel(w, X, Hp, reset, has_reset, Hout, G, Gi, Gh, chunk):
+    """One step for every row (acting), a ``prange`` over chunks of rows."""
+    n_batch = X.shape[0]
     n_chunks = (n_batch + chunk - 1) // chunk
     for c in prange(n_chunks):
         r0 = np.int64(c) * chunk
         r1 = min(n_batch, r0 + chunk)
-        m = r1 - r0
-        base = n_steps * r0
-        for t in range(n_steps):
-            for i in range(r0, r1):
-                q = base + t * m + i - r0
-                for j in range(n_in):
-                    XC[q, j] = X[t, i, j]
-        gemm(
-            NO_TRANS, TRANS, n_steps * m, g3, n_in, one, _at(XC, base * n_in), n_in, _at(params, o_wih), n_in,
-            one - one, _at(GIC, base * g3), g3,
-        )  # fmt: skip
+        _step_rows(w, X, Hp, reset, has_reset, Hout, G, Gi, Gh, r0, r1)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _forward_kernel(w, X, h0, starts, HS, G, Gi, Gh, chunk):
+    """Each chunk of rows runs the whole sequence: step t from HS[t - 1] (h0 at t = 0) into HS[t]."""
+    n_steps, n_batch = X.shape[0], X.shape[1]
+    n_chunks = (n_batch + chunk - 1) // chunk
+    for c in prange(n_chunks):
+        r0 = np.int64(c) * chunk
+        r1 = min(n_batch, r0 + chunk)
         for t in range(n_steps):
             Hp = h0 if t == 0 else HS[t - 1]
-            _recur_rows(w, GIC, base + t * m, Hp, starts[t], True, HS[t], G[t], Gh, r0, r1)
+            _step_rows(w, X[t], Hp, starts[t], True, HS[t], G[t], Gi, Gh, r0, r1)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -476,10 +469,9 @@ def gru_forward(layout, params, x, h0, starts, chunk=DEFAULT_CHUNK):
     dt = params.dtype
     hs = np.empty((n_steps, n_batch, layout.hidden), dt)
     saved = np.empty((n_steps, n_batch, N_GATES * layout.hidden), dt)
-    xc = np.empty((n_steps * n_batch, layout.n_in), dt)
-    gic = np.empty((n_steps * n_batch, 3 * layout.hidden), dt)
+    gi = np.empty((n_batch, 3 * layout.hidden), dt)
     gh = np.empty((n_batch, 3 * layout.hidden), dt)
-    _forward_kernel(_weights(layout, params), x, h0, starts, hs, saved, xc, gic, gh, chunk)
+    _forward_kernel(_weights(layout, params), x, h0, starts, hs, saved, gi, gh, chunk)
     return hs, saved
 
 

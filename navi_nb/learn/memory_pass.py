@@ -125,6 +125,7 @@ class MemoryPass:
                 "S": np.empty((n_steps, n_batch), np.bool_),
                 "HS": np.empty((n_steps, n_batch, hid), dtype),
                 "saved": np.empty((n_steps, n_batch, gru.N_GATES * hid), dtype),
+                "Gi": np.empty((n_batch, g3), dtype),
                 "Gh": np.empty((n_batch, g3), dtype),
                 "DH": np.empty(rows * hid, dtype),
                 "DHS": np.empty((n_steps, n_batch, hid), dtype),
@@ -149,9 +150,8 @@ class MemoryPass:
         q, b = self._shape(w, params.dtype)
         lay = self.layout
         _gather(source, rows, self.h0, self.starts, self.obs_dim, q, w.blk, b["X"], b["H0"], b["S"])
-        # the input products' scratch is DGi: the backward writes all of it before reading any
         gru._forward_kernel(
-            gru._weights(lay, params), b["X"], b["H0"], b["S"], b["HS"], b["saved"], b["XC"], b["DGi"], b["Gh"], q
+            gru._weights(lay, params), b["X"], b["H0"], b["S"], b["HS"], b["saved"], b["Gi"], b["Gh"], q
         )
         _scatter(source, rows, b["HS"], self.obs_dim, q, w.blk)
 
