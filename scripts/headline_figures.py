@@ -49,7 +49,7 @@ INSTALL = 'python3 -m venv .venv && .venv/bin/pip install -e ".[image]"'
 DEFAULTS_TRAIN = "navi-nb train --name house-quickstart"
 DEFAULTS_COMMAND = f"{INSTALL} && .venv/bin/{DEFAULTS_TRAIN}"
 """The defaults in one house, as docs/PERFORMANCE.md gives it (the ``quickstart.*`` figures)."""
-CORPUS_TRAIN = "navi-nb train --scenes house:0-199 --sensor-az 32 --sensor-el 8 --total-steps 6000000"
+CORPUS_TRAIN = "navi-nb train --scenes house:0-199 --sensor-az 32 --sensor-el 8 --total-steps 5000000"
 CORPUS_TRAIN += " --memory-size 64 --name houses"
 CORPUS_TRAIN += " --eval-episodes 0"
 CORPUS_EVAL = "navi-nb eval runs/houses --scenes house:1000000-1000099 --episodes 200"
