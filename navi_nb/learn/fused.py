@@ -42,7 +42,12 @@ The kernels take their arguments grouped: the rollout rows (``source``,
 ``rows``, ``cols`` with the column indices below), the parameters, one float64
 array of hyper-parameters (:func:`hyper_params`, indices below) and one
 :class:`Work` tuple of the plan's tables and scratch buffers for one minibatch
-size (``Plan.work``).
+size (``Plan.work``). The parallel regions (``_chunk_pass``,
+``minibatch._finish_pass``, ``minibatch._reduce_nodes``) and the helpers they
+call take read-only arrays and scalars as tuples (the minibatch's inputs, the
+network, sizes, loss coefficients), but every array they write as an argument of
+its own: Numba's parallel lowering does not always keep writes to an array taken
+from a tuple inside a ``prange`` region.
 """
 
 from __future__ import annotations
@@ -278,10 +283,12 @@ def _backward_rows(A, D, params, slots, slot_width, c, m, mp, r0, r1, has_prev):
 
 
 @njit(cache=True, error_model="numpy")
-def _pi_head(A, D, mo, source, rows, cols, adv, log_std, clip_coef, inv_n, dlogstd, stats, r0, r1):
+def _pi_head(A, D, dlogstd, stats, mo, batch, log_std, coefs, r0, r1):
     """Clipped surrogate of rows r0:r1 (``policy_loss`` of ``loss_reference.ppo_loss``):
     d loss / d mu into D, the per-sample part of d loss / d log_std, and the
-    statistics (float64 inside)."""
+    statistics (float64 inside). ``mo`` the policy output layer's row of ``meta``."""
+    source, rows, cols, adv = batch
+    clip_coef, inv_n = coefs[0], coefs[3]
     k = mo[NOUT]
     a0, c_logp = cols[ACTIONS], cols[LOGP]
     ls = np.empty(k)
@@ -318,10 +325,12 @@ def _pi_head(A, D, mo, source, rows, cols, adv, log_std, clip_coef, inv_n, dlogs
 
 
 @njit(cache=True, error_model="numpy")
-def _v_head(A, D, mo, source, rows, cols, clip_coef, clip_vloss, vf_coef, inv_n, stats, r0, r1):
+def _v_head(A, D, stats, mo, batch, coefs, r0, r1):
     """Value loss of rows r0:r1 (``value_loss`` of ``loss_reference.ppo_loss``, clipped
     around the old values when ``clip_vloss``): d loss / d V into D, the loss into
-    the VALUE_LOSS statistic."""
+    the VALUE_LOSS statistic. ``mo`` the value output layer's row of ``meta``."""
+    source, rows, cols = batch[0], batch[1], batch[2]
+    clip_coef, clip_vloss, vf_coef, inv_n = coefs
     c_value, c_ret = cols[VALUE], cols[RETURNS]
     for i in range(r0, r1):
         r = rows[i]
@@ -364,26 +373,15 @@ def chunk_pass(source, rows, cols, params, log_std, hp, w):
 def chunk_args(source, rows, cols, params, log_std, hp, w):
     """:func:`_chunk_pass`'s arguments (also run as plain Python by ``minibatch.compile_passes``, for their types)."""
     return (
-        source,
-        rows,
-        cols,
-        w.adv,
-        params,
-        log_std,
-        w.meta,
-        w.n_pi,
+        (source, rows, cols, w.adv),
+        (params, log_std, w.meta, w.n_pi),
+        (w.chunk, w.blk, w.slot_width),
+        (hp[CLIP_COEF], hp[CLIP_VLOSS] != 0.0, hp[VF_COEF], 1.0 / w.n_total),
         w.A,
         w.D,
         w.slots,
-        w.slot_width,
         w.dlogstd,
         w.stats,
-        w.chunk,
-        w.blk,
-        hp[CLIP_COEF],
-        hp[CLIP_VLOSS] != 0.0,
-        hp[VF_COEF],
-        1.0 / w.n_total,
     )
 
 
@@ -394,32 +392,14 @@ def compile_chunk_pass(source, rows, cols, params, log_std, hp, w):
     _chunk_pass.compile(tuple(numba.typeof(a) for a in args))
 
 
-# The parallel regions take their arrays as arguments, not from the Work tuple:
-# Numba's parallel lowering does not always keep writes to an array taken from a
-# tuple inside the region.
 @njit(cache=True, parallel=True, error_model="numpy")
-def _chunk_pass(
-    source,
-    rows,
-    cols,
-    adv,
-    params,
-    log_std,
-    meta,
-    n_pi,
-    A,
-    D,
-    slots,
-    slot_width,
-    dlogstd,
-    stats,
-    chunk,
-    blk,
-    clip_coef,
-    clip_vloss,
-    vf_coef,
-    inv_n,
-):
+def _chunk_pass(batch, net, sizes, coefs, A, D, slots, dlogstd, stats):
+    """:func:`chunk_pass`'s region: ``batch`` = (source, rows, cols, adv), ``net`` = (params, log_std,
+    meta, n_pi), ``sizes`` = (chunk, blk, slot_width), ``coefs`` = (clip_coef, clip_vloss, vf_coef,
+    1 / n_total); the arrays it writes come separately (see the module doc)."""
+    source, rows = batch[0], batch[1]
+    params, meta, n_pi = net[0], net[2], net[3]
+    chunk, blk, slot_width = sizes
     n = rows.shape[0]
     obs_dim = meta[0, NIN]
     n_layers = meta.shape[0]
@@ -436,8 +416,8 @@ def _chunk_pass(
                 O[i, j] = source[r, j]
         for l in range(n_layers):
             _forward_rows(A, params, meta[l], r0, r1)
-        _pi_head(A, D, meta[n_pi - 1], source, rows, cols, adv, log_std, clip_coef, inv_n, dlogstd, stats, r0, r1)
-        _v_head(A, D, meta[n_layers - 1], source, rows, cols, clip_coef, clip_vloss, vf_coef, inv_n, stats, r0, r1)
+        _pi_head(A, D, dlogstd, stats, meta[n_pi - 1], batch, net[1], coefs, r0, r1)
+        _v_head(A, D, stats, meta[n_layers - 1], batch, coefs, r0, r1)
         for l in range(n_layers - 1, -1, -1):
             first = l == 0 or l == n_pi
             _backward_rows(

@@ -75,25 +75,13 @@ def finish_pass(w, ops, root, grad, hp, final):
 def finish_args(w, ops, root, grad, hp, final):
     """:func:`_finish_pass`'s arguments (also run as plain Python by :func:`compile_passes`, for their types)."""
     return (
-        w.items,
-        w.meta,
-        w.blk,
-        w.n_blocks,
-        w.A,
-        w.D,
-        w.slots,
-        w.slot_width,
-        w.n_chunks // w.n_blocks,
-        w.dlogstd,
-        w.stats,
+        (w.items, w.meta),
+        (w.blk, w.n_blocks, w.slot_width, w.n_chunks // w.n_blocks, w.log_std_off, hp[ENT_COEF], final),
+        (w.A, w.D, w.slots, w.dlogstd, w.stats),
+        (ops, root),
         w.block_grads,
-        w.log_std_off,
         w.block_stats,
-        ops,
-        root,
         grad,
-        hp[ENT_COEF],
-        final,
         w.stat_sums,
         w.sumsq,
     )
@@ -112,10 +100,11 @@ def compile_passes(names, source, rows, cols, params, log_std, hp, w, ops, root,
 
 
 @njit(cache=True, error_model="numpy")
-def _block_item(
-    item, meta, blk, k, A, D, slots, slot_width, per_block, dlogstd, stats, block_grads, log_std_off, block_stats
-):
-    """Block k's part of one finish item (see ``fused.py``'s module doc)."""
+def _block_item(item, meta, sizes, chunk, k, block_grads, block_stats):
+    """Block k's part of one finish item (see ``fused.py``'s module doc); ``sizes`` and ``chunk`` as in
+    :func:`_finish_pass`."""
+    blk, slot_width, per_block, log_std_off = sizes[0], sizes[2], sizes[3], sizes[4]
+    A, D, slots, dlogstd, stats = chunk
     one = np.ones(1, block_grads.dtype)[0]
     zero = one - one
     grad = block_grads[k]
@@ -226,50 +215,18 @@ def _settle_item(item, meta, buf, stats_buf, root, grad, log_std_off, k_act, ent
     sumsq[t] = _item_sumsq(item, meta, grad, log_std_off, k_act)
 
 
-# The parallel regions take their arrays as arguments, not from the Work tuple (see fused._chunk_pass).
 @njit(cache=True, parallel=True, error_model="numpy")
-def _finish_pass(
-    items,
-    meta,
-    blk,
-    n_blocks,
-    A,
-    D,
-    slots,
-    slot_width,
-    per_block,
-    dlogstd,
-    stats,
-    block_grads,
-    log_std_off,
-    block_stats,
-    ops,
-    root,
-    grad,
-    ent_coef,
-    final,
-    stat_sums,
-    sumsq,
-):
-    k_act = dlogstd.shape[1]
+def _finish_pass(table, sizes, chunk, tree, block_grads, block_stats, grad, stat_sums, sumsq):
+    """:func:`finish_pass`'s region: ``table`` = (items, meta), ``sizes`` = (blk, n_blocks, slot_width,
+    per_block, log_std_off, ent_coef, final), ``chunk`` = the chunk pass's arrays (A, D, slots, dlogstd,
+    stats), ``tree`` = (ops, root); the arrays it writes come separately (see ``fused.py``'s module doc)."""
+    items, meta = table
+    n_blocks, log_std_off, ent_coef, final = sizes[1], sizes[4], sizes[5], sizes[6]
+    ops, root = tree
+    k_act = chunk[3].shape[1]
     for t in prange(items.shape[0]):
         for k in range(n_blocks):
-            _block_item(
-                items[t],
-                meta,
-                blk,
-                k,
-                A,
-                D,
-                slots,
-                slot_width,
-                per_block,
-                dlogstd,
-                stats,
-                block_grads,
-                log_std_off,
-                block_stats,
-            )
+            _block_item(items[t], meta, sizes, chunk, k, block_grads, block_stats)
         _tree_item(items[t], meta, block_grads, block_stats, ops, log_std_off, k_act)
         if final:
             _settle_item(
@@ -454,8 +411,9 @@ def clip_and_step(w, log_std, hp, params, grad, adam_m, adam_v, step, out_row):
 
 
 @njit(cache=True)
-def minibatches_update(source, order, count, cols, params, log_std, hp, w, ops, root, grad, adam_m, adam_v, step0, out):
-    """``count`` minibatches in one call, all blocks in this process: with mb =
+def minibatches_update(job, ops, root):
+    """``job``'s (a ``ppo.Job`` without a memory) ``count`` minibatches in one call, all blocks in this
+    process: with mb =
     ``w.adv.shape[0]``, minibatch b is rows ``order[b * mb:(b + 1) * mb]``
     (``w.n_blocks`` runs of ``w.blk`` rows, one per block); each is the blocks'
     advantage moments combined along the block tree (``ops``, ``root``),
@@ -466,6 +424,10 @@ def minibatches_update(source, order, count, cols, params, log_std, hp, w, ops, 
     ``STEP_STAT_NAMES``): the statistics' means, the entropy before the step, the
     gradient norm before clipping. Stops after a minibatch whose approximate KL
     exceeds ``hp[TARGET_KL]`` (when >= 0). Returns the minibatches done."""
+    source, order, count, cols, params, log_std, hp, w = (
+        job.source, job.order, job.count, job.cols, job.params, job.log_std, job.hp, job.w
+    )  # fmt: skip
+    grad, adam_m, adam_v, step0, out = job.grad, job.adam_m, job.adam_v, job.step0, job.out
     mb = w.adv.shape[0]
     for b in range(count):
         rows = order[b * mb : (b + 1) * mb]

@@ -259,23 +259,7 @@ class PPO:
             done = minibatch.run_minibatches(job, *self._tree(w.n_blocks))
         else:
             ops, root = self._tree(w.n_blocks)
-            done = minibatch.minibatches_update(
-                job.source,
-                job.order,
-                job.count,
-                job.cols,
-                job.params,
-                job.log_std,
-                job.hp,
-                job.w,
-                ops,
-                root,
-                job.grad,
-                job.adam_m,
-                job.adam_v,
-                job.step0,
-                job.out,
-            )
+            done = minibatch.minibatches_update(job, ops, root)
         adam.t += done
         return [
             (self._stats(out[b, : len(STAT_NAMES)], out[b, ENTROPY]), float(out[b, GRAD_NORM])) for b in range(done)
