@@ -49,7 +49,7 @@ def computed(env):
     roi = spawn.region_of_interest(world)
     roi_lo, roi_hi = roi if roi is not None else (lo, hi)
     return spawn.SpawnSampler(
-        s.distance_fn, lo, hi, roi_lo, roi_hi, s.radius, s.margin, s.cell, world.spawn_points, s.mode
+        s.distance_fn, (lo, hi), (roi_lo, roi_hi), s.radius, s.margin, s.cell, world.spawn_points, s.mode
     )
 
 
@@ -135,7 +135,7 @@ def test_a_cache_folder_without_the_world_hash_is_refused(tmp_path):
     env = build()
     s = env._spawner
     with pytest.raises(EnvConfigError, match="world_digest"):
-        spawn.SpawnSampler(s.distance_fn, s.lo, s.lo + 1.0, s.lo, s.lo + 1.0, 0.2, 0.01, 0.2, [], "free", tmp_path)
+        spawn.SpawnSampler(s.distance_fn, (s.lo, s.lo + 1.0), (s.lo, s.lo + 1.0), 0.2, 0.01, 0.2, [], "free", tmp_path)
     assert not any(tmp_path.iterdir())
 
 

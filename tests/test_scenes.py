@@ -334,10 +334,8 @@ def test_the_env_pool_is_one_component():
             cube_hi = s.cube_min + s.cube_side
             sampler = SpawnSampler(
                 lambda p, s=s: s.evaluate(p)[0],
-                cube_lo,
-                cube_hi,
-                s.bounds_min,
-                s.bounds_max,
+                (cube_lo, cube_hi),
+                (s.bounds_min, s.bounds_max),
                 0.2,
                 0.0625,
                 0.2,

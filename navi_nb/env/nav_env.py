@@ -125,10 +125,8 @@ def world_spawner(world_set, w, cfg: EnvConfig, voxel, margin, pool_dir) -> Spaw
     try:
         return SpawnSampler(
             distance_fn,
-            cube_lo,
-            cube_hi,
-            roi_lo,
-            roi_hi,
+            (cube_lo, cube_hi),
+            (roi_lo, roi_hi),
             cfg.radius,
             margin,
             spawn_cell,

@@ -424,23 +424,13 @@ class SpawnSampler:
     """The pool of reachable free-space points and the batched samplers."""
 
     def __init__(
-        self,
-        distance_fn,
-        cube_lo,
-        cube_hi,
-        roi_lo,
-        roi_hi,
-        radius,
-        margin,
-        cell,
-        spawn_points,
-        mode,
-        cache_dir=None,
-        world_digest=None,
+        self, distance_fn, cube, roi, radius, margin, cell, spawn_points, mode, cache_dir=None, world_digest=None
     ):
-        """cache_dir: the folder of pool files (:func:`default_pool_dir`) to read the grid's result from, or
-        to write it to when it is not there, under :func:`pool_cache_key` of ``world_digest`` (the world's
-        content hash, ``gmdag.world_digest``) and these settings; None computes it."""
+        """cube, roi: ``(lo, hi)`` corners of the world's cube and of its region of interest. cache_dir:
+        the folder of pool files (:func:`default_pool_dir`) to read the grid's result from, or to write it
+        to when it is not there, under :func:`pool_cache_key` of ``world_digest`` (the world's content
+        hash, ``gmdag.world_digest``) and these settings; None computes it."""
+        (cube_lo, cube_hi), (roi_lo, roi_hi) = cube, roi
         cache = None
         if cache_dir is not None:
             if not isinstance(world_digest, str) or not world_digest:
