@@ -4,9 +4,10 @@ against the production build and against step counts worked out by hand."""
 import numpy as np
 from sense_helpers import slab_world, sphere_world
 
+from navi_nb.bench.anatomy import trace_counted
 from navi_nb.sense.sensor import Sensor
 from navi_nb.sense.trace_math import STAT_KINDS
-from navi_nb.sense.tracer import trace, trace_counted
+from navi_nb.sense.tracer import trace
 
 
 def _poses(n, side, seed):

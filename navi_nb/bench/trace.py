@@ -112,8 +112,9 @@ def anatomy(world, origins, yaws, sensor, max_distance, repeat=5):
     median of ``repeat`` warm calls): a dict."""
     import numba
 
+    from navi_nb.bench.anatomy import trace_counted
     from navi_nb.sense.trace_math import STAT_KINDS
-    from navi_nb.sense.tracer import Tracer, trace_counted
+    from navi_nb.sense.tracer import Tracer
 
     _d, _s, _h, steps, kinds = trace_counted(world, origins, yaws, sensor, max_distance)
     tracer = Tracer(world, sensor, max_distance, max_actors=origins.shape[0])

@@ -36,29 +36,13 @@ cu_layout_views = cuda.jit(device=True)(layout_views)
 
 
 @cuda.jit(cache=True)
-def trace_rays_cuda(
-    child,
-    leaf_dist,
-    leaf_sem,
-    top_code,
-    top_level,
-    iparams,
-    tparams,
-    origin32,
-    signed,
-    world_index,
-    dirs,
-    origins,
-    yaws,
-    nudge,
-    max_steps,
-    refine,
-    max_distance,
-    depth,
-    semantic,
-    hit,
-):
-    """One thread per ray of the flattened (actor, ray) batch, in its actor's world; arguments as ``trace_rays``."""
+def trace_rays_cuda(worlds, poses, sensing, depth, semantic, hit):
+    """One thread per ray of the flattened (actor, ray) batch, in its actor's world; the bundles as
+    ``tracer.trace_span``'s (tuples of device arrays and numbers: numba-cuda passes a tuple's members
+    as it passes arguments)."""
+    child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams, origin32, signed = worlds
+    world_index, origins, yaws = poses
+    dirs, nudge, max_steps, refine, max_distance = sensing
     i = cuda.grid(1)
     if i < origins.shape[0] * dirs.shape[0]:
         a = i // dirs.shape[0]
@@ -69,25 +53,9 @@ def trace_rays_cuda(
             i,
             a,
             i - a * dirs.shape[0],
-            ch,
-            ld,
-            ls,
-            tc,
-            tl,
-            tparams[w, 5],
-            origin32[w],
-            tparams[w, 3],
-            tparams[w, 4],
-            dirs,
-            origins,
-            c,
-            s,
-            tparams[w, 6],
-            tparams[w, 7],
-            nudge,
-            max_steps,
-            refine,
-            signed[w],
+            (ch, ld, ls, tc, tl, tparams[w, 5]),
+            (origin32[w], tparams[w, 3], tparams[w, 4], dirs, origins, c, s),
+            (tparams[w, 6], tparams[w, 7], nudge, max_steps, refine, signed[w]),
             max_distance,
             depth,
             semantic,
@@ -223,21 +191,8 @@ class CudaTracer:
             flat = tuple(b.reshape(-1) for b in out)
             total = n * self.sensor.n_rays
             blocks = (total + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
-            _launch(
-                blocks,
-                *self.layout,
-                wi,
-                self.dirs,
-                o,
-                y,
-                NUDGE,
-                s.max_steps,
-                s.refine,
-                s.max_distance,
-                flat[0],
-                flat[1],
-                flat[2],
-            )
+            sensing = (self.dirs, NUDGE, s.max_steps, s.refine, s.max_distance)
+            _launch(blocks, self.layout, (wi, o, y), sensing, flat[0], flat[1], flat[2])
         if host_out is not None:
             for dst, src in zip(host_out, out):
                 dst[...] = self._host(src)

@@ -17,6 +17,14 @@ Units: everything inside is in *voxel units* of the world cube: a point
 targets (so the two agree to the last bit on the same inputs; the outputs are
 float32).
 
+The world travels as one read-only tuple, the decoded layout
+``lay = (child, leaf_dist, leaf_sem, top_code, top_level, res)`` (with the
+top table's ``shift`` appended, ``field``, where the field is read), a ray as
+``ray = (ox, oy, oz, dx, dy, dz)`` and the march's settings as ``march =
+(t_max, eps, nudge, max_steps, refine, signed)``; arrays a kernel writes are
+passed on their own (Numba loses writes to an array reached through a tuple
+in a parallel loop).
+
 The tracing rule (docs/SENSING.md has the full contract):
 
 * pruned octant (clear mask bit): no surface inside, jump to its exit plus a
@@ -52,20 +60,30 @@ UNSIGNED_LANDING = 0.75  # voxels: an unsigned field's interpolation stays below
 MAX_BACKOFF = 4  # evaluations spent finding the back-off point
 UNSIGNED_NEAR = 0.75  # voxels: the field at the second, closer point of an unsigned refinement
 SIGNED_NEWTON, UNSIGNED_BACK, UNSIGNED_CURVE, UNSIGNED_LAND = 0, 1, 2, 3  # refine_hit's phases
-COUNT_STEPS = False
-"""Compile-time flag, bound per build (:func:`build_for`): the counting build
-(``count=True``, used by ``navi-nb bench trace`` only) tallies each ray's
-step kinds in :func:`trace_ray`; in the production build the tallies are
-constant zeros and the compiler drops them."""
-STAT_BITS = 10  # bits per step kind in trace_ray's packed tally (saturating at 1023)
+STAT_BITS = 10  # bits per step kind in a ray's packed tally (saturating at 1023)
 STAT_MAX = (1 << STAT_BITS) - 1
 STAT_KINDS = ("pruned", "free", "sphere", "candidate", "end", "descent")
-"""The packed tally's fields, lowest first: steps that jumped a pruned octant,
-stepped through a free leaf, took a sphere step in a near-surface leaf,
-stopped at a candidate hit (refined next), ended the ray (left the cube or
-passed t_max); and, not a step kind, the steps that entered a new cell (every
-step descends through the layout; these found a different cell from the
-step before). The first five sum to the ray's steps."""
+"""A ray's step kinds, in the order of their fields in the tally (lowest
+first): steps that jumped a pruned octant, stepped through a free leaf, took
+a sphere step in a near-surface leaf, stopped at a candidate hit (refined
+next), ended the ray (left the cube or passed t_max); and, not a step kind,
+the steps that entered a new cell (every step descends through the layout;
+these found a different cell from the step before). The first five sum to
+the ray's steps."""
+PRUNED, FREE, SPHERE, CANDIDATE, END, DESCENT = range(len(STAT_KINDS))
+
+
+def tally_step(tally, kind):
+    """The march's hook on each step of kind ``kind`` (:data:`STAT_KINDS`).
+    The shipped build keeps no tally: this returns 0 and the compiler drops
+    it; ``navi_nb/bench/anatomy.py`` builds the march with a counting one."""
+    return 0
+
+
+def tally_cell(tally, same_cell):
+    """The march's hook after each descent (``same_cell``: the cell of the
+    step before); as :func:`tally_step`, 0 in the shipped build."""
+    return 0
 
 
 def axis_exit(p, d, rd, lo, size):
@@ -85,12 +103,14 @@ def reciprocal(d):
     return 1.0 / d
 
 
-def cell_exit(px, py, pz, dx, dy, dz, rx, ry, rz, lox, loy, loz, size):
-    """Distance along the ray from a point inside a cube cell to the cell's exit
-    (``r* = 1 / d*``, computed once per ray: multiplications instead of divisions)."""
-    tx = axis_exit(px, dx, rx, lox, size)
-    ty = axis_exit(py, dy, ry, loy, size)
-    tz = axis_exit(pz, dz, rz, loz, size)
+def cell_exit(p, d, rd, lo, size):
+    """Distance along the ray from a point ``p`` inside a cube cell (corner ``lo``,
+    edge ``size``) to the cell's exit, moving along ``d`` (``rd``: its reciprocals,
+    computed once per ray: multiplications instead of divisions). Points and
+    vectors are (x, y, z) tuples."""
+    tx = axis_exit(p[0], d[0], rd[0], lo[0], size)
+    ty = axis_exit(p[1], d[1], rd[1], lo[1], size)
+    tz = axis_exit(p[2], d[2], rd[2], lo[2], size)
     t = tx
     if ty < t:
         t = ty
@@ -112,11 +132,12 @@ def slab(o, d, rd, lo, hi):
     return BIG, -BIG
 
 
-def ray_box(ox, oy, oz, dx, dy, dz, rx, ry, rz, size):
-    """(t_enter, t_exit) of the ray against the cube [0, size]^3 (enter > exit: miss)."""
-    ax, bx = slab(ox, dx, rx, 0.0, size)
-    ay, by = slab(oy, dy, ry, 0.0, size)
-    az, bz = slab(oz, dz, rz, 0.0, size)
+def ray_box(o, d, rd, size):
+    """(t_enter, t_exit) of the ray from ``o`` along ``d`` (``rd``: reciprocals) against
+    the cube [0, size]^3 (enter > exit: miss)."""
+    ax, bx = slab(o[0], d[0], rd[0], 0.0, size)
+    ay, by = slab(o[1], d[1], rd[1], 0.0, size)
+    az, bz = slab(o[2], d[2], rd[2], 0.0, size)
     t0 = ax
     if ay > t0:
         t0 = ay
@@ -130,150 +151,149 @@ def ray_box(ox, oy, oz, dx, dy, dz, rx, ry, rz, size):
     return t0, t1
 
 
-def refine_hit(
-    child,
-    leaf_dist,
-    leaf_sem,
-    top_code,
-    top_level,
-    res,
-    shift,
-    ox,
-    oy,
-    oz,
-    dx,
-    dy,
-    dz,
-    t_hit,
-    t_lo,
-    t_hi,
-    iters,
-    unsigned,
-    t_min,
-):
-    """Sharpen a hit's depth with Newton steps on the interpolated field along the ray.
+GO_ON, FOUND, NOT_FOUND = 0, 1, 2  # what a refinement step decided
 
-    From ``t_hit``, each step moves by ``-f / (grad f . dir)``, kept within
-    ``[t_lo, t_hi]``; a step longer than LONG_STEP voxels (a shallow ray) is
-    checked by one more evaluation. Returns ``(depth, found)``: found is
-    False (and the depth ``t_hit``) when the ray does not approach the surface
-    there (slope above -MIN_SLOPE: a graze, or leaving it), a first step would
-    leave the window, or a long step does not land within 0.25 voxel of the
-    surface on a crossing the ray enters (a long step can pass the first
-    crossing and land where the field rises again on the solid's far side:
-    the march then goes on and meets the surface closer). ``iters >= 1``.
 
-    ``unsigned``: the world stores |distance| (no negative leaf). Its
-    interpolated field has a rounded trough, not a zero crossing, within about
-    a voxel of a surface, so Newton steps taken there land short or long.
-    The refinement backs off along the ray (not before ``t_min``, the ray's
-    start) to a point A where the field is at least UNSIGNED_BACKOFF voxels
-    (all eight samples of the interpolation on the ray's side of a plane:
-    the field is exact there), evaluates B where the straight extrapolation
-    from A gives UNSIGNED_NEAR, takes the slope's change from A to B as the
-    field's bend along the ray, and puts the hit at the nearer root of that
-    parabola from B (straight from B when it turns back before zero, from A
-    when B is in the trough already). Slopes there are taken along the
-    gradient rescaled to unit length (a pruned octant's lower bound in the
-    interpolation shortens it). The hit stands when the field there is below
-    UNSIGNED_LANDING (it says nothing about the side). A ray not approaching
-    the surface (slope above -MIN_SLOPE) or with no room to back off keeps
-    ``t_hit``.
+def newton_step(f, slope, t, t_lo, t_hi, k, iters, long):
+    """One Newton step of a signed world's refinement, from the field ``f`` and its
+    ``slope`` along the ray at ``t`` (``k``: the step about to be taken; ``long``:
+    the last one was longer than LONG_STEP). Returns ``(decision, t, k, long)``."""
+    if k == iters:  # only after a long last step: verify where it landed
+        # near a zero, and one the ray enters: a long step on a shallow ray can pass the first
+        # crossing and land on the far side of the solid, where the field rises again
+        if f > 0.25 or f < -0.25 or slope >= 0.0:
+            return NOT_FOUND, t, k, long
+        return FOUND, t, k, long
+    if f < 1e-3 and f > -1e-3:
+        return FOUND, t, k, long
+    if slope > -MIN_SLOPE:
+        if k == 0 or f > 0.25 or f < -0.25:
+            return NOT_FOUND, t, k, long
+        return FOUND, t, k, long
+    tn = t - f / slope
+    if tn < t_lo or tn > t_hi:
+        if k == 0 or f > 0.25 or f < -0.25:
+            return NOT_FOUND, t, k, long
+        return FOUND, t, k, long
+    long = tn - t > LONG_STEP or t - tn > LONG_STEP
+    k += 1
+    if k == iters and not long:
+        return FOUND, tn, k, long
+    return GO_ON, tn, k, long
+
+
+def unsigned_step(phase, f, slope, t, t_lo, t_hi, t_min, n_back, anchor):
+    """One step of an unsigned world's refinement (:func:`refine_hit`), from the field
+    ``f`` and its ``slope`` (along the unit gradient) at ``t``; ``anchor = (f_a, s_a,
+    t_a)``: the field, slope and place at A. Returns ``(decision, t, phase, n_back,
+    anchor)``."""
+    f_a, s_a, t_a = anchor
+    if phase == UNSIGNED_BACK:  # find A: a point where the field is exact (no trough)
+        if f < UNSIGNED_BACKOFF:
+            if n_back == MAX_BACKOFF or t <= t_min:
+                return NOT_FOUND, t, phase, n_back, anchor
+            if n_back == 0:  # in the trough the slope says nothing: back off by the margin first
+                t = t - UNSIGNED_BACKOFF
+            elif slope > -MIN_SLOPE:
+                return NOT_FOUND, t, phase, n_back, anchor  # not approaching a surface: a graze
+            else:
+                t = t - (UNSIGNED_BACKOFF - f) / (-slope) - 0.125
+            if t < t_min:
+                t = t_min
+            return GO_ON, t, phase, n_back + 1, anchor
+        if slope > -MIN_SLOPE:
+            return NOT_FOUND, t, phase, n_back, anchor  # not approaching a surface: a graze
+        # B: where the straight extrapolation from A puts the field at UNSIGNED_NEAR, closer in
+        return GO_ON, t + (f - UNSIGNED_NEAR) / (-slope), UNSIGNED_CURVE, n_back, (f, slope, t)
+    if phase == UNSIGNED_CURVE:  # the slope's change from A to B gives the field's bend along the ray
+        if f < 0.75 * UNSIGNED_NEAR or f >= f_a or slope > -MIN_SLOPE:
+            f = f_a  # B is in the trough already: extrapolate straight from A
+            slope = s_a
+            t = t_a
+            bend = 0.0
+        else:
+            bend = (slope - s_a) / (t - t_a)
+            # a distance field bends at most as the distance to one point does: (1 - slope^2) / f
+            top = (1.0 - slope * slope) / f
+            if bend > top:
+                bend = top
+            if bend < -top:
+                bend = -top
+        disc = slope * slope - 2.0 * bend * f
+        if disc < 0.0:  # the parabola turns back before zero (a bend overestimated on a shallow ray)
+            disc = slope * slope  # the hit stands: extrapolate straight from B
+        t = t + 2.0 * f / (-slope + math.sqrt(disc))  # the nearer root of f + slope x + bend x^2 / 2
+        if t < t_lo or t > t_hi:
+            return NOT_FOUND, t, phase, n_back, anchor
+        return GO_ON, t, UNSIGNED_LAND, n_back, anchor
+    # UNSIGNED_LAND: the field says nothing about the side it lands on, only that it is low
+    if f > UNSIGNED_LANDING:
+        return NOT_FOUND, t, phase, n_back, anchor
+    return FOUND, t, phase, n_back, anchor
+
+
+def refine_hit(field, ray, t_hit, t_lo, t_hi, iters, unsigned, t_min):
+    """Sharpen a hit's depth on the interpolated field along the ray.
+
+    ``field``: the decoded layout with the top table's shift appended; ``ray``
+    as in the module doc. Signed worlds (:func:`newton_step`): from ``t_hit``,
+    each step moves by ``-f / (grad f . dir)``, kept within ``[t_lo, t_hi]``;
+    a step longer than LONG_STEP voxels (a shallow ray) is checked by one more
+    evaluation. Returns ``(depth, found)``: found is False (and the depth
+    ``t_hit``) when the ray does not approach the surface there (slope above
+    -MIN_SLOPE: a graze, or leaving it), a first step would leave the window,
+    or a long step does not land within 0.25 voxel of the surface on a
+    crossing the ray enters (a long step can pass the first crossing and land
+    where the field rises again on the solid's far side: the march then goes
+    on and meets the surface closer). ``iters >= 1``.
+
+    ``unsigned`` (:func:`unsigned_step`): the world stores |distance| (no
+    negative leaf). Its interpolated field has a rounded trough, not a zero
+    crossing, within about a voxel of a surface, so Newton steps taken there
+    land short or long. The refinement backs off along the ray (not before
+    ``t_min``, the ray's start) to a point A where the field is at least
+    UNSIGNED_BACKOFF voxels (all eight samples of the interpolation on the
+    ray's side of a plane: the field is exact there), evaluates B where the
+    straight extrapolation from A gives UNSIGNED_NEAR, takes the slope's
+    change from A to B as the field's bend along the ray, and puts the hit at
+    the nearer root of that parabola from B (straight from B when it turns
+    back before zero, from A when B is in the trough already). Slopes there
+    are taken along the gradient rescaled to unit length (a pruned octant's
+    lower bound in the interpolation shortens it). The hit stands when the
+    field there is below UNSIGNED_LANDING (it says nothing about the side).
+    A ray not approaching the surface (slope above -MIN_SLOPE) or with no
+    room to back off keeps ``t_hit``.
 
     :func:`field_at` is called from one place (the top of the loop): the CPU
     build inlines it, and every extra call site would be another copy of it
     in the kernel (compile time).
     """
+    child, leaf_dist, leaf_sem, top_code, top_level, res, shift = field
+    ox, oy, oz, dx, dy, dz = ray
     t = t_hit
     k = 0  # the Newton step about to be taken
     long = False
     phase = UNSIGNED_BACK if unsigned else SIGNED_NEWTON
     n_back = 0
-    f_a = 0.0
-    s_a = 0.0
-    t_a = 0.0
+    anchor = (0.0, 0.0, 0.0)
     while True:
         f, gx, gy, gz = field_at(
             child, leaf_dist, leaf_sem, top_code, top_level, res, shift, ox + t * dx, oy + t * dy, oz + t * dz
         )
         slope = gx * dx + gy * dy + gz * dz
-        if phase != SIGNED_NEWTON:
+        if phase == SIGNED_NEWTON:
+            decision, t, k, long = newton_step(f, slope, t, t_lo, t_hi, k, iters, long)
+        else:
             # a distance field's gradient has unit length; where the interpolation reads a pruned
             # octant's lower bound it comes out shorter, its direction still right: rescale it
             glen = math.sqrt(gx * gx + gy * gy + gz * gz)
             if glen > 0.3:
                 slope = slope / glen
-        if phase == UNSIGNED_BACK:  # find A: a point where the field is exact (no trough)
-            if f < UNSIGNED_BACKOFF:
-                if n_back == MAX_BACKOFF or t <= t_min:
-                    return t_hit, False
-                if n_back == 0:  # in the trough the slope says nothing: back off by the margin first
-                    t = t - UNSIGNED_BACKOFF
-                elif slope > -MIN_SLOPE:
-                    return t_hit, False  # not approaching a surface: a graze
-                else:
-                    t = t - (UNSIGNED_BACKOFF - f) / (-slope) - 0.125
-                if t < t_min:
-                    t = t_min
-                n_back += 1
-                continue
-            if slope > -MIN_SLOPE:
-                return t_hit, False  # not approaching a surface: a graze
-            f_a = f
-            s_a = slope
-            t_a = t
-            phase = UNSIGNED_CURVE
-            # B: where the straight extrapolation from A puts the field at UNSIGNED_NEAR, closer in
-            t = t_a + (f_a - UNSIGNED_NEAR) / (-s_a)
-            continue
-        if phase == UNSIGNED_CURVE:  # the slope's change from A to B gives the field's bend along the ray
-            if f < 0.75 * UNSIGNED_NEAR or f >= f_a or slope > -MIN_SLOPE:
-                f = f_a  # B is in the trough already: extrapolate straight from A
-                slope = s_a
-                t = t_a
-                bend = 0.0
-            else:
-                bend = (slope - s_a) / (t - t_a)
-                # a distance field bends at most as the distance to one point does: (1 - slope^2) / f
-                top = (1.0 - slope * slope) / f
-                if bend > top:
-                    bend = top
-                if bend < -top:
-                    bend = -top
-            disc = slope * slope - 2.0 * bend * f
-            if disc < 0.0:  # the parabola turns back before zero (a bend overestimated on a shallow ray)
-                disc = slope * slope  # the hit stands: extrapolate straight from B
-            t = t + 2.0 * f / (-slope + math.sqrt(disc))  # the nearer root of f + slope x + bend x^2 / 2
-            if t < t_lo or t > t_hi:
-                return t_hit, False
-            phase = UNSIGNED_LAND
-            continue
-        if phase == UNSIGNED_LAND:  # the field says nothing about the side it lands on: only that it is low
-            if f > UNSIGNED_LANDING:
-                return t_hit, False
+            decision, t, phase, n_back, anchor = unsigned_step(phase, f, slope, t, t_lo, t_hi, t_min, n_back, anchor)
+        if decision == FOUND:
             return t, True
-        if k == iters:  # only after a long last step: verify where it landed
-            # near a zero, and one the ray enters: a long step on a shallow ray can pass the first
-            # crossing and land on the far side of the solid, where the field rises again
-            if f > 0.25 or f < -0.25 or gx * dx + gy * dy + gz * dz >= 0.0:
-                return t_hit, False
-            return t, True
-        if f < 1e-3 and f > -1e-3:
-            return t, True
-        if slope > -MIN_SLOPE:
-            if k == 0 or f > 0.25 or f < -0.25:
-                return t_hit, False
-            return t, True
-        tn = t - f / slope
-        if tn < t_lo or tn > t_hi:
-            if k == 0 or f > 0.25 or f < -0.25:
-                return t_hit, False
-            return t, True
-        long = tn - t > LONG_STEP or t - tn > LONG_STEP
-        t = tn
-        k += 1
-        if k == iters and not long:
-            return t, True
+        if decision == NOT_FOUND:
+            return t_hit, False
 
 
 def yaw_cos_sin(yaw):
@@ -290,156 +310,121 @@ def yaw_rotate(vx, vy, vz, cos_yaw, sin_yaw):
     return vx * cos_yaw - vz * sin_yaw, vy, vx * sin_yaw + vz * cos_yaw
 
 
-def pack_stats(n_pruned, n_free, n_sphere, n_cand, n_end, n_desc):
-    """The counting build's tally of one ray in one int64 (STAT_KINDS order,
-    STAT_BITS each, saturating); 0 in the production build."""
-    if not COUNT_STEPS:
-        return 0
-    out = 0
-    shift = 0
-    for v in (n_pruned, n_free, n_sphere, n_cand, n_end, n_desc):
-        if v > STAT_MAX:
-            v = STAT_MAX
-        out |= v << shift
-        shift += STAT_BITS
-    return out
+AT_MISS, AT_CANDIDATE, AT_SOLID_START = 0, 1, 2  # where march_to_candidate stopped
 
 
-def trace_ray(
-    child,
-    leaf_dist,
-    leaf_sem,
-    top_code,
-    top_level,
-    res,
-    ox,
-    oy,
-    oz,
-    dx,
-    dy,
-    dz,
-    t_max,
-    eps,
-    nudge,
-    max_steps,
-    refine,
-    signed,
-):
+def march_to_candidate(field, ray, rd, span, march, walk):
+    """March from ``walk``'s point to the next candidate hit: inside solid
+    (d < 0) or a near-surface leaf closer than eps.
+
+    ``rd``: the direction's reciprocals; ``span = (t0, t_end)``: where the
+    ray enters the cube and where it stops; ``walk = (t, t_free, last_sem,
+    steps, tally, cell)``: the ray parameter, the last point known free (the
+    surface lies beyond it), the last near-surface semantic, the cell visits
+    so far, the step tally (:func:`tally_step`) and the last cell visited
+    ``(lox, loy, loz, size)``. Returns ``(outcome, t, t_free, last_sem,
+    steps, tally, cell, d, sem, p)``: outcome AT_MISS (the ray left the cube,
+    passed t_end or used up max_steps), AT_CANDIDATE or AT_SOLID_START (the
+    ray starts in solid, or enters the cube there); d, sem: the candidate leaf's
+    distance and semantic; p: the point where it was found.
+    """
+    child, leaf_dist, leaf_sem, top_code, top_level, res, shift = field
+    ox, oy, oz, dx, dy, dz = ray
+    t0, t_end = span
+    _t_max, eps, nudge, max_steps, _refine, _signed = march
+    t, t_free, last_sem, steps, tally, cell = walk
+    d = 0.0
+    csem = 0
+    p = (0.0, 0.0, 0.0)
+    while steps < max_steps:
+        steps += 1
+        if t > t_end:
+            return AT_MISS, t, t_free, last_sem, steps, tally_step(tally, END), cell, d, csem, p
+        p = (ox + t * dx, oy + t * dy, oz + t * dz)
+        # every step descends: a test for "still in the last cell" held on about 2 % of steps and
+        # cost more than the descents it saved (same cells either way)
+        ckind, cdist, csem, clox, cloy, cloz, csize = descend(
+            child, leaf_dist, leaf_sem, top_code, top_level, p[0], p[1], p[2], res, shift
+        )
+        tally = tally_cell(tally, clox == cell[0] and cloy == cell[1] and cloz == cell[2] and csize == cell[3])
+        cell = (clox, cloy, cloz, csize)
+        if ckind == 0:  # pruned octant: empty, skip to its exit
+            tally = tally_step(tally, PRUNED)
+            t_free = t + cell_exit(p, (dx, dy, dz), rd, (clox, cloy, cloz), csize)
+            t = t_free + nudge
+            continue
+        d = cdist  # voxel units, NaN already read as 0 by the layout
+        if d < 0.0:  # inside solid
+            tally = tally_step(tally, CANDIDATE)
+            if t == t0:
+                return AT_SOLID_START, t, t_free, last_sem, steps, tally, cell, d, csem, p
+            return AT_CANDIDATE, t, t_free, last_sem, steps, tally, cell, d, csem, p
+        if csem != 0:  # near a surface
+            last_sem = csem
+            if d < eps:
+                return AT_CANDIDATE, t, t_free, last_sem, steps, tally_step(tally, CANDIDATE), cell, d, csem, p
+            tally = tally_step(tally, SPHERE)
+            t_free = t
+            t = t + d
+        else:  # free leaf: no surface in the cell
+            tally = tally_step(tally, FREE)
+            step = cell_exit(p, (dx, dy, dz), rd, (clox, cloy, cloz), csize)
+            if d > step:
+                t = t + d
+                t_free = t
+            else:
+                t_free = t + step
+                t = t_free + nudge
+    return AT_MISS, t, t_free, last_sem, steps, tally, cell, d, csem, p
+
+
+def trace_ray(lay, ray, march):
     """Sphere-trace one ray through the DAG, all lengths in voxel units.
 
-    The world is the decoded layout (``navi_nb/world/layout.py``; leaf
-    distances in voxel units). refine: Newton iterations that sharpen a
-    hit's depth (0: none). signed: the world holds negative distances (then
-    a hit whose refinement finds no zero crossing is taken as a graze and the
-    ray marches on). (ox, oy, oz): origin in voxel units (may lie outside the
-    cube); (dx, dy, dz): unit direction. t_max > 0: the maximum distance.
-    eps: hit epsilon; nudge: the push past a cell's exit; max_steps: cell
-    visits. Returns ``(depth, semantic, hit, steps, stats)``; on a miss
-    ``(t_max, 0, False, steps, stats)``. steps: the march's cell visits;
-    stats: :func:`pack_stats`'s tally (0 unless the counting build).
+    ``lay``: the decoded layout (``navi_nb/world/layout.py``; leaf distances
+    in voxel units). ``ray = (ox, oy, oz, dx, dy, dz)``: origin in voxel
+    units (may lie outside the cube), unit direction. ``march = (t_max, eps,
+    nudge, max_steps, refine, signed)``: the maximum distance (> 0), the hit
+    epsilon, the push past a cell's exit, the cell visits allowed, the Newton
+    iterations that sharpen a hit's depth (0: none) and whether the world
+    holds negative distances (then a hit whose refinement finds no zero
+    crossing is taken as a graze and the ray marches on). Returns ``(depth,
+    semantic, hit, steps, tally)``; on a miss ``(t_max, 0, False, steps,
+    tally)``. steps: the march's cell visits; tally: :func:`tally_step`'s
+    (0 in the shipped build).
 
-    The march stops at a candidate hit and leaves the loop; the candidate is
-    refined in one place below (so the CPU build holds one inlined copy of the
-    refinement), and a graze goes back to marching.
+    The march stops at a candidate hit (:func:`march_to_candidate`); the
+    candidate is refined in one place here (so the CPU build holds one
+    inlined copy of the refinement), and a graze goes back to marching.
     """
-    rx = reciprocal(dx)
-    ry = reciprocal(dy)
-    rz = reciprocal(dz)
-    t0, t1 = ray_box(ox, oy, oz, dx, dy, dz, rx, ry, rz, res)
+    child, leaf_dist, leaf_sem, top_code, top_level, res = lay
+    t_max, eps, _nudge, _max_steps, refine, signed = march
+    d3 = (ray[3], ray[4], ray[5])
+    rd = (reciprocal(ray[3]), reciprocal(ray[4]), reciprocal(ray[5]))
+    t0, t1 = ray_box((ray[0], ray[1], ray[2]), d3, rd, res)
     shift = table_shift(top_code, res)
+    field = (child, leaf_dist, leaf_sem, top_code, top_level, res, shift)
     if t0 < 0.0:
         t0 = 0.0
     t_end = t1
     if t_max < t_end:
         t_end = t_max
     if t0 > t_end:
-        return t_max, 0, False, 0, pack_stats(0, 0, 0, 0, 0, 0)
+        return t_max, 0, False, 0, 0
     t = t0
-    t_free = t0  # the surface lies beyond this point (last point known free)
+    t_free = t0
     last_sem = 0
-    ckind = 0
-    cdist = 0.0
-    csem = 0
-    clox = 0.0
-    cloy = 0.0
-    cloz = 0.0
-    csize = -1.0  # no cell yet
     steps = 0
-    n_pruned = 0  # the tallies (COUNT_STEPS builds only; constant 0 otherwise)
-    n_free = 0
-    n_sphere = 0
-    n_cand = 0
-    n_end = 0
-    n_desc = 0
+    tally = 0
+    cell = (0.0, 0.0, 0.0, -1.0)  # no cell yet
     while True:
-        # march to the next candidate hit: inside solid (d < 0) or a near-surface leaf closer than eps
-        candidate = False
-        px = 0.0
-        py = 0.0
-        pz = 0.0
-        d = 0.0
-        while steps < max_steps:
-            steps += 1
-            if t > t_end:
-                if COUNT_STEPS:
-                    n_end += 1
-                return t_max, 0, False, steps, pack_stats(n_pruned, n_free, n_sphere, n_cand, n_end, n_desc)
-            px = ox + t * dx
-            py = oy + t * dy
-            pz = oz + t * dz
-            # every step descends: a test for "still in the last cell" held on about 2 % of steps and
-            # cost more than the descents it saved (same cells either way)
-            plox, ploy, ploz, psize = clox, cloy, cloz, csize  # the last cell (for the counting build's tally)
-            ckind, cdist, csem, clox, cloy, cloz, csize = descend(
-                child, leaf_dist, leaf_sem, top_code, top_level, px, py, pz, res, shift
-            )
-            if COUNT_STEPS:
-                if not (clox == plox and cloy == ploy and cloz == ploz and csize == psize):
-                    n_desc += 1
-            if ckind == 0:  # pruned octant: empty, skip to its exit
-                if COUNT_STEPS:
-                    n_pruned += 1
-                step = cell_exit(px, py, pz, dx, dy, dz, rx, ry, rz, clox, cloy, cloz, csize)
-                t_free = t + step
-                t = t_free + nudge
-                continue
-            d = cdist  # voxel units, NaN already read as 0 by the layout
-            if d < 0.0:  # inside solid
-                if COUNT_STEPS:
-                    n_cand += 1
-                if t == t0:  # the ray starts in solid (or enters the cube there)
-                    return (
-                        t0,
-                        (csem if csem != 0 else 1),
-                        True,
-                        steps,
-                        pack_stats(n_pruned, n_free, n_sphere, n_cand, n_end, n_desc),
-                    )
-                candidate = True
-                break
-            if csem != 0:  # near a surface
-                last_sem = csem
-                if d < eps:
-                    if COUNT_STEPS:
-                        n_cand += 1
-                    candidate = True
-                    break
-                if COUNT_STEPS:
-                    n_sphere += 1
-                t_free = t
-                t = t + d
-            else:  # free leaf: no surface in the cell
-                if COUNT_STEPS:
-                    n_free += 1
-                step = cell_exit(px, py, pz, dx, dy, dz, rx, ry, rz, clox, cloy, cloz, csize)
-                if d > step:
-                    t = t + d
-                    t_free = t
-                else:
-                    t_free = t + step
-                    t = t_free + nudge
-        if not candidate:  # max_steps used up
-            return t_max, 0, False, steps, pack_stats(n_pruned, n_free, n_sphere, n_cand, n_end, n_desc)
+        outcome, t, t_free, last_sem, steps, tally, cell, d, csem, p = march_to_candidate(
+            field, ray, rd, (t0, t_end), march, (t, t_free, last_sem, steps, tally, cell)
+        )
+        if outcome == AT_MISS:
+            return t_max, 0, False, steps, tally
+        if outcome == AT_SOLID_START:
+            return t0, (csem if csem != 0 else 1), True, steps, tally
         solid = d < 0.0
         depth = t + d
         if solid and depth < t_free:  # the surface lies at least |d| behind, but not before t_free
@@ -451,27 +436,7 @@ def trace_ray(
                 t_hi = t + d + REFINE_WINDOW
             if t_hi > t_end:
                 t_hi = t_end
-            depth, found = refine_hit(
-                child,
-                leaf_dist,
-                leaf_sem,
-                top_code,
-                top_level,
-                res,
-                shift,
-                ox,
-                oy,
-                oz,
-                dx,
-                dy,
-                dz,
-                depth,
-                t_free,
-                t_hi,
-                refine,
-                not signed,
-                t0,
-            )
+            depth, found = refine_hit(field, ray, depth, t_free, t_hi, refine, not signed, t0)
             if signed and not found:
                 if not solid:
                     # no zero crossing of the interpolated signed field near here: the ray
@@ -481,7 +446,9 @@ def trace_ray(
                         d = eps * 0.5
                     t = t + d
                     continue
-                fh, gx, gy, gz = field_at_outer(child, leaf_dist, leaf_sem, top_code, top_level, res, shift, px, py, pz)
+                fh, _gx, _gy, _gz = field_at_outer(
+                    child, leaf_dist, leaf_sem, top_code, top_level, res, shift, p[0], p[1], p[2]
+                )
                 if fh > GRAZE_MARGIN:
                     # the cell's centre is in solid but the ray passes outside it: a graze
                     t_free = t
@@ -490,14 +457,14 @@ def trace_ray(
                     t = t + fh
                     continue
         if depth > t_max:
-            return t_max, 0, False, steps, pack_stats(n_pruned, n_free, n_sphere, n_cand, n_end, n_desc)
+            return t_max, 0, False, steps, tally
         sem = csem
         if solid:
             if sem == 0:
                 sem = last_sem
             if sem == 0:
                 sem = 1
-        return depth, sem, True, steps, pack_stats(n_pruned, n_free, n_sphere, n_cand, n_end, n_desc)
+        return depth, sem, True, steps, tally
 
 
 def ray_start(a, r, bmin, inv_voxel, dirs, origins, c, s):
@@ -530,64 +497,21 @@ def write_ray(i, depth, sem, hit, voxel, max_distance, depth_out, sem_out, hit_o
         hit_out[i] = False
 
 
-def trace_one(
-    i,
-    a,
-    r,
-    child,
-    leaf_dist,
-    leaf_sem,
-    top_code,
-    top_level,
-    res,
-    bmin,
-    inv_voxel,
-    voxel,
-    dirs,
-    origins,
-    c,
-    s,
-    t_max,
-    eps,
-    nudge,
-    max_steps,
-    refine,
-    signed,
-    max_distance,
-    depth_out,
-    sem_out,
-    hit_out,
-):
+def trace_one(i, a, r, lay, frame, march, max_distance, depth_out, sem_out, hit_out):
     """Ray ``i`` of the flattened (actor, ray) batch, ray ``r`` of actor ``a``
     (``i = a * n_dirs + r``, the caller tracks them): rotate, trace, write outputs.
 
-    dirs (n_dirs, 3) float32 actor frame; origins (A, 3) float32 metres;
-    ``c, s``: cos and sin of the actor's yaw (:func:`yaw_cos_sin`, computed
-    once per actor by the caller); outputs flat (A * n_dirs,). (The CPU kernel
-    calls the three steps itself: one level less of Numba's inlining, whose
-    IR copies made up most of its compile time.)
+    ``frame = (bmin, inv_voxel, voxel, dirs, origins, c, s)``: the world's
+    field origin and voxel size, dirs (n_dirs, 3) float32 actor frame,
+    origins (A, 3) float32 metres, ``c, s`` the cos and sin of the actor's
+    yaw (:func:`yaw_cos_sin`, computed once per actor by the caller);
+    outputs flat (A * n_dirs,). (The CPU kernel calls the three steps itself:
+    one level less of Numba's inlining, whose IR copies made up most of its
+    compile time.)
     """
-    ox, oy, oz, dx, dy, dz = ray_start(a, r, bmin, inv_voxel, dirs, origins, c, s)
-    depth, sem, hit, _steps, _stats = trace_ray(
-        child,
-        leaf_dist,
-        leaf_sem,
-        top_code,
-        top_level,
-        res,
-        ox,
-        oy,
-        oz,
-        dx,
-        dy,
-        dz,
-        t_max,
-        eps,
-        nudge,
-        max_steps,
-        refine,
-        signed,
-    )
+    bmin, inv_voxel, voxel, dirs, origins, c, s = frame
+    ray = ray_start(a, r, bmin, inv_voxel, dirs, origins, c, s)
+    depth, sem, hit, _steps, _tally = trace_ray(lay, ray, march)
     write_ray(i, depth, sem, hit, voxel, max_distance, depth_out, sem_out, hit_out)
 
 
@@ -602,17 +526,33 @@ MATH_FUNCTIONS = (
     "cell_exit",
     "slab",
     "ray_box",
+    "newton_step",
+    "unsigned_step",
     "refine_hit",
-    "pack_stats",
+    "tally_step",
+    "tally_cell",
     "yaw_cos_sin",
     "yaw_rotate",
+    "march_to_candidate",
     "trace_ray",
     "ray_start",
     "write_ray",
     "trace_one",
 )
 
-SCALAR_MATH = ("axis_exit", "reciprocal", "cell_exit", "slab", "ray_box", "pack_stats", "yaw_cos_sin", "yaw_rotate")
+SCALAR_MATH = (
+    "axis_exit",
+    "reciprocal",
+    "cell_exit",
+    "slab",
+    "ray_box",
+    "newton_step",
+    "unsigned_step",
+    "tally_step",
+    "tally_cell",
+    "yaw_cos_sin",
+    "yaw_rotate",
+)
 """Helpers of numbers only: on the CPU separate functions that LLVM inlines after linking (as
 ``field.SCALAR_HELPERS``: the same bits and speed, each typed once; the tracer's cold first call about
 3-5 s shorter)."""
@@ -620,15 +560,15 @@ OUTER_MATH = SCALAR_MATH + ("refine_hit",)
 """Built with ``decorate_outer``: on the CPU a separate function (the refinement: called once per hit)."""
 
 
-def build_for(decorate, decorate_outer=None, field_built=None, count=False):
+def build_for(decorate, decorate_outer=None, field_built=None, hooks=None):
     """Build the field's functions (``navi_nb/world/field.py``) and then every
     math function here with ``decorate`` (a decorator); returns a dict name ->
     compiled function.
 
-    ``count``: the value of :data:`COUNT_STEPS` in this build (True: the
-    counting build, whose ``trace_ray`` tallies its step kinds; give it a
-    ``decorate`` that renames, see :func:`counted_name`, so that its cached
-    code never shares a name with the production build's).
+    ``hooks``: plain functions to build in place of :func:`tally_step` and
+    :func:`tally_cell` (a dict name -> function; ``navi_nb/bench/anatomy.py``'s
+    counting build; give it a ``decorate`` that renames its functions, so that
+    their cached code never shares a name with the shipped build's).
 
     ``field_built``: the field's functions already built for this target
     (the CPU passes ``field.CPU``, so there is one build of each).
@@ -650,37 +590,15 @@ def build_for(decorate, decorate_outer=None, field_built=None, count=False):
     """
     if field_built is None:
         field_built = field.build_for(decorate, decorate_outer)
-    built = dict(field_built)
-    built["COUNT_STEPS"] = bool(count)
+    plain = dict(globals())
+    plain.update(hooks or {})
     return field.build_for(
-        decorate, decorate_outer, names=MATH_FUNCTIONS, module_globals=globals(), built=built, outer=OUTER_MATH
+        decorate, decorate_outer, names=MATH_FUNCTIONS, module_globals=plain, built=dict(field_built), outer=OUTER_MATH
     )
-
-
-def counted_name(decorate):
-    """``decorate`` applied to a copy of the function named ``<name>_counted``
-    (Numba's cache keys compiled code on the module and qualified name, not on
-    the globals a build binds: the counting build's functions need their own names)."""
-
-    def rename(func):
-        new = field.retarget(func, {})
-        new.__name__ = func.__name__ + "_counted"
-        new.__qualname__ = func.__qualname__ + "_counted"
-        return decorate(new)
-
-    return rename
 
 
 _CPU = build_for(njit(inline="always", cache=True), njit(cache=True, _nrt=False), field_built=field.CPU)
 nb_trace_ray = _CPU["trace_ray"]
-_CPU_COUNTED = build_for(
-    counted_name(njit(inline="always", cache=True)),
-    counted_name(njit(cache=True, _nrt=False)),
-    field_built=field.CPU,
-    count=True,
-)
-nb_trace_ray_counted = _CPU_COUNTED["trace_ray"]
-"""The counting build of :func:`trace_ray` (``navi-nb bench trace`` only)."""
 nb_ray_start = _CPU["ray_start"]
 nb_write_ray = _CPU["write_ray"]
 nb_yaw_cos_sin = _CPU["yaw_cos_sin"]

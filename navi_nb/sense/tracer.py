@@ -35,19 +35,9 @@ from navi_nb.sense.checks import (
     check_world_index,
 )
 from navi_nb.sense.sensor import SenseError
-from navi_nb.sense.trace_math import (
-    STAT_BITS,
-    STAT_KINDS,
-    counted_name,
-    nb_ray_start,
-    nb_trace_ray,
-    nb_trace_ray_counted,
-    nb_write_ray,
-    nb_yaw_cos_sin,
-)
+from navi_nb.sense.trace_math import nb_ray_start, nb_trace_ray, nb_write_ray, nb_yaw_cos_sin
 from navi_nb.threads import RangeKernel
 from navi_nb.world import gmdag
-from navi_nb.world.field import retarget
 from navi_nb.world.world_set import WorldSet, nb_layout_views
 
 DEFAULT_EPSILON = 0.5
@@ -65,39 +55,23 @@ GRAIN = 256
 """The fewest rays a thread is handed at once (``threads.run_ranges`` hands out
 shrinking ranges: rays cost different amounts, and a shared machine can stall
 one thread)."""
-COUNT_STEPS = False  # bound to True in the counting build of the kernel (trace_span_counted)
 
 
-def trace_span(
-    i0,
-    i1,
-    child,
-    leaf_dist,
-    leaf_sem,
-    top_code,
-    top_level,
-    iparams,
-    tparams,
-    origin32,
-    signed,
-    world_index,
-    dirs,
-    origins,
-    yaws,
-    nudge,
-    max_steps,
-    refine,
-    max_distance,
-    depth,
-    semantic,
-    hit,
-    stats,
-):
+def keep_tally(stats, i, steps, tally):
+    """The kernel's hook on each ray's step count and tally: the shipped build keeps
+    neither (``navi_nb/bench/anatomy.py`` builds the kernel with one that does)."""
+
+
+def trace_span(i0, i1, worlds, poses, sensing, depth, semantic, hit, stats):
     """Trace rays ``i0 .. i1 - 1`` (flattened over actors x rays) of every actor, each in its own world.
 
-    child, leaf_dist, leaf_sem, top_code, top_level, iparams: the world set's
-    packed layouts (``navi_nb/world/world_set.py``; world ``w`` is read
-    through views, ``layout_views``); tparams (W, 8) float64 per world: field
+    ``worlds = (child, leaf_dist, leaf_sem, top_code, top_level, iparams,
+    tparams, origin32, signed)``, ``poses = (world_index, origins, yaws)``,
+    ``sensing = (dirs, nudge, max_steps, refine, max_distance)``, read-only
+    tuples (:func:`kernel_arguments`). child, leaf_dist, leaf_sem, top_code,
+    top_level, iparams: the world set's packed layouts
+    (``navi_nb/world/world_set.py``; world ``w`` is read through views,
+    ``layout_views``); tparams (W, 8) float64 per world: field
     origin x, y, z (metres), inv_voxel, voxel, res, t_max and hit epsilon (in
     voxels); origin32 (W, 3) float32: the field origins as the rays start from
     them (float32, as the file's ``bmin``: Numba's ``float()`` keeps a float32
@@ -108,15 +82,18 @@ def trace_span(
     float32 radians; nudge in voxels; max_steps int; refine: Newton
     iterations per hit (0: none); max_distance metres. Writes depth (A*R,)
     float32 metres, semantic (A*R,) uint16, hit (A*R,) bool. stats: written
-    only by the counting build (``trace_span_counted``, (A*R, 2) int64: each
-    ray's steps and ``trace_math.pack_stats`` tally); the production build
-    takes any int64 array and leaves it alone.
+    only by the counting build (:func:`keep_tally`: (A*R, 2) int64, each ray's
+    steps and tally); the shipped build takes any int64 array and leaves it
+    alone.
 
     :func:`trace_rays` runs it over the whole batch in ranges, one thread each
     (``threads.run_ranges``); each ray is computed alone, so the ranges change
     no bit. Every step of a ray is inlined here, in the one function the
     threads call: nothing big is linked into a caller and compiled again.
     """
+    child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams, origin32, signed = worlds
+    world_index, origins, yaws = poses
+    dirs, nudge, max_steps, refine, max_distance = sensing
     n_dirs = dirs.shape[0]
     if i1 <= i0:
         return
@@ -131,14 +108,12 @@ def trace_span(
     sgn = signed[w]
     c, s = nb_yaw_cos_sin(yaws[a])
     for i in range(i0, i1):
-        ox, oy, oz, dx, dy, dz = nb_ray_start(a, r, org, inv_voxel, dirs, origins, c, s)
+        ray = nb_ray_start(a, r, org, inv_voxel, dirs, origins, c, s)
         d, sem, h, steps, tally = nb_trace_ray(
-            ch, ld, ls, tc, tl, res, ox, oy, oz, dx, dy, dz, t_max, eps, nudge, max_steps, refine, sgn
+            (ch, ld, ls, tc, tl, res), ray, (t_max, eps, nudge, max_steps, refine, sgn)
         )
         nb_write_ray(i, d, sem, h, voxel, max_distance, depth, semantic, hit)
-        if COUNT_STEPS:
-            stats[i, 0] = steps
-            stats[i, 1] = tally
+        nb_keep_tally(stats, i, steps, tally)
         r += 1
         if r == n_dirs and i + 1 < i1:
             r = 0
@@ -153,22 +128,18 @@ def trace_span(
                 sgn = signed[w]
 
 
-nb_trace_span_counted = counted_name(njit(cache=True, nogil=True, _nrt=False))(
-    retarget(trace_span, {"nb_trace_ray": nb_trace_ray_counted, "COUNT_STEPS": True})
-)
-"""The counting build of the kernel (``navi-nb bench trace``'s step anatomy; :func:`trace_counted`)."""
+nb_keep_tally = njit(inline="always", cache=True)(keep_tally)
 nb_trace_span = njit(cache=True, nogil=True, _nrt=False)(trace_span)
-NO_STATS = np.zeros((1, 2), np.int64)  # the production kernel's unused stats argument
+NO_STATS = np.zeros((1, 2), np.int64)  # the shipped kernel's unused stats argument
 
 
-def _rays(*args):
-    return args[11].shape[0] * args[10].shape[0]  # actors x rays per actor
+def _rays(worlds, poses, sensing, *outputs):
+    return poses[1].shape[0] * sensing[0].shape[0]  # actors x rays per actor
 
 
 trace_rays = RangeKernel(nb_trace_span, _rays, GRAIN)
 """The CPU kernel: :func:`trace_span` over every ray of the batch, in parallel ranges (arguments as
 ``trace_span``'s after ``i0, i1``)."""
-trace_rays_counted = RangeKernel(nb_trace_span_counted, _rays, GRAIN)
 
 
 TP_OX, TP_OY, TP_OZ, TP_INV_VOXEL, TP_VOXEL, TP_RES, TP_T_MAX, TP_EPS = range(8)
@@ -229,10 +200,10 @@ def world_is_signed(world) -> bool:
     return signed
 
 
-def _run_cpu(settings, sensor, origins, yaws, world_index, out, stats=None):
-    depth, semantic, hit = out
+def kernel_arguments(settings, sensor, origins, yaws, world_index):
+    """The kernel's read-only bundles ``(worlds, poses, sensing)`` (:func:`trace_span`)."""
     p = settings.packed
-    head = (
+    worlds = (
         p.child,
         p.leaf_dist,
         p.leaf_sem,
@@ -242,21 +213,15 @@ def _run_cpu(settings, sensor, origins, yaws, world_index, out, stats=None):
         settings.tparams,
         settings.origin32,
         settings.signed_per_world,
-        world_index,
-        sensor.flat_directions,
-        origins,
     )
-    tail = (
-        NUDGE,
-        settings.max_steps,
-        settings.refine,
-        settings.max_distance,
-        depth.reshape(-1),
-        semantic.reshape(-1),
-        hit.reshape(-1),
-        NO_STATS if stats is None else stats,
-    )
-    (trace_rays if stats is None else trace_rays_counted)(*head, yaws, *tail)
+    sensing = (sensor.flat_directions, NUDGE, settings.max_steps, settings.refine, settings.max_distance)
+    return worlds, (world_index, origins, yaws), sensing
+
+
+def _run_cpu(settings, sensor, origins, yaws, world_index, out, kernel=trace_rays, stats=NO_STATS):
+    depth, semantic, hit = out
+    bundles = kernel_arguments(settings, sensor, origins, yaws, world_index)
+    kernel(*bundles, depth.reshape(-1), semantic.reshape(-1), hit.reshape(-1), stats)
 
 
 def _as_set(world):
@@ -319,45 +284,6 @@ def trace(
     if origins.shape[0]:
         _run_cpu(settings, sensor, origins, yaws, world_index, out)
     return out
-
-
-def unpack_stats(packed):
-    """``trace_math.pack_stats`` tallies (int64 array) -> dict kind -> int64 array of counts."""
-    packed = np.asarray(packed, np.int64)
-    mask = (1 << STAT_BITS) - 1
-    return {k: (packed >> (STAT_BITS * j)) & mask for j, k in enumerate(STAT_KINDS)}
-
-
-def trace_counted(
-    world,
-    origins,
-    yaws,
-    sensor,
-    max_distance,
-    *,
-    epsilon=DEFAULT_EPSILON,
-    max_steps=DEFAULT_MAX_STEPS,
-    refine=DEFAULT_REFINE,
-    world_index=None,
-):
-    """:func:`trace` on the CPU through the counting build of the kernel (the same
-    source with ``COUNT_STEPS`` on; its depths are the production build's, bit for bit).
-
-    Returns ``(depth, semantic, hit, steps, kinds)``: the first three as
-    :func:`trace`; steps (A, Az, El) int64, each ray's cell visits; kinds a
-    dict ``trace_math.STAT_KINDS`` -> (A, Az, El) int64 counts (pruned, free,
-    sphere, candidate and end sum to steps; descent counts the visits whose
-    cell was not the cached one). For ``navi-nb bench trace``'s anatomy.
-    """
-    settings, origins, yaws, world_index, shape = _cpu_inputs(
-        world, origins, yaws, sensor, max_distance, epsilon, max_steps, refine, world_index
-    )
-    out = (np.empty(shape, np.float32), np.empty(shape, np.uint16), np.empty(shape, np.bool_))
-    stats = np.zeros((int(np.prod(shape)), 2), np.int64)
-    if origins.shape[0]:
-        _run_cpu(settings, sensor, origins, yaws, world_index, out, stats=stats)
-    kinds = {k: v.reshape(shape) for k, v in unpack_stats(stats[:, 1]).items()}
-    return out[0], out[1], out[2], stats[:, 0].reshape(shape), kinds
 
 
 class Tracer:
