@@ -2,9 +2,12 @@
 
 The learning kernels need dense products on small blocks (a chunk of samples
 times a layer's weights, a tile of a weight gradient). They call
-``gemm(trans_a, trans_b, m, n, k, alpha, a_ptr, lda, b_ptr, ldb, beta, c_ptr, ldc)``
-(row major, pointers as integers from ``arr.ctypes.data``), which Numba
-compiles to a call of the external symbol ``navi_nb_sgemm`` / ``navi_nb_dgemm``.
+``gemm(trans_a, trans_b, (m, n, k), alpha, (a_ptr, lda), (b_ptr, ldb), beta, (c_ptr, ldc))``
+(row major, each operand its address, an integer from ``arr.ctypes.data``,
+with its leading dimension), which Numba compiles to a call of the external
+symbol ``navi_nb_sgemm`` / ``navi_nb_dgemm``: the 14 arguments of the
+``cblas_?gemm`` interface, spelled out only where that interface is met (the
+symbols' signatures and the plain-loop fallback bound in their place).
 
 At import we bind those symbols to one of two implementations:
 
@@ -67,7 +70,8 @@ def _numpy_blas_library():
 # ---- the fallback: plain loops, compiled as C callbacks --------------------
 def _make_loop_gemm(dtype):
     def loop_gemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-        # Row major only (order is always ROW_MAJOR here).
+        # cblas_?gemm's 14 arguments, as the symbol it stands in for takes them. Row major only
+        # (order is always ROW_MAJOR here).
         A = carray(a, ((m - 1) * lda + k if ta == NO_TRANS else (k - 1) * lda + m,))
         B = carray(b, ((k - 1) * ldb + n if tb == NO_TRANS else (n - 1) * ldb + k,))
         C = carray(c, ((m - 1) * ldc + n,))
@@ -146,26 +150,26 @@ def _bind():
 GEMM_BACKEND = _bind()
 
 
-def gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):  # pragma: no cover
-    """C = alpha * op(A) @ op(B) + beta * C, row major; a, b, c are addresses."""
+def gemm(ta, tb, shape, alpha, a, b, beta, c):  # pragma: no cover
+    """C = alpha * op(A) @ op(B) + beta * C, row major; ``shape = (m, n, k)``, ``a, b, c``
+    each ``(address, leading dimension)``."""
     raise NotImplementedError("gemm is callable from Numba kernels only")
 
 
 @overload(gemm, inline="always")
-def _gemm_overload(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+def _gemm_overload(ta, tb, shape, alpha, a, b, beta, c):
     if alpha == types.float32:
+        blas = _sgemm
+    elif alpha == types.float64:
+        blas = _dgemm
+    else:
+        return None
 
-        def impl(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-            _sgemm(np.int32(ROW_MAJOR), np.int32(ta), np.int32(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+    def impl(ta, tb, shape, alpha, a, b, beta, c):
+        m, n, k = shape
+        blas(np.int32(ROW_MAJOR), np.int32(ta), np.int32(tb), m, n, k, alpha, a[0], a[1], b[0], b[1], beta, c[0], c[1])
 
-        return impl
-    if alpha == types.float64:
-
-        def impl(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-            _dgemm(np.int32(ROW_MAJOR), np.int32(ta), np.int32(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-
-        return impl
-    return None
+    return impl
 
 
 @njit(cache=True)
@@ -178,15 +182,10 @@ def matmul_into(a, b, c, trans_a, trans_b):
     gemm(
         TRANS if trans_a else NO_TRANS,
         TRANS if trans_b else NO_TRANS,
-        m,
-        n,
-        k,
+        (m, n, k),
         one,
-        a.ctypes.data,
-        a.shape[1],
-        b.ctypes.data,
-        b.shape[1],
+        (a.ctypes.data, a.shape[1]),
+        (b.ctypes.data, b.shape[1]),
         zero,
-        c.ctypes.data,
-        n,
+        (c.ctypes.data, n),
     )

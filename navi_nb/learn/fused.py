@@ -212,17 +212,12 @@ def _forward_rows(A, params, m, r0, r1):
     gemm(
         NO_TRANS,
         NO_TRANS,
-        r1 - r0,
-        nout,
-        nin,
+        (r1 - r0, nout, nin),
         one,
-        address(A, m[XOFF] + r0 * nin),
-        nin,
-        address(params, woff),
-        nout,
+        (address(A, m[XOFF] + r0 * nin), nin),
+        (address(params, woff), nout),
         zero,
-        address(A, h0),
-        nout,
+        (address(A, h0), nout),
     )
     H = block_view(A, h0, r1 - r0, nout)
     bias_act_rows(H, params[woff + nin * nout : woff + nin * nout + nout], 0, r1 - r0, m[ACT])
@@ -241,17 +236,12 @@ def _backward_rows(A, D, params, slots, slot_width, c, m, mp, r0, r1, has_prev):
         gemm(
             TRANS,
             NO_TRANS,
-            nin,
-            nout,
-            r1 - r0,
+            (nin, nout, r1 - r0),
             one,
-            address(A, m[XOFF] + r0 * nin),
-            nin,
-            address(D, d0),
-            nout,
+            (address(A, m[XOFF] + r0 * nin), nin),
+            (address(D, d0), nout),
             zero,
-            address(slots, base),
-            nout,
+            (address(slots, base), nout),
         )
         gb = slots[base + nin * nout : base + nin * nout + nout]
         dZ = block_view(D, d0, r1 - r0, nout)
@@ -265,17 +255,12 @@ def _backward_rows(A, D, params, slots, slot_width, c, m, mp, r0, r1, has_prev):
         gemm(
             NO_TRANS,
             TRANS,
-            r1 - r0,
-            nin,
-            nout,
+            (r1 - r0, nin, nout),
             one,
-            address(D, d0),
-            nout,
-            address(params, m[WOFF]),
-            nout,
+            (address(D, d0), nout),
+            (address(params, m[WOFF]), nout),
             zero,
-            address(D, p0),
-            nin,
+            (address(D, p0), nin),
         )
         times_dact_rows(
             block_view(D, p0, r1 - r0, nin), block_view(A, mp[HOFF] + r0 * nin, r1 - r0, nin), 0, r1 - r0, mp[ACT]

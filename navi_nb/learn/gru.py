@@ -218,9 +218,15 @@ def _recur_rows(w, Gi, gi0, Hp, reset, has_reset, Hout, G, Gh, r0, r1):
     zero = one - one
     half = one / (one + one)
     gemm(
-        NO_TRANS, TRANS, r1 - r0, g3, hid, one, _at(Hp, r0 * hid), hid, _at(params, o_whh), hid, zero,
-        _at(Gh, r0 * g3), g3,
-    )  # fmt: skip
+        NO_TRANS,
+        TRANS,
+        (r1 - r0, g3, hid),
+        one,
+        (_at(Hp, r0 * hid), hid),
+        (_at(params, o_whh), hid),
+        zero,
+        (_at(Gh, r0 * g3), g3),
+    )
     bih = params[o_bih : o_bih + g3]
     bhh = params[o_bhh : o_bhh + g3]
     for i in range(r0, r1):
@@ -255,9 +261,15 @@ def _step_rows(w, X, Hp, reset, has_reset, Hout, G, Gi, Gh, r0, r1):
     g3 = Gi.shape[1]
     one = np.ones(1, G.dtype)[0]
     gemm(
-        NO_TRANS, TRANS, r1 - r0, g3, n_in, one, _at(X, r0 * n_in), n_in, _at(params, o_wih), n_in, one - one,
-        _at(Gi, r0 * g3), g3,
-    )  # fmt: skip
+        NO_TRANS,
+        TRANS,
+        (r1 - r0, g3, n_in),
+        one,
+        (_at(X, r0 * n_in), n_in),
+        (_at(params, o_wih), n_in),
+        one - one,
+        (_at(Gi, r0 * g3), g3),
+    )
     _recur_rows(w, Gi, r0, Hp, reset, has_reset, Hout, G, Gh, r0, r1)
 
 
@@ -337,9 +349,27 @@ def _chunk_grad(base, k, DGi, DGh, XC, HPC, s):
     g3 = 3 * hid
     one = np.ones(1, s.dtype)[0]
     zero = one - one
-    gemm(TRANS, NO_TRANS, g3, n_in, k, one, _at(DGi, base * g3), g3, _at(XC, base * n_in), n_in, zero, _at(s, 0), n_in)
+    gemm(
+        TRANS,
+        NO_TRANS,
+        (g3, n_in, k),
+        one,
+        (_at(DGi, base * g3), g3),
+        (_at(XC, base * n_in), n_in),
+        zero,
+        (_at(s, 0), n_in),
+    )
     o_hh = g3 * n_in
-    gemm(TRANS, NO_TRANS, g3, hid, k, one, _at(DGh, base * g3), g3, _at(HPC, base * hid), hid, zero, _at(s, o_hh), hid)
+    gemm(
+        TRANS,
+        NO_TRANS,
+        (g3, hid, k),
+        one,
+        (_at(DGh, base * g3), g3),
+        (_at(HPC, base * hid), hid),
+        zero,
+        (_at(s, o_hh), hid),
+    )
     o_bi = o_hh + g3 * hid
     o_bh = o_bi + g3
     for j in range(g3):
@@ -382,9 +412,15 @@ def _backward_chunk(w, seq, DX, DH0, DGi, DGh, XC, HPC, slots, c, chunk):
         _gate_grads_rows(seq, t, r0, r1, q0, DH0, DGi, DGh, XC, HPC)
         # dL/dh_{t-1} = dh * z + dGh @ W_hh; nothing flows back past an episode start
         gemm(
-            NO_TRANS, NO_TRANS, m, hid, g3, one, _at(DGh, q0 * g3), g3, _at(params, o_whh), hid, one,
-            _at(DH0, r0 * hid), hid,
-        )  # fmt: skip
+            NO_TRANS,
+            NO_TRANS,
+            (m, hid, g3),
+            one,
+            (_at(DGh, q0 * g3), g3),
+            (_at(params, o_whh), hid),
+            one,
+            (_at(DH0, r0 * hid), hid),
+        )
         for i in range(r0, r1):
             if starts[t, i]:
                 for j in range(hid):
@@ -393,9 +429,15 @@ def _backward_chunk(w, seq, DX, DH0, DGi, DGh, XC, HPC, slots, c, chunk):
         # the observation, which needs no gradient)
         if DX.shape[0] != 0:
             gemm(
-                NO_TRANS, NO_TRANS, m, n_in, g3, one, _at(DGi, q0 * g3), g3, _at(params, o_wih), n_in, zero,
-                _at(DX, (t * n_batch + r0) * n_in), n_in,
-            )  # fmt: skip
+                NO_TRANS,
+                NO_TRANS,
+                (m, n_in, g3),
+                one,
+                (_at(DGi, q0 * g3), g3),
+                (_at(params, o_wih), n_in),
+                zero,
+                (_at(DX, (t * n_batch + r0) * n_in), n_in),
+            )
     _chunk_grad(base, n_steps * m, DGi, DGh, XC, HPC, slots[c])
 
 

@@ -79,17 +79,12 @@ def _state_grads(D, params, meta, n_pi, obs_dim, q, blk, n_blocks, DH, DHS):
             gemm(
                 NO_TRANS,
                 TRANS,
-                blk,
-                hid,
-                nout,
+                (blk, hid, nout),
                 one,
-                address(D, m[DOFF] + k * blk * nout),
-                nout,
-                address(params, m[WOFF] + obs_dim * nout),
-                nout,
+                (address(D, m[DOFF] + k * blk * nout), nout),
+                (address(params, m[WOFF] + obs_dim * nout), nout),
                 beta,
-                address(DH, k * blk * hid),
-                hid,
+                (address(DH, k * blk * hid), hid),
             )
         G = block_view(DH, k * blk * hid, blk, hid)
         for t in range(n_steps):

@@ -129,17 +129,12 @@ def _block_item(item, meta, sizes, chunk, k, block_grads, block_stats):
         gemm(
             TRANS,
             NO_TRANS,
-            i1 - i0,
-            j1 - j0,
-            blk,
+            (i1 - i0, j1 - j0, blk),
             one,
-            address(A, m[XOFF] + k0 * nin + i0),
-            nin,
-            address(D, m[DOFF] + k0 * nout + j0),
-            nout,
+            (address(A, m[XOFF] + k0 * nin + i0), nin),
+            (address(D, m[DOFF] + k0 * nout + j0), nout),
             zero,
-            address(block_grads, k * grad.shape[0] + woff + i0 * nout + j0),
-            nout,
+            (address(block_grads, k * grad.shape[0] + woff + i0 * nout + j0), nout),
         )
     elif kind == TILE_BIAS:
         j0, j1 = item[4], item[5]

@@ -119,16 +119,11 @@ def forward_chunks(X, W, b, H, act, chunk):
         gemm(
             NO_TRANS,
             NO_TRANS,
-            r1 - r0,
-            n_out,
-            n_in,
+            (r1 - r0, n_out, n_in),
             one,
-            _ptr(X, r0 * n_in),
-            n_in,
-            _ptr(W, 0),
-            n_out,
+            (_ptr(X, r0 * n_in), n_in),
+            (_ptr(W, 0), n_out),
             zero,
-            _ptr(H, r0 * n_out),
-            n_out,
+            (_ptr(H, r0 * n_out), n_out),
         )
         bias_act_rows(H, b, r0, r1, act)
