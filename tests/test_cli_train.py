@@ -394,3 +394,13 @@ def test_eval_env_sets_episode_settings_and_refuses_others(trained, tmp_path, ca
     out = capsys.readouterr().out
     res = json.loads(out[out.index("{") :])
     assert res["env_overrides"] == {"max_steps": 3} and max(res["per_episode"]["length"]) <= 3
+
+
+def test_no_progress_draws_no_compile_bar(tmp_path, monkeypatch, capsys):
+    """`--no-progress` means plain lines: the worlds compiled into an empty cache draw no bar either."""
+    monkeypatch.setenv("NAVI_NB_CACHE", str(tmp_path / "empty-cache"))
+    argv = ["train", *tiny_run_args(total_steps=64, eval_episodes=0), "--run-dir", str(tmp_path), "--name", "q"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "compiling" not in err, err
+    assert any((tmp_path / "empty-cache").rglob("*.gmdag")), "the world was not compiled into the empty cache"

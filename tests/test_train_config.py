@@ -3,6 +3,7 @@
 import argparse
 import json
 
+import numpy as np
 import pytest
 
 from navi_nb.commands import train as train_cmd
@@ -40,6 +41,17 @@ def test_defaults_are_valid_and_hash_is_stable():
     b.seed = 1
     assert b.hash() != a.hash()
     assert "shards" not in RESULT_FIELDS and "seed" in RESULT_FIELDS
+    # a setting at its default of 0 stays out of the hash (runs written before it existed resume)
+    assert "log_std_init" not in a.result_dict() and "memory_size" not in a.result_dict()
+    b.seed, b.log_std_init = 0, -1.0
+    assert b.hash() != a.hash()
+
+
+def test_log_std_init_reaches_the_policy():
+    from navi_nb.train.runs import make_policy
+
+    cfg = from_dict({"log_std_init": -1.0, "hidden": [8]})
+    assert np.all(make_policy(cfg, obs_dim=5).p["log_std"] == np.float32(-1.0))
 
 
 def test_file_then_flags_override(tmp_path):
@@ -75,6 +87,8 @@ def test_file_then_flags_override(tmp_path):
         ({"target_kl": 0.0}, "target_kl"),
         ({"grad_mode": "rows"}, "grad_mode"),
         ({"chunk_size": 0}, "chunk_size"),
+        ({"log_std_init": 3.0}, "log_std_init"),
+        ({"log_std_init": float("inf")}, "log_std_init"),
         ({"epochs": 2}, "epochs is now update_epochs"),
         ({"minibatches": 2}, "minibatches is now num_minibatches"),
     ],

@@ -87,7 +87,7 @@ def measure(cfg, shard_counts, updates, console=None, warmup="auto"):
     from navi_nb.train.runs import load_scene_set, resolve_scenes
 
     ranks = rank_context(cfg.actors, cfg.actor_block)  # under mpiexec: this rank's blocks
-    world_set = load_scene_set(resolve_scenes(cfg.scenes, cfg), cfg.resolution, console)
+    world_set = load_scene_set(resolve_scenes(cfg.scenes, cfg), cfg.resolution, console is not None)
     out = []
     for shards in shard_counts:
         numba.set_num_threads(min(int(shards), numba.config.NUMBA_NUM_THREADS))

@@ -74,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("run")
     g.add_argument("--config", metavar="FILE", help="TOML or JSON file of settings (flags override it)")
     g.add_argument("--resume", metavar="RUN", help="continue the run in folder RUN from its newest checkpoint")
-    g.add_argument("--no-progress", action="store_true", help="plain log lines instead of the live display")
+    g.add_argument("--no-progress", action="store_true", help="plain log lines, no live display or world-compile bar")
     g.add_argument(
         "--print-config",
         action="store_true",
@@ -159,14 +159,14 @@ def _run(args) -> int:
             print_config(console, read_run_config(args.resume), args.resume, full=True)
             return 0
         announce_cold_kernels(console)
-        trainer = Trainer.resume(args.resume, overrides_from_args(args), console=console)
+        trainer = Trainer.resume(args.resume, overrides_from_args(args), console=console, progress=not args.no_progress)
     else:
         cfg = resolve_config(args)
         if args.print_config:
             print_config(console, cfg, full=True)
             return 0
         announce_cold_kernels(console)
-        trainer = Trainer.create(cfg, console=console)
+        trainer = Trainer.create(cfg, console=console, progress=not args.no_progress)
     try:  # the run folder stays locked through the evaluation (the same process: navi_nb.train.run_lock)
         summary = trainer.train(progress=not args.no_progress)
         print_summary(console, trainer, summary)

@@ -72,6 +72,9 @@ class TrainConfig(PPOConfig):
     memory_size: int = 0
     """Units of the policy's GRU memory, read by both trunks beside the observation (0: none, the plain MLP);
     PPO then learns from whole actor sequences, so a block's actors must split evenly into the minibatches."""
+    log_std_init: float = 0.0
+    """The policy's initial log standard deviation of its Gaussian actions (one learnt number per action
+    dimension): the exploration noise training starts from (0: a standard deviation of 1 on actions in -1..1)."""
     rollout_steps: int = 64
     """Steps each actor takes per rollout (per update)."""
 
@@ -158,6 +161,10 @@ class TrainConfig(PPOConfig):
             self.memory_size <= MAX_MEMORY,
             f"memory_size must be in 0..{MAX_MEMORY} (0: no memory), got {self.memory_size}",
         )
+        check(
+            is_num(self.log_std_init) and -5.0 <= self.log_std_init <= 2.0,
+            f"log_std_init must be a finite number in -5..2, got {self.log_std_init!r}",
+        )
         for name in ("learning_rate", "gamma", "gae_lambda", "clip_coef", "vf_coef", "max_grad_norm", "adam_eps"):
             v = getattr(self, name)
             check(is_num(v) and v > 0, f"{name} must be a finite number > 0, got {v!r}")
@@ -241,8 +248,9 @@ class TrainConfig(PPOConfig):
         """The fields that change results (what the hash covers)."""
         d = self.to_dict()
         out = {k: d[k] for k in RESULT_FIELDS}
-        if not out["memory_size"]:  # a run without memory keeps the hash it had before the setting existed
-            del out["memory_size"]
+        for name in ("memory_size", "log_std_init"):  # at 0 a run keeps the hash it had before the setting existed
+            if not out[name]:
+                del out[name]
         return out
 
     def hash(self) -> str:

@@ -261,7 +261,7 @@ def evaluation_set(run_path, cfg, scenes=None, allow_overlap=False, console=None
 
     train_items, _, records = read_run_worlds(run_path, cfg)
     if scenes is None:
-        run_worlds = load_run_worlds(run_path, cfg, console)
+        run_worlds = load_run_worlds(run_path, cfg, console is not None)
         return run_worlds, ["train"] * len(run_worlds)
     items = resolve_scenes(scenes, cfg, training=False)
     shared = overlap(items, train_items)
@@ -271,7 +271,7 @@ def evaluation_set(run_path, cfg, scenes=None, allow_overlap=False, console=None
             f"(first {shared[0].label}) are training worlds of run {run_path}; allow the overlap "
             "explicitly to evaluate on them (they are then reported as the train split)"
         )
-    world_set = load_scene_set(items, cfg.resolution, console)
+    world_set = load_scene_set(items, cfg.resolution, console is not None)
     keys, digests = {it.key for it in shared}, recorded_digests(records)
     copies = [it for it, w in zip(items, world_set.worlds) if it.key not in keys and trained_in(w, digests)]
     if copies and not allow_overlap:

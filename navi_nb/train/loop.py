@@ -115,9 +115,10 @@ class Trainer:
         return self
 
     @classmethod
-    def create(cls, cfg: TrainConfig, console=None, run_path=None) -> Trainer:
+    def create(cls, cfg: TrainConfig, console=None, run_path=None, progress=True) -> Trainer:
         """A new run: checks everything, makes and locks the run folder (rank 0 alone, before any compile:
-        a folder another process writes is refused before anything starts), then writes it."""
+        a folder another process writes is refused before anything starts), then writes it. ``progress``: a bar
+        while worlds compile (with a console)."""
         cfg.validate()
         items = resolve_scenes(cfg.scenes, cfg)
         check_memory(f"actors={cfg.actors} with rollout_steps={cfg.rollout_steps}", cfg.memory_estimate())
@@ -132,7 +133,7 @@ class Trainer:
             if ranks is None:
                 warmup = start_warmup(cfg, console)
             if ranks is None or ranks.is_root:
-                world_set = load_scene_set(items, cfg.resolution, console)
+                world_set = load_scene_set(items, cfg.resolution, progress and console is not None)
                 check_training_worlds(items, world_set.worlds, cfg.allow_heldout)  # a held-out world by content
             if ranks is not None:  # rank 0 picks the folder and compiles (or caches) the worlds first
                 run_path = Path(ranks.bcast(str(run_path)))
@@ -190,7 +191,7 @@ class Trainer:
         return self
 
     @classmethod
-    def resume(cls, run_path, overrides=None, console=None) -> Trainer:
+    def resume(cls, run_path, overrides=None, console=None, progress=True) -> Trainer:
         """Continue ``run_path`` from its newest checkpoint. The folder's lock is taken first (rank 0 alone:
         a folder another process writes is refused before anything is read); nothing in the folder is
         written until the checkpoint has been read and checked completely."""
@@ -203,7 +204,7 @@ class Trainer:
                 raise RunError(f"run folder {run_path} does not exist")
             lock = acquire(run_path, "navi-nb train --resume", "wait for it to finish before resuming")
         try:
-            self = cls._resume(run_path, overrides, console)
+            self = cls._resume(run_path, overrides, console, progress)
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -212,7 +213,7 @@ class Trainer:
         return self
 
     @classmethod
-    def _resume(cls, run_path: Path, overrides, console) -> Trainer:
+    def _resume(cls, run_path: Path, overrides, console, progress) -> Trainer:
         cfg = read_run_config(run_path)
         changed = {k: v for k, v in (overrides or {}).items() if getattr(cfg, k) != v}
         moved = sorted(k for k in changed if k in ("run_dir", "name"))
@@ -252,7 +253,7 @@ class Trainer:
         ranks = _rank_context(cfg)
         warmup = start_warmup(cfg, console) if ranks is None else Warmup()
         try:
-            world_set = load_run_worlds(run_path, cfg, console)
+            world_set = load_run_worlds(run_path, cfg, progress and console is not None)
             if ranks is not None:
                 ranks.check_worlds(world_set)
             warmup.wait("env")

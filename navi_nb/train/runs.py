@@ -92,15 +92,16 @@ def resolve_scenes(spec, cfg: TrainConfig, training=True) -> list:
     return items
 
 
-def load_scene_set(items, resolution: int, console=None, load_items=None):
+def load_scene_set(items, resolution: int, progress=False, load_items=None):
     """A WorldSet of ``items`` (built-ins compiled into the world cache when missing, in as many processes
     as this process may use); ``load_items``, when given, are where the worlds are read from instead. Its
-    decoded layout is mapped read-only from the layout cache (``WorldSet.map_layouts``)."""
+    decoded layout is mapped read-only from the layout cache (``WorldSet.map_layouts``). ``progress``: a bar on
+    stderr while worlds compile."""
     from navi_nb.cores import allowed_cores
     from navi_nb.world.world_cache import load_worlds
     from navi_nb.world.world_set import WorldSet
 
-    worlds = load_worlds(load_items or items, resolution, jobs=allowed_cores().allowed, progress=console is not None)
+    worlds = load_worlds(load_items or items, resolution, jobs=allowed_cores().allowed, progress=progress)
     world_set = WorldSet(worlds, items=list(items))  # named "house:7" or by the file's name
     world_set.map_layouts()  # the decoded layout mapped read-only from its file: ranks on a host share it
     return world_set
@@ -191,13 +192,13 @@ def trained_in(world, digests) -> bool:
     return world_digest(world) in digests or bytes_digest(world) in digests
 
 
-def load_run_worlds(run_path, cfg: TrainConfig, console=None):
+def load_run_worlds(run_path, cfg: TrainConfig, progress=False):
     """The WorldSet a run trained in, refusing any world whose content changed since."""
     from navi_nb.world.scene_spec import SceneSpecError
 
     items, load_items, records = read_run_worlds(run_path, cfg)
     try:
-        world_set = load_scene_set(items, cfg.resolution, console, load_items=load_items)
+        world_set = load_scene_set(items, cfg.resolution, progress, load_items=load_items)
     except SceneSpecError as exc:
         raise RunError(f"run {run_path}: a world of its set cannot be loaded ({exc})") from None
     for rec, world in zip(records, world_set.worlds):
@@ -240,7 +241,7 @@ def make_policy(cfg: TrainConfig, obs_dim: int, act_dim: int = 4):
 
     return ActorCritic(
         obs_dim, act_dim, hidden=tuple(cfg.hidden), activation=cfg.activation, seed=cfg.seed,
-        memory_size=cfg.memory_size,
+        memory_size=cfg.memory_size, log_std_init=cfg.log_std_init,
     )  # fmt: skip
 
 
