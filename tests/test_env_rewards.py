@@ -19,12 +19,31 @@ def test_progress_and_time_terms_on_a_step_toward_the_goal():
     np.testing.assert_allclose(t["time"], [-cfg.penalty_time] * 2)
     np.testing.assert_array_equal(t["success"], [0, 0])
     np.testing.assert_array_equal(t["contact"], [0, 0])
-    np.testing.assert_allclose(rew, t["progress"] + t["success"] + t["contact"] + t["time"], atol=1e-6)
+    np.testing.assert_allclose(rew, t["progress"] + t["success"] + t["contact"] + t["time"] + t["path"], atol=1e-6)
     assert not term.any() and not trunc.any()
     # the goal in the observation: distance, bearing straight ahead / behind, no height difference
     g = obs[:, env.obs_layout["goal"]]
     np.testing.assert_allclose(g[:, 0], np.array([3.0 - step, 3.0 + step]) / cfg.goal_scale, atol=1e-5)
     np.testing.assert_allclose(g[:, 1:], [[0, 1, 0], [0, 1, 0]], atol=1e-5)
+
+
+def test_path_term_charges_each_metre_moved():
+    env = make_env("box", n=3, progress="euclidean", penalty_path=0.5)
+    env.reset()
+    # actor 0 moves forward (0.2 m), actor 1 sideways (0.1 m), actor 2 only turns (0 m)
+    place(env, np.tile([0, 1.5, 0.0], (3, 1)), [0.0, 0.0, 0.0], goal=np.tile([0, 1.5, -3.0], (3, 1)))
+    a = np.array([[1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]], np.float32)
+    _obs, rew, _term, _trunc, info = env.step(a)
+    t = info["reward_terms"]
+    cfg = env.config
+    np.testing.assert_allclose(t["path"], [-0.5 * 0.2, -0.5 * 0.1, 0.0], atol=1e-6)
+    np.testing.assert_allclose(rew, sum(t[n] for n in env.reward_names), atol=1e-6)
+    np.testing.assert_allclose(rew[2], -cfg.penalty_time, atol=1e-7)
+    # off by default: the term is there and zero
+    env = make_env("box", n=1)
+    env.reset()
+    assert env.reward_names[-1] == "path"
+    assert env.step(act(1, f=1.0))[4]["reward_terms"]["path"][0] == 0.0
 
 
 def test_goal_bearing_in_own_frame():

@@ -126,6 +126,8 @@ class EnvConfig:
     """Subtracted on every step that touched geometry or the world cube's side."""
     penalty_time: float = 0.01
     """Subtracted on every step."""
+    penalty_path: float = 0.0
+    """pointgoal: subtracted per metre the actor moves (the path length SPL divides by)."""
 
     # --- observation -----------------------------------------------------
     max_distance: float = 10.0
@@ -165,6 +167,7 @@ class EnvConfig:
             "reward_new_cell",
             "penalty_contact",
             "penalty_time",
+            "penalty_path",
         ):
             non_negative(name)
         for name in ("contact_margin", "spawn_cell"):

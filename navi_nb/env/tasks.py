@@ -14,6 +14,9 @@ pointgoal
               the episode then terminates
     contact   ``-penalty_contact`` on a step that touched geometry / the cube's side
     time      ``-penalty_time`` on every step
+    path      ``-penalty_path`` per metre the step moved the actor (what SPL
+              divides by: the time term alone favours the fastest way, which
+              with the slow turn and slow sideways motion is a longer arc)
 explore
     new_cell  ``reward_new_cell`` per visit-grid cell entered for the first time
               this episode (the spawn cell counts as visited, unrewarded)
@@ -39,14 +42,14 @@ from numba import njit
 
 POINTGOAL = 0
 EXPLORE = 1
-TERMS = {"pointgoal": ("progress", "success", "contact", "time"), "explore": ("new_cell", "contact", "time")}
+TERMS = {"pointgoal": ("progress", "success", "contact", "time", "path"), "explore": ("new_cell", "contact", "time")}
 TASK_CODES = {"pointgoal": POINTGOAL, "explore": EXPLORE}
 
 
 def reward_coefficients(task: str, cfg) -> np.ndarray:
     """The signed coefficient of each term, in TERMS order (float64)."""
     if task == "pointgoal":
-        c = (cfg.reward_progress, cfg.reward_success, -cfg.penalty_contact, -cfg.penalty_time)
+        c = (cfg.reward_progress, cfg.reward_success, -cfg.penalty_contact, -cfg.penalty_time, -cfg.penalty_path)
     else:
         c = (cfg.reward_new_cell, -cfg.penalty_contact, -cfg.penalty_time)
     return np.asarray(c, dtype=np.float64)
@@ -181,11 +184,13 @@ def score_step(task, rules, grids, pose, goals, potential, moves, visits, counte
             t1 = coefs[1] if ok else 0.0
             t2 = coefs[2] if contact[i] else 0.0
             t3 = coefs[3]
+            t4 = coefs[4] * np.float64(moved[i])
             terms[0, i] = np.float32(t0)
             terms[1, i] = np.float32(t1)
             terms[2, i] = np.float32(t2)
             terms[3, i] = np.float32(t3)
-            total = t0 + t1 + t2 + t3
+            terms[4, i] = np.float32(t4)
+            total = t0 + t1 + t2 + t3 + t4
         else:
             c = _visit_cell(grids, world_index[i], pos, i)
             bit = np.uint8(1 << (c & 7))
