@@ -15,6 +15,7 @@ import pytest
 from run_helpers import tiny_run_args
 
 from navi_nb.cli import main
+from navi_nb.env.config import EPISODE_SETTINGS, EnvConfig
 from navi_nb.train import checkpoint as ck
 from navi_nb.train import evaluate
 from navi_nb.train.metrics import read_metrics_csv, read_metrics_jsonl
@@ -394,6 +395,16 @@ def test_eval_env_sets_episode_settings_and_refuses_others(trained, tmp_path, ca
     out = capsys.readouterr().out
     res = json.loads(out[out.index("{") :])
     assert res["env_overrides"] == {"max_steps": 3} and max(res["per_episode"]["length"]) <= 3
+    # the episode settings that make its figures incomparable with a default draw are named
+    assert res["episode_settings"] == {**run_episode_settings(run), "max_steps": 3}
+    assert main(["eval", str(run), "--episodes", "4", "--no-save", "--env", "max_steps=3"]) == 0
+    assert "max_steps=3" in capsys.readouterr().out
+
+
+def run_episode_settings(run):
+    """The run's own episode settings that differ from EnvConfig's defaults, read from its config.json."""
+    env = json.loads((run / "config.json").read_text())["config"]["env"]
+    return {k: v for k, v in env.items() if k in EPISODE_SETTINGS and v != getattr(EnvConfig(), k)}
 
 
 def test_no_progress_draws_no_compile_bar(tmp_path, monkeypatch, capsys):

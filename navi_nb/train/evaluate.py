@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 import navi_nb
-from navi_nb.env.config import EPISODE_SETTINGS
+from navi_nb.env.config import EPISODE_SETTINGS, EnvConfig
 from navi_nb.train import checkpoint as ck
 from navi_nb.train.runs import (
     CHECKPOINT_DIR,
@@ -302,6 +302,13 @@ def check_episode_settings(env) -> dict:
     return env
 
 
+def episode_settings(config) -> dict:
+    """The episode settings of an evaluation's environment config that differ from the defaults (the run's
+    own or ``--env``'s): they change which episodes are drawn, so figures are comparable only where they agree."""
+    default = EnvConfig()
+    return {k: getattr(config, k) for k in EPISODE_SETTINGS if getattr(config, k) != getattr(default, k)}
+
+
 def evaluate_policy(act, world_set, cfg, episodes=100, seed=None):
     """Any policy ``act`` (see :func:`run_episodes`) on the episodes ``navi-nb eval`` runs for a run with
     config ``cfg`` in ``world_set`` (seed ``cfg.seed + SEED_OFFSET`` unless given). Returns
@@ -371,6 +378,7 @@ def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_ove
         "scenes": cfg.scenes if scenes is None else scenes,
         "train_scenes": cfg.scenes,
         "env_overrides": overrides,
+        "episode_settings": episode_settings(env.config),
         "worlds": len(world_set),
         "worlds_visited": int(np.unique(world).size),
         "overlap_worlds": sum(s == "train" for s in split_of) if scenes is not None else 0,
@@ -563,10 +571,11 @@ def print_results(console, res):
     from rich.table import Table
 
     overlap = f", {res['overlap_worlds']} overlapping training" if res.get("overlap_worlds") else ""
+    drawn = ", ".join(f"{k}={v}" for k, v in res.get("episode_settings", {}).items())
     t = Table(
         title=f"evaluation: {res['episodes']} episodes, {res['task']} in {res['scenes']} "
         f"({res['worlds']} worlds, {res['worlds_visited']} visited{overlap}; mean action, "
-        f"seed {res['seed']})",
+        f"seed {res['seed']}" + (f"; episodes drawn with {drawn}" if drawn else "") + ")",
         caption="(95% intervals; distance: final distance to the goal, m"
         + ("; then by scene family" if len(res["families"]) > 1 else "")
         + (
