@@ -190,6 +190,9 @@ FIGURES = {
     "corpus.train_time": ("minutes", "training wall time (the run's last metrics row)"),
     "corpus.actor_steps_per_s": ("whole", "actor-steps per second over the whole training"),
     "corpus.wall": ("minutes", "wall time of the README's quick start command, install to held-out evaluation"),
+    "corpus.shards": ("whole", "shard count at the end of training"),
+    "corpus.shard_switches": ("whole", "shard-count switches the re-checks made"),
+    "corpus.first_tick": ("seconds1", "time to first tick, cold start"),
     **{
         f"ablation.{row}.{k}": (fmt, f"{row}: {what}")
         for row in ABLATION_ROWS
@@ -259,8 +262,10 @@ def ablation(pairs):
             figs[f"ablation.{row}.train_time"] = figure(f"ablation.{row}.train_time", seconds)
             figs[f"ablation.{row}.actor_steps_per_s"] = figure(f"ablation.{row}.actor_steps_per_s", steps / seconds)
         config = read_json(run / "config.json", "the run's config")
+        segments = read_json(run / "run.json", "the run's record").get("segments") or [{}]
         sources[row] = {
             "from": f"{Path(path).name}: navi-nb eval of {run.name}; its metrics.jsonl",
+            "machine": machine_line(segments[-1]),
             "commands": [
                 train_command(config.get("config"), run / "config.json"),
                 f"navi-nb eval runs/{run.name} --scenes {res.get('scenes')} --episodes {res.get('episodes')}",
@@ -419,8 +424,17 @@ def corpus(run, path, wall_s):
         raise HeadlineError(f"{path}: is not a held-out evaluation (its splits: {', '.join(res.get('splits') or {})})")
     if Path(str(res.get("run", run))).name != run.name:
         raise HeadlineError(f"{path}: evaluates run {res.get('run')!r}, not {run}")
+    record = read_json(run / "run.json", "the run's record (written when a train command ends)")
+    sums = [need(s, "summary", run / "run.json") for s in record.get("segments") or []]
+    if not sums:
+        raise HeadlineError(f"{run / 'run.json'}: has no training segments")
     figs = {
         **eval_figures("corpus", res, path),
+        "corpus.shards": figure("corpus.shards", need(sums[-1], "shards", run / "run.json")),
+        "corpus.shard_switches": figure(
+            "corpus.shard_switches", sum(need(s, "shard_switches", run / "run.json") for s in sums)
+        ),
+        "corpus.first_tick": figure("corpus.first_tick", need(sums[0], "first_tick_s", run / "run.json")),
         "corpus.actor_steps": figure("corpus.actor_steps", steps),
         "corpus.train_time": figure("corpus.train_time", seconds),
         "corpus.actor_steps_per_s": figure("corpus.actor_steps_per_s", steps / seconds),
