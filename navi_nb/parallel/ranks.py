@@ -35,6 +35,12 @@ class RankError(NaviError):
     """MPI requested but unusable, or ranks that do not fit the run."""
 
 
+class RanksDisagree(RankError):
+    """A refusal every rank reaches together, from one collective comparison (configuration, worlds,
+    reduction): the ranks need not ``Abort`` each other, so they end normally, rank 0 printing the line
+    (an ``Abort`` can tear the launcher down before it has passed on what the ranks printed)."""
+
+
 def launched_by_mpi(environ=None) -> bool:
     """True when an MPI launcher (``mpiexec``, ``srun`` with PMI) started this process with more than one
     rank; ``mpi4py`` is not imported to find out."""
@@ -113,7 +119,7 @@ class RankExchange:
         every = comm.allgather(self.mode)
         if len(set(every)) > 1:
             r = next(r for r, m in enumerate(every) if m != every[0])
-            raise RankError(
+            raise RanksDisagree(
                 f"rank {r} was started with {REDUCE_ENV}={every[r]}, rank 0 with {every[0]}: every rank must "
                 "reduce the same way"
             )
@@ -284,7 +290,7 @@ class RankContext:
         for r, theirs in enumerate(every):
             for key, value in every[0].items():
                 if theirs.get(key) != value:
-                    raise RankError(
+                    raise RanksDisagree(
                         f"rank {r} was started with {key} {theirs.get(key)!r}, rank 0 with "
                         f"{value!r}: every rank must run the same configuration and versions"
                     )
@@ -305,7 +311,7 @@ class RankContext:
                 b = theirs[k] if k < len(theirs) else None
                 if a != b:
                     name = world_set.names[k] if k < len(world_set.names) else f"#{k}"
-                    raise RankError(
+                    raise RanksDisagree(
                         f"rank {r} on {host} loaded world {k} ({name}) with content {b or 'missing'}, rank 0 "
                         f"with {a or 'missing'}: every rank must load the same worlds (check that rank's world "
                         "cache, NAVI_NB_CACHE)"
@@ -393,7 +399,9 @@ class RankContext:
 
 def abort_on_failure(exc):
     """Under an MPI launcher with more than one rank: one line naming this rank and ``exc``, then stop
-    every rank (``Abort``), so no rank waits forever on a collective. Returns only when not under MPI."""
+    every rank (``Abort``), so no rank waits forever on a collective. A :class:`RanksDisagree` every rank
+    raised together ends each rank with exit status 2 instead, the line from rank 0 alone. Returns only
+    when not under MPI."""
     import sys
 
     if not launched_by_mpi():
@@ -406,11 +414,16 @@ def abort_on_failure(exc):
         return
     what = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
     line = f"navi-nb: rank {comm.Get_rank()} of {comm.Get_size()} on {socket.gethostname()} stopped the run: {what}"
+    agreed = isinstance(exc, RanksDisagree)  # every rank raised it together: end normally, rank 0 says why
+    if agreed and comm.Get_rank() != 0:
+        sys.exit(2)
     sys.stderr.flush()
     try:  # the whole line in one write: ranks that fail together print whole lines, never run into one
         os.write(sys.stderr.fileno(), (" ".join(line.split()) + "\n").encode(errors="replace"))
     except (OSError, ValueError, AttributeError):
         print(line, file=sys.stderr, flush=True)
+    if agreed:
+        sys.exit(2)
     comm.Abort(2 if not isinstance(exc, KeyboardInterrupt) else 130)
 
 
