@@ -73,6 +73,21 @@ def test_phase_speedups_are_seconds_per_actor_step_fewest_over_most_shards():
     assert phase_speedups(rows[:1]) == {}
 
 
+def test_serial_share_is_amdahls_from_the_fewest_and_most_shards():
+    from navi_nb.bench.train import serial_share
+
+    def row(shards, rate):
+        return {"shards": shards, "ranks": 1, "actor_steps_per_s": rate}
+
+    # 1 s of work a step at 1 shard; a quarter serial: 0.25 + 0.75 / 2 = 0.625 s at 2, the serial 0.25 of it
+    assert abs(serial_share([row(1, 1.0), row(2, 1.0 / 0.625)]) - 0.25 / 0.625) < 1e-12
+    assert serial_share([row(1, 1.0), row(2, 2.0)]) == 0.0  # perfect scaling
+    assert serial_share([row(1, 1.0), row(2, 2.5)]) == 0.0  # faster than linear (noise): clamped
+    assert serial_share([row(1, 1.0), row(2, 0.5)]) == 1.0  # slower with more threads: all serial, clamped
+    assert abs(serial_share([row(1, 1.0), row(4, 1.0 / 0.4375)]) - 0.25 / 0.4375) < 1e-12  # 0.25 + 0.75 / 4
+    assert serial_share([row(2, 1.0)]) is None
+
+
 def test_memory_ratios_are_each_size_over_the_first_at_the_same_placement(tmp_path, capsys):
     from navi_nb.bench.train import memory_ratios
     from navi_nb.cli import main

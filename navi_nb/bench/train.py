@@ -165,6 +165,25 @@ def phase_speedups(rows) -> dict:
     return out
 
 
+def serial_share(rows):
+    """The share of the most shards' wall time in which one thread works alone, by Amdahl's law from the
+    fewest and the most shards of one rank count (None with one count): with ``n`` times the threads and
+    seconds per actor-step ``t_lo`` and ``t_hi``, the serial fraction of the fewest shards' work is
+    ``f = (n t_hi / t_lo - 1) / (n - 1)`` (clamped to [0, 1]), the parallel rest takes ``(1 - f) t_lo / n``
+    of the most shards' wall and the serial share is the remainder, ``1 - (1 - f) t_lo / (n t_hi)`` (``f t_lo
+    / t_hi`` where Amdahl's law holds exactly; all of the wall when more threads were slower). An estimate:
+    work that waits on a shared core (another process) counts as serial."""
+    ones = [r for r in rows if r.get("ranks", 1) == 1]
+    if len({r["shards"] for r in ones}) < 2:
+        return None
+    lo = min(ones, key=lambda r: r["shards"])
+    hi = max(ones, key=lambda r: r["shards"])
+    n = hi["shards"] / lo["shards"]
+    t_lo, t_hi = 1.0 / lo["actor_steps_per_s"], 1.0 / hi["actor_steps_per_s"]
+    f = min(max((n * t_hi / t_lo - 1.0) / (n - 1.0), 0.0), 1.0)
+    return min(max(1.0 - (1.0 - f) * t_lo / (n * t_hi), 0.0), 1.0)
+
+
 def memory_ratios(rows):
     """{(first size, size, "R rank(s) x S shard(s)"): actor-steps/s of the rows with that memory size over the
     first size's row at the same placement}: the cost of a GRU memory, side by side."""
@@ -219,6 +238,8 @@ def split_table(cfg, rows):
     if speedups:
         a, b = speedups["shards"]
         notes.append(f"{a} -> {b} shards per phase: " + ", ".join(f"{k} {speedups[k]:.2f}x" for k in PHASES))
+        share = serial_share([r for r in rows if r.get("memory_size", 0) == rows[0].get("memory_size", 0)])
+        notes.append(f"serial share at {b} shards (Amdahl, from the two rows): {100 * share:.0f}% of the wall")
     if any(r.get("actors_without_an_episode") for r in rows):
         notes.append(
             "not at steady state: actors that had not finished an episode when timing began: "
@@ -334,6 +355,12 @@ def run(args) -> dict:
         for r in rows
     ]
     summary += [[f"memory {m} over memory {a}, {k}", f"{v:.2f}x"] for (a, m, k), v in memory_ratios(rows).items()]
+    shares = {m: serial_share([r for r in rows if r.get("memory_size", 0) == m]) for m in sizes}
+    summary += [
+        [f"serial share of the wall at {max(shard_counts)} shards" + (f", memory {m}" if len(sizes) > 1 else ""),
+         f"{100 * v:.0f}% (target <= 15%)"]
+        for m, v in shares.items() if v is not None
+    ]  # fmt: skip
     return {
         "setting": {
             "scene": cfg.scenes,
@@ -348,5 +375,6 @@ def run(args) -> dict:
         "runs": rows,
         "phase_speedups": phase_speedups([r for r in rows if r.get("memory_size", 0) == sizes[0]]),
         "memory_ratios": {f"{m}/{a} {k}": v for (a, m, k), v in memory_ratios(rows).items()},
+        "serial_share": {str(m): v for m, v in shares.items()},
         "summary": summary,
     }
