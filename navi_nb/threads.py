@@ -237,6 +237,24 @@ def run_ranges(kernel, n, grain, *args):
     ranges.wait()
 
 
+def defer(fn, *args):
+    """``fn(*args)`` on one of the worker threads while the caller goes on: a
+    ``concurrent.futures.Future`` of its result. With one thread (Numba's count in this thread,
+    as :func:`run_ranges` reads it) it runs here, now. ``fn`` must release the GIL (a compiled
+    function built with ``nogil=True``) and read nothing the caller changes before the result is
+    taken (pass copies). A worker busy with it misses the ranges of a :func:`run_ranges` call
+    meanwhile, which the calling thread then takes: the same bits, one thread fewer for that call."""
+    from concurrent.futures import Future
+
+    import numba
+
+    if numba.get_num_threads() <= 1:
+        done = Future()
+        done.set_result(fn(*args))
+        return done
+    return _worker_pool().submit(fn, *args)
+
+
 class RangeKernel:
     """A compiled range function ``span(lo, hi, *args)``, called as one kernel over all its items:
     ``kernel(*args)`` runs :func:`run_ranges` over ``[0, size(*args))`` with ranges of at least

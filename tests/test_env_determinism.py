@@ -16,6 +16,7 @@ def _run(threads, task, steps=30, n=12, seed=9):
         for _ in range(steps):
             o, r, te, tr, info = env.step(rng.uniform(-1.2, 1.2, (n, 4)).astype(np.float32))
             out += [o.copy(), r.copy(), te.copy(), tr.copy(), info["final_obs"][info["done"]].copy()]
+            out += [v.copy() for v in info["episode"].values()]  # SPL from the deferred shortest paths too
         return out, env.get_state()
     finally:
         numba.set_num_threads(old)
@@ -32,6 +33,27 @@ def test_same_seed_same_run_at_1_and_2_threads():
         assert states_equal(sa, sb)
     d, _ = _run(1, "pointgoal", seed=10)
     assert not np.array_equal(d[0], a[0])  # a different seed is a different run
+
+
+def test_deferred_shortest_paths_are_spawns_direct_ones_and_never_land_late():
+    """SPL's shortest paths run on a worker thread (``NavEnv._start_shortest_paths``): what the env
+    reports equals a direct ``SpawnSampler.path_lengths`` of its spawns and goals, and a restored
+    state keeps its own even when a path of the episode it replaced was still being computed."""
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    try:
+        env = make_env("house", n=6, seed=4, max_steps=10)
+        env.reset()
+        st = env.get_state()
+        direct = env._spawner.path_lengths(st["pos"], st["goal"])
+        assert np.array_equal(env.shortest_paths, direct)
+        assert (direct >= np.linalg.norm(st["goal"] - st["pos"], axis=1) - 1e-6).all()
+        st["start_dist"][...] = 1234.5
+        env.reset()  # new paths deferred, then at once a state holding other ones
+        env.set_state(st)
+        assert (env.shortest_paths == 1234.5).all() and (env.get_state()["start_dist"] == 1234.5).all()
+    finally:
+        numba.set_num_threads(old)
 
 
 def test_get_set_state_resumes_exactly():

@@ -50,6 +50,7 @@ from navi_nb.env.tasks import (
     visit_tables,
 )
 from navi_nb.rng_state import STATE_DTYPE, STATE_SHAPE, GeneratorStateError, generator_from_array, generator_to_array
+from navi_nb.threads import defer
 from navi_nb.world import gmdag
 from navi_nb.world.world_set import WorldSet
 
@@ -296,6 +297,7 @@ class NavEnv:
         self._final_yaw = np.zeros(A, np.float32)
         self._ep_out = {k: np.zeros(A, t) for k, t in zip(EPISODE_KEYS, EPISODE_DTYPES)}
         self._all_rows = np.arange(A, dtype=np.int64)
+        self._path_jobs = []  # (rows, future): SPL's shortest paths still being computed (_start_shortest_paths)
 
     def _bundle_arrays(self, cfg):
         """The bundles the kernels take (tuples of the arrays above, never copies: ``set_state`` writes
@@ -329,6 +331,7 @@ class NavEnv:
 
     def _start(self, rows):
         """Fresh episodes for actors ``rows`` (int64, ascending): world, spawn, goal, counters, observation."""
+        self._settle_paths()  # a path still computed for an episode these rows end must not land after it
         n_worlds = len(self.world_set)
         if n_worlds > 1:  # by the actor's global index (a block run alone draws what it draws in the whole)
             first = self.first_block * self.actor_block if self._n_blocks else 0
@@ -359,9 +362,20 @@ class NavEnv:
 
     def _start_shortest_paths(self, rows):
         """SPL's distance for actors ``rows``: the shortest path from spawn to goal through their
-        world's reachable cells (``spawn.path_lengths``), world by world."""
+        world's reachable cells (``spawn.path_lengths``), world by world. Nothing reads it before the
+        episode ends, so it is computed on a worker thread (``threads.defer``, from copies of the
+        spawns and goals) while the run goes on, and written by :meth:`_settle_paths`: the same
+        values, off the tick's one-thread part."""
         for spawner, sub in self._by_world(rows):
-            self._start_dist[sub] = spawner.path_lengths(self._pos[sub], self._goal[sub])
+            self._path_jobs.append((sub, defer(spawner.path_lengths, self._pos[sub], self._goal[sub])))
+
+    def _settle_paths(self):
+        """Wait for the shortest paths :meth:`_start_shortest_paths` deferred and write them into
+        ``_start_dist`` (before anything reads it: an episode's end, ``get_state``, ``set_state``,
+        :attr:`shortest_paths`)."""
+        for sub, job in self._path_jobs:
+            self._start_dist[sub] = job.result()
+        self._path_jobs.clear()
 
     def _by_world(self, rows):
         """(spawn sampler, the actors of ``rows`` in its world) for each world that ``rows`` touch, in
@@ -498,6 +512,7 @@ class NavEnv:
             v[:] = 0
         rows = np.flatnonzero(self._done)
         if rows.shape[0]:
+            self._settle_paths()
             self._final_obs[rows] = self._obs[rows]
             self._final_pos[rows] = self._pos[rows]
             self._final_yaw[rows] = self._yaw[rows]
@@ -527,6 +542,7 @@ class NavEnv:
     # ------------------------------------------------------------------
     def get_state(self) -> dict:
         """Copies of every per-actor array and both generators' states."""
+        self._settle_paths()
         out = {}
         for name in self._state_spec:
             if name in ("rng_spawn", "rng_goal"):
@@ -581,6 +597,7 @@ class NavEnv:
         if np.ndim(has_reset) != 0 or np.asarray(has_reset).dtype.kind not in "bi" or has_reset not in (0, 1):
             raise StateError(f"NavEnv.set_state: has_reset must be a boolean, got {has_reset!r}")
         # apply: everything is checked and converted; nothing below can fail
+        self._settle_paths()  # (a path still being computed must not land on the restored values)
         self._rng_spawn, self._rng_goal = generators["rng_spawn"], generators["rng_goal"]
         for name in self._state_spec:
             if not name.startswith("rng_"):
@@ -611,6 +628,7 @@ class NavEnv:
     def shortest_paths(self):
         """(A,) float64, read-only view: each actor's shortest path from its spawn to its goal (metres,
         SPL's distance; point-goal)."""
+        self._settle_paths()
         v = self._start_dist.view()
         v.flags.writeable = False
         return v

@@ -334,7 +334,7 @@ def _taut_length(reach, dims, lo, cell, parent, g_cell, start, goal, points):
     return length
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def path_lengths(reach, dims, lo, cell, starts, goals):
     """Shortest path length (metres) from each start to its goal through the reachable cells.
 
