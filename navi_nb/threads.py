@@ -237,22 +237,38 @@ def run_ranges(kernel, n, grain, *args):
     ranges.wait()
 
 
-def defer(fn, *args):
-    """``fn(*args)`` on one of the worker threads while the caller goes on: a
-    ``concurrent.futures.Future`` of its result. With one thread (Numba's count in this thread,
-    as :func:`run_ranges` reads it) it runs here, now. ``fn`` must release the GIL (a compiled
-    function built with ``nogil=True``) and read nothing the caller changes before the result is
-    taken (pass copies). A worker busy with it misses the ranges of a :func:`run_ranges` call
+class Deferred:
+    """``fn(*args)``, computed on one of the worker threads while the caller goes on (:func:`defer`);
+    :meth:`result` waits for it. A process forked meanwhile has none of its parent's threads: there it
+    computes the value itself, so a result is never waited for in vain."""
+
+    def __init__(self, fn, args):
+        import numba
+
+        self.fn, self.args, self.pid = fn, args, os.getpid()
+        self.future = None
+        if numba.get_num_threads() <= 1:
+            self.value = fn(*args)
+        else:
+            self.future = _worker_pool().submit(fn, *args)
+
+    def result(self):
+        if self.future is not None:
+            if os.getpid() != self.pid:
+                self.value = self.fn(*self.args)
+            else:
+                self.value = self.future.result()
+            self.future = None
+        return self.value
+
+
+def defer(fn, *args) -> Deferred:
+    """``fn(*args)`` on one of the worker threads while the caller goes on; with one thread (Numba's
+    count in this thread, as :func:`run_ranges` reads it) it runs here, now. ``fn`` must release the GIL
+    (a compiled function built with ``nogil=True``) and read nothing the caller changes before the
+    result is taken (pass copies). A worker busy with it misses the ranges of a :func:`run_ranges` call
     meanwhile, which the calling thread then takes: the same bits, one thread fewer for that call."""
-    from concurrent.futures import Future
-
-    import numba
-
-    if numba.get_num_threads() <= 1:
-        done = Future()
-        done.set_result(fn(*args))
-        return done
-    return _worker_pool().submit(fn, *args)
+    return Deferred(fn, args)
 
 
 class RangeKernel:

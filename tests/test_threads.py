@@ -1,5 +1,5 @@
 """navi_nb.threads.run_ranges: the ranges cover every item once, on the threads Numba's count allows,
-with the same results at any count, and in a forked child too."""
+with the same results at any count, and in a forked child too; a deferred value (`defer`) likewise."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from numba import njit
 
 import navi_nb  # noqa: F401
-from navi_nb.threads import RangeKernel, run_ranges, using_threads
+from navi_nb.threads import RangeKernel, defer, run_ranges, using_threads
 
 
 @njit(cache=True, nogil=True)
@@ -95,5 +95,40 @@ def test_a_forked_child_runs_ranges_on_threads_of_its_own():
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             pytest.fail("the forked child's run_ranges hung")
+    status = done[1]
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _slow_square(x, seconds):
+    time.sleep(seconds)
+    return x * x
+
+
+def test_a_deferred_value_is_the_functions_on_any_thread_count_and_in_a_forked_child():
+    with using_threads(1):
+        job = defer(_slow_square, 3.0, 0.0)
+        assert job.future is None and job.result() == 9.0  # one thread: computed at once, here
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        return
+    with using_threads(2):
+        caller = threading.get_ident()
+        job = defer(threading.get_ident)
+        assert job.result() != caller  # on a worker thread
+        job = defer(_slow_square, 4.0, 0.5)  # still running when the process forks
+        pid = os.fork()
+        if pid == 0:  # the child has none of the parent's threads: it computes the value itself
+            code = 1
+            try:
+                code = 0 if job.result() == 16.0 else 2
+            finally:
+                os._exit(code)
+        assert job.result() == 16.0
+        deadline = time.monotonic() + 60
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if done[0] == 0:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child waited for a deferred value in vain")
     status = done[1]
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
