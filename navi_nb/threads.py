@@ -249,6 +249,7 @@ class Deferred:
         self.future = None
         if numba.get_num_threads() <= 1:
             self.value = fn(*args)
+            self.args = None
         else:
             self.future = _worker_pool().submit(fn, *args)
 
@@ -258,7 +259,7 @@ class Deferred:
                 self.value = self.fn(*self.args)
             else:
                 self.value = self.future.result()
-            self.future = None
+            self.future = self.args = None  # done: the inputs' copies are not kept
         return self.value
 
 

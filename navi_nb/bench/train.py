@@ -145,14 +145,22 @@ PHASES = {"trace": ("tracing",), "env": ("environment", "fields"), "policy": ("p
 """The table's phases and the ``split_s`` parts each adds up."""
 
 
+def fewest_and_most_shards(rows):
+    """(the row with the fewest shards, the row with the most) among one process's rows, or None when they
+    ran one shard count."""
+    ones = [r for r in rows if r.get("ranks", 1) == 1]
+    if len({r["shards"] for r in ones}) < 2:
+        return None
+    return min(ones, key=lambda r: r["shards"]), max(ones, key=lambda r: r["shards"])
+
+
 def phase_speedups(rows) -> dict:
     """Per phase, the speed-up from the fewest to the most shards of one rank count: its seconds per actor-step
     at the fewest over those at the most (what the extra threads bought that phase); {} with one count."""
-    ones = [r for r in rows if r.get("ranks", 1) == 1]
-    if len({r["shards"] for r in ones}) < 2:
+    pair = fewest_and_most_shards(rows)
+    if pair is None:
         return {}
-    lo = min(ones, key=lambda r: r["shards"])
-    hi = max(ones, key=lambda r: r["shards"])
+    lo, hi = pair
 
     def per_step(r, parts):
         steps = r.get("actor_steps") or r["actor_steps_per_s"] * r["wall_s"]  # rows of older runs lack the count
@@ -167,21 +175,17 @@ def phase_speedups(rows) -> dict:
 
 def serial_share(rows):
     """The share of the most shards' wall time in which one thread works alone, by Amdahl's law from the
-    fewest and the most shards of one rank count (None with one count): with ``n`` times the threads and
-    seconds per actor-step ``t_lo`` and ``t_hi``, the serial fraction of the fewest shards' work is
-    ``f = (n t_hi / t_lo - 1) / (n - 1)`` (clamped to [0, 1]), the parallel rest takes ``(1 - f) t_lo / n``
-    of the most shards' wall and the serial share is the remainder, ``1 - (1 - f) t_lo / (n t_hi)`` (``f t_lo
-    / t_hi`` where Amdahl's law holds exactly; all of the wall when more threads were slower). An estimate:
-    work that waits on a shared core (another process) counts as serial."""
-    ones = [r for r in rows if r.get("ranks", 1) == 1]
-    if len({r["shards"] for r in ones}) < 2:
+    fewest and the most shards of one rank count (None with one count): with ``n`` times the threads and a
+    speed-up ``s``, a serial share ``p`` of the most shards' wall gives ``s = p n + (1 - p)``, so ``p = 1 -
+    (s - 1) / (n - 1)``, clamped to [0, 1] (0 when faster than linear, 1 when more threads were slower).
+    An estimate: work that waits on a shared core (another process) counts as serial."""
+    pair = fewest_and_most_shards(rows)
+    if pair is None:
         return None
-    lo = min(ones, key=lambda r: r["shards"])
-    hi = max(ones, key=lambda r: r["shards"])
+    lo, hi = pair
     n = hi["shards"] / lo["shards"]
-    t_lo, t_hi = 1.0 / lo["actor_steps_per_s"], 1.0 / hi["actor_steps_per_s"]
-    f = min(max((n * t_hi / t_lo - 1.0) / (n - 1.0), 0.0), 1.0)
-    return min(max(1.0 - (1.0 - f) * t_lo / (n * t_hi), 0.0), 1.0)
+    speedup = hi["actor_steps_per_s"] / lo["actor_steps_per_s"]
+    return min(max(1.0 - (speedup - 1.0) / (n - 1.0), 0.0), 1.0)
 
 
 def memory_ratios(rows):
@@ -234,11 +238,12 @@ def split_table(cfg, rows):
         + " warm-up updates; episodes ended in the timed updates: "
         + ", ".join(f"{r.get('episodes', 0):,}" for r in rows)
     ]
-    speedups = phase_speedups([r for r in rows if r.get("memory_size", 0) == rows[0].get("memory_size", 0)])
+    first = [r for r in rows if r.get("memory_size", 0) == rows[0].get("memory_size", 0)]
+    speedups = phase_speedups(first)
     if speedups:
         a, b = speedups["shards"]
         notes.append(f"{a} -> {b} shards per phase: " + ", ".join(f"{k} {speedups[k]:.2f}x" for k in PHASES))
-        share = serial_share([r for r in rows if r.get("memory_size", 0) == rows[0].get("memory_size", 0)])
+        share = serial_share(first)
         notes.append(f"serial share at {b} shards (Amdahl, from the two rows): {100 * share:.0f}% of the wall")
     if any(r.get("actors_without_an_episode") for r in rows):
         notes.append(

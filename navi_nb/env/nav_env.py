@@ -297,7 +297,7 @@ class NavEnv:
         self._final_yaw = np.zeros(A, np.float32)
         self._ep_out = {k: np.zeros(A, t) for k, t in zip(EPISODE_KEYS, EPISODE_DTYPES)}
         self._all_rows = np.arange(A, dtype=np.int64)
-        self._path_jobs = []  # (rows, future): SPL's shortest paths still being computed (_start_shortest_paths)
+        self._path_jobs = []  # (rows, threads.Deferred): SPL's shortest paths being computed (_start_shortest_paths)
 
     def _bundle_arrays(self, cfg):
         """The bundles the kernels take (tuples of the arrays above, never copies: ``set_state`` writes
