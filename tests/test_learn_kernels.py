@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import navi_nb  # noqa: F401
-from navi_nb.learn import blas, mlp
-from navi_nb.learn.params import ParamError, ParamLayout
+from navi_nb.learn import acting, blas, mlp
+from navi_nb.learn.params import Dense, ParamError, ParamLayout
 from navi_nb.learn.policy import ActorCritic, PolicyError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,17 +70,21 @@ def test_tanh32_accuracy():
 
 @pytest.mark.parametrize("act", ["tanh", "relu"])
 def test_layer_forward_and_activation_derivative(act):
-    """forward_chunks (acting) and times_dact_rows (the fused backward pass's
-    activation step) against NumPy; the whole backward pass and both weight-gradient
-    decompositions are checked against the reference loss in test_learn_grad.py."""
+    """acting's forward of one layer (chunks of 16 rows, the last one short) and times_dact_rows (the
+    fused backward pass's activation step) against NumPy; the whole backward pass and both
+    weight-gradient decompositions are checked against the reference loss in test_learn_grad.py."""
     rng = np.random.default_rng(2)
     B, n_in, n_out = 70, 13, 11
     X = rng.standard_normal((B, n_in))
     W = rng.standard_normal((n_in, n_out))
     b = rng.standard_normal(n_out)
     code = mlp.ACTIVATIONS[act]
-    H = np.empty((B, n_out))
-    mlp.forward_chunks(X, W, b, H, code, 16)
+    params = np.concatenate([W.ravel(), b])
+    layer = Dense("pi.0", n_in, n_out, 0)
+    table, size = acting.layer_table([[layer]], code, code, B)
+    acts = np.empty(size)
+    acting.mlp_forward(params, table, X, acts, 16)
+    H = acts.reshape(B, n_out)
     Z = X @ W + b
     ref = np.tanh(Z) if act == "tanh" else np.maximum(Z, 0)
     np.testing.assert_allclose(H, ref, rtol=1e-12, atol=1e-12)

@@ -152,6 +152,47 @@ def test_acting_states_are_the_learners_sequence():
     assert v.shape == (A,) and np.isfinite(v).all()
 
 
+@pytest.mark.parametrize("memory_size", [0, 3])
+def test_acting_forward_against_the_reference_at_any_thread_count(memory_size):
+    """Acting's one-call forward (the GRU step, then both trunks, chunk by chunk: ``learn/acting.py``) against
+    the float64 reference over [obs, state], with a last chunk shorter than the others; in float32 the
+    same bits at one and two threads."""
+    rng = np.random.default_rng(6)
+    A = 11
+    obs = rng.standard_normal((A, 5))
+    starts = rng.random(A) < 0.4
+    policy = small_policy(memory_size=memory_size)
+    policy.chunk = 4
+    h0 = 0.3 * rng.standard_normal((A, memory_size))
+    x = obs
+    memory = policy.new_memory(A)
+    if memory_size:
+        memory.h[...], memory.start[...] = h0, starts
+        x = np.concatenate([obs, reference_states(policy, policy.params, obs[None], h0, starts[None])[0]], axis=1)
+    mu, v = policy.forward(obs, memory)
+    ref_mu, ref_v, _ = actor_critic_forward(policy, policy.params, x)
+    np.testing.assert_allclose(mu, ref_mu, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(v, ref_v, rtol=0, atol=1e-12)
+    if memory_size:
+        np.testing.assert_allclose(memory.h, x[:, 5:], rtol=0, atol=1e-12)
+        assert not memory.start.any()
+    base = numba.get_num_threads()
+    bits = []
+    try:
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(threads)
+            p32 = small_policy(np.float32, memory_size=memory_size)
+            p32.chunk = 4
+            m32 = p32.new_memory(A)
+            if memory_size:
+                m32.h[...], m32.start[...] = h0, starts
+            out = p32.forward(obs.astype(np.float32), m32)
+            bits.append(b"".join(a.tobytes() for a in out + ((m32.h,) if memory_size else ())))
+    finally:
+        numba.set_num_threads(base)
+    assert bits[0] == bits[1]
+
+
 def run_update(threads, first_blocks=None):
     numba.set_num_threads(threads)
     policy = small_policy(np.float32, memory_size=4)

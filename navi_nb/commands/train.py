@@ -37,7 +37,7 @@ COLD_COMPILE_CPU_S = {
     "navi_nb.env.motion": 11.3,  # with the field's point query (navi_nb.world.field), compiled inside it
     "navi_nb.sense.tracer": 8.2,  # with its refinement, compiled from sense/trace_math.py
     "navi_nb.env.spawn": 4.4,
-    "navi_nb.learn.mlp": 3.7,
+    "navi_nb.learn.acting": 3.7,  # the layer-by-layer kernels it replaced; it compiles in about 0.8x their time
     "navi_nb.env.tasks": 1.5,
     "navi_nb.world.layout": 1.5,
     "navi_nb.learn.gae": 1.3,

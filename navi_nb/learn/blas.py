@@ -150,6 +150,12 @@ def _bind():
 GEMM_BACKEND = _bind()
 
 
+@njit(cache=True, inline="always")
+def address(a, offset):
+    """Address of element ``offset`` (counted in elements) of contiguous ``a``: a gemm operand."""
+    return a.ctypes.data + np.uint64(offset * a.itemsize)
+
+
 def gemm(ta, tb, shape, alpha, a, b, beta, c):  # pragma: no cover
     """C = alpha * op(A) @ op(B) + beta * C, row major; ``shape = (m, n, k)``, ``a, b, c``
     each ``(address, leading dimension)``."""

@@ -1,7 +1,7 @@
 """The training loop's body, the one the trainer, the tests and the benchmarks run.
 
 ``collect``: one row per step: the batched policy forward over all actors
-(the MLP kernels run a `prange` over fixed chunks of actors: each chunk
+(one range kernel over fixed chunks of actors, ``acting.py``: each chunk
 writes only its own actors' rows), one noise draw for the whole batch from
 the action generator, then one batched ``env.step``. Nothing is merged: every
 field of row ``t`` is written in place into the slab's views.

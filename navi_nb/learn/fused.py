@@ -59,7 +59,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from navi_nb.learn.blas import NO_TRANS, TRANS, gemm
+from navi_nb.learn.blas import NO_TRANS, TRANS, address, gemm
 from navi_nb.learn.loss_reference import ADV_EPS, LOG_2PI
 from navi_nb.learn.mlp import bias_act_rows, times_dact_rows
 
@@ -146,12 +146,6 @@ def hyper_params(
         "target_kl": -1.0 if target_kl is None else target_kl,
     }
     return np.array([float(values[name]) for name in HYPER_NAMES], np.float64)
-
-
-@njit(cache=True, inline="always")
-def address(a, offset):
-    """Address of element ``offset`` of contiguous ``a``."""
-    return a.ctypes.data + np.uint64(offset * a.itemsize)
 
 
 @njit(cache=True)

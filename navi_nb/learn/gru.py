@@ -47,7 +47,7 @@ import numpy as np
 from numba import njit, prange
 
 from navi_nb.errors import NaviError
-from navi_nb.learn.blas import NO_TRANS, TRANS, gemm
+from navi_nb.learn.blas import NO_TRANS, TRANS, address, gemm
 from navi_nb.learn.blocks import tree_add_run, tree_ops
 from navi_nb.learn.mlp import fast_tanh
 
@@ -194,10 +194,6 @@ def _sequence_inputs(layout, params, x, h0, starts):
 # arrays as another (``seq = (X, h0, starts, HS, G, DHS)``) and its chunk tree as a third. Arrays written
 # inside a ``prange`` are separate arguments: Numba's parallel lowering does not always keep writes to an
 # array taken from a tuple there.
-@njit(cache=True, inline="always")
-def _at(a, offset):
-    """Address of element ``offset`` (counted in elements) of contiguous ``a``."""
-    return a.ctypes.data + np.uint64(offset * a.itemsize)
 
 
 def _weights(layout, params):
@@ -222,10 +218,10 @@ def _recur_rows(w, Gi, gi0, Hp, reset, has_reset, Hout, G, Gh, r0, r1):
         TRANS,
         (r1 - r0, g3, hid),
         one,
-        (_at(Hp, r0 * hid), hid),
-        (_at(params, o_whh), hid),
+        (address(Hp, r0 * hid), hid),
+        (address(params, o_whh), hid),
         zero,
-        (_at(Gh, r0 * g3), g3),
+        (address(Gh, r0 * g3), g3),
     )
     bih = params[o_bih : o_bih + g3]
     bhh = params[o_bhh : o_bhh + g3]
@@ -251,7 +247,7 @@ def _recur_rows(w, Gi, gi0, Hp, reset, has_reset, Hout, G, Gh, r0, r1):
 
 
 @njit(cache=True, error_model="numpy")
-def _step_rows(w, X, Hp, reset, has_reset, Hout, G, Gi, Gh, r0, r1):
+def step_rows(w, X, Hp, reset, has_reset, Hout, G, Gi, Gh, r0, r1):
     """One GRU step for batch rows r0:r1: their input products ``W_ih x`` into ``Gi`` (B, 3H), then
     :func:`_recur_rows`. Acting and learning both step through here, one product of the chunk's rows per
     step, so stepping one tick at a time gives the sequence forward's bits (a product's bits can depend on
@@ -265,10 +261,10 @@ def _step_rows(w, X, Hp, reset, has_reset, Hout, G, Gi, Gh, r0, r1):
         TRANS,
         (r1 - r0, g3, n_in),
         one,
-        (_at(X, r0 * n_in), n_in),
-        (_at(params, o_wih), n_in),
+        (address(X, r0 * n_in), n_in),
+        (address(params, o_wih), n_in),
         one - one,
-        (_at(Gi, r0 * g3), g3),
+        (address(Gi, r0 * g3), g3),
     )
     _recur_rows(w, Gi, r0, Hp, reset, has_reset, Hout, G, Gh, r0, r1)
 
@@ -281,7 +277,7 @@ def _step_kernel(w, X, Hp, reset, has_reset, Hout, G, Gi, Gh, chunk):
     for c in prange(n_chunks):
         r0 = np.int64(c) * chunk
         r1 = min(n_batch, r0 + chunk)
-        _step_rows(w, X, Hp, reset, has_reset, Hout, G, Gi, Gh, r0, r1)
+        step_rows(w, X, Hp, reset, has_reset, Hout, G, Gi, Gh, r0, r1)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -294,7 +290,7 @@ def _forward_kernel(w, X, h0, starts, HS, G, Gi, Gh, chunk):
         r1 = min(n_batch, r0 + chunk)
         for t in range(n_steps):
             Hp = h0 if t == 0 else HS[t - 1]
-            _step_rows(w, X[t], Hp, starts[t], True, HS[t], G[t], Gi, Gh, r0, r1)
+            step_rows(w, X[t], Hp, starts[t], True, HS[t], G[t], Gi, Gh, r0, r1)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -354,10 +350,10 @@ def _chunk_grad(base, k, DGi, DGh, XC, HPC, s):
         NO_TRANS,
         (g3, n_in, k),
         one,
-        (_at(DGi, base * g3), g3),
-        (_at(XC, base * n_in), n_in),
+        (address(DGi, base * g3), g3),
+        (address(XC, base * n_in), n_in),
         zero,
-        (_at(s, 0), n_in),
+        (address(s, 0), n_in),
     )
     o_hh = g3 * n_in
     gemm(
@@ -365,10 +361,10 @@ def _chunk_grad(base, k, DGi, DGh, XC, HPC, s):
         NO_TRANS,
         (g3, hid, k),
         one,
-        (_at(DGh, base * g3), g3),
-        (_at(HPC, base * hid), hid),
+        (address(DGh, base * g3), g3),
+        (address(HPC, base * hid), hid),
         zero,
-        (_at(s, o_hh), hid),
+        (address(s, o_hh), hid),
     )
     o_bi = o_hh + g3 * hid
     o_bh = o_bi + g3
@@ -416,10 +412,10 @@ def _backward_chunk(w, seq, DX, DH0, DGi, DGh, XC, HPC, slots, c, chunk):
             NO_TRANS,
             (m, hid, g3),
             one,
-            (_at(DGh, q0 * g3), g3),
-            (_at(params, o_whh), hid),
+            (address(DGh, q0 * g3), g3),
+            (address(params, o_whh), hid),
             one,
-            (_at(DH0, r0 * hid), hid),
+            (address(DH0, r0 * hid), hid),
         )
         for i in range(r0, r1):
             if starts[t, i]:
@@ -433,10 +429,10 @@ def _backward_chunk(w, seq, DX, DH0, DGi, DGh, XC, HPC, slots, c, chunk):
                 NO_TRANS,
                 (m, n_in, g3),
                 one,
-                (_at(DGi, q0 * g3), g3),
-                (_at(params, o_wih), n_in),
+                (address(DGi, q0 * g3), g3),
+                (address(params, o_wih), n_in),
                 zero,
-                (_at(DX, (t * n_batch + r0) * n_in), n_in),
+                (address(DX, (t * n_batch + r0) * n_in), n_in),
             )
     _chunk_grad(base, n_steps * m, DGi, DGh, XC, HPC, slots[c])
 

@@ -26,8 +26,8 @@ import numpy as np
 from numba import njit, prange
 
 from navi_nb.learn import gru
-from navi_nb.learn.blas import NO_TRANS, TRANS, gemm
-from navi_nb.learn.fused import DOFF, NOUT, WOFF, address, block_view
+from navi_nb.learn.blas import NO_TRANS, TRANS, address, gemm
+from navi_nb.learn.fused import DOFF, NOUT, WOFF, block_view
 
 
 @njit(cache=True)

@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit, prange
 
 from navi_nb.learn.adam import adam_kernel
-from navi_nb.learn.blas import NO_TRANS, TRANS, gemm
+from navi_nb.learn.blas import NO_TRANS, TRANS, address, gemm
 from navi_nb.learn.blocks import tree_add_run, tree_moments
 from navi_nb.learn.fused import (
     ADAM_EPS,
@@ -44,7 +44,6 @@ from navi_nb.learn.fused import (
     TILE_BIAS,
     WOFF,
     XOFF,
-    address,
     block_moments,
     block_view,
     chunk_pass,

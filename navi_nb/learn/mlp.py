@@ -1,9 +1,9 @@
-"""Dense-layer pieces, written by hand: the chunked forward pass, bias plus
-activation, and the activation's derivative.
+"""Dense-layer pieces, written by hand: bias plus activation, and the
+activation's derivative, row by row.
 
 Kernels are flat (arrays in, arrays out) and deterministic whatever the
-thread count: a `prange` runs over fixed chunks of samples and each chunk
-writes only its own rows. Products go through ``blas.gemm``
+thread count: the callers run them over fixed chunks of samples and each
+chunk writes only its own rows. Products go through ``blas.gemm``
 (single-threaded, see ``blas.py``).
 
 Shapes: a layer's ``W`` is ``(n_in, n_out)``, ``b`` is ``(n_out,)``; a batch
@@ -11,7 +11,7 @@ Shapes: a layer's ``W`` is ``(n_in, n_out)``, ``b`` is ``(n_out,)``; a batch
 Derivatives of the activation are taken from its output ``H``
 (tanh: ``1 - H**2``; relu: ``H > 0``).
 
-Acting (``ActorCritic.forward``) runs ``forward_chunks``; PPO's learning pass
+Acting (``ActorCritic.forward``, ``acting.py``) runs ``bias_act_rows`` after each chunk's product; PPO's learning pass
 (``fused.py``) runs the row helpers ``bias_act_rows`` and ``times_dact_rows``
 inside its fused kernels, with the backward pass and both weight-gradient
 decompositions (chunk slots, tiles) written there.
@@ -20,19 +20,11 @@ decompositions (chunk slots, tiles) written there.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import overload
-
-from navi_nb.learn.blas import NO_TRANS, gemm
 
 IDENTITY, TANH, RELU = 0, 1, 2
 ACTIVATIONS = {"identity": IDENTITY, "tanh": TANH, "relu": RELU}
-
-
-@njit(cache=True, inline="always")
-def _ptr(a, offset):
-    """Address of element ``offset`` (counted in elements) of contiguous ``a``."""
-    return a.ctypes.data + np.uint64(offset * a.itemsize)
 
 
 def tanh32(x):
@@ -103,27 +95,3 @@ def times_dact_rows(dZ, H, r0, r1, act):
             for j in range(n_out):
                 if not H[i, j] > 0:
                     dZ[i, j] = dZ[i, j] * 0
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def forward_chunks(X, W, b, H, act, chunk):
-    """H = act(X @ W + b), chunk by chunk of rows. X (B, n_in), H (B, n_out)."""
-    n_rows, n_in = X.shape
-    n_out = W.shape[1]
-    one = np.ones(1, H.dtype)[0]
-    zero = one - one
-    n_chunks = (n_rows + chunk - 1) // chunk
-    for c in prange(n_chunks):
-        r0 = c * chunk
-        r1 = min(n_rows, r0 + chunk)
-        gemm(
-            NO_TRANS,
-            NO_TRANS,
-            (r1 - r0, n_out, n_in),
-            one,
-            (_ptr(X, r0 * n_in), n_in),
-            (_ptr(W, 0), n_out),
-            zero,
-            (_ptr(H, r0 * n_out), n_out),
-        )
-        bias_act_rows(H, b, r0, r1, act)

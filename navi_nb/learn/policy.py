@@ -26,8 +26,8 @@ import math
 import numpy as np
 
 from navi_nb.errors import NaviError
-from navi_nb.learn import mlp
-from navi_nb.learn.gru import gru_layout, gru_step, init_gru
+from navi_nb.learn import acting, mlp
+from navi_nb.learn.gru import gru_layout, init_gru
 from navi_nb.learn.loss_reference import gaussian_entropy, gaussian_log_prob
 from navi_nb.learn.params import ParamError, ParamLayout
 
@@ -165,24 +165,23 @@ class ActorCritic:
             raise ParamError(f"parameters of shape {flat.shape}; this policy has {self.params.shape}")
         self.params[...] = flat
 
-    # ---- forward (acting and learning share these) ------------------------
-    def trunk_forward(self, layers, x, outs, chunk=None):
-        """Run one trunk over x (N, obs_dim); outs[i] receives layer i's output."""
-        chunk = self.chunk if chunk is None else int(chunk)
-        for i, layer in enumerate(layers):
-            act = self.act_code if i < len(layers) - 1 else mlp.IDENTITY
-            mlp.forward_chunks(x, self.p[layer.name + ".W"], self.p[layer.name + ".b"], outs[i], act, chunk)
-            x = outs[i]
-        return x
-
+    # ---- forward (acting, and a value of an observation not acted on) ----
     def _buffers(self, n):
+        """The outputs for ``n`` rows: each layer's (n, n_out) in one flat buffer, the layer table of both
+        trunks (``acting.layer_table``), and with a memory the trunk input [obs, h] and the GRU's scratch."""
         buf = self._scratch.get(n)
         if buf is None:
-            buf = (
-                [np.empty((n, l.n_out), self.dtype) for l in self.pi_layers],
-                [np.empty((n, l.n_out), self.dtype) for l in self.v_layers],
-                None if self.gru is None else np.empty((n, self.trunk_in), self.dtype),  # [obs, h] with memory
-            )
+            table, size = acting.layer_table((self.pi_layers, self.v_layers), self.act_code, mlp.IDENTITY, n)
+            acts = np.empty(size, self.dtype)
+            outs = [acts[o : o + n * int(c)].reshape(n, int(c)) for o, c in zip(table[:, 5], table[:, 3])]
+            gru = None
+            if self.gru is not None:
+                H = self.memory_size
+                gru = tuple(
+                    np.empty(shape, self.dtype)
+                    for shape in ((n, self.trunk_in), (n, H), (n, 4 * H), (n, 3 * H), (n, 3 * H))
+                )
+            buf = (table, acts, outs, gru)
             self._scratch = {n: buf}  # keep one size: acting uses one batch size
         return buf
 
@@ -192,44 +191,45 @@ class ActorCritic:
             raise PolicyError(f"observations shaped {obs.shape}; expected (N, {self.obs_dim})")
         return obs
 
-    def _inputs(self, obs, memory, advance):
-        """The trunks' input for ``obs``: the observations themselves, or with a memory the observations and
-        the GRU's new state side by side. ``advance``: the new state is kept in ``memory`` (acting); else
-        ``memory`` is only read (a value of an observation that is not acted on)."""
+    def _run(self, obs, memory, advance, trunks):
+        """Both trunks (``trunks`` "both") or the critic's alone ("v") over ``obs``, with a memory after the
+        GRU's step (:mod:`navi_nb.learn.acting`, one parallel call). ``advance``: the new state is kept in
+        ``memory`` (acting); else ``memory`` is only read. Returns the layers' outputs (views, valid until
+        the next call)."""
         obs = self._check_obs(obs)
+        table, acts, outs, gru = self._buffers(obs.shape[0])
+        if trunks == "v":
+            table = table[len(self.pi_layers) :]
         if self.gru is None:
             if memory is not None:
                 raise PolicyError("this policy has no memory (memory_size 0); call it without one")
-            return obs
+            acting.mlp_forward(self.params, table, obs, acts, self.chunk)
+            return outs
         if not isinstance(memory, PolicyMemory) or memory.h.shape != (obs.shape[0], self.memory_size):
             raise PolicyError(
                 f"this policy has a memory of {self.memory_size} units: pass its PolicyMemory for {obs.shape[0]} "
                 "actors (policy.new_memory)"
             )
-        x = self._buffers(obs.shape[0])[2]
-        h = x[:, self.obs_dim :]
-        h[...] = gru_step(self.gru, self.params, obs, memory.h, reset=memory.start, chunk=self.chunk)
-        x[:, : self.obs_dim] = obs
+        x, h_new, G, Gi, Gh = gru
+        w = (self.params, self.gru.w_ih, self.gru.w_hh, self.gru.b_ih, self.gru.b_hh)
+        acting.gru_forward_step(
+            self.params, table, x, acts, self.chunk, w, obs, memory.h, memory.start, h_new, G, Gi, Gh
+        )
         if advance:
-            memory.h[...] = h
+            memory.h[...] = h_new
             memory.start[...] = False
-        return x
+        return outs
 
     def forward(self, obs, memory=None, advance=True):
         """(mean (N, act_dim), value (N,)) for observations (N, obs_dim); views of
         reused buffers, valid until the next call. ``memory``: the actors' :class:`PolicyMemory` (a policy
         with memory only), advanced by this step unless ``advance`` is False."""
-        x = self._inputs(obs, memory, advance)
-        pi_out, v_out, _ = self._buffers(x.shape[0])
-        mu = self.trunk_forward(self.pi_layers, x, pi_out)
-        v = self.trunk_forward(self.v_layers, x, v_out)
-        return mu, v[:, 0]
+        outs = self._run(obs, memory, advance, "both")
+        return outs[len(self.pi_layers) - 1], outs[-1][:, 0]
 
     def value(self, obs, memory=None):
         """The critic's values (N,) of ``obs``, a new array; a memory is read, not advanced."""
-        x = self._inputs(obs, memory, advance=False)
-        _, v_out, _ = self._buffers(x.shape[0])
-        return self.trunk_forward(self.v_layers, x, v_out)[:, 0].copy()
+        return self._run(obs, memory, False, "v")[-1][:, 0].copy()
 
     def act(self, obs, rng, deterministic=False, memory=None):
         """Sample actions for all rows at once (advancing ``memory``, a policy with memory's state).

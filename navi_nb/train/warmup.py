@@ -89,7 +89,7 @@ GROUPS = {
     ),
     "tracer": ("navi_nb.sense.tracer",),
     "learn": (
-        "navi_nb.learn.mlp",
+        "navi_nb.learn.acting",
         "navi_nb.learn.fused",
         "navi_nb.learn.minibatch",
         "navi_nb.learn.adam",
