@@ -109,3 +109,34 @@ def test_memory_ratios_are_each_size_over_the_first_at_the_same_placement(tmp_pa
     assert main(["bench", "train", "--scene", "box", "--resolution", "32", "--memory-size", "-3"]) == 2
     err = capsys.readouterr().err
     assert "memory_size must be an integer >= 0" in err and "Traceback" not in err
+
+
+def test_bench_train_from_a_run_times_its_own_updates_and_writes_nothing(tmp_path, capsys):
+    """`--from-run RUN` times the run's settings from its newest checkpoint, each shard count from the same
+    state (the same episodes end in both rows: the shard count changes no bit), and leaves RUN as it was;
+    flags it takes the place of are refused in one line."""
+    import json
+
+    from run_helpers import tiny_run_args
+
+    from navi_nb.cli import main
+
+    assert main(["train", *tiny_run_args(memory_size=4), "--run-dir", str(tmp_path), "--name", "r"]) == 0
+    run = tmp_path / "r"
+    before = {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+    capsys.readouterr()
+    argv = ["bench", "--json", "-", "train", "--from-run", str(run), "--shards", "1,2", "--updates", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    data = json.loads(out[out.index("\n{") + 1 :])["train"]
+    rows = data["runs"]
+    assert [r["shards"] for r in rows] == [1, 2] and all(r["memory_size"] == 4 for r in rows)
+    assert rows[0]["episodes"] == rows[1]["episodes"] > 0
+    assert data["setting"]["from_run"] == str(run)
+    assert {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()} == before
+    assert main(["bench", "train", "--from-run", str(run), "--actors", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "the run's settings are timed; leave out --actors" in err and "Traceback" not in err
+    assert main(["bench", "train", "--from-run", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "Traceback" not in err

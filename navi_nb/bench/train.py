@@ -52,6 +52,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--resolution", type=int, default=128, help="scene resolution (default 128)")
     parser.add_argument("--ranks", default="1", help="MPI rank counts to run (default 1; >1 needs mpiexec)")
     parser.add_argument(
+        "--from-run",
+        metavar="RUN",
+        help="time the run folder RUN's own updates from its newest checkpoint (its settings, worlds, policy "
+        "and episodes: late in training, where a trained policy's short episodes reset actors every few "
+        "ticks), each shard count from the same state, one process; nothing in RUN is written. Takes the place "
+        "of --scene, --actors, --sensor, --resolution, --memory-size and --ranks",
+    )
+    parser.add_argument(
         "--memory-size",
         default="0",
         metavar="SIZES",
@@ -79,19 +87,28 @@ def warm_up(tr, warmup, ranks=None) -> int:
         done += 1
 
 
-def measure(cfg, shard_counts, updates, console=None, warmup="auto"):
+def measure(cfg, shard_counts, updates, console=None, warmup="auto", from_run=None):
+    """The rows of ``cfg`` at each shard count: a new run's trainer warmed up (``warm_up``), or with
+    ``from_run`` the trainer of that run folder's newest checkpoint (``Trainer.from_checkpoint``), afresh
+    for each count."""
     import numba
 
     from navi_nb.parallel.ranks import memory_sizes, rank_context
     from navi_nb.train.loop import Trainer
     from navi_nb.train.runs import load_scene_set, resolve_scenes
 
-    ranks = rank_context(cfg.actors, cfg.actor_block)  # under mpiexec: this rank's blocks
-    world_set = load_scene_set(resolve_scenes(cfg.scenes, cfg), cfg.resolution, console is not None)
+    ranks = None
+    if from_run is None:
+        ranks = rank_context(cfg.actors, cfg.actor_block)  # under mpiexec: this rank's blocks
+        world_set = load_scene_set(resolve_scenes(cfg.scenes, cfg), cfg.resolution, console is not None)
     out = []
     for shards in shard_counts:
         numba.set_num_threads(min(int(shards), numba.config.NUMBA_NUM_THREADS))
-        tr = Trainer(cfg, run_path="/nonexistent", world_set=world_set, ranks=ranks).start()
+        if from_run is None:
+            tr = Trainer(cfg, run_path="/nonexistent", world_set=world_set, ranks=ranks).start()
+        else:
+            tr = Trainer.from_checkpoint(from_run)
+            tr.warmup.wait()
         warm = warm_up(tr, warmup, ranks)
         episodes0 = int(tr.env.episodes_finished.sum())
         unfinished = int((tr.env.episodes_finished < 1).sum())
@@ -285,6 +302,8 @@ def run(args) -> dict:
     from navi_nb.train.config import TrainConfig
 
     console = Console()
+    if getattr(args, "from_run", None):
+        return run_from(args, console)
     az, el = (int(x) for x in args.sensor.lower().split("x"))
     try:
         sizes = [int(m) for m in str(args.memory_size).split(",") if m.strip()]
@@ -348,6 +367,38 @@ def run(args) -> dict:
                     ],
                     "bench-train-row ",
                 )
+    return report(console, cfg, rows, sizes, shard_counts)
+
+
+def run_from(args, console) -> dict:
+    """``bench train --from-run RUN``: the run's own settings from its newest checkpoint, one process."""
+    from navi_nb.errors import NaviError
+    from navi_nb.train.runs import read_run_config
+
+    parser_defaults = {"scene": "house", "actors": 64, "sensor": "64x16", "resolution": 128, "ranks": "1"}
+    given = [k for k, v in parser_defaults.items() if str(getattr(args, k)) != str(v)]
+    given += ["memory_size"] * (str(args.memory_size) != "0")
+    if given:
+        raise NaviError(
+            f"bench train --from-run {args.from_run}: the run's settings are timed; leave out "
+            + ", ".join("--" + k.replace("_", "-") for k in given)
+        )
+    cfg = read_run_config(args.from_run)
+    shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
+    warmup = str(args.warmup).strip().lower()
+    if warmup == "auto":
+        warmup = "1"  # the run's actors have finished episodes already: one update loads the kernels
+    if not (warmup.isdigit() and int(warmup) >= 1):
+        raise NaviError(f"bench train --warmup {args.warmup!r}: a count of updates (>= 1) or auto")
+    rows = measure(cfg, shard_counts, args.updates, console, warmup, from_run=args.from_run)
+    out = report(console, cfg, rows, [cfg.memory_size], shard_counts)
+    out["setting"]["from_run"] = str(args.from_run)
+    return out
+
+
+def report(console, cfg, rows, sizes, shard_counts) -> dict:
+    """Print the tables and return the JSON of ``rows`` (the rates, the split, the ratios, the serial share)."""
+    az, el = cfg.sensor_az, cfg.sensor_el
     console.print(split_table(cfg, rows))
     if any(r["ranks"] > 1 for r in rows):
         console.print(ranks_table(rows))

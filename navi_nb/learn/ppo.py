@@ -322,10 +322,11 @@ class PPO:
         return blocks.epoch_order(perms, slab.n_steps, block, slab.n_actors, count, blk)
 
     def learning_rate(self, update, num_updates):
-        """Step size for update ``update`` (0-based) of ``num_updates``."""
+        """Step size for update ``update`` (0-based) of ``num_updates``; 0 past the last (an update timed
+        beyond a finished run's end, ``bench train --from-run``, does not climb the loss)."""
         if not self.config.anneal_lr or not num_updates:
             return self.config.learning_rate
-        return self.config.learning_rate * (1.0 - update / float(num_updates))
+        return self.config.learning_rate * max(0.0, 1.0 - update / float(num_updates))
 
     # ---- one PPO update over a filled rollout --------------------------------
     def _minibatch_layout(self, slab):

@@ -213,7 +213,17 @@ class Trainer:
         return self
 
     @classmethod
-    def _resume(cls, run_path: Path, overrides, console, progress) -> Trainer:
+    def from_checkpoint(cls, run_path) -> Trainer:
+        """A trainer at ``run_path``'s newest checkpoint that writes nothing there (no lock, no metrics):
+        ``navi-nb bench train --from-run`` times a run's own late updates with it. Its files are left alone;
+        a run training there meanwhile is not disturbed."""
+        run_path = Path(run_path)
+        if not run_path.is_dir():
+            raise RunError(f"run folder {run_path} does not exist")
+        return cls._resume(run_path, None, None, False, read_only=True)
+
+    @classmethod
+    def _resume(cls, run_path: Path, overrides, console, progress, read_only=False) -> Trainer:
         cfg = read_run_config(run_path)
         changed = {k: v for k, v in (overrides or {}).items() if getattr(cfg, k) != v}
         moved = sorted(k for k in changed if k in ("run_dir", "name"))
@@ -266,7 +276,7 @@ class Trainer:
         self.warmup = warmup
         self.env.reset(seed=cfg.seed)  # shapes only: set_state below replaces everything
         self.load_checkpoint(latest)
-        if ranks is not None and not ranks.is_root:
+        if (ranks is not None and not ranks.is_root) or read_only:
             from navi_nb.parallel.ranks import NullMetrics
 
             self.metrics = NullMetrics()
