@@ -5,6 +5,11 @@ and does not compile any Numba kernel until one is used.
 """
 
 import os as _os
+import time as _time
+
+# when the interpreter first imported navi_nb (train.runs.process_age: a process that a shell exec'd in
+# place of a subshell keeps the subshell's start time)
+IMPORTED_AT = _time.time()
 
 # BLAS results change with its thread count and BLAS threads inside Numba
 # parallel regions oversubscribe the cores (docs/DETERMINISM.md). The pin

@@ -47,20 +47,30 @@ class RunError(NaviError):
 # time since the process started (for "time to first tick")
 # --------------------------------------------------------------------------
 
-_IMPORT_TIME = time.time()
+# Python's own start, before it imports navi_nb, takes well under this; a larger gap between the
+# kernel's start time of the process and navi_nb's import means the process began as something
+# else: bash runs the last command of `( a && b )` in the subshell's own process, so /proc would
+# count a's time (an install) too.
+_EXEC_GAP_S = 2.0
 
 
 def process_age() -> float:
-    """Seconds since this process started (Linux /proc), else since this module loaded."""
+    """Seconds since this program started: the process's start time from Linux /proc, or, when that
+    lies more than ``_EXEC_GAP_S`` before navi_nb's first import (the process was exec'd into an
+    older one, or /proc is missing), since that import."""
+    import navi_nb
+
+    since_import = time.time() - navi_nb.IMPORTED_AT
     try:
         with open("/proc/self/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
         start_ticks = int(fields[19])  # field 22 of stat, counted after "(comm)"
         with open("/proc/uptime") as fh:
             uptime = float(fh.read().split()[0])
-        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+        age = max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError):
-        return time.time() - _IMPORT_TIME
+        return since_import
+    return age if age - since_import <= _EXEC_GAP_S else since_import
 
 
 # --------------------------------------------------------------------------
