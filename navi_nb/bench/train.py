@@ -37,10 +37,15 @@ MAX_WARMUP_UPDATES = 64
 then, with the count of actors that had not finished one reported)."""
 
 
+RUN_SETTINGS = {"scene": "house", "actors": 64, "sensor": "64x16", "resolution": 128, "ranks": "1", "memory_size": "0"}
+"""The defaults of the flags that set what is trained: ``--from-run`` takes them from the run instead."""
+
+
 def add_arguments(parser) -> None:
-    parser.add_argument("--scene", default="house", help="scene (default house)")
-    parser.add_argument("--actors", type=int, default=64, help="actors (default 64)")
-    parser.add_argument("--sensor", default="64x16", help="rays AZxEL (default 64x16)")
+    d = RUN_SETTINGS
+    parser.add_argument("--scene", default=d["scene"], help=f"scene (default {d['scene']})")
+    parser.add_argument("--actors", type=int, default=d["actors"], help=f"actors (default {d['actors']})")
+    parser.add_argument("--sensor", default=d["sensor"], help=f"rays AZxEL (default {d['sensor']})")
     parser.add_argument("--updates", type=int, default=3, help="timed updates per shard count (default 3)")
     parser.add_argument(
         "--warmup",
@@ -49,8 +54,12 @@ def add_arguments(parser) -> None:
         f"episode, at most {MAX_WARMUP_UPDATES}",
     )
     parser.add_argument("--shards", default="1,2", help="shard counts to run (default 1,2)")
-    parser.add_argument("--resolution", type=int, default=128, help="scene resolution (default 128)")
-    parser.add_argument("--ranks", default="1", help="MPI rank counts to run (default 1; >1 needs mpiexec)")
+    parser.add_argument(
+        "--resolution", type=int, default=d["resolution"], help=f"scene resolution (default {d['resolution']})"
+    )
+    parser.add_argument(
+        "--ranks", default=d["ranks"], help=f"MPI rank counts to run (default {d['ranks']}; >1 needs mpiexec)"
+    )
     parser.add_argument(
         "--from-run",
         metavar="RUN",
@@ -61,7 +70,7 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument(
         "--memory-size",
-        default="0",
+        default=d["memory_size"],
         metavar="SIZES",
         help="policy GRU memory sizes to run side by side (default 0: the MLP alone; 0,64: the MLP and a "
         "64-unit GRU, with the ratio)",
@@ -321,12 +330,7 @@ def run(args) -> dict:
         for m in sizes
     ]  # fmt: skip
     cfg = configs[0]
-    shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
-    warmup = str(args.warmup).strip().lower()
-    if warmup != "auto" and not (warmup.isdigit() and int(warmup) >= 1):
-        from navi_nb.errors import NaviError
-
-        raise NaviError(f"bench train --warmup {args.warmup!r}: a count of updates (>= 1) or auto")
+    shard_counts, warmup = timing_args(args)
     from navi_nb.parallel.ranks import launched_by_mpi, run_under_mpiexec, world
 
     if launched_by_mpi():  # one rank count, this one; rank 0 prints
@@ -370,26 +374,32 @@ def run(args) -> dict:
     return report(console, cfg, rows, sizes, shard_counts)
 
 
+def timing_args(args):
+    """``--shards`` as a list of counts and ``--warmup`` checked (a count >= 1, or ``"auto"``)."""
+    shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
+    warmup = str(args.warmup).strip().lower()
+    if warmup != "auto" and not (warmup.isdigit() and int(warmup) >= 1):
+        from navi_nb.errors import NaviError
+
+        raise NaviError(f"bench train --warmup {args.warmup!r}: a count of updates (>= 1) or auto")
+    return shard_counts, warmup
+
+
 def run_from(args, console) -> dict:
     """``bench train --from-run RUN``: the run's own settings from its newest checkpoint, one process."""
     from navi_nb.errors import NaviError
     from navi_nb.train.runs import read_run_config
 
-    parser_defaults = {"scene": "house", "actors": 64, "sensor": "64x16", "resolution": 128, "ranks": "1"}
-    given = [k for k, v in parser_defaults.items() if str(getattr(args, k)) != str(v)]
-    given += ["memory_size"] * (str(args.memory_size) != "0")
+    given = [k for k, v in RUN_SETTINGS.items() if str(getattr(args, k)) != str(v)]
     if given:
         raise NaviError(
             f"bench train --from-run {args.from_run}: the run's settings are timed; leave out "
             + ", ".join("--" + k.replace("_", "-") for k in given)
         )
     cfg = read_run_config(args.from_run)
-    shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
-    warmup = str(args.warmup).strip().lower()
+    shard_counts, warmup = timing_args(args)
     if warmup == "auto":
         warmup = "1"  # the run's actors have finished episodes already: one update loads the kernels
-    if not (warmup.isdigit() and int(warmup) >= 1):
-        raise NaviError(f"bench train --warmup {args.warmup!r}: a count of updates (>= 1) or auto")
     rows = measure(cfg, shard_counts, args.updates, console, warmup, from_run=args.from_run)
     out = report(console, cfg, rows, [cfg.memory_size], shard_counts)
     out["setting"]["from_run"] = str(args.from_run)

@@ -22,6 +22,7 @@ import os
 import time
 from pathlib import Path
 
+import navi_nb
 from navi_nb.errors import NaviError
 from navi_nb.files import open_regular, read_regular, write_atomic
 from navi_nb.train.config import MAX_CONFIG_BYTES, TrainConfig, from_dict
@@ -58,8 +59,6 @@ def process_age() -> float:
     """Seconds since this program started: the process's start time from Linux /proc, or, when that
     lies more than ``_EXEC_GAP_S`` before navi_nb's first import (the process was exec'd into an
     older one, or /proc is missing), since that import."""
-    import navi_nb
-
     since_import = time.time() - navi_nb.IMPORTED_AT
     try:
         with open("/proc/self/stat") as fh:
