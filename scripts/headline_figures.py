@@ -1,23 +1,26 @@
 """Headline figures: read them from real run folders, write docs/headline.json, rewrite every marked figure.
 
     python scripts/headline_figures.py [runs/house-quickstart --wall-s 254] [--held-out heldout.json] \\
-        [--corpus runs/houses --corpus-held-out runs/houses/eval.json --corpus-wall-s 519] \\
-        [--bench bench1.json bench2.json ...] [--out docs/headline.json] [--docs README.md docs/TRAINING.md ...]
+        [--corpus runs/houses-mazes --corpus-held-out runs/houses-mazes/eval.json --corpus-wall-s 1100] \\
+        [--ablation ROW FILE ...] [--bench bench1.json bench2.json ...] [--out docs/headline.json] \\
+        [--docs README.md docs/TRAINING.md ...]
 
-The README and the docs quote three runs' figures. Each quoted figure sits between markers that Markdown
+The README and the docs quote real runs' figures. Each quoted figure sits between markers that Markdown
 renders as nothing::
 
-    <!-- fig:corpus.success -->90 %<!-- /fig -->
+    <!-- fig:corpus.house.success -->90 %<!-- /fig -->
 
 This script is their one source. ``quickstart.*``: the defaults in one house (``navi-nb train --name
 house-quickstart``), from its run folder (``config.json``; ``run.json``: actor-steps, rate, shard count, time
 to first tick; ``eval.json``: the evaluation the train command ran in its own house). ``heldout.*``: with
 ``--held-out``, that policy's evaluation on the held-out houses (``navi-nb eval RUN --scenes
 house:1000000-1000099 --episodes 200 --no-save --json heldout.json``). ``corpus.*``: with ``--corpus``,
-``--corpus-held-out`` and ``--corpus-wall-s``, the README's quick start over 200 houses (its config, its last
-metrics row, its held-out evaluation and the whole command's time). It writes every figure, its text and where
-it came from (commands, machine, date) to ``docs/headline.json``, then replaces the text inside every marker of
-the docs with the figure's text. A block not given keeps its figures from the existing ``docs/headline.json``
+``--corpus-held-out`` and ``--corpus-wall-s``, the README's quick start over 200 houses and 100 mazes (its
+config, its last metrics row, its held-out evaluation in houses and in mazes, per family, and the whole
+command's time). ``ablation.*``: with ``--ablation ROW FILE`` (repeated), TRAINING's table, each row a
+held-out evaluation in both families of a run with the quick start's worlds. It writes every figure, its text
+and where it came from (commands, machine, date) to ``docs/headline.json``, then replaces the text inside every
+marker of the docs with the figure's text. A block not given keeps its figures from the existing ``docs/headline.json``
 (they name their own run).
 
 ``bench.*``: with ``--bench FILE ...``, the ``navi-nb bench --json FILE`` outputs of runs of every benchmark on
@@ -49,12 +52,15 @@ INSTALL = 'python3 -m venv .venv && .venv/bin/pip install -e ".[image]"'
 DEFAULTS_TRAIN = "navi-nb train --name house-quickstart"
 DEFAULTS_COMMAND = f"{INSTALL} && .venv/bin/{DEFAULTS_TRAIN}"
 """The defaults in one house, as docs/PERFORMANCE.md gives it (the ``quickstart.*`` figures)."""
-CORPUS_TRAIN = "navi-nb train --scenes house:0-199 --sensor-az 32 --sensor-el 8 --env penalty_path=0.5"
-CORPUS_TRAIN += " --total-steps 10000000 --memory-size 64 --name houses"
+CORPUS_TRAIN = "navi-nb train --scenes house:0-199,maze:250-349 --sensor-az 32 --sensor-el 8 --env penalty_path=0.5"
+CORPUS_TRAIN += " --total-steps 10000000 --memory-size 64 --name houses-mazes"
 CORPUS_TRAIN += " --eval-episodes 0"
-CORPUS_EVAL = "navi-nb eval runs/houses --scenes house:1000000-1000099 --episodes 200"
+CORPUS_EVAL = "navi-nb eval runs/houses-mazes --scenes house:1000000-1000099,maze:1000000-1000099 --episodes 400"
 QUICKSTART_COMMAND = f"{INSTALL} && .venv/bin/{CORPUS_TRAIN} && .venv/bin/{CORPUS_EVAL}"
-"""The README's quick start: train over 200 houses, evaluate in 100 held-out ones (the ``corpus.*`` figures)."""
+"""The README's quick start: train over 200 houses and 100 mazes, evaluate in 100 held-out houses and 100 held-out
+mazes, 200 episodes each (the ``corpus.*`` figures)."""
+FAMILIES = ("house", "maze")
+"""The scene families every held-out evaluation of the corpus and the ablation holds, figures per family."""
 
 
 class HeadlineError(Exception):
@@ -62,16 +68,9 @@ class HeadlineError(Exception):
 
 
 # ---------------------------------------------------------------- formats
-ABLATION_ROWS = (
-    "mlp_euclidean.house",
-    "mlp_euclidean.maze",
-    "mlp_geodesic.house",
-    "mlp_geodesic.maze",
-    "gru_geodesic.house",
-    "gru_geodesic.maze",
-)
+ABLATION_ROWS = ("mlp_euclidean", "mlp_geodesic", "gru_geodesic")
 """TRAINING's ablation table: the quick start's recipe with each progress reward, and with the GRU memory,
-judged in held-out houses and held-out mazes."""
+each judged in held-out houses and held-out mazes (one evaluation per row, its figures per family)."""
 
 
 def percent(v):
@@ -178,14 +177,20 @@ FIGURES = {
     "heldout.final_distance_ci": ("two_range", "its 95 % bootstrap interval"),
     "heldout.length": ("sig3", "mean episode length, steps"),
     "heldout.collisions": ("sig3", "mean collisions per episode"),
-    "corpus.success": ("percent", "the quick start over 200 houses, on 100 held-out ones: success rate"),
-    "corpus.success_ci": ("percent_range", "its 95 % Wilson interval"),
-    "corpus.spl": ("two", "mean SPL"),
-    "corpus.spl_ci": ("two_range", "its 95 % bootstrap interval"),
-    "corpus.final_distance": ("two", "mean final distance to the goal, m"),
-    "corpus.final_distance_ci": ("two_range", "its 95 % bootstrap interval"),
-    "corpus.length": ("sig3", "mean episode length, steps"),
-    "corpus.collisions": ("sig3", "mean collisions per episode"),
+    **{
+        f"corpus.{family}.{k}": (fmt, f"{family}: {what}")
+        for family in FAMILIES
+        for k, fmt, what in (
+            ("success", "percent", "the quick start's policy in 100 held-out worlds of the family: success rate"),
+            ("success_ci", "percent_range", "its 95 % Wilson interval"),
+            ("spl", "two", "mean SPL"),
+            ("spl_ci", "two_range", "its 95 % bootstrap interval"),
+            ("final_distance", "two", "mean final distance to the goal, m"),
+            ("final_distance_ci", "two_range", "its 95 % bootstrap interval"),
+            ("length", "sig3", "mean episode length, steps"),
+            ("collisions", "sig3", "mean collisions per episode"),
+        )
+    },
     "corpus.actor_steps": ("whole", "actor-steps trained"),
     "corpus.train_time": ("minutes", "training wall time (the run's last metrics row)"),
     "corpus.actor_steps_per_s": ("whole", "actor-steps per second over the whole training"),
@@ -194,22 +199,23 @@ FIGURES = {
     "corpus.shard_switches": ("whole", "shard-count switches the re-checks made"),
     "corpus.first_tick": ("seconds1", "time to first tick, cold start"),
     **{
-        f"ablation.{row}.{k}": (fmt, f"{row}: {what}")
+        f"ablation.{row}.{family}.{k}": (fmt, f"{row} in held-out {family}s: {what}")
         for row in ABLATION_ROWS
+        for family in FAMILIES
         for k, fmt, what in (
-            ("success", "percent", "held-out success rate"),
+            ("success", "percent", "success rate"),
             ("success_ci", "percent_range", "its 95 % Wilson interval"),
             ("spl", "two", "mean SPL"),
             ("spl_ci", "two_range", "its 95 % bootstrap interval"),
             ("collisions", "sig3", "mean collisions per episode"),
         )
-        + (
-            (
-                ("train_time", "minutes", "training wall time of the evaluated run"),
-                ("actor_steps_per_s", "whole", "its actor-steps per second over the whole training"),
-            )
-            if row.endswith(".house")  # the run's own figures, given once per run
-            else ()
+    },
+    **{
+        f"ablation.{row}.{k}": (fmt, f"{row}: {what}")
+        for row in ABLATION_ROWS
+        for k, fmt, what in (
+            ("train_time", "minutes", "training wall time of the evaluated run"),
+            ("actor_steps_per_s", "whole", "its actor-steps per second over the whole training"),
         )
     },
     "bench.machine": ("text", "the machine the benchmarks ran on, as navi-nb bench prints it"),
@@ -234,33 +240,50 @@ FIGURES = {
 }
 
 
+def held_out_families(path, what):
+    """A held-out evaluation's JSON and its results per family of ``FAMILIES`` (a HeadlineError names the file
+    when it holds training worlds or lacks a family)."""
+    res = read_json(path, what)
+    splits = res.get("splits") or {}
+    if set(splits) != {"held-out"}:
+        raise HeadlineError(f"{path}: is not a held-out evaluation (its splits: {', '.join(splits) or 'none'})")
+    families = res.get("families") or {}
+    missing = [f for f in FAMILIES if not isinstance(families.get(f), dict)]
+    if missing:
+        raise HeadlineError(
+            f"{path}: has no {missing[0]} episodes (the evaluation must hold each of {', '.join(FAMILIES)}; "
+            f"its families: {', '.join(families) or 'none'})"
+        )
+    return res, {f: families[f] for f in FAMILIES}
+
+
 def ablation(pairs):
-    """The ablation table's rows: ``(row, eval JSON)`` pairs, each a held-out evaluation of a run over the
-    quick start's houses (its training time and rate read from the run folder the evaluation names)."""
+    """The ablation table's rows: ``(row, eval JSON)`` pairs, each a held-out evaluation in houses and mazes
+    of a run with the quick start's worlds (its training time and rate read from the run folder the evaluation
+    names)."""
     figs, sources = {}, {}
     for row, path in pairs:
         if row not in ABLATION_ROWS:
             raise HeadlineError(f"--ablation {row}: not a row of the table ({', '.join(ABLATION_ROWS)})")
-        res = read_json(path, "a held-out evaluation")
-        if set(res.get("splits") or {}) != {"held-out"}:
-            raise HeadlineError(f"{path}: is not a held-out evaluation")
+        res, families = held_out_families(path, "a held-out evaluation")
         run = Path(str(need(res, "run", path)))
         try:
             last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
         except (OSError, IndexError, ValueError) as exc:
             raise HeadlineError(f"{run / 'metrics.jsonl'}: cannot read the last metrics row ({exc})") from None
         steps, seconds = need(last, "global_step", run), need(last, "time_s", run)
-        for name, key in (
-            ("success", "success_rate"),
-            ("success_ci", "success_rate_ci95"),
-            ("spl", "spl"),
-            ("spl_ci", "spl_ci95"),
-            ("collisions", "collisions_mean"),
-        ):
-            figs[f"ablation.{row}.{name}"] = figure(f"ablation.{row}.{name}", need(res, key, path))
-        if f"ablation.{row}.train_time" in FIGURES:
-            figs[f"ablation.{row}.train_time"] = figure(f"ablation.{row}.train_time", seconds)
-            figs[f"ablation.{row}.actor_steps_per_s"] = figure(f"ablation.{row}.actor_steps_per_s", steps / seconds)
+        for family, fres in families.items():
+            for name, key in (
+                ("success", "success_rate"),
+                ("success_ci", "success_rate_ci95"),
+                ("spl", "spl"),
+                ("spl_ci", "spl_ci95"),
+                ("collisions", "collisions_mean"),
+            ):
+                k = f"ablation.{row}.{family}.{name}"
+                figs[k] = figure(k, need(fres, key, path))
+        figs[f"ablation.{row}.train_time"] = figure(f"ablation.{row}.train_time", seconds)
+        figs[f"ablation.{row}.actor_steps_per_s"] = figure(f"ablation.{row}.actor_steps_per_s", steps / seconds)
         config = read_json(run / "config.json", "the run's config")
         segments = read_json(run / "run.json", "the run's record").get("segments") or [{}]
         sources[row] = {
@@ -409,8 +432,8 @@ def heldout(path, run_name, machine):
 
 
 def corpus(run, path, wall_s):
-    """A run over a corpus of worlds (its config and last metrics row), its held-out evaluation and the wall
-    time of the command that trained and evaluated it."""
+    """A run over a corpus of worlds (its config and last metrics row), its held-out evaluation in each family
+    of ``FAMILIES`` and the wall time of the command that trained and evaluated it."""
     run = Path(run)
     config = read_json(run / "config.json", "the run's config")
     try:
@@ -419,27 +442,29 @@ def corpus(run, path, wall_s):
     except (OSError, IndexError, ValueError) as exc:
         raise HeadlineError(f"{run / 'metrics.jsonl'}: cannot read the last metrics row ({exc})") from None
     steps, seconds = need(last, "global_step", run / "metrics.jsonl"), need(last, "time_s", run / "metrics.jsonl")
-    res = read_json(path, "the corpus run's held-out evaluation")
-    if set(res.get("splits") or {}) != {"held-out"}:
-        raise HeadlineError(f"{path}: is not a held-out evaluation (its splits: {', '.join(res.get('splits') or {})})")
+    res, families = held_out_families(path, "the corpus run's held-out evaluation")
     if Path(str(res.get("run", run))).name != run.name:
         raise HeadlineError(f"{path}: evaluates run {res.get('run')!r}, not {run}")
     record = read_json(run / "run.json", "the run's record (written when a train command ends)")
     sums = [need(s, "summary", run / "run.json") for s in record.get("segments") or []]
     if not sums:
         raise HeadlineError(f"{run / 'run.json'}: has no training segments")
-    figs = {
-        **eval_figures("corpus", res, path),
-        "corpus.shards": figure("corpus.shards", need(sums[-1], "shards", run / "run.json")),
-        "corpus.shard_switches": figure(
-            "corpus.shard_switches", sum(need(s, "shard_switches", run / "run.json") for s in sums)
-        ),
-        "corpus.first_tick": figure("corpus.first_tick", need(sums[0], "first_tick_s", run / "run.json")),
-        "corpus.actor_steps": figure("corpus.actor_steps", steps),
-        "corpus.train_time": figure("corpus.train_time", seconds),
-        "corpus.actor_steps_per_s": figure("corpus.actor_steps_per_s", steps / seconds),
-        "corpus.wall": figure("corpus.wall", wall_s),
-    }
+    figs = {}
+    for family, fres in families.items():
+        figs.update(eval_figures(f"corpus.{family}", fres, path))
+    figs.update(
+        {
+            "corpus.shards": figure("corpus.shards", need(sums[-1], "shards", run / "run.json")),
+            "corpus.shard_switches": figure(
+                "corpus.shard_switches", sum(need(s, "shard_switches", run / "run.json") for s in sums)
+            ),
+            "corpus.first_tick": figure("corpus.first_tick", need(sums[0], "first_tick_s", run / "run.json")),
+            "corpus.actor_steps": figure("corpus.actor_steps", steps),
+            "corpus.train_time": figure("corpus.train_time", seconds),
+            "corpus.actor_steps_per_s": figure("corpus.actor_steps_per_s", steps / seconds),
+            "corpus.wall": figure("corpus.wall", wall_s),
+        }
+    )
     from navi_nb.cores import cpu_model
 
     commands = [
@@ -604,7 +629,7 @@ def build(
     afigs, sources["ablation"] = ablation(ablation_pairs or ())
     if old and "ablation" in old.get("sources", {}):  # rows not given this time keep their figures
         for row, src in old["sources"]["ablation"].items():
-            if row not in sources["ablation"]:
+            if row in ABLATION_ROWS and row not in sources["ablation"]:  # a row of today's table
                 sources["ablation"][row] = src
                 afigs.update({k: v for k, v in old["figures"].items() if k.startswith(f"ablation.{row}.")})
     return {"figures": {**figs, **hfigs, **cfigs, **bfigs, **afigs}, "sources": sources}

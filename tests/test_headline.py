@@ -81,7 +81,8 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     assert main(["train", *tiny_run_args(run_dir=str(tmp_path), name="qs")]) == 0
     run = tmp_path / "qs"
     held = tmp_path / "heldout.json"
-    heldout_argv = ["--scenes", "pillars:1000000", "--episodes", "3", "--no-save", "--json", str(held)]
+    # a held-out evaluation in both of the corpus's families, 2 episodes each (round robin over the 2 worlds)
+    heldout_argv = ["--scenes", "house:1000000,maze:1000000", "--episodes", "4", "--no-save", "--json", str(held)]
     assert main(["eval", str(run), *heldout_argv]) == 0
     doc = tmp_path / "DOC.md"
     original = "".join(f"| {k} | <!-- fig:{k} -->?<!-- /fig --> |\n" for k in hf.FIGURES)
@@ -103,11 +104,19 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
 
     assert segment["software"]["cpu"] == cpu_model()  # the run records its CPU; the machine line reads it
     expect = {}
-    for prefix, e in (("quickstart", ev), ("heldout", ho), ("corpus", ho)):
-        rate = np.mean(e["success"])
+    family = np.array(ho["family"])
+    assert sorted(family.tolist()) == ["house", "house", "maze", "maze"]
+    groups = [("quickstart", ev, None), ("heldout", ho, None)]
+    groups += [(f"corpus.{f}", ho, family == f) for f in hf.FAMILIES]
+    groups += [(f"ablation.{row}.{f}", ho, family == f) for row in hf.ABLATION_ROWS for f in hf.FAMILIES]
+    for prefix, e, where in groups:
+        pick = {k: np.asarray(e[k]) if where is None else np.asarray(e[k])[where] for k in ("success", "spl")}
+        rate = np.mean(pick["success"])
         expect[f"{prefix}.success"] = f"{100 * rate:.0f} %" if (100 * rate) % 1 == 0 else f"{100 * rate:.1f} %"
-        expect[f"{prefix}.spl"] = f"{np.mean(e['spl']):.2f}"
-        expect[f"{prefix}.final_distance"] = f"{np.mean(e['final_distance']):.2f}"
+        expect[f"{prefix}.spl"] = f"{np.mean(pick['spl']):.2f}"
+        if not prefix.startswith("ablation."):
+            distance = np.asarray(e["final_distance"]) if where is None else np.asarray(e["final_distance"])[where]
+            expect[f"{prefix}.final_distance"] = f"{np.mean(distance):.2f}"
     expect["quickstart.actor_steps"] = "128"  # 4 actors x 16 steps x 2 updates
     expect["quickstart.actor_steps_per_s"] = f"{128 / summary['wall_s']:,.0f}"
     expect["quickstart.first_tick"] = f"{summary['first_tick_s']:.1f} s"
@@ -120,10 +129,7 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     expect["bench.trace_vs_embree_2t"] = "0.22x"  # 3.5 M / 2 threads / 8 M
     expect["bench.env_2t"] = "4,313"
     for row in hf.ABLATION_ROWS:  # each row the held-out evaluation given for it, and its run's rate
-        expect[f"ablation.{row}.success"] = expect["heldout.success"]
-        expect[f"ablation.{row}.spl"] = expect["heldout.spl"]
-        if row.endswith(".house"):
-            expect[f"ablation.{row}.actor_steps_per_s"] = expect["corpus.actor_steps_per_s"]
+        expect[f"ablation.{row}.actor_steps_per_s"] = expect["corpus.actor_steps_per_s"]
     rows = dict(line.strip("| ").split(" | ") for line in doc.read_text().splitlines())
     data = json.loads(out.read_text())
     for key, text in expect.items():
@@ -131,11 +137,11 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     for key in hf.FIGURES:
         assert rows[key] == f"<!-- fig:{key} -->{data['figures'][key]['text']}<!-- /fig -->", key
     assert data["sources"]["quickstart"]["evaluation"]["episodes"] == 4
-    assert data["sources"]["heldout"]["evaluation"]["scenes"] == "pillars:1000000"
-    assert "pillars:1000000 --episodes 3" in data["sources"]["heldout"]["commands"][0]
+    assert data["sources"]["heldout"]["evaluation"]["scenes"] == "house:1000000,maze:1000000"
+    assert "house:1000000,maze:1000000 --episodes 4" in data["sources"]["heldout"]["commands"][0]
     assert data["sources"]["heldout"]["machine"] == data["sources"]["quickstart"]["machine"]
     assert data["sources"]["quickstart"]["machine"].startswith(cpu_model() + ", ")
-    assert data["sources"]["corpus"]["commands"][1].endswith("--scenes pillars:1000000 --episodes 3")
+    assert data["sources"]["corpus"]["commands"][1].endswith("--scenes house:1000000,maze:1000000 --episodes 4")
     # the command that makes the run: its settings that differ from the defaults, as flags
     (command,) = data["sources"]["quickstart"]["commands"]
     flags = ["--scenes box", "--resolution 32", "--actors 4", "--hidden 16", "--env max_steps=20", "--name qs"]
@@ -156,6 +162,16 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
     assert "go together" in capsys.readouterr().err
     assert hf.main([str(tmp_path), *argv[1:]]) == 2
     assert "config.json" in capsys.readouterr().err
+    one_family = json.loads(held.read_text())
+    del one_family["families"]["maze"]
+    (tmp_path / "houses_only.json").write_text(json.dumps(one_family))
+    corpus_at = argv.index("--corpus-held-out") + 1
+    assert hf.main([*argv[:corpus_at], str(tmp_path / "houses_only.json"), *argv[corpus_at + 1 :]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "houses_only.json: has no maze episodes" in err, err
+    assert hf.main([argv[0], "--ablation", "gru_geodesic.maze", str(held), *argv[1:]]) == 2
+    assert "not a row of the table" in capsys.readouterr().err
+    assert out.read_bytes() == before
     (run / "eval.json").write_text(json.dumps(dict(json.loads((run / "eval.json").read_text()), scenes="house")))
     assert hf.main(argv) == 2
     assert "not the run's own" in capsys.readouterr().err
