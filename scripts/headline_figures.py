@@ -155,6 +155,21 @@ FORMATS = {
     "runs_whole": over_runs(whole),
 }
 
+FAMILY_FIGURES = (
+    ("success", "success_rate", "percent", "success rate"),
+    ("success_ci", "success_rate_ci95", "percent_range", "its 95 % Wilson interval"),
+    ("spl", "spl", "two", "mean SPL"),
+    ("spl_ci", "spl_ci95", "two_range", "its 95 % bootstrap interval"),
+    ("collisions", "collisions_mean", "sig3", "mean collisions per episode"),
+)
+"""(figure, key in an evaluation's results, format, what it is): the figures of one scene family's episodes."""
+CORPUS_FAMILY_FIGURES = (
+    ("final_distance", "final_distance", "two", "mean final distance to the goal, m"),
+    ("final_distance_ci", "final_distance_ci95", "two_range", "its 95 % bootstrap interval"),
+    ("length", "length_mean", "sig3", "mean episode length, steps"),
+)
+"""The quick start's figures per family besides ``FAMILY_FIGURES``."""
+
 # key -> (format, what it is)
 FIGURES = {
     "quickstart.success": ("percent", "success rate, deterministic evaluation in the training house"),
@@ -178,18 +193,9 @@ FIGURES = {
     "heldout.length": ("sig3", "mean episode length, steps"),
     "heldout.collisions": ("sig3", "mean collisions per episode"),
     **{
-        f"corpus.{family}.{k}": (fmt, f"{family}: {what}")
+        f"corpus.{family}.{k}": (fmt, f"the quick start's policy in 100 held-out {family}s: {what}")
         for family in FAMILIES
-        for k, fmt, what in (
-            ("success", "percent", "the quick start's policy in 100 held-out worlds of the family: success rate"),
-            ("success_ci", "percent_range", "its 95 % Wilson interval"),
-            ("spl", "two", "mean SPL"),
-            ("spl_ci", "two_range", "its 95 % bootstrap interval"),
-            ("final_distance", "two", "mean final distance to the goal, m"),
-            ("final_distance_ci", "two_range", "its 95 % bootstrap interval"),
-            ("length", "sig3", "mean episode length, steps"),
-            ("collisions", "sig3", "mean collisions per episode"),
-        )
+        for k, _, fmt, what in FAMILY_FIGURES + CORPUS_FAMILY_FIGURES
     },
     "corpus.actor_steps": ("whole", "actor-steps trained"),
     "corpus.train_time": ("minutes", "training wall time (the run's last metrics row)"),
@@ -202,13 +208,7 @@ FIGURES = {
         f"ablation.{row}.{family}.{k}": (fmt, f"{row} in held-out {family}s: {what}")
         for row in ABLATION_ROWS
         for family in FAMILIES
-        for k, fmt, what in (
-            ("success", "percent", "success rate"),
-            ("success_ci", "percent_range", "its 95 % Wilson interval"),
-            ("spl", "two", "mean SPL"),
-            ("spl_ci", "two_range", "its 95 % bootstrap interval"),
-            ("collisions", "sig3", "mean collisions per episode"),
-        )
+        for k, _, fmt, what in FAMILY_FIGURES
     },
     **{
         f"ablation.{row}.{k}": (fmt, f"{row}: {what}")
@@ -273,13 +273,7 @@ def ablation(pairs):
             raise HeadlineError(f"{run / 'metrics.jsonl'}: cannot read the last metrics row ({exc})") from None
         steps, seconds = need(last, "global_step", run), need(last, "time_s", run)
         for family, fres in families.items():
-            for name, key in (
-                ("success", "success_rate"),
-                ("success_ci", "success_rate_ci95"),
-                ("spl", "spl"),
-                ("spl_ci", "spl_ci95"),
-                ("collisions", "collisions_mean"),
-            ):
+            for name, key, _, _ in FAMILY_FIGURES:
                 k = f"ablation.{row}.{family}.{name}"
                 figs[k] = figure(k, need(fres, key, path))
         figs[f"ablation.{row}.train_time"] = figure(f"ablation.{row}.train_time", seconds)
