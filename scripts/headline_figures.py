@@ -155,20 +155,21 @@ FORMATS = {
     "runs_whole": over_runs(whole),
 }
 
-FAMILY_FIGURES = (
+EVAL_FIGURES = (
     ("success", "success_rate", "percent", "success rate"),
     ("success_ci", "success_rate_ci95", "percent_range", "its 95 % Wilson interval"),
     ("spl", "spl", "two", "mean SPL"),
     ("spl_ci", "spl_ci95", "two_range", "its 95 % bootstrap interval"),
     ("collisions", "collisions_mean", "sig3", "mean collisions per episode"),
 )
-"""(figure, key in an evaluation's results, format, what it is): the figures of one scene family's episodes."""
-CORPUS_FAMILY_FIGURES = (
+"""(figure, key in an evaluation's results, format, what it is): the figures of an evaluation's episodes, all of
+them or one scene family's (each row of the ablation table, each family)."""
+EVAL_DETAIL_FIGURES = (
     ("final_distance", "final_distance", "two", "mean final distance to the goal, m"),
     ("final_distance_ci", "final_distance_ci95", "two_range", "its 95 % bootstrap interval"),
     ("length", "length_mean", "sig3", "mean episode length, steps"),
 )
-"""The quick start's figures per family besides ``FAMILY_FIGURES``."""
+"""The figures of the quick starts' evaluations besides ``EVAL_FIGURES``."""
 
 # key -> (format, what it is)
 FIGURES = {
@@ -195,7 +196,7 @@ FIGURES = {
     **{
         f"corpus.{family}.{k}": (fmt, f"the quick start's policy in 100 held-out {family}s: {what}")
         for family in FAMILIES
-        for k, _, fmt, what in FAMILY_FIGURES + CORPUS_FAMILY_FIGURES
+        for k, _, fmt, what in EVAL_FIGURES + EVAL_DETAIL_FIGURES
     },
     "corpus.actor_steps": ("whole", "actor-steps trained"),
     "corpus.train_time": ("minutes", "training wall time (the run's last metrics row)"),
@@ -208,7 +209,7 @@ FIGURES = {
         f"ablation.{row}.{family}.{k}": (fmt, f"{row} in held-out {family}s: {what}")
         for row in ABLATION_ROWS
         for family in FAMILIES
-        for k, _, fmt, what in FAMILY_FIGURES
+        for k, _, fmt, what in EVAL_FIGURES
     },
     **{
         f"ablation.{row}.{k}": (fmt, f"{row}: {what}")
@@ -273,9 +274,7 @@ def ablation(pairs):
             raise HeadlineError(f"{run / 'metrics.jsonl'}: cannot read the last metrics row ({exc})") from None
         steps, seconds = need(last, "global_step", run), need(last, "time_s", run)
         for family, fres in families.items():
-            for name, key, _, _ in FAMILY_FIGURES:
-                k = f"ablation.{row}.{family}.{name}"
-                figs[k] = figure(k, need(fres, key, path))
+            figs.update(eval_figures(f"ablation.{row}.{family}", fres, path, EVAL_FIGURES))
         figs[f"ablation.{row}.train_time"] = figure(f"ablation.{row}.train_time", seconds)
         figs[f"ablation.{row}.actor_steps_per_s"] = figure(f"ablation.{row}.actor_steps_per_s", steps / seconds)
         config = read_json(run / "config.json", "the run's config")
@@ -324,19 +323,15 @@ def need(data, key, path):
     return v
 
 
-def eval_figures(prefix, res, path):
-    out = {
-        f"{prefix}.success": need(res, "success_rate", path),
-        f"{prefix}.success_ci": need(res, "success_rate_ci95", path),
-        f"{prefix}.spl": need(res, "spl", path),
-        f"{prefix}.spl_ci": need(res, "spl_ci95", path),
-        f"{prefix}.final_distance": need(res, "final_distance", path),
-        f"{prefix}.length": need(res, "length_mean", path),
-        f"{prefix}.collisions": need(res, "collisions_mean", path),
-    }
-    if f"{prefix}.final_distance_ci" in FIGURES:
-        out[f"{prefix}.final_distance_ci"] = need(res, "final_distance_ci95", path)
-    return {k: figure(k, v) for k, v in out.items()}
+def eval_figures(prefix, res, path, table=None):
+    """The figures under ``prefix`` of one evaluation's results (all its episodes', or one family's): each of
+    ``table`` (default ``EVAL_FIGURES + EVAL_DETAIL_FIGURES``) that ``FIGURES`` has under that prefix."""
+    out = {}
+    for name, key, _, _ in EVAL_FIGURES + EVAL_DETAIL_FIGURES if table is None else table:
+        k = f"{prefix}.{name}"
+        if k in FIGURES:  # the defaults' own evaluation has no final-distance interval
+            out[k] = figure(k, need(res, key, path))
+    return out
 
 
 def quickstart(run, wall_s):
