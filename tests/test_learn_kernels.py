@@ -293,3 +293,30 @@ def test_hyper_params_and_statistics_by_name():
     assert fused.STEP_STAT_NAMES[fused.ENTROPY] == "entropy" and fused.STEP_STAT_NAMES[fused.GRAD_NORM] == "grad_norm"
     ((stats, _),) = _ppo_on_synthetic("chunk").minibatches(np.arange(96), 32, 1, 1e-3)
     assert set(stats) == set(fused.STAT_NAMES) | {"entropy", "loss"}
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_finish_items_spread_over_any_equal_split(threads):
+    """The finish pass's prange splits its items into equal contiguous parts, one per thread: in the order
+    ``spread_order`` gives, each part costs its share of the total within one item."""
+    from navi_nb.learn.fused import spread_order
+
+    costs = [65536] * 12 + [2048] * 52 + [129, 516, 0]  # the quick start's: 12 weight tiles of 67 items
+    order = spread_order(costs)
+    assert sorted(order.tolist()) == list(range(len(costs)))
+    bounds = np.linspace(0, len(costs), threads + 1).astype(int)
+    parts = [sum(costs[t] for t in order[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    assert max(parts) - sum(costs) / threads <= max(costs)
+
+
+def test_quick_start_finish_items_split_evenly_over_two_threads():
+    """The quick start's policy (GRU 64 over a 32 x 8 sensor): each half of the finish pass's range holds
+    half its weight tiles (the items' own order holds them all in the first half)."""
+    from navi_nb.learn.fused import TILE
+    from navi_nb.learn.ppo import PPO
+
+    plan = PPO(ActorCritic(32 * 8 + 14, hidden=(128, 128), memory_size=64))._plan
+    tiles = plan.items[:, 0] == TILE
+    half = plan.items.shape[0] // 2
+    assert tiles.sum() >= 8 and tiles[:half].sum() == tiles.sum()
+    assert abs(int(tiles[plan.item_order[:half]].sum()) - int(tiles.sum()) // 2) <= 1

@@ -105,7 +105,8 @@ Work = namedtuple(
     (
         "meta",  # (layers, META_COLS) int64, offsets resolved for this minibatch size
         "n_pi",  # layers of the policy trunk (the first rows of meta)
-        "items",  # (items, 6) int64: finish_pass's work items
+        "items",  # (items, 6) int64: finish_pass's work items (their order is the gradient norm's sum order)
+        "item_order",  # (items,) int64: the order a prange hands the items out (Plan.item_order)
         "chunk",  # samples per chunk
         "n_chunks",  # chunks of a minibatch
         "slot_width",  # elements of one chunk's slot
@@ -404,6 +405,28 @@ def _chunk_pass(batch, net, sizes, coefs, A, D, slots, dlogstd, stats):
             )
 
 
+def spread_order(costs):
+    """An order of items of these ``costs`` in which every stretch of consecutive items costs about its
+    share of the total: a ``prange`` splits its range into equal contiguous parts, one per thread, whatever
+    the thread count. Greedy: each next item is the most or the least costly one left, whichever brings
+    the running cost nearer to its share."""
+    total = float(sum(costs))
+    by_cost = sorted(range(len(costs)), key=lambda t: (-costs[t], t))
+    order, spent = [], 0.0
+    lo, hi = 0, len(by_cost) - 1
+    for p in range(len(costs)):
+        target = total * (p + 1) / len(costs)
+        big, small = by_cost[lo], by_cost[hi]
+        if abs(spent + costs[big] - target) <= abs(spent + costs[small] - target):
+            order.append(big)
+            lo += 1
+        else:
+            order.append(small)
+            hi -= 1
+        spent += costs[order[-1]]
+    return np.array(order, np.int64)
+
+
 class Plan:
     """The layer table and the finish items of one policy and configuration
     (independent of the minibatch size), and per-size scratch buffers."""
@@ -450,8 +473,7 @@ class Plan:
             for e0 in range(policy.gru.offset, policy.gru.end, sum_block):
                 items.append((MEMORY, 0, e0, min(policy.gru.end, e0 + sum_block), 0, 0))
                 costs.append(min(policy.gru.end - e0, sum_block))
-        # A prange splits its range into equal contiguous parts, one per thread:
-        # interleave big and small items so every part gets a similar share.
+        # The items' order fixes the gradient norm's sum order (the bits): big and small interleaved.
         by_cost = sorted(range(len(items)), key=lambda t: (-costs[t], t))
         order = []
         lo, hi = 0, len(by_cost) - 1
@@ -461,6 +483,7 @@ class Plan:
                 order.append(by_cost[hi])
             lo, hi = lo + 1, hi - 1
         self.items = np.array([items[t] for t in order], np.int64).reshape(-1, 6)
+        self.item_order = spread_order([costs[t] for t in order])
         self._meta = meta
         self.slot_width = slot_width
         self.out_cols = out_cols
@@ -497,6 +520,7 @@ class Plan:
                 meta=meta,
                 n_pi=self.n_pi,
                 items=self.items,
+                item_order=self.item_order,
                 chunk=chunk,
                 n_chunks=n_chunks,
                 slot_width=self.slot_width,

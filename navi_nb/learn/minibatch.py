@@ -57,7 +57,8 @@ _entropy = njit(cache=True)(gaussian_entropy)
 
 @njit(cache=True, inline="always")
 def finish_pass(w, ops, root, grad, hp, final):
-    """Phase 2, a ``prange`` over the fixed work items of ``w.items``. Item t,
+    """Phase 2, a ``prange`` over the fixed work items of ``w.items`` (in the order ``w.item_order``, which
+    spreads their cost over the threads' equal parts). Item t,
     for each block k in turn, writes its own part of block k's gradient
     ``w.block_grads[k]`` (see ``fused.py``'s module doc) from that block's chunks and rows
     only (the HEADS item: the block's statistics' sums into ``w.block_stats[k]``);
@@ -74,7 +75,7 @@ def finish_pass(w, ops, root, grad, hp, final):
 def finish_args(w, ops, root, grad, hp, final):
     """:func:`_finish_pass`'s arguments (also run as plain Python by :func:`compile_passes`, for their types)."""
     return (
-        (w.items, w.meta),
+        (w.items, w.meta, w.item_order),
         (w.blk, w.n_blocks, w.slot_width, w.n_chunks // w.n_blocks, w.log_std_off, hp[ENT_COEF], final),
         (w.A, w.D, w.slots, w.dlogstd, w.stats),
         (ops, root),
@@ -211,14 +212,15 @@ def _settle_item(item, meta, buf, stats_buf, root, grad, log_std_off, k_act, ent
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def _finish_pass(table, sizes, chunk, tree, block_grads, block_stats, grad, stat_sums, sumsq):
-    """:func:`finish_pass`'s region: ``table`` = (items, meta), ``sizes`` = (blk, n_blocks, slot_width,
+    """:func:`finish_pass`'s region: ``table`` = (items, meta, item_order), ``sizes`` = (blk, n_blocks, slot_width,
     per_block, log_std_off, ent_coef, final), ``chunk`` = the chunk pass's arrays (A, D, slots, dlogstd,
     stats), ``tree`` = (ops, root); the arrays it writes come separately (see ``fused.py``'s module doc)."""
-    items, meta = table
+    items, meta, item_order = table
     n_blocks, log_std_off, ent_coef, final = sizes[1], sizes[4], sizes[5], sizes[6]
     ops, root = tree
     k_act = chunk[3].shape[1]
-    for t in prange(items.shape[0]):
+    for s in prange(items.shape[0]):
+        t = item_order[s]
         for k in range(n_blocks):
             _block_item(items[t], meta, sizes, chunk, k, block_grads, block_stats)
         _tree_item(items[t], meta, block_grads, block_stats, ops, log_std_off, k_act)
@@ -235,7 +237,7 @@ def _finish_pass(table, sizes, chunk, tree, block_grads, block_stats, grad, stat
                 ent_coef,
                 stat_sums,
                 sumsq,
-                np.int64(t),
+                t,
             )
 
 
@@ -251,6 +253,7 @@ def reduce_nodes(buf, stats_buf, ops, root, grad, w, hp):
     _reduce_nodes(
         w.items,
         w.meta,
+        w.item_order,
         buf,
         stats_buf,
         ops,
@@ -265,12 +268,13 @@ def reduce_nodes(buf, stats_buf, ops, root, grad, w, hp):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _reduce_nodes(items, meta, buf, stats_buf, ops, root, grad, log_std_off, k_act, ent_coef, stat_sums, sumsq):
-    for t in prange(items.shape[0]):
+def _reduce_nodes(
+    items, meta, item_order, buf, stats_buf, ops, root, grad, log_std_off, k_act, ent_coef, stat_sums, sumsq
+):
+    for s in prange(items.shape[0]):
+        t = item_order[s]
         _tree_item(items[t], meta, buf, stats_buf, ops, log_std_off, k_act)
-        _settle_item(
-            items[t], meta, buf, stats_buf, root, grad, log_std_off, k_act, ent_coef, stat_sums, sumsq, np.int64(t)
-        )
+        _settle_item(items[t], meta, buf, stats_buf, root, grad, log_std_off, k_act, ent_coef, stat_sums, sumsq, t)
 
 
 @njit(cache=True, inline="always")
