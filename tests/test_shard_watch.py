@@ -12,6 +12,7 @@ import json
 
 import numpy as np
 import pytest
+from env_helpers import make_env, snapshot, states_equal
 from rich.console import Console
 from run_helpers import tiny_run_args
 
@@ -151,3 +152,39 @@ def test_rechecks_keep_to_their_share():
     lone = ShardWatch(one, 0.03, 4096)
     lone.add(100.0)
     assert not lone.active and not lone.due()  # nothing to switch to
+
+
+def test_a_tick_that_reports_its_seconds_is_timed_by_them():
+    """``measure`` counts what a collection tick reports as its own seconds (``env_tick``: the step alone,
+    not the serial restoring of the state around it), and a tick's whole call when it reports none."""
+    import time
+
+    from navi_nb.env.toy import PointGoalToy
+    from navi_nb.learn.collect import action_generator, one_update
+    from navi_nb.learn.policy import ActorCritic
+    from navi_nb.learn.ppo import PPO
+    from navi_nb.learn.rollout import RolloutSlab
+    from navi_nb.parallel.shards import env_tick, measure
+
+    env = PointGoalToy(4, seed=3, max_steps=5)
+    ppo = PPO(ActorCritic(env.obs_dim, hidden=(8, 8)), seed=1)
+    slab = RolloutSlab(8, 4, env.obs_dim, 4)
+    obs, _ = env.reset(seed=3)
+    one_update(env, ppo, slab, obs, action_generator(3))
+
+    def slow_restore():
+        time.sleep(0.05)  # a restore as slow as 50 ms, around a step that reports 1 ms
+        return 0.001
+
+    def slow_call():
+        time.sleep(0.05)
+
+    reported = measure(ppo, slab, 8, [1], budget_s=0.0, tick=slow_restore)[1]["t_collect_s"]
+    whole = measure(ppo, slab, 8, [1], budget_s=0.0, tick=slow_call)[1]["t_collect_s"]
+    assert reported < 0.04 < 0.05 <= whole
+    nav = make_env()
+    nav.reset(seed=0)
+    before = snapshot(nav)
+    seconds = env_tick(nav)()
+    assert isinstance(seconds, float) and seconds > 0.0
+    assert states_equal(before, snapshot(nav))

@@ -10,7 +10,8 @@ does. ``choose_shards``:
 3. otherwise measures, for 1 .. allowed shards, PPO minibatches as training
    runs them (``PPO.minibatches``: gradient, clip and Adam step, fused) and a
    collection tick (the batched policy forward over all actors, plus an
-   optional ``tick`` callable), about ``budget_s`` seconds in all, and keeps
+   optional ``tick`` callable, which may return the seconds of its own timed part), about
+   ``budget_s`` seconds in all, and keeps
    the fastest (a count within 3% of a smaller one loses to it: noise);
 4. sets Numba's thread count to the choice.
 
@@ -138,15 +139,16 @@ def _set_threads(k):
     numba.set_num_threads(int(k))
 
 
-def _time_call(fn, budget_s, min_reps=2):
-    """Median seconds of fn() over repeats that fit budget_s (after one warm call)."""
+def _time_call(fn, budget_s, min_reps=2, reports_seconds=False):
+    """Median seconds of fn() over repeats that fit budget_s (after one warm call). ``reports_seconds``:
+    fn returns the seconds of its own timed part, which count instead of the call's."""
     fn()
     times = []
     t_end = time.perf_counter() + budget_s
     while len(times) < min_reps or (time.perf_counter() < t_end and len(times) < 50):
         t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+        spent = fn()
+        times.append(spent if reports_seconds else time.perf_counter() - t0)
     return float(np.median(times))
 
 
@@ -179,11 +181,16 @@ def measure(ppo, slab, minibatch_size, counts, budget_s=1.0, tick=None, minibatc
             t_mbs = _time_call(lambda: ppo.minibatches(order, mb, count, 0.0, blk=blk), per) / count
 
             def collect():
+                t0 = time.perf_counter()
                 policy.forward(obs0, memory)
+                spent = time.perf_counter() - t0
                 if tick is not None:
-                    tick()
+                    t1 = time.perf_counter()
+                    tick_spent = tick()
+                    spent += time.perf_counter() - t1 if tick_spent is None else tick_spent
+                return spent
 
-            t_col = _time_call(collect, per)
+            t_col = _time_call(collect, per, reports_seconds=True)
             rates[k] = {
                 "minibatch": mb / t_mbs,
                 "collect": obs0.shape[0] / t_col,
@@ -204,13 +211,18 @@ def update_seconds(rate, shape):
 
 def env_tick(env, actions=None):
     """A collection tick for the calibration that leaves ``env`` exactly as it was:
-    ``get_state``, one ``step`` of every actor, ``set_state``."""
+    ``get_state``, one ``step`` of every actor, ``set_state``. Returns the step's seconds alone: restoring
+    the state is no part of a training tick, and it is serial (checks and copies, 15 ms against a
+    3 to 8 ms step at the quick start's setting), so timed with the step it made one thread look
+    nearly as fast as two."""
     acts = np.zeros((env.n_actors, env.action_dim), np.float32) if actions is None else np.asarray(actions, np.float32)
 
     def tick():
         state = env.get_state()
         try:
+            t0 = time.perf_counter()
             env.step(acts)
+            return time.perf_counter() - t0
         finally:
             env.set_state(state)
 
