@@ -249,3 +249,22 @@ def test_memory_report_counts_the_fields():
     assert rep["geodesic_field_bytes_per_actor"] == 4 * env._fields.grids.n_max > 0
     assert rep["shared_field_grid_bytes"] > 0
     assert make_env("house", n=4, progress="euclidean").memory_report()["geodesic_field_bytes_per_actor"] == 0
+
+
+def test_set_state_computes_again_only_the_fields_whose_goal_or_world_changed():
+    """A restored state's fields equal fields computed afresh for its goals; restoring the state an
+    environment already holds computes none (a field is a pure function of its world and goal)."""
+    env = make_env("house", n=6, seed=4)
+    env.reset()
+    saved = env.get_state()
+    other = make_env("house", n=6, seed=9)
+    other.reset()
+    assert not np.array_equal(other.goals, saved["goal"])
+    other.set_state(saved)
+    np.testing.assert_array_equal(other._fields.field, env._fields.field)
+    fresh = GoalFields([env._spawner], 6, True)
+    fresh.compute(np.arange(6, dtype=np.int64), saved["world_index"], saved["goal"])
+    np.testing.assert_array_equal(other._fields.field, fresh.field)
+    before = other._fields.seconds
+    other.set_state(saved)
+    assert other._fields.seconds == before

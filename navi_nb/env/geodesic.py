@@ -490,6 +490,9 @@ class GoalFields:
             i32, i64, f64 = np.zeros(1, np.int32), np.zeros(2, np.int64), np.ones(1, np.float64)
             self.tables = (i32, i64, i32, i64, np.zeros(1, np.uint32), np.ones((1, 3), np.int64), np.zeros((1, 3)), f64)
             self.field = np.zeros((n_actors, 1), np.float32)
+        # the world and goal each actor's field was computed for (-1 and NaN: none yet)
+        self.field_world = np.full(n_actors, -1, np.int64)
+        self.field_goal = np.full((n_actors, 3), np.nan, np.float32)
 
     @property
     def bytes_per_actor(self) -> int:
@@ -504,7 +507,15 @@ class GoalFields:
         if self.enabled and rows.shape[0]:
             t0 = time.perf_counter()
             goal_fields(rows, world_index, goal, self.tables, self.field)
+            self.field_world[rows] = world_index[rows]
+            self.field_goal[rows] = goal[rows]
             self.seconds += time.perf_counter() - t0
+
+    def compute_changed(self, world_index, goal):
+        """The fields of the actors whose world or goal is not the one their field was computed for (a field
+        is a pure function of the two: the others are already what :meth:`compute` would write)."""
+        same = (self.field_world == world_index) & (self.field_goal == goal).all(axis=1)
+        self.compute(np.flatnonzero(~same).astype(np.int64), world_index, goal)
 
     def potential(self, geodesic, rows, pos, goal, world_index, before, out):
         """The progress potential of ``rows`` into ``out`` (:func:`progress_potential`)."""

@@ -604,7 +604,7 @@ class NavEnv:
                 getattr(self, "_" + name)[...] = values[name]
         self._has_reset = bool(has_reset)
         if self.task == "pointgoal":  # each field is a pure function of its goal and world: computed again
-            self._fields.compute(self._all_rows, self._world_index, self._goal)
+            self._fields.compute_changed(self._world_index, self._goal)  # where either changed
 
     # ------------------------------------------------------------------
     @property
