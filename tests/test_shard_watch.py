@@ -9,6 +9,7 @@ reported in one console line and in ``run.json``, and equal timings never switch
 import argparse
 import io
 import json
+import time
 
 import numpy as np
 import pytest
@@ -18,7 +19,12 @@ from run_helpers import tiny_run_args
 
 from navi_nb.commands.train import add_arguments, resolve_config
 from navi_nb.cores import allowed_cores
-from navi_nb.parallel.shards import SWITCH_MARGIN, ShardReport, ShardWatch, pick_switch
+from navi_nb.env.toy import PointGoalToy
+from navi_nb.learn.collect import action_generator, one_update
+from navi_nb.learn.policy import ActorCritic
+from navi_nb.learn.ppo import PPO
+from navi_nb.learn.rollout import RolloutSlab
+from navi_nb.parallel.shards import SWITCH_MARGIN, ShardReport, ShardWatch, env_tick, measure, pick_switch
 from navi_nb.train.loop import Trainer
 from navi_nb.train.metrics import read_metrics_csv
 from navi_nb.train.runs import RUN_FILE
@@ -157,15 +163,6 @@ def test_rechecks_keep_to_their_share():
 def test_a_tick_that_reports_its_seconds_is_timed_by_them():
     """``measure`` counts what a collection tick reports as its own seconds (``env_tick``: the step alone,
     not the serial restoring of the state around it), and a tick's whole call when it reports none."""
-    import time
-
-    from navi_nb.env.toy import PointGoalToy
-    from navi_nb.learn.collect import action_generator, one_update
-    from navi_nb.learn.policy import ActorCritic
-    from navi_nb.learn.ppo import PPO
-    from navi_nb.learn.rollout import RolloutSlab
-    from navi_nb.parallel.shards import env_tick, measure
-
     env = PointGoalToy(4, seed=3, max_steps=5)
     ppo = PPO(ActorCritic(env.obs_dim, hidden=(8, 8)), seed=1)
     slab = RolloutSlab(8, 4, env.obs_dim, 4)
