@@ -140,3 +140,22 @@ def test_bench_train_from_a_run_times_its_own_updates_and_writes_nothing(tmp_pat
     assert main(["bench", "train", "--from-run", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err
     assert "does not exist" in err and "Traceback" not in err
+
+
+def test_bench_train_timed_updates_default_and_bad_value(capsys):
+    """Without ``--updates`` a new run's measurement times 3 updates and ``--from-run`` 48 (a late update lasts
+    a few tenths of a second); a count below 1 is one line, before anything is loaded or compiled."""
+    from argparse import Namespace
+
+    from navi_nb.bench.train import timing_args
+    from navi_nb.cli import main
+
+    def given(updates):
+        return Namespace(shards="1,2", warmup="auto", updates=updates)
+
+    assert timing_args(given(None)) == ([1, 2], "auto", 3)
+    assert timing_args(given(None), 48) == ([1, 2], "auto", 48)
+    assert timing_args(given(5), 48) == ([1, 2], "auto", 5)
+    assert main(["bench", "train", "--scene", "box", "--resolution", "32", "--updates", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "bench train --updates 0: a count of timed updates (>= 1)" in err and "Traceback" not in err

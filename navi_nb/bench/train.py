@@ -37,6 +37,14 @@ MAX_WARMUP_UPDATES = 64
 then, with the count of actors that had not finished one reported)."""
 
 
+UPDATES = 3
+"""The timed updates per shard count of a new run's measurement."""
+
+FROM_RUN_UPDATES = 48
+"""The timed updates per shard count with ``--from-run``: a late run's update takes a few tenths of a second, and
+on a shared machine a window of about one second measured the moment more than the code (PERFORMANCE)."""
+
+
 RUN_SETTINGS = {"scene": "house", "actors": 64, "sensor": "64x16", "resolution": 128, "ranks": "1", "memory_size": "0"}
 """The defaults of the flags that set what is trained: ``--from-run`` takes them from the run instead."""
 
@@ -46,7 +54,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scene", default=d["scene"], help=f"scene (default {d['scene']})")
     parser.add_argument("--actors", type=int, default=d["actors"], help=f"actors (default {d['actors']})")
     parser.add_argument("--sensor", default=d["sensor"], help=f"rays AZxEL (default {d['sensor']})")
-    parser.add_argument("--updates", type=int, default=3, help="timed updates per shard count (default 3)")
+    parser.add_argument(
+        "--updates",
+        type=int,
+        default=None,
+        help=f"timed updates per shard count (default {UPDATES}; {FROM_RUN_UPDATES} with --from-run)",
+    )
     parser.add_argument(
         "--warmup",
         default="auto",
@@ -330,11 +343,11 @@ def run(args) -> dict:
         for m in sizes
     ]  # fmt: skip
     cfg = configs[0]
-    shard_counts, warmup = timing_args(args)
+    shard_counts, warmup, updates = timing_args(args)
     from navi_nb.parallel.ranks import launched_by_mpi, run_under_mpiexec, world
 
     if launched_by_mpi():  # one rank count, this one; rank 0 prints
-        rows = [r for c in configs for r in measure(c, shard_counts, args.updates, console, warmup)]
+        rows = [r for c in configs for r in measure(c, shard_counts, updates, console, warmup)]
         if world().Get_rank() != 0:
             return {}
         import json
@@ -345,7 +358,7 @@ def run(args) -> dict:
         rows = []
         for n in [int(r) for r in str(args.ranks).split(",") if r.strip()]:
             if n == 1:
-                rows += [r for c in configs for r in measure(c, shard_counts, args.updates, console, warmup)]
+                rows += [r for c in configs for r in measure(c, shard_counts, updates, console, warmup)]
             else:
                 rows += run_under_mpiexec(
                     n,
@@ -359,7 +372,7 @@ def run(args) -> dict:
                         "--sensor",
                         args.sensor,
                         "--updates",
-                        str(args.updates),
+                        str(updates),
                         "--shards",
                         str(args.shards),
                         "--resolution",
@@ -374,15 +387,19 @@ def run(args) -> dict:
     return report(console, cfg, rows, sizes, shard_counts)
 
 
-def timing_args(args):
-    """``--shards`` as a list of counts and ``--warmup`` checked (a count >= 1, or ``"auto"``)."""
+def timing_args(args, default_updates=UPDATES):
+    """``--shards`` as a list of counts, ``--warmup`` checked (a count >= 1, or ``"auto"``) and ``--updates``
+    (``default_updates`` when not given) checked (>= 1)."""
+    from navi_nb.errors import NaviError
+
     shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
     warmup = str(args.warmup).strip().lower()
     if warmup != "auto" and not (warmup.isdigit() and int(warmup) >= 1):
-        from navi_nb.errors import NaviError
-
         raise NaviError(f"bench train --warmup {args.warmup!r}: a count of updates (>= 1) or auto")
-    return shard_counts, warmup
+    updates = default_updates if args.updates is None else args.updates
+    if updates < 1:
+        raise NaviError(f"bench train --updates {updates}: a count of timed updates (>= 1)")
+    return shard_counts, warmup, updates
 
 
 def run_from(args, console) -> dict:
@@ -397,10 +414,10 @@ def run_from(args, console) -> dict:
             + ", ".join("--" + k.replace("_", "-") for k in given)
         )
     cfg = read_run_config(args.from_run)
-    shard_counts, warmup = timing_args(args)
+    shard_counts, warmup, updates = timing_args(args, FROM_RUN_UPDATES)
     if warmup == "auto":
         warmup = "1"  # the run's actors have finished episodes already: one update loads the kernels
-    rows = measure(cfg, shard_counts, args.updates, console, warmup, from_run=args.from_run)
+    rows = measure(cfg, shard_counts, updates, console, warmup, from_run=args.from_run)
     out = report(console, cfg, rows, [cfg.memory_size], shard_counts)
     out["setting"]["from_run"] = str(args.from_run)
     return out
