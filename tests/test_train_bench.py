@@ -88,6 +88,23 @@ def test_serial_share_is_amdahls_from_the_fewest_and_most_shards():
     assert serial_share([row(2, 1.0)]) is None
 
 
+def test_cpu_serial_share_is_the_wall_time_one_thread_works_alone_by_cpu_time():
+    from navi_nb.bench.train import cpu_serial_share
+
+    def row(shards, wall, cpu, ranks=1):
+        return {"shards": shards, "ranks": ranks, "wall_s": wall, "cpu_s": cpu}
+
+    # 10 s of wall at 2 threads, 2 s of it one thread alone: 2 x 8 + 1 x 2 = 18 CPU-s
+    assert abs(cpu_serial_share(row(2, 10.0, 18.0)) - 0.2) < 1e-12
+    # 4 threads, a quarter of the wall one thread alone: 0.25 x 1 + 0.75 x 4 = 3.25 CPU-s a second
+    assert abs(cpu_serial_share(row(4, 1.0, 3.25)) - 0.25) < 1e-12
+    assert cpu_serial_share(row(2, 1.0, 2.0)) == 0.0  # both threads busy throughout
+    assert cpu_serial_share(row(2, 1.0, 2.3)) == 0.0  # more CPU than two threads (another thread spun): clamped
+    assert cpu_serial_share(row(2, 1.0, 0.5)) == 1.0  # less than one thread (the machine took the core): clamped
+    assert cpu_serial_share(row(1, 1.0, 1.0)) is None  # one thread: nothing to compare
+    assert cpu_serial_share(row(2, 1.0, 1.5, ranks=2)) is None  # one rank's CPU time of several processes
+
+
 def test_memory_ratios_are_each_size_over_the_first_at_the_same_placement(tmp_path, capsys):
     from navi_nb.bench.train import memory_ratios
     from navi_nb.cli import main

@@ -227,6 +227,20 @@ def serial_share(rows):
     return min(max(1.0 - (speedup - 1.0) / (n - 1.0), 0.0), 1.0)
 
 
+def cpu_serial_share(row):
+    """The share of ``row``'s wall time in which one thread works alone, from the process's CPU time
+    instead of a second row: with ``n`` threads working all the time but a share ``p`` of it, when one
+    works, the CPU-seconds are ``wall (p + (1 - p) n)``, so ``p = (n - cpu / wall) / (n - 1)``, clamped to
+    [0, 1]. None for one shard, and for a row of several ranks (its CPU time is one rank's). Beside the
+    Amdahl estimate (:func:`serial_share`) it tells a tick that leaves a core idle (both high) from
+    threads that are busy but slower together than apart (a low share here, a high one there). Time in
+    which no thread works counts twice; a thread that spins while it waits counts as working."""
+    n = row["shards"]
+    if n < 2 or row.get("ranks", 1) != 1 or row["wall_s"] <= 0:
+        return None
+    return min(max((n - row["cpu_s"] / row["wall_s"]) / (n - 1), 0.0), 1.0)
+
+
 def memory_ratios(rows):
     """{(first size, size, "R rank(s) x S shard(s)"): actor-steps/s of the rows with that memory size over the
     first size's row at the same placement}: the cost of a GRU memory, side by side."""
@@ -283,7 +297,12 @@ def split_table(cfg, rows):
         a, b = speedups["shards"]
         notes.append(f"{a} -> {b} shards per phase: " + ", ".join(f"{k} {speedups[k]:.2f}x" for k in PHASES))
         share = serial_share(first)
-        notes.append(f"serial share at {b} shards (Amdahl, from the two rows): {100 * share:.0f}% of the wall")
+        most = max((r for r in first if r.get("ranks", 1) == 1), key=lambda r: r["shards"])
+        notes.append(
+            f"serial share at {b} shards (Amdahl, from the two rows): {100 * share:.0f}% of the wall; "
+            f"from its CPU time ({most['cpu_s'] / most['wall_s']:.2f} CPU-s per second): "
+            f"{100 * cpu_serial_share(most):.0f}%"
+        )
     if any(r.get("actors_without_an_episode") for r in rows):
         notes.append(
             "not at steady state: actors that had not finished an episode when timing began: "
@@ -444,6 +463,13 @@ def report(console, cfg, rows, sizes, shard_counts) -> dict:
          f"{100 * v:.0f}% (target <= 15%)"]
         for m, v in shares.items() if v is not None
     ]  # fmt: skip
+    cpu_rows = [(r, v) for r in rows if (v := cpu_serial_share(r)) is not None]
+    for r, v in cpu_rows:
+        label = f"serial share from CPU time at {r['shards']} shards"
+        if len(sizes) > 1:
+            label += f", memory {r.get('memory_size', 0)}"
+        summary.append([label, f"{100 * v:.0f}%"])
+    cpu_shares = {f"memory {r.get('memory_size', 0)}, {r['shards']} shards": v for r, v in cpu_rows}
     return {
         "setting": {
             "scene": cfg.scenes,
@@ -459,5 +485,6 @@ def report(console, cfg, rows, sizes, shard_counts) -> dict:
         "phase_speedups": phase_speedups([r for r in rows if r.get("memory_size", 0) == sizes[0]]),
         "memory_ratios": {f"{m}/{a} {k}": v for (a, m, k), v in memory_ratios(rows).items()},
         "serial_share": {str(m): v for m, v in shares.items()},
+        "cpu_serial_share": cpu_shares,
         "summary": summary,
     }
