@@ -183,14 +183,31 @@ def test_train_table():
             "shards": s,
             "actor_steps_per_s": rate,
             "wall_s": 10.0,
+            "cpu_s": 10.0 * s - 1.5 * (s - 1),  # at 2 shards 18.5 CPU-s in 10 s: one thread alone 15 % of it
             "split_s": {"tracing": 4.0, "environment": 2.5, "policy": 1.0, "ppo": 2.4, "other": 0.1},
         }
         for s, rate in ((1, 123_456.0), (2, 234_567.0))
     ]
     check_whole(
         render([bench_train.split_table(cfg, rows)]),
-        ["123,456", "234,567", "1.90x", "40%", "25%", "10%", "24%", "1%", "steps/s", "speed-up", "other"],
+        [
+            "123,456",
+            "234,567",
+            "1.90x",
+            "40%",
+            "25%",
+            "10%",
+            "24%",
+            "1%",
+            "steps/s",
+            "speed-up",
+            "other",
+            "1.85",
+            "15%",
+        ],
     )
+    older = [{k: v for k, v in r.items() if k != "cpu_s"} for r in rows]  # JSON from before CPU time was kept
+    assert "CPU time" not in render([bench_train.split_table(cfg, older)])
     ranked = [dict(r, ranks=k) for r in rows for k in (1, 2)]  # under mpiexec: a ranks column too
     check_whole(render([bench_train.split_table(cfg, ranked)]), ["ranks", "policy", "other", "234,567", "1.90x"])
 

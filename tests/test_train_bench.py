@@ -176,3 +176,34 @@ def test_bench_train_timed_updates_default_and_bad_value(capsys):
     assert main(["bench", "train", "--scene", "box", "--resolution", "32", "--updates", "0"]) == 2
     err = capsys.readouterr().err
     assert "bench train --updates 0: a count of timed updates (>= 1)" in err and "Traceback" not in err
+
+
+def test_a_trainers_cores_busy_is_cpu_seconds_per_wall_second_after_the_first_update(tmp_path, monkeypatch):
+    """The trainer's summary counts the process's CPU-seconds per wall second of collecting and learning,
+    leaving out the first update (it waits for the learning kernels and picks the shard count)."""
+    import math
+    import time
+
+    import numba
+
+    from navi_nb.train.loop import Trainer
+
+    cfg = tiny_config(tmp_path, total_steps=4096)
+    with_threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        tr = Trainer.create(cfg)
+        first = tr.train(progress=False, stop_after=1)
+        assert math.isnan(first["cores_busy"])  # only the first update ran
+        # a call's first update waits before learning (a resumed call's too): left out of the figure
+        # one thread: the CPU clock runs at most as fast as the wall clock (a little over with a helper's wake-up)
+        second = Trainer.from_checkpoint(tmp_path / "run").train(progress=False, stop_after=3)
+        assert 0.0 < second["cores_busy"] <= 1.05, second
+        # the figure is the CPU clock over the wall clock: a CPU clock made to run 1.5x the wall's reads 1.5
+        real = time.process_time
+        start_cpu, start_wall = real(), time.perf_counter()
+        monkeypatch.setattr(time, "process_time", lambda: start_cpu + 1.5 * (time.perf_counter() - start_wall))
+        third = Trainer.from_checkpoint(tmp_path / "run").train(progress=False, stop_after=2)
+    finally:
+        numba.set_num_threads(with_threads)
+    assert abs(third["cores_busy"] - 1.5) < 1e-3, third

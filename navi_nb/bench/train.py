@@ -236,7 +236,7 @@ def cpu_serial_share(row):
     threads that are busy but slower together than apart (a low share here, a high one there). Time in
     which no thread works counts twice; a thread that spins while it waits counts as working."""
     n = row["shards"]
-    if n < 2 or row.get("ranks", 1) != 1 or row["wall_s"] <= 0:
+    if n < 2 or row.get("ranks", 1) != 1 or "cpu_s" not in row or row["wall_s"] <= 0:  # (older JSON: no CPU time)
         return None
     return min(max((n - row["cpu_s"] / row["wall_s"]) / (n - 1), 0.0), 1.0)
 
@@ -297,12 +297,11 @@ def split_table(cfg, rows):
         a, b = speedups["shards"]
         notes.append(f"{a} -> {b} shards per phase: " + ", ".join(f"{k} {speedups[k]:.2f}x" for k in PHASES))
         share = serial_share(first)
+        note = f"serial share at {b} shards (Amdahl, from the two rows): {100 * share:.0f}% of the wall"
         most = max((r for r in first if r.get("ranks", 1) == 1), key=lambda r: r["shards"])
-        notes.append(
-            f"serial share at {b} shards (Amdahl, from the two rows): {100 * share:.0f}% of the wall; "
-            f"from its CPU time ({most['cpu_s'] / most['wall_s']:.2f} CPU-s per second): "
-            f"{100 * cpu_serial_share(most):.0f}%"
-        )
+        if (by_cpu := cpu_serial_share(most)) is not None:
+            note += f"; from its CPU time ({most['cpu_s'] / most['wall_s']:.2f} CPU-s per second): {100 * by_cpu:.0f}%"
+        notes.append(note)
     if any(r.get("actors_without_an_episode") for r in rows):
         notes.append(
             "not at steady state: actors that had not finished an episode when timing began: "

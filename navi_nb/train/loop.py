@@ -97,7 +97,10 @@ class Trainer:
         self.shard_report = None
         self.shard_watch = None  # re-checks the shard count while training (navi_nb.parallel.shards.ShardWatch)
         self.first_tick_s = None
-        self.timing = {"collect": 0.0, "learn": 0.0}
+        # seconds collecting and learning; and over the updates that did not wait before learning (the first
+        # waits for the learning kernels and the shard count), their wall seconds and the process's
+        # CPU-seconds (every thread's): how many cores the run kept busy
+        self.timing = {"collect": 0.0, "learn": 0.0, "steady_wall": 0.0, "steady_cpu": 0.0}
         self.times = PhaseTimes()  # the timing hook: seconds in policy, env and PPO (bench train reads it)
         self._t_start = time.perf_counter()
         self.warmup = None  # kernel warm-up children (navi_nb.train.warmup), joined before the first update
@@ -455,7 +458,7 @@ class Trainer:
         cfg = self.cfg
         update = self.update + 1
         before = self.times.copy()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         self.obs, ep, losses = one_update(
             self.env,
             self.ppo,
@@ -469,7 +472,7 @@ class Trainer:
         )
         if self.ranks is not None:
             ep = self.ranks.episodes(ep)
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         paused = self.times.seconds["before_learn"] - before["before_learn"]
         self._t_start += paused  # the row's time_s is training time
         if self.first_tick_s is None and self.times.first_step_time is not None:
@@ -481,6 +484,9 @@ class Trainer:
         self.global_step += cfg.batch_size
         self.timing["collect"] += t_collect
         self.timing["learn"] += t_learn
+        if before_learn is None:
+            self.timing["steady_wall"] += t2 - t0
+            self.timing["steady_cpu"] += c2 - c0
 
         def mean(a):
             return float(a.mean()) if a.size else float("nan")
@@ -636,6 +642,14 @@ class Trainer:
         except OSError as exc:
             raise os_error(exc, f"cannot write {path}") from None
 
+    def cores_busy(self) -> float:
+        """The process's CPU-seconds (all its threads) per wall second of collecting and learning, over this
+        call's updates but one that waited before learning: 2.0 when two threads worked throughout; NaN
+        before such an update. With ``n`` threads, ``(n - cores_busy) / (n - 1)`` is the share of the wall
+        in which one thread worked alone (``navi-nb bench train``'s serial share from CPU time)."""
+        wall = self.timing["steady_wall"]
+        return self.timing["steady_cpu"] / wall if wall > 0 else float("nan")
+
     def summary(self, rows):
         def last_finite(key, n=10):
             vals = [r[key] for r in rows[-n:] if math.isfinite(r[key])]
@@ -654,6 +668,7 @@ class Trainer:
             "return_last10": last_finite("ep_return_mean"),
             "t_collect_s": self.timing["collect"],
             "t_learn_s": self.timing["learn"],
+            "cores_busy": self.cores_busy(),
             "shards": self.shard_watch.current
             if self.shard_watch is not None
             else getattr(self.shard_report, "choice", None),
