@@ -298,7 +298,7 @@ def split_table(cfg, rows):
         notes.append(f"{a} -> {b} shards per phase: " + ", ".join(f"{k} {speedups[k]:.2f}x" for k in PHASES))
         share = serial_share(first)
         note = f"serial share at {b} shards (Amdahl, from the two rows): {100 * share:.0f}% of the wall"
-        most = max((r for r in first if r.get("ranks", 1) == 1), key=lambda r: r["shards"])
+        most = fewest_and_most_shards(first)[1]
         if (by_cpu := cpu_serial_share(most)) is not None:
             note += f"; from its CPU time ({most['cpu_s'] / most['wall_s']:.2f} CPU-s per second): {100 * by_cpu:.0f}%"
         notes.append(note)
