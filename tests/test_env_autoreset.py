@@ -35,6 +35,10 @@ def test_finished_actor_gets_a_fresh_episode_while_others_carry_on():
     g = obs[1, lay["goal"]]
     d_new = np.linalg.norm(after["goal"][1].astype(np.float64) - after["pos"][1])
     np.testing.assert_allclose(g[0], d_new / env.config.goal_scale, rtol=1e-5)
+    # its rays are those of its new spawn (the step traced it there in the same call as the others)
+    depth_new = env._tracer.trace(after["pos"][1:2].copy(), after["yaw"][1:2].copy())[0].reshape(-1)
+    want = np.log1p(depth_new.astype(np.float64)) / math.log1p(env.config.max_distance)
+    np.testing.assert_allclose(obs[1, lay["depth"]], want, rtol=1e-6, atol=1e-7)
     # ... and the finished episode's last observation is in final_obs
     fo = info["final_obs"][1]
     np.testing.assert_allclose(fo[lay["prev_action"]], [1, 0, 0, 0])

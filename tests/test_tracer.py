@@ -378,3 +378,59 @@ def test_unusable_cuda_backend_names_what_is_missing(monkeypatch):
     assert np.all(out[0] == 7.0)
     with pytest.raises(BackendError, match="unknown backend"):
         resolve_backend("tpu")
+
+
+def test_the_image_the_cpu_tracer_writes_is_the_observations_encoding_of_its_own_rays(sphere):
+    """``Tracer.trace(image=...)``: each actor's rays, as ``log1p(depth) / log1p(max)`` (and semantic / (C - 1))
+    in row ``dest[a]``, the other rows and the columns after the rays untouched; the same at 1 and 2 threads."""
+    world, centre, _ = sphere
+    sensor = Sensor(16, 4)
+    R = sensor.n_rays
+    rng = np.random.default_rng(4)
+    origins = (np.asarray(centre, np.float32) + rng.uniform(-3.0, 3.0, (5, 3))).astype(np.float32)
+    yaws = rng.uniform(-np.pi, np.pi, 5).astype(np.float32)
+    tracer = Tracer(world, sensor, 6.0)
+    depth, sem, _ = (b.copy() for b in tracer.trace(origins, yaws))
+    inv_log_max, sem_scale = 1.0 / math.log1p(6.0), 1.0 / 3.0
+    dest = np.array([6, 0, 3, 9, 1], np.int64)
+    for with_semantic in (False, True):
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            out = np.full((10, 2 * R + 3), -7.0, np.float32)
+            old = numba.get_num_threads()
+            numba.set_num_threads(threads)
+            try:
+                d2, s2, _ = tracer.trace(origins, yaws, image=(dest, out, inv_log_max, sem_scale, with_semantic))
+            finally:
+                numba.set_num_threads(old)
+            assert np.array_equal(d2, depth) and np.array_equal(s2, sem)
+            want = (np.log1p(depth.reshape(5, R).astype(np.float64)) * inv_log_max).astype(np.float32)
+            np.testing.assert_allclose(out[dest, :R], want, rtol=1e-6, atol=0)  # (NumPy's log1p, not the kernel's)
+            if with_semantic:
+                np.testing.assert_array_equal(out[dest, R : 2 * R], (sem.reshape(5, R) * sem_scale).astype(np.float32))
+            else:
+                assert (out[dest, R:] == -7.0).all()
+            assert (out[dest, 2 * R :] == -7.0).all()
+            others = np.setdiff1d(np.arange(10), dest)
+            assert (out[others] == -7.0).all()
+
+
+@pytest.mark.parametrize("case", ["not_a_tuple", "dest_dtype", "dest_shape", "dest_row", "out_dtype", "narrow"])
+def test_a_bad_image_is_refused_before_any_ray_is_traced(sphere, case):
+    world, centre, _ = sphere
+    sensor = Sensor(8, 4)
+    origins = np.tile(np.asarray(centre, np.float32), (2, 1))
+    yaws = np.zeros(2, np.float32)
+    tracer = Tracer(world, sensor, 5.0, max_actors=2)
+    tracer._buffers[0][...] = -1.0  # what the last trace left: a refused call must not overwrite it
+    dest, out = np.array([0, 1], np.int64), np.zeros((2, 40), np.float32)
+    image = {
+        "not_a_tuple": dest,
+        "dest_dtype": (dest.astype(np.int32), out, 1.0, 1.0, False),
+        "dest_shape": (dest[:1], out, 1.0, 1.0, False),
+        "dest_row": (np.array([0, 2], np.int64), out, 1.0, 1.0, False),
+        "out_dtype": (dest, out.astype(np.float64), 1.0, 1.0, False),
+        "narrow": (dest, out, 1.0, 1.0, True),  # 40 columns; depth and semantic need 64
+    }[case]
+    with pytest.raises(SenseError, match="image"):
+        tracer.trace(origins, yaws, image=image)
+    assert (tracer._buffers[0] == -1.0).all() and not out.any()

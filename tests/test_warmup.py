@@ -342,7 +342,7 @@ def test_env_compile_kernels_compiles_what_reset_and_step_call_and_changes_nothi
             compiled.setdefault(self.name, set()).add(tuple(sig))
             return self.kernel.compile(sig)
 
-    names = ("start_episodes", "build_obs", "move_actors", "score_step")
+    names = ("start_episodes", "write_tail", "move_actors", "score_step")
     for name in names:
         monkeypatch.setattr(nav_env, name, Recording(name, getattr(nav_env, name)))
     env = nav_env.NavEnv(compile_scene("box", 32), 3, sensor=Sensor(8, 2), seed=1)

@@ -81,10 +81,14 @@ def _time_trace(env, seconds, repeats):
 
 class _ReplayTracer:
     """Stands in for the tracer: returns one precomputed trace (sliced to the
-    actors asked for), so a step times the environment's own work alone."""
+    actors asked for: a step with resets asks for up to twice the actors), so a
+    step times the environment's own work alone (the observation's ray columns
+    included, which the CPU tracer itself writes in a real step)."""
+
+    backend = "replay"
 
     def __init__(self, tracer, pos, yaw, world_index):
-        self.out = tuple(b.copy() for b in tracer.trace(pos, yaw, world_index=world_index))
+        self.out = tuple(np.concatenate([b, b]) for b in tracer.trace(pos, yaw, world_index=world_index))
 
     def trace(self, origins, yaws, out=None, to_host=False, world_index=None):
         n = origins.shape[0]

@@ -34,6 +34,7 @@ from numba import njit
 from navi_nb.env.config import EnvConfigError
 from navi_nb.env.tasks import straight_distance
 from navi_nb.memory import check_fits
+from navi_nb.threads import defer
 
 UNREACHED = np.float32(-1.0)
 # the index of a 32-bit word's single set bit: de Bruijn's sequence 0x077CB531, as the bit hacks write it
@@ -342,7 +343,7 @@ def _one_field(tables, w, gx, gy, gz, out, bucket, count):
         k += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def goal_fields(rows, world_index, goal, tables, field):
     """The field of each actor in ``rows`` (int64) toward its goal ``goal[i]`` (A,3) float32, in its
     world ``world_index[i]``: row ``i`` of ``field`` (A, n_max) float32, each field computed alone (its
@@ -408,7 +409,7 @@ def field_at(tables, w, values, px, py, pz):
     return acc / wsum
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def progress_potential(geodesic, rows, pos, goal, world_index, tables, field, before, out):
     """The progress potential of actors ``rows`` at ``pos``: the geodesic field read there (``geodesic``)
     or the straight distance to the goal, float64 into ``out``. Where the field has no value (the actor
@@ -465,6 +466,17 @@ def pick_in_band(dist, ratio, dmin, dmax, rmin, rmax):
     )
 
 
+def _start_fields(enabled, geodesic, rows, world_index, goal, pos, tables, field, dist):
+    """The fields of ``rows`` (when ``enabled``) and their potential into ``dist``; returns the seconds the
+    fields took (:meth:`GoalFields.start`)."""
+    t0 = time.perf_counter()
+    if enabled and rows.shape[0]:
+        goal_fields(rows, world_index, goal, tables, field)
+    seconds = time.perf_counter() - t0
+    progress_potential(geodesic, rows, pos, goal, world_index, tables, field, dist, dist)
+    return seconds
+
+
 class GoalFields:
     """Each actor's geodesic field toward its goal, and the shared grids it is read on.
 
@@ -510,6 +522,21 @@ class GoalFields:
             self.field_world[rows] = world_index[rows]
             self.field_goal[rows] = goal[rows]
             self.seconds += time.perf_counter() - t0
+
+    def start(self, geodesic, rows, world_index, goal, pos, dist):
+        """:meth:`compute` for actors ``rows`` and then their potential at ``pos`` into ``dist``
+        (:meth:`potential`), on a worker thread (``threads.defer``) while the caller goes on; returns the
+        job, which :meth:`settle` waits for. The caller changes none of the arrays for ``rows`` meanwhile,
+        and nothing reads their fields or ``dist`` before the job is settled."""
+        if self.enabled:
+            self.field_world[rows] = world_index[rows]
+            self.field_goal[rows] = goal[rows]
+        args = (self.enabled, geodesic and self.enabled, rows, world_index, goal, pos, self.tables, self.field, dist)
+        return defer(_start_fields, *args)
+
+    def settle(self, job):
+        """Wait for a :meth:`start` job; adds the time its fields took to ``seconds``."""
+        self.seconds += job.result()
 
     def compute_changed(self, world_index, goal):
         """The fields of the actors whose world or goal is not the one their field was computed for (a field

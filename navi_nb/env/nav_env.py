@@ -38,7 +38,7 @@ from navi_nb.env.config import EPISODE_KEYS, TASKS, EnvConfig, EnvConfigError, S
 from navi_nb.env.footprint import RAY_BYTES
 from navi_nb.env.geodesic import GoalFields
 from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
-from navi_nb.env.observation import build_obs, obs_layout, obs_size
+from navi_nb.env.observation import obs_layout, obs_size, write_rays, write_tail
 from navi_nb.env.spawn import SpawnSampler, default_pool_dir, region_of_interest
 from navi_nb.env.tasks import (
     TASK_CODES,
@@ -195,7 +195,8 @@ class NavEnv:
         voxels, margins = self._world_tables(cfg)
         self._spawners_and_grids(cfg, voxels, margins)
         # sensing
-        self._tracer = Tracer(world_set, sensor, cfg.max_distance, backend=backend, max_actors=A)
+        # room for every actor's rays and a second pose of each actor that resets in a step (one trace a step)
+        self._tracer = Tracer(world_set, sensor, cfg.max_distance, backend=backend, max_actors=2 * A)
         n_rays = sensor.az_count * sensor.el_count
         self.obs_layout = obs_layout(n_rays, cfg.semantic_obs, task == "pointgoal")
         self.obs_dim = obs_size(self.obs_layout)
@@ -292,12 +293,16 @@ class NavEnv:
         self._truncated = np.zeros(A, bool)
         self._success = np.zeros(A, bool)
         self._done = np.zeros(A, bool)
-        self._final_obs = np.zeros((A, self.obs_dim), np.float32)
+        # the observations and the finished episodes' last ones in one buffer: a step's one trace writes both
+        self._obs_pair = np.zeros((2 * A, self.obs_dim), np.float32)
+        self._obs = self._obs_pair[:A]
+        self._final_obs = self._obs_pair[A:]
         self._final_pos = np.zeros((A, 3), np.float32)  # where a finished episode ended (before its reset)
         self._final_yaw = np.zeros(A, np.float32)
         self._ep_out = {k: np.zeros(A, t) for k, t in zip(EPISODE_KEYS, EPISODE_DTYPES)}
         self._all_rows = np.arange(A, dtype=np.int64)
         self._path_jobs = []  # (rows, threads.Deferred): SPL's shortest paths being computed (_start_shortest_paths)
+        self._field_job = None  # the fields of the episodes a step starts, computed while it traces (_start)
 
     def _bundle_arrays(self, cfg):
         """The bundles the kernels take (tuples of the arrays above, never copies: ``set_state`` writes
@@ -329,8 +334,9 @@ class NavEnv:
             self._rng_spawn.append(np.random.Generator(np.random.PCG64(spawn_ss)))
             self._rng_goal.append(np.random.Generator(np.random.PCG64(goal_ss)))
 
-    def _start(self, rows):
-        """Fresh episodes for actors ``rows`` (int64, ascending): world, spawn, goal, counters, observation."""
+    def _start(self, rows, observe=True):
+        """Fresh episodes for actors ``rows`` (int64, ascending): world, spawn, goal, counters, and with
+        ``observe`` the observation (``step`` observes them in its own trace)."""
         self._settle_paths()  # a path still computed for an episode these rows end must not land after it
         n_worlds = len(self.world_set)
         if n_worlds > 1:  # by the actor's global index (a block run alone draws what it draws in the whole)
@@ -345,7 +351,14 @@ class NavEnv:
             for k in np.unique(block_of):
                 self._sample_episodes(rows[block_of == k], self._rng_spawn[k], self._rng_goal[k])
         start_episodes(*self._start_args(rows))
-        if self.task == "pointgoal":
+        if self.task == "pointgoal" and not observe and not self._goal_first:
+            # the fields and start potentials on a worker while step traces (it settles them after)
+            geodesic = self.config.progress == "geodesic"
+            self._field_job = self._fields.start(
+                geodesic, rows, self._world_index, self._goal, self._pos, self._goal_dist
+            )
+            self._start_shortest_paths(rows)
+        elif self.task == "pointgoal":
             if not self._goal_first:
                 self._fields.compute(rows, self._world_index, self._goal)
             self._fields.potential(
@@ -358,7 +371,8 @@ class NavEnv:
                 self._goal_dist,
             )
             self._start_shortest_paths(rows)
-        self._observe(rows)
+        if observe:
+            self._observe(rows)
 
     def _start_shortest_paths(self, rows):
         """SPL's distance for actors ``rows``: the shortest path from spawn to goal through their
@@ -372,10 +386,17 @@ class NavEnv:
     def _settle_paths(self):
         """Wait for the shortest paths :meth:`_start_shortest_paths` deferred and write them into
         ``_start_dist`` (before anything reads it: an episode's end, ``get_state``, ``set_state``,
-        :attr:`shortest_paths`)."""
+        :attr:`shortest_paths`); first the fields (:meth:`_settle_fields`)."""
+        self._settle_fields()
         for sub, job in self._path_jobs:
             self._start_dist[sub] = job.result()
         self._path_jobs.clear()
+
+    def _settle_fields(self):
+        """Wait for the fields and start potentials of the episodes a step started (:meth:`_start`)."""
+        if self._field_job is not None:
+            job, self._field_job = self._field_job, None
+            self._fields.settle(job)
 
     def _by_world(self, rows):
         """(spawn sampler, the actors of ``rows`` in its world) for each world that ``rows`` touch, in
@@ -414,18 +435,44 @@ class NavEnv:
             )
 
     def _observe(self, rows):
+        """The observations of actors ``rows`` from their state now."""
         if rows.shape[0] == self.n_actors:
             origins, yaws, wi = self._pos, self._yaw, self._world_index
         else:
             origins, yaws, wi = self._pos[rows], self._yaw[rows], self._world_index[rows]
+        write_tail(*self._tail_args(rows, rows))
+        self._trace_into(origins, yaws, wi, rows)
+
+    def _trace_into(self, origins, yaws, wi, dest):
+        """Trace the actors at ``origins`` / ``yaws`` in worlds ``wi`` in one call and write their ray
+        columns into rows ``dest`` of ``_obs_pair`` (row ``A + i``: actor i's final observation)."""
         t0 = time.perf_counter()
+        if self._tracer.backend == "cpu":  # the tracer's ranges write the ray columns as they trace them
+            image = (dest, self._obs_pair, self._inv_log_max, self._sem_scale, self.config.semantic_obs)
+            self._tracer.trace(origins, yaws, world_index=wi, image=image)
+            self.trace_seconds += time.perf_counter() - t0
+            return
         depth, sem, _hit = self._tracer.trace(origins, yaws, to_host=True, world_index=wi)
         self.trace_seconds += time.perf_counter() - t0
-        build_obs(*self._obs_args(rows, depth, sem))
+        write_rays(*self._rays_args(dest, depth, sem))
 
-    def _obs_args(self, rows, depth, sem):
-        semantic, goal = self.config.semantic_obs, self.task == "pointgoal"
-        return ((rows, depth, sem), self._scales, self._pose, self._goals, self._prev_action, semantic, goal, self._obs)
+    def _rays_args(self, dest, depth, sem):
+        return ((dest, depth, sem), self._inv_log_max, self._sem_scale, self.config.semantic_obs, self._obs_pair)
+
+    def _tail_args(self, actors, dest):
+        ray_columns = self.obs_layout["prev_action"].start
+        goal = self.task == "pointgoal"
+        return (
+            actors,
+            dest,
+            self._scales,
+            self._pose,
+            self._goals,
+            self._prev_action,
+            ray_columns,
+            goal,
+            self._obs_pair,
+        )
 
     # ------------------------------------------------------------------
     def reset(self, seed=None):
@@ -466,12 +513,15 @@ class NavEnv:
 
         depth = np.zeros((1,) + self.sensor.shape, np.float32)  # the tracer's output types
         sem = np.zeros((1,) + self.sensor.shape, np.uint16)
-        for kernel, args in (
+        kernels = [
             (start_episodes, self._start_args(self._all_rows)),
-            (build_obs, self._obs_args(self._all_rows, depth, sem)),
+            (write_tail, self._tail_args(self._all_rows, self._all_rows)),
             (move_actors, self._move_args()),
             (score_step, self._score_args()),
-        ):
+        ]
+        if self._tracer.backend != "cpu":  # (the CPU tracer writes the ray columns itself)
+            kernels.append((write_rays, self._rays_args(self._all_rows, depth, sem)))
+        for kernel, args in kernels:
             kernel.compile(tuple(typeof(a) for a in args))
         if self.task == "pointgoal":  # SPL's shortest paths and the fields, for no actor: the kernels only
             none = np.zeros((0, 3), np.float64)
@@ -505,15 +555,22 @@ class NavEnv:
             )
         score_step(*self._score_args())
         self._prev_action[:] = self._act
-        self._observe(self._all_rows)
         np.logical_or(self._terminated, self._truncated, out=self._done)
         ep = self._ep_out
         for v in ep.values():
             v[:] = 0
         rows = np.flatnonzero(self._done)
-        if rows.shape[0]:
+        if not rows.shape[0]:
+            self._observe(self._all_rows)
+        else:
             self._settle_paths()
-            self._final_obs[rows] = self._obs[rows]
+            # the finished episodes' last observations go to _final_obs (rows A + i of _obs_pair): their
+            # tails from the state now, their rays from the trace below, which also sees the new episodes'
+            # first poses (one trace for both, its ranges spread over the threads)
+            A = self.n_actors
+            dest = self._all_rows.copy()
+            dest[rows] += A
+            write_tail(*self._tail_args(self._all_rows, dest))
             self._final_pos[rows] = self._pos[rows]
             self._final_yaw[rows] = self._yaw[rows]
             ep["return"][rows] = self._ep_return[rows]
@@ -526,7 +583,18 @@ class NavEnv:
             ep["collisions"][rows] = self._collisions[rows]
             ep["world"][rows] = self._world_index[rows]  # the finished episode's world (before the reset)
             self._episodes[rows] += 1
-            self._start(rows.astype(np.int64))
+            rows = rows.astype(np.int64)
+            self._start(rows, observe=False)
+            write_tail(*self._tail_args(rows, rows))
+            k = rows.shape[0]
+            origins = np.empty((A + k, 3), np.float32)
+            yaws = np.empty(A + k, np.float32)
+            wi = np.empty(A + k, np.int32)
+            origins[:A], yaws[:A], wi[:A] = self._pos, self._yaw, self._world_index
+            origins[rows], yaws[rows], wi[rows] = self._final_pos[rows], self._final_yaw[rows], ep["world"][rows]
+            origins[A:], yaws[A:], wi[A:] = self._pos[rows], self._yaw[rows], self._world_index[rows]
+            self._trace_into(origins, yaws, wi, np.concatenate([dest, rows]))
+            self._settle_fields()
         info = {
             "done": self._done,
             "final_obs": self._final_obs,

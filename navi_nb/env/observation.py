@@ -48,25 +48,20 @@ def obs_size(layout: dict) -> int:
 
 
 @njit(cache=True, nogil=True)
-def build_obs_span(j0, j1, rays, scales, pose, goals, prev_action, use_semantic, use_goal, out):
-    """Write observation rows ``rows[j0:j1]`` (:data:`build_obs` writes them all, on the threads).
+def write_rays_span(j0, j1, rays, inv_log_max, sem_scale, use_semantic, out):
+    """Write the ray columns (depth, and semantic with ``use_semantic``) of traced rows ``j0:j1``
+    (:data:`write_rays` writes them all, on the threads).
 
-    rays ``(rows, depth, semantic)``: rows (K,) int64 the actor of each traced row j (depth[j] belongs
-    to actor rows[j]), depth (K,Az,El) float32 metres, semantic (K,Az,El) uint16. scales
-    ``(inv_log_max, sem_scale, inv_speeds, inv_goal_scale)``: inv_speeds (3,) float64 = 1 / (max
-    forward, vertical, lateral speed). pose ``(world_index, pos, yaw, vel)`` and goals ``(goal,
-    goal_dist, start_dist)``: ``nav_env``'s per-actor bundles (pos, goal (A,3), yaw (A,), vel (A,3)
-    world-frame m/s, all float32). prev_action (A,4) float32.
-    out (A, D) float32: rows ``rows`` are overwritten, other rows untouched.
+    rays ``(dest, depth, semantic)``: dest (K,) int64 the row of ``out`` each traced row j is written to,
+    depth (K,Az,El) float32 metres, semantic (K,Az,El) uint16. inv_log_max: 1 / log1p(max distance);
+    sem_scale: 1 / (classes - 1). out (N, D) float32: rows ``dest`` are overwritten in their first R
+    (2R with semantic) columns, other rows and columns untouched.
     """
-    rows, depth, semantic = rays
-    inv_log_max, sem_scale, inv_speeds, inv_goal_scale = scales
-    _world_index, pos, yaw, vel = pose
-    goal = goals[0]
+    dest, depth, semantic = rays
     az = depth.shape[1]
     el = depth.shape[2]
     for j in range(j0, j1):
-        i = rows[j]
+        i = dest[j]
         o = 0
         for a in range(az):
             for e in range(el):
@@ -77,17 +72,37 @@ def build_obs_span(j0, j1, rays, scales, pose, goals, prev_action, use_semantic,
                 for e in range(el):
                     out[i, o] = np.float32(np.float64(semantic[j, a, e]) * sem_scale)
                     o += 1
+
+
+@njit(cache=True, nogil=True)
+def write_tail(actors, dest, scales, pose, goals, prev_action, ray_columns, use_goal, out):
+    """Write the columns after the rays (previous action, velocity, goal) of actor ``actors[j]`` into row
+    ``dest[j]`` of ``out``, for every j, from the actors' state as it is now.
+
+    scales ``(inv_log_max, sem_scale, inv_speeds, inv_goal_scale)``: inv_speeds (3,) float64 = 1 / (max
+    forward, vertical, lateral speed). pose ``(world_index, pos, yaw, vel)`` and goals ``(goal,
+    goal_dist, start_dist)``: ``nav_env``'s per-actor bundles (pos, goal (A,3), yaw (A,), vel (A,3)
+    world-frame m/s, all float32). prev_action (A,4) float32. ray_columns: the columns the rays take
+    (R, or 2R with semantic). out (N, D) float32.
+    """
+    _inv_log_max, _sem_scale, inv_speeds, inv_goal_scale = scales
+    _world_index, pos, yaw, vel = pose
+    goal = goals[0]
+    for j in range(actors.shape[0]):
+        i = actors[j]
+        row = dest[j]
+        o = ray_columns
         for q in range(4):
-            out[i, o + q] = prev_action[i, q]
+            out[row, o + q] = prev_action[i, q]
         o += 4
         psi = np.float64(yaw[i])
         s, c = math.sin(psi), math.cos(psi)
         vx = np.float64(vel[i, 0])
         vy = np.float64(vel[i, 1])
         vz = np.float64(vel[i, 2])
-        out[i, o] = np.float32((vx * s - vz * c) * inv_speeds[0])  # forward
-        out[i, o + 1] = np.float32(vy * inv_speeds[1])  # vertical
-        out[i, o + 2] = np.float32((vx * c + vz * s) * inv_speeds[2])  # lateral (right)
+        out[row, o] = np.float32((vx * s - vz * c) * inv_speeds[0])  # forward
+        out[row, o + 1] = np.float32(vy * inv_speeds[1])  # vertical
+        out[row, o + 2] = np.float32((vx * c + vz * s) * inv_speeds[2])  # lateral (right)
         o += 3
         if use_goal:
             gx = np.float64(goal[i, 0]) - np.float64(pos[i, 0])
@@ -97,14 +112,14 @@ def build_obs_span(j0, j1, rays, scales, pose, goals, prev_action, use_semantic,
             gr = gx * c + gz * s
             h = math.sqrt(gf * gf + gr * gr)
             d = math.sqrt(gx * gx + gy * gy + gz * gz)
-            out[i, o] = np.float32(d * inv_goal_scale)
+            out[row, o] = np.float32(d * inv_goal_scale)
             if h > 1e-9:
-                out[i, o + 1] = np.float32(gr / h)
-                out[i, o + 2] = np.float32(gf / h)
+                out[row, o + 1] = np.float32(gr / h)
+                out[row, o + 2] = np.float32(gf / h)
             else:
-                out[i, o + 1] = np.float32(0.0)
-                out[i, o + 2] = np.float32(1.0)
-            out[i, o + 3] = np.float32(gy * inv_goal_scale)
+                out[row, o + 1] = np.float32(0.0)
+                out[row, o + 2] = np.float32(1.0)
+            out[row, o + 3] = np.float32(gy * inv_goal_scale)
 
 
 def _rows(rays, *rest):
@@ -122,6 +137,6 @@ def _grain(rays, *rest):
     return max(1, OBS_GRAIN_RAYS // max(1, depth.shape[1] * depth.shape[2]))
 
 
-build_obs = RangeKernel(build_obs_span, _rows, _grain)
-"""Write the observation rows of actors ``rows``: :func:`build_obs_span` over all of them, arguments as its
-own after ``j0, j1``."""
+write_rays = RangeKernel(write_rays_span, _rows, _grain)
+"""Write the ray columns of rows ``dest``: :func:`write_rays_span` over all of them, arguments as its own
+after ``j0, j1``."""

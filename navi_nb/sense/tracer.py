@@ -18,6 +18,7 @@ Contract (docs/SENSING.md):
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -62,7 +63,7 @@ def keep_tally(stats, i, steps, tally):
     neither (``navi_nb/bench/anatomy.py`` builds the kernel with one that does)."""
 
 
-def trace_span(i0, i1, worlds, poses, sensing, depth, semantic, hit, stats):
+def trace_span(i0, i1, worlds, poses, sensing, depth, semantic, hit, stats, image):
     """Trace rays ``i0 .. i1 - 1`` (flattened over actors x rays) of every actor, each in its own world.
 
     ``worlds = (child, leaf_dist, leaf_sem, top_code, top_level, iparams,
@@ -84,7 +85,13 @@ def trace_span(i0, i1, worlds, poses, sensing, depth, semantic, hit, stats):
     float32 metres, semantic (A*R,) uint16, hit (A*R,) bool. stats: written
     only by the counting build (:func:`keep_tally`: (A*R, 2) int64, each ray's
     steps and tally); the shipped build takes any int64 array and leaves it
-    alone.
+    alone. image ``(dest, out, inv_log_max, sem_scale, on, with_semantic)``
+    (:data:`NO_IMAGE` when off): with ``on``, each ray's depth also goes into
+    its actor's row ``dest[a]`` of ``out`` (N, D) float32, column r (the ray's
+    index in the actor), as ``log1p(depth) * inv_log_max``, and with
+    ``with_semantic`` its class as ``semantic * sem_scale`` into column R + r:
+    the environment's observation written where each range's rays are traced,
+    on the threads that traced them.
 
     :func:`trace_rays` runs it over the whole batch in ranges, one thread each
     (``threads.run_ranges``); each ray is computed alone, so the ranges change
@@ -94,6 +101,7 @@ def trace_span(i0, i1, worlds, poses, sensing, depth, semantic, hit, stats):
     child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams, origin32, signed = worlds
     world_index, origins, yaws = poses
     dirs, nudge, max_steps, refine, max_distance = sensing
+    img_dest, img, inv_log_max, sem_scale, img_on, img_sem = image
     n_dirs = dirs.shape[0]
     if i1 <= i0:
         return
@@ -126,11 +134,25 @@ def trace_span(i0, i1, worlds, poses, sensing, depth, semantic, hit, stats):
                 inv_voxel, voxel, res = tparams[w, 3], tparams[w, 4], tparams[w, 5]
                 t_max, eps = tparams[w, 6], tparams[w, 7]
                 sgn = signed[w]
+    if img_on:  # after the range's rays, in a loop of its own: inside theirs it slows the march
+        a = i0 // n_dirs
+        r = i0 - a * n_dirs
+        for i in range(i0, i1):
+            row = img_dest[a]
+            img[row, r] = np.float32(math.log1p(np.float64(depth[i])) * inv_log_max)
+            if img_sem:
+                img[row, n_dirs + r] = np.float32(np.float64(semantic[i]) * sem_scale)
+            r += 1
+            if r == n_dirs:
+                r = 0
+                a += 1
 
 
 nb_keep_tally = njit(inline="always", cache=True)(keep_tally)
 nb_trace_span = njit(cache=True, nogil=True, _nrt=False)(trace_span)
 NO_STATS = np.zeros((1, 2), np.int64)  # the shipped kernel's unused stats argument
+NO_IMAGE = (np.zeros(1, np.int64), np.zeros((1, 1), np.float32), 0.0, 0.0, False, False)
+"""The ``image`` argument of a trace that writes no observation (the types of one that does)."""
 
 
 def _rays(worlds, poses, sensing, *outputs):
@@ -218,10 +240,29 @@ def kernel_arguments(settings, sensor, origins, yaws, world_index):
     return worlds, (world_index, origins, yaws), sensing
 
 
-def _run_cpu(settings, sensor, origins, yaws, world_index, out, kernel=trace_rays, stats=NO_STATS):
+def _run_cpu(settings, sensor, origins, yaws, world_index, out, kernel=trace_rays, stats=NO_STATS, image=NO_IMAGE):
     depth, semantic, hit = out
     bundles = kernel_arguments(settings, sensor, origins, yaws, world_index)
-    kernel(*bundles, depth.reshape(-1), semantic.reshape(-1), hit.reshape(-1), stats)
+    kernel(*bundles, depth.reshape(-1), semantic.reshape(-1), hit.reshape(-1), stats, image)
+
+
+def check_image(image, n_actors, n_rays) -> tuple:
+    """``image = (dest, out, inv_log_max, sem_scale, with_semantic)`` as the kernel's bundle (see
+    :func:`trace_span`), or a SenseError naming what is wrong, before anything is traced."""
+    try:
+        dest, out, inv_log_max, sem_scale, with_semantic = image
+    except (TypeError, ValueError):
+        raise SenseError("image must be (dest, out, inv_log_max, sem_scale, with_semantic)") from None
+    if not isinstance(dest, np.ndarray) or dest.dtype != np.int64 or dest.shape != (n_actors,):
+        raise SenseError(f"image dest must be an int64 array of shape ({n_actors},)")
+    if not isinstance(out, np.ndarray) or out.dtype != np.float32 or out.ndim != 2 or not out.flags.c_contiguous:
+        raise SenseError("image out must be a C-contiguous 2-D float32 array")
+    columns = n_rays * (2 if with_semantic else 1)
+    if out.shape[1] < columns:
+        raise SenseError(f"image out has {out.shape[1]} columns; the rays need {columns}")
+    if n_actors and (int(dest.min()) < 0 or int(dest.max()) >= out.shape[0]):
+        raise SenseError(f"image dest rows must lie in [0, {out.shape[0]})")
+    return (np.ascontiguousarray(dest), out, float(inv_log_max), float(sem_scale), True, bool(with_semantic))
 
 
 def _as_set(world):
@@ -342,15 +383,22 @@ class Tracer:
             raise SenseError(f"{n} actors exceed this Tracer's max_actors={self.max_actors}")
         return n
 
-    def trace(self, origins, yaws, out=None, to_host=False, world_index=None):
+    def trace(self, origins, yaws, out=None, to_host=False, world_index=None, image=None):
         """``(depth, semantic, hit)`` for actors at ``origins`` (A,3) turned by ``yaws`` (A,),
-        actor ``a`` in world ``world_index[a]`` of the set (None: every actor in world 0)."""
+        actor ``a`` in world ``world_index[a]`` of the set (None: every actor in world 0).
+
+        ``image = (dest, out, inv_log_max, sem_scale, with_semantic)`` (CPU only): also write each actor's
+        rays, encoded as the environment's observation encodes them, into row ``dest[a]`` of ``out``
+        (:func:`trace_span`), on the threads that trace them."""
+        if image is not None and self._impl is not None:
+            raise SenseError("Tracer.trace: image is written by the CPU backend only")
         if self._impl is not None:
             return self._impl.trace(
                 origins, yaws, out=out, to_host=to_host, check_capacity=self._capacity, world_index=world_index
             )
         origins, yaws = check_pose_arrays(origins, yaws)
         world_index = check_world_index(world_index, origins.shape[0], len(self.world_set))
+        image = NO_IMAGE if image is None else check_image(image, origins.shape[0], self.sensor.n_rays)
         n = self._capacity(origins.shape[0])
         shape = (n,) + self.sensor.shape
         if out is not None:
@@ -361,5 +409,5 @@ class Tracer:
                 self.max_actors = n
             out = tuple(b[:n] for b in self._buffers)
         if n:
-            _run_cpu(self.settings, self.sensor, origins, yaws, world_index, out)
+            _run_cpu(self.settings, self.sensor, origins, yaws, world_index, out, image=image)
         return out
