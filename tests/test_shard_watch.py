@@ -160,6 +160,34 @@ def test_rechecks_keep_to_their_share():
     assert not lone.active and not lone.due()  # nothing to switch to
 
 
+def test_rechecks_that_keep_the_count_space_out_the_next_and_a_switch_restores_the_share(monkeypatch):
+    """Each re-check that keeps the count halves the share the next one waits for, down to an eighth of the
+    run's; a switch restores it (timings injected: no measurement's result decides here)."""
+    from navi_nb.parallel import shards
+
+    report = ShardReport(allowed_cores(), 1, "test", "measured", 2, {1: {}, 2: {}})
+    favour = {"count": 1}
+    w = ShardWatch(report, 0.08, 4096, timer=lambda k, s: 1.0 if k == favour["count"] else 2.0)
+    monkeypatch.setattr(shards, "measure", lambda *a, **k: {1: {}, 2: {}})
+    monkeypatch.setattr(shards, "update_seconds", lambda rates, shape: 1.0)
+    monkeypatch.setattr(shards, "_set_threads", lambda n: None)
+    monkeypatch.setattr(shards, "env_tick", lambda env: None)
+    seen = []
+    for _ in range(5):
+        assert w.recheck(1, None, None, None) is None
+        seen.append(w.share_now)
+    assert seen == [0.04, 0.02, 0.01, 0.01, 0.01]
+    w.last_cost_s = 0.3
+    w.add(29.0)
+    assert not w.due()  # 0.29 s of 0.3: the settled share
+    w.add(1.0)
+    assert w.due()
+    favour["count"] = 2
+    switch = w.recheck(7, None, None, None)
+    assert switch is not None and (switch.before, switch.after) == (1, 2)
+    assert w.share_now == 0.08 and w.as_dict()["share_now"] == 0.08
+
+
 def test_a_tick_that_reports_its_seconds_is_timed_by_them():
     """``measure`` counts what a collection tick reports as its own seconds (``env_tick``: the step alone,
     not the serial restoring of the state around it), and a tick's whole call when it reports none."""

@@ -308,6 +308,12 @@ RECHECK_BUDGET_S = 0.25
 the budget, so a slow count can take longer: what a re-check cost spaces out the next one)."""
 
 
+RECHECK_SETTLE = 8
+"""Each re-check that keeps the count halves the share the next one waits for, down to ``1 / RECHECK_SETTLE``
+of the run's ``shard_recheck``; a switch restores the whole share. A run whose count holds (the common case)
+then re-checks rarely, and one on a machine whose load moves keeps checking at its full share."""
+
+
 def pick_switch(current, seconds, margin=SWITCH_MARGIN):
     """The count to switch to from ``current`` given each count's seconds per update, or None: the fastest
     count (the smaller on a tie), when it is faster than ``current`` by more than ``margin``."""
@@ -358,7 +364,9 @@ class ShardWatch:
     The cost is bounded by ``share``: the trainer reports each update's seconds (``add``) and a re-check is
     ``due`` once ``share`` of the training seconds since the last one covers what the last one cost (the
     first: ``first_cost_s``; the trainer gives the start calibration's, capped at one re-check's budget),
-    so re-checking takes about ``share`` of the training time, however slow a count turns out.
+    so re-checking takes about ``share`` of the training time, however slow a count turns out. While the
+    count holds, each re-check that keeps it halves the share the next one waits for, down to ``share /
+    RECHECK_SETTLE`` (``share_now``); a switch restores the whole share.
     ``timer(k, seconds) -> seconds`` (a seam for tests; default none) replaces each count's measured seconds
     per update before they are compared.
     """
@@ -376,6 +384,7 @@ class ShardWatch:
         self.current = int(report.choice)
         self.counts = sorted(int(k) for k in report.rates)
         self.share = float(share)
+        self.share_now = self.share  # the share the next re-check waits for (halved while the count holds)
         self.steps_per_update = steps_per_update
         self.shape = shape
         self.margin = margin
@@ -396,7 +405,7 @@ class ShardWatch:
 
     def due(self):
         """Whether a re-check fits the share now."""
-        return self.active and self.share * self.since_s >= self.last_cost_s
+        return self.active and self.share_now * self.since_s >= self.last_cost_s
 
     def recheck(self, update, ppo, slab, env):
         """Time every count now (after update ``update``); switch and return a ShardSwitch when another
@@ -418,7 +427,9 @@ class ShardWatch:
         self.recheck_s += spent
         self.last_cost_s, self.since_s = spent, 0.0
         if best is None:
+            self.share_now = max(self.share / RECHECK_SETTLE, 0.5 * self.share_now)
             return None
+        self.share_now = self.share
         switch = ShardSwitch(
             update, self.current, best, {k: self.steps_per_update / secs[k] for k in self.counts}, spent
         )
@@ -430,6 +441,7 @@ class ShardWatch:
     def as_dict(self):
         return {
             "share": self.share,
+            "share_now": self.share_now,
             "margin": self.margin,
             "rechecks": self.rechecks,
             "recheck_s": self.recheck_s,

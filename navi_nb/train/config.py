@@ -85,7 +85,9 @@ class TrainConfig(PPOConfig):
     shard_recheck: float = 0.03
     """Share of the training time spent re-timing the shard counts to switch to a faster one (0: off). A
     re-check follows an update once this share of the training seconds since the last one covers what the
-    last one cost (a large value such as 1000: after every update); an explicit ``shards`` count is never re-checked."""
+    last one cost (a large value such as 1000: after every update); each re-check that keeps the count halves
+    the share the next one waits for, down to an eighth, and a switch restores it; an explicit ``shards`` count
+    is never re-checked."""
     run_dir: str = "runs"
     """Folder that holds runs."""
     name: str = ""
