@@ -247,7 +247,8 @@ class Deferred:
 
         self.fn, self.args, self.pid = fn, args, os.getpid()
         self.future = None
-        if numba.get_num_threads() <= 1:
+        self.here = numba.get_num_threads() <= 1  # computed by the caller, now (one thread), not a worker
+        if self.here:
             self.value = fn(*args)
             self.args = None
         else:

@@ -130,6 +130,38 @@ def test_fields_have_the_same_bits_at_one_and_two_threads_and_alone_or_together(
     assert np.array_equal(env._fields.field[3], out[1][3])
 
 
+def test_fields_started_on_a_worker_are_those_computed_in_place_and_count_the_callers_time():
+    """``GoalFields.start`` (a worker while the step traces) writes the fields and start potentials that
+    ``compute`` and ``potential`` write; ``seconds`` counts the work when the caller did it (one thread) and
+    only the caller's wait when a worker did."""
+    env = make_env("house", n=6, seed=4)
+    env.reset()
+    f = env._fields
+    rows = np.array([1, 4, 5], np.int64)
+    f.compute(rows, env._world_index, env._goal)
+    want_field = f.field[rows].copy()
+    want_dist = env._goal_dist.copy()
+    f.potential(True, rows, env._pos, env._goal, env._world_index, want_dist, want_dist)
+    before = numba.get_num_threads()
+    try:
+        for t in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(t)
+            f.field[rows] = 0
+            dist = env._goal_dist.copy()
+            s0 = f.seconds
+            job = f.start(True, rows, env._world_index, env._goal, env._pos, dist)
+            assert job.here == (t == 1)
+            took = job.result()
+            f.settle(job)
+            assert np.array_equal(f.field[rows], want_field) and np.array_equal(dist, want_dist)
+            if t == 1:
+                assert f.seconds - s0 == took > 0
+            else:
+                assert 0 <= f.seconds - s0 < took  # the result was in hand: the settle waited for nothing
+    finally:
+        numba.set_num_threads(before)
+
+
 def _scipy_field(tables, goal):
     """World 0's field from ``goal`` by SciPy's Dijkstra over the same graph, written independently of the
     kernel: the field's cells and their joined 26-neighbours (``edges``), edge lengths of 1, sqrt 2 and

@@ -107,13 +107,13 @@ def _slow_square(x, seconds):
 def test_a_deferred_value_is_the_functions_on_any_thread_count_and_in_a_forked_child():
     with using_threads(1):
         job = defer(_slow_square, 3.0, 0.0)
-        assert job.future is None and job.result() == 9.0  # one thread: computed at once, here
+        assert job.future is None and job.here and job.result() == 9.0  # one thread: computed at once, here
     if numba.config.NUMBA_NUM_THREADS < 2:
         return
     with using_threads(2):
         caller = threading.get_ident()
         job = defer(threading.get_ident)
-        assert job.result() != caller  # on a worker thread
+        assert not job.here and job.result() != caller  # on a worker thread
         job = defer(_slow_square, 4.0, 0.5)  # still running when the process forks
         pid = os.fork()
         if pid == 0:  # the child has none of the parent's threads: it computes the value itself

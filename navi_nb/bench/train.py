@@ -309,7 +309,8 @@ def split_table(cfg, rows):
         )
     if any(r["split_s"].get("fields", 0.0) > 0 for r in rows):  # the geodesic fields' share of env, row by row
         notes.append(
-            "env includes the geodesic fields at episode starts: "
+            "env includes the step's own time on the geodesic fields at episode starts (with more than one "
+            "shard a worker computes them beside the trace; env counts the wait): "
             + ", ".join(f"{100 * r['split_s'].get('fields', 0.0) / r['wall_s']:.1f}%" for r in rows)
         )
     t.caption = "; ".join(notes)

@@ -486,7 +486,7 @@ class GoalFields:
 
     def __init__(self, spawners, n_actors, enabled):
         self.enabled = bool(enabled)
-        self.seconds = 0.0
+        self.seconds = 0.0  # the fields' time on the calling thread (compute, settle)
         if self.enabled:
             self.grids = FieldGrids(spawners)
             self.tables = self.grids.tables
@@ -535,8 +535,11 @@ class GoalFields:
         return defer(_start_fields, *args)
 
     def settle(self, job):
-        """Wait for a :meth:`start` job; adds the time its fields took to ``seconds``."""
-        self.seconds += job.result()
+        """Wait for a :meth:`start` job. ``seconds`` counts the fields' time on the caller's thread: the time
+        they took when the caller computed them (one thread), else the time it waited for the worker."""
+        t0 = time.perf_counter()
+        took = job.result()
+        self.seconds += took if job.here else time.perf_counter() - t0
 
     def compute_changed(self, world_index, goal):
         """The fields of the actors whose world or goal is not the one their field was computed for (a field

@@ -689,7 +689,8 @@ class NavEnv:
 
     @property
     def field_seconds(self) -> float:
-        """Time spent computing geodesic fields at episode starts, summed (bench train reads it)."""
+        """Time the step's thread spent on the geodesic fields at episode starts, summed: computing them, or,
+        when a worker computes them beside the step's trace, waiting for it (bench train reads it)."""
         return self._fields.seconds
 
     @property
