@@ -3,10 +3,12 @@
 All state is plain arrays, one row per actor (``get_state``/``set_state`` save
 and restore it exactly). A step is: validate actions (before anything
 changes) -> clip -> ``move_actors`` (kinematics + collision) ->
-``score_step`` (reward terms, flags, counters) -> one batched trace of every
-actor's rays -> ``build_obs``; then finished actors are reset in the same call
-(autoreset, Gymnasium's SAME_STEP mode): their last observation of the finished
-episode is copied to ``info["final_obs"]`` (and the pose where it ended to
+``score_step`` (reward terms, flags, counters) -> finished actors reset in the
+same call (autoreset, Gymnasium's SAME_STEP mode; their new episodes' geodesic
+fields on a worker thread meanwhile) -> one batched trace of every actor where
+its step ended and of each reset actor at its new spawn, whose ranges write the
+observations' ray columns as they go (``write_tail`` writes the rest). A
+finished episode's last observation goes to ``info["final_obs"]`` (and the pose where it ended to
 ``info["final_pos"]`` / ``info["final_yaw"]``), their episode statistics to
 ``info["episode"]``, and the observation returned for them is the first of
 their next episode. ``info["done"]`` marks them.
