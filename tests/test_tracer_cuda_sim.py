@@ -64,6 +64,22 @@ for origins, yaws in ((np.zeros((2, 2), np.float32), np.zeros(2, np.float32)),
     except Exception as exc:
         errors.append(type(exc).__name__)
 results["errors"] = errors
+# the image: written on the host from the copied rays, as the CPU tracer's ranges write it; refused without to_host
+world, sensor = worlds["sphere"], Sensor(6, 3)
+origins = rng.uniform(0.5, 3.5, (3, 3)).astype(np.float32)
+yaws = rng.uniform(-math.pi, math.pi, 3).astype(np.float32)
+dest = np.array([4, 0, 2], np.int64)
+images = []
+for backend in ("cpu", "cuda"):
+    obs = np.full((5, 40), -7.0, np.float32)
+    Tracer(world, sensor, 6.0, backend=backend).trace(origins, yaws, to_host=True, image=(dest, obs, 0.5, 0.25, True))
+    images.append(obs)
+results["image_close"] = bool(np.allclose(images[0], images[1], rtol=0, atol=1e-6) and (images[1][[1, 3]] == -7).all())
+try:
+    Tracer(world, sensor, 6.0, backend="cuda").trace(origins, yaws, image=(dest, images[1], 0.5, 0.25, True))
+    results["image_no_host"] = "no error"
+except Exception as exc:
+    results["image_no_host"] = type(exc).__name__
 # a numba-cuda that compiles the kernel but cannot cache it: compiled again without the cache
 import navi_nb.sense.cuda_tracer as ct
 real = ct.trace_rays_cuda
@@ -109,3 +125,4 @@ def test_cuda_simulator_matches_cpu():
         assert case["second_call_equal"] and case["out_written"] and case["finite_in_range"], case
     assert res["errors"] == ["SenseError"] * 3
     assert res["uncached_equal"]
+    assert res["image_close"] and res["image_no_host"] == "SenseError"

@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from navi_nb.sense.tracer import check_image, write_image_rays
+
 NAVI_CANONICAL_MS = 36.5
 
 
@@ -83,16 +85,20 @@ class _ReplayTracer:
     """Stands in for the tracer: returns one precomputed trace (sliced to the
     actors asked for: a step with resets asks for up to twice the actors), so a
     step times the environment's own work alone (the observation's ray columns
-    included, which the CPU tracer itself writes in a real step)."""
-
-    backend = "replay"
+    included, which the CPU tracer itself writes in a real step: here the host
+    kernel a CUDA trace's image uses)."""
 
     def __init__(self, tracer, pos, yaw, world_index):
         self.out = tuple(np.concatenate([b, b]) for b in tracer.trace(pos, yaw, world_index=world_index))
 
-    def trace(self, origins, yaws, out=None, to_host=False, world_index=None):
+    def trace(self, origins, yaws, out=None, to_host=False, world_index=None, image=None):
         n = origins.shape[0]
-        return tuple(b[:n] for b in self.out)
+        out = tuple(b[:n] for b in self.out)
+        if image is not None:
+            n_rays = out[0].shape[1] * out[0].shape[2]
+            bundle = check_image(image, n, n_rays)
+            write_image_rays(n_rays, out[0].reshape(-1), out[1].reshape(-1), bundle)
+        return out
 
 
 def _time_without_trace(env, actions, seconds, repeats):

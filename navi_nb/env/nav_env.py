@@ -40,7 +40,7 @@ from navi_nb.env.config import EPISODE_KEYS, TASKS, EnvConfig, EnvConfigError, S
 from navi_nb.env.footprint import RAY_BYTES
 from navi_nb.env.geodesic import GoalFields
 from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
-from navi_nb.env.observation import obs_layout, obs_size, write_rays, write_tail
+from navi_nb.env.observation import obs_layout, obs_size, write_tail
 from navi_nb.env.spawn import SpawnSampler, default_pool_dir, region_of_interest
 from navi_nb.env.tasks import (
     TASK_CODES,
@@ -359,7 +359,6 @@ class NavEnv:
             self._field_job = self._fields.start(
                 geodesic, rows, self._world_index, self._goal, self._pos, self._goal_dist
             )
-            self._start_shortest_paths(rows)
         elif self.task == "pointgoal":
             if not self._goal_first:
                 self._fields.compute(rows, self._world_index, self._goal)
@@ -372,6 +371,7 @@ class NavEnv:
                 self._goal_dist,
                 self._goal_dist,
             )
+        if self.task == "pointgoal":
             self._start_shortest_paths(rows)
         if observe:
             self._observe(rows)
@@ -447,19 +447,12 @@ class NavEnv:
 
     def _trace_into(self, origins, yaws, wi, dest):
         """Trace the actors at ``origins`` / ``yaws`` in worlds ``wi`` in one call and write their ray
-        columns into rows ``dest`` of ``_obs_pair`` (row ``A + i``: actor i's final observation)."""
+        columns into rows ``dest`` of ``_obs_pair`` (row ``A + i``: actor i's final observation); the CPU
+        tracer's ranges write them as they trace."""
         t0 = time.perf_counter()
-        if self._tracer.backend == "cpu":  # the tracer's ranges write the ray columns as they trace them
-            image = (dest, self._obs_pair, self._inv_log_max, self._sem_scale, self.config.semantic_obs)
-            self._tracer.trace(origins, yaws, world_index=wi, image=image)
-            self.trace_seconds += time.perf_counter() - t0
-            return
-        depth, sem, _hit = self._tracer.trace(origins, yaws, to_host=True, world_index=wi)
+        image = (dest, self._obs_pair, self._inv_log_max, self._sem_scale, self.config.semantic_obs)
+        self._tracer.trace(origins, yaws, to_host=True, world_index=wi, image=image)
         self.trace_seconds += time.perf_counter() - t0
-        write_rays(*self._rays_args(dest, depth, sem))
-
-    def _rays_args(self, dest, depth, sem):
-        return ((dest, depth, sem), self._inv_log_max, self._sem_scale, self.config.semantic_obs, self._obs_pair)
 
     def _tail_args(self, actors, dest):
         ray_columns = self.obs_layout["prev_action"].start
@@ -513,17 +506,12 @@ class NavEnv:
         (``navi_nb/train/warmup.py``), so the run's first reset and step find their kernels ready."""
         from numba import typeof
 
-        depth = np.zeros((1,) + self.sensor.shape, np.float32)  # the tracer's output types
-        sem = np.zeros((1,) + self.sensor.shape, np.uint16)
-        kernels = [
+        for kernel, args in (
             (start_episodes, self._start_args(self._all_rows)),
             (write_tail, self._tail_args(self._all_rows, self._all_rows)),
             (move_actors, self._move_args()),
             (score_step, self._score_args()),
-        ]
-        if self._tracer.backend != "cpu":  # (the CPU tracer writes the ray columns itself)
-            kernels.append((write_rays, self._rays_args(self._all_rows, depth, sem)))
-        for kernel, args in kernels:
+        ):
             kernel.compile(tuple(typeof(a) for a in args))
         if self.task == "pointgoal":  # SPL's shortest paths and the fields, for no actor: the kernels only
             none = np.zeros((0, 3), np.float64)

@@ -23,8 +23,6 @@ import math
 import numpy as np
 from numba import njit
 
-from navi_nb.threads import RangeKernel
-
 
 def obs_layout(n_rays: int, semantic: bool, goal: bool) -> dict:
     """Name -> slice of the flat observation."""
@@ -45,33 +43,6 @@ def obs_layout(n_rays: int, semantic: bool, goal: bool) -> dict:
 
 def obs_size(layout: dict) -> int:
     return max(s.stop for s in layout.values())
-
-
-@njit(cache=True, nogil=True)
-def write_rays_span(j0, j1, rays, inv_log_max, sem_scale, use_semantic, out):
-    """Write the ray columns (depth, and semantic with ``use_semantic``) of traced rows ``j0:j1``
-    (:data:`write_rays` writes them all, on the threads).
-
-    rays ``(dest, depth, semantic)``: dest (K,) int64 the row of ``out`` each traced row j is written to,
-    depth (K,Az,El) float32 metres, semantic (K,Az,El) uint16. inv_log_max: 1 / log1p(max distance);
-    sem_scale: 1 / (classes - 1). out (N, D) float32: rows ``dest`` are overwritten in their first R
-    (2R with semantic) columns, other rows and columns untouched.
-    """
-    dest, depth, semantic = rays
-    az = depth.shape[1]
-    el = depth.shape[2]
-    for j in range(j0, j1):
-        i = dest[j]
-        o = 0
-        for a in range(az):
-            for e in range(el):
-                out[i, o] = np.float32(math.log1p(np.float64(depth[j, a, e])) * inv_log_max)
-                o += 1
-        if use_semantic:
-            for a in range(az):
-                for e in range(el):
-                    out[i, o] = np.float32(np.float64(semantic[j, a, e]) * sem_scale)
-                    o += 1
 
 
 @njit(cache=True, nogil=True)
@@ -120,23 +91,3 @@ def write_tail(actors, dest, scales, pose, goals, prev_action, ray_columns, use_
                 out[row, o + 1] = np.float32(0.0)
                 out[row, o + 2] = np.float32(1.0)
             out[row, o + 3] = np.float32(gy * inv_goal_scale)
-
-
-def _rows(rays, *rest):
-    return rays[0].shape[0]
-
-
-OBS_GRAIN_RAYS = 16384
-"""The fewest rays (over all the rows) a thread is handed: about 0.25 ms of work. A helper thread's
-wake-up and its handoffs of the GIL cost tens of microseconds on a busy machine, so smaller batches
-run in the calling thread alone."""
-
-
-def _grain(rays, *rest):
-    depth = rays[1]
-    return max(1, OBS_GRAIN_RAYS // max(1, depth.shape[1] * depth.shape[2]))
-
-
-write_rays = RangeKernel(write_rays_span, _rows, _grain)
-"""Write the ray columns of rows ``dest``: :func:`write_rays_span` over all of them, arguments as its own
-after ``j0, j1``."""

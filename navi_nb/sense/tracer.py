@@ -63,6 +63,30 @@ def keep_tally(stats, i, steps, tally):
     neither (``navi_nb/bench/anatomy.py`` builds the kernel with one that does)."""
 
 
+def write_image(i0, i1, n_dirs, depth, semantic, image):
+    """Rays ``i0 .. i1 - 1`` (flattened over actors x ``n_dirs`` rays, their depth and semantic traced)
+    into ``image = (dest, out, inv_log_max, sem_scale, on, with_semantic)``: with ``on``, ray r of actor a
+    into row ``dest[a]`` of ``out`` (N, D) float32, column r as ``log1p(depth) * inv_log_max`` and, with
+    ``with_semantic``, column R + r as ``semantic * sem_scale`` (the environment's observation)."""
+    img_dest, img, inv_log_max, sem_scale, img_on, img_sem = image
+    if not img_on or i1 <= i0:
+        return
+    a = i0 // n_dirs
+    r = i0 - a * n_dirs
+    for i in range(i0, i1):
+        row = img_dest[a]
+        img[row, r] = np.float32(math.log1p(np.float64(depth[i])) * inv_log_max)
+        if img_sem:
+            img[row, n_dirs + r] = np.float32(np.float64(semantic[i]) * sem_scale)
+        r += 1
+        if r == n_dirs:
+            r = 0
+            a += 1
+
+
+nb_write_image = njit(inline="always", cache=True)(write_image)
+
+
 def trace_span(i0, i1, worlds, poses, sensing, depth, semantic, hit, stats, image):
     """Trace rays ``i0 .. i1 - 1`` (flattened over actors x rays) of every actor, each in its own world.
 
@@ -85,13 +109,9 @@ def trace_span(i0, i1, worlds, poses, sensing, depth, semantic, hit, stats, imag
     float32 metres, semantic (A*R,) uint16, hit (A*R,) bool. stats: written
     only by the counting build (:func:`keep_tally`: (A*R, 2) int64, each ray's
     steps and tally); the shipped build takes any int64 array and leaves it
-    alone. image ``(dest, out, inv_log_max, sem_scale, on, with_semantic)``
-    (:data:`NO_IMAGE` when off): with ``on``, each ray's depth also goes into
-    its actor's row ``dest[a]`` of ``out`` (N, D) float32, column r (the ray's
-    index in the actor), as ``log1p(depth) * inv_log_max``, and with
-    ``with_semantic`` its class as ``semantic * sem_scale`` into column R + r:
-    the environment's observation written where each range's rays are traced,
-    on the threads that traced them.
+    alone. image: :func:`write_image`'s (:data:`NO_IMAGE` when off), written
+    for the range's rays after them: the environment's observation written on
+    the threads that traced them.
 
     :func:`trace_rays` runs it over the whole batch in ranges, one thread each
     (``threads.run_ranges``); each ray is computed alone, so the ranges change
@@ -101,7 +121,6 @@ def trace_span(i0, i1, worlds, poses, sensing, depth, semantic, hit, stats, imag
     child, leaf_dist, leaf_sem, top_code, top_level, iparams, tparams, origin32, signed = worlds
     world_index, origins, yaws = poses
     dirs, nudge, max_steps, refine, max_distance = sensing
-    img_dest, img, inv_log_max, sem_scale, img_on, img_sem = image
     n_dirs = dirs.shape[0]
     if i1 <= i0:
         return
@@ -134,18 +153,7 @@ def trace_span(i0, i1, worlds, poses, sensing, depth, semantic, hit, stats, imag
                 inv_voxel, voxel, res = tparams[w, 3], tparams[w, 4], tparams[w, 5]
                 t_max, eps = tparams[w, 6], tparams[w, 7]
                 sgn = signed[w]
-    if img_on:  # after the range's rays, in a loop of its own: inside theirs it slows the march
-        a = i0 // n_dirs
-        r = i0 - a * n_dirs
-        for i in range(i0, i1):
-            row = img_dest[a]
-            img[row, r] = np.float32(math.log1p(np.float64(depth[i])) * inv_log_max)
-            if img_sem:
-                img[row, n_dirs + r] = np.float32(np.float64(semantic[i]) * sem_scale)
-            r += 1
-            if r == n_dirs:
-                r = 0
-                a += 1
+    nb_write_image(i0, i1, n_dirs, depth, semantic, image)  # a loop of its own: inside theirs it slows the march
 
 
 nb_keep_tally = njit(inline="always", cache=True)(keep_tally)
@@ -162,6 +170,23 @@ def _rays(worlds, poses, sensing, *outputs):
 trace_rays = RangeKernel(nb_trace_span, _rays, GRAIN)
 """The CPU kernel: :func:`trace_span` over every ray of the batch, in parallel ranges (arguments as
 ``trace_span``'s after ``i0, i1``)."""
+
+
+def image_span(i0, i1, n_dirs, depth, semantic, image):
+    nb_write_image(i0, i1, n_dirs, depth, semantic, image)
+
+
+def _image_rays(n_dirs, depth, *rest):
+    return depth.shape[0]
+
+
+IMAGE_GRAIN = 16384
+"""The fewest rays a thread is handed by :data:`write_image_rays`: about 0.25 ms of work. A helper thread's
+wake-up and its handoffs of the GIL cost tens of microseconds on a busy machine, so smaller batches run in
+the calling thread alone."""
+write_image_rays = RangeKernel(njit(cache=True, nogil=True)(image_span), _image_rays, IMAGE_GRAIN)
+""":func:`write_image` over traced rays already on the host (a CUDA trace's), in parallel ranges (arguments
+as ``image_span``'s after ``i0, i1``)."""
 
 
 TP_OX, TP_OY, TP_OZ, TP_INV_VOXEL, TP_VOXEL, TP_RES, TP_T_MAX, TP_EPS = range(8)
@@ -387,15 +412,22 @@ class Tracer:
         """``(depth, semantic, hit)`` for actors at ``origins`` (A,3) turned by ``yaws`` (A,),
         actor ``a`` in world ``world_index[a]`` of the set (None: every actor in world 0).
 
-        ``image = (dest, out, inv_log_max, sem_scale, with_semantic)`` (CPU only): also write each actor's
-        rays, encoded as the environment's observation encodes them, into row ``dest[a]`` of ``out``
-        (:func:`trace_span`), on the threads that trace them."""
-        if image is not None and self._impl is not None:
-            raise SenseError("Tracer.trace: image is written by the CPU backend only")
+        ``image = (dest, out, inv_log_max, sem_scale, with_semantic)``: also write each actor's rays,
+        encoded as the environment's observation encodes them, into row ``dest[a]`` of ``out``
+        (:func:`write_image`): on the CPU by the threads that trace them, on CUDA on the host after the
+        copy (``to_host=True`` required)."""
         if self._impl is not None:
-            return self._impl.trace(
+            if image is not None:
+                if not to_host:
+                    raise SenseError("Tracer.trace: an image on the cuda backend needs to_host=True")
+                origins, yaws = check_pose_arrays(origins, yaws)
+                image = check_image(image, origins.shape[0], self.sensor.n_rays)
+            out = self._impl.trace(
                 origins, yaws, out=out, to_host=to_host, check_capacity=self._capacity, world_index=world_index
             )
+            if image is not None:
+                write_image_rays(self.sensor.n_rays, out[0].reshape(-1), out[1].reshape(-1), image)
+            return out
         origins, yaws = check_pose_arrays(origins, yaws)
         world_index = check_world_index(world_index, origins.shape[0], len(self.world_set))
         image = NO_IMAGE if image is None else check_image(image, origins.shape[0], self.sensor.n_rays)
