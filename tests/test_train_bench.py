@@ -200,9 +200,16 @@ def test_a_trainers_cores_busy_is_cpu_seconds_per_wall_second_after_the_first_up
         second = Trainer.from_checkpoint(tmp_path / "run").train(progress=False, stop_after=3)
         assert 0.0 < second["cores_busy"] <= 1.05, second
         # the figure is the CPU clock over the wall clock: a CPU clock made to run 1.5x the wall's reads 1.5
-        real = time.process_time
-        start_cpu, start_wall = real(), time.perf_counter()
-        monkeypatch.setattr(time, "process_time", lambda: start_cpu + 1.5 * (time.perf_counter() - start_wall))
+        # (1.5x the wall clock's last reading, which the trainer takes just before: no time passes between
+        # the two readings, so a loaded machine's scheduling cannot move the ratio of a few-ms update)
+        read_wall, last_wall = time.perf_counter, [0.0]
+
+        def wall_clock():
+            last_wall[0] = read_wall()
+            return last_wall[0]
+
+        monkeypatch.setattr(time, "perf_counter", wall_clock)
+        monkeypatch.setattr(time, "process_time", lambda: 1.5 * last_wall[0])
         third = Trainer.from_checkpoint(tmp_path / "run").train(progress=False, stop_after=2)
     finally:
         numba.set_num_threads(with_threads)
