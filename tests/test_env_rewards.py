@@ -213,3 +213,66 @@ def test_grid_centres_are_the_cell_centres_in_flat_index_order():
         for iz in range(4):
             want = [lo[0] + (ix + 0.5) * cell, lo[1] + 0.5 * cell, lo[2] + (iz + 0.5) * cell]
             assert got[ix * 4 + iz].tolist() == want
+
+
+def _scipy_grid_costs(reach, dims, cell, s_cell):
+    """Shortest chain costs from ``s_cell`` over the reachable cells' 26 neighbours (edge lengths 1,
+    sqrt 2, sqrt 3 cells) by SciPy's Dijkstra, written independently of the search."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import dijkstra
+
+    nx, ny, nz = (int(d) for d in dims)
+    src, dst, wt = [], [], []
+    for c in np.flatnonzero(reach):
+        ix, iy, iz = c // (ny * nz), (c // nz) % ny, c % nz
+        for ox in (-1, 0, 1):
+            for oy in (-1, 0, 1):
+                for oz in (-1, 0, 1):
+                    jx, jy, jz = ix + ox, iy + oy, iz + oz
+                    if (ox, oy, oz) == (0, 0, 0) or not (0 <= jx < nx and 0 <= jy < ny and 0 <= jz < nz):
+                        continue
+                    n = (jx * ny + jy) * nz + jz
+                    if reach[n]:
+                        src.append(c)
+                        dst.append(n)
+                        wt.append(cell * math.sqrt(ox * ox + oy * oy + oz * oz))
+    graph = coo_matrix((wt, (src, dst)), shape=(reach.size, reach.size)).tocsr()
+    return dijkstra(graph, indices=s_cell)
+
+
+def test_spl_search_finds_dijkstras_costs_and_searches_again_when_its_heap_is_full():
+    """SPL's A* (``spawn._a_star``) on the house's spawn grid: the goal's cost is SciPy's Dijkstra's
+    over the same graph, a goal in another component is not reached, every cell's search state is
+    cleared again, and a heap too small for the search says so (``_search``, which ``path_lengths``
+    calls, then searches again with a larger one and finds the same cost)."""
+    from navi_nb.env import spawn
+
+    env = make_env("house", n=4)
+    sp = env._spawner
+    reach, dims, cell = sp.reach, sp.dims, float(sp.cell)
+    cells = np.flatnonzero(reach)
+    rng = np.random.default_rng(7)
+    n = reach.size
+    state = np.where(reach, spawn.REACHABLE, 0).astype(np.uint8)
+    search = (np.empty(n), np.empty(n, np.int64), state, np.empty(n, np.int64))
+    heap = np.empty(8 * n)
+    for s_cell, g_cell in rng.choice(cells, size=(6, 2)):
+        expect = _scipy_grid_costs(reach, dims, cell, s_cell)[g_cell]
+        outcome = spawn._a_star(dims, cell, s_cell, g_cell, search, heap)
+        assert outcome == spawn.PATH and np.isfinite(expect)
+        assert abs(search[0][g_cell] - expect) <= 1e-9 * expect, (search[0][g_cell], expect)
+        assert np.array_equal(state, np.where(reach, spawn.REACHABLE, 0))  # cleared for the next search
+        cost = search[0][g_cell]
+        tiny = np.empty(2 * 4)  # room for four entries
+        assert spawn._a_star(dims, cell, s_cell, g_cell, search, tiny) == spawn.HEAP_FULL
+        assert np.array_equal(state, np.where(reach, spawn.REACHABLE, 0))
+        outcome, grown = spawn._search(dims, cell, s_cell, g_cell, search, tiny)  # doubles it until it fits
+        assert outcome == spawn.PATH and grown.shape[0] > tiny.shape[0] and search[0][g_cell] == cost
+    # a goal cut off from the start: no path
+    walled = reach.copy().reshape(tuple(dims))
+    walled[dims[0] // 2, :, :] = False
+    walled = walled.ravel()
+    left = cells[cells < (dims[0] // 2) * dims[1] * dims[2]][0]
+    right = cells[cells > (dims[0] // 2 + 1) * dims[1] * dims[2]][-1]
+    state[:] = np.where(walled, spawn.REACHABLE, 0)
+    assert spawn._a_star(dims, cell, left, right, search, heap) == spawn.NO_PATH

