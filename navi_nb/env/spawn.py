@@ -310,7 +310,8 @@ def _a_star(dims, cell, s_cell, g_cell, search, heap):
     """A* from cell ``s_cell`` to ``g_cell`` over the reachable cells' 26 neighbours (edges between cell
     centres, heuristic the straight distance). Returns PATH when a path joins them, its cells then
     chained from the goal back to the start by ``parent``, NO_PATH when none does, or HEAP_FULL when
-    ``heap`` (float64 pairs) ran out of room (:func:`_search` then searches again with a larger one).
+    ``heap`` (float64 pairs) lacks room for a closed cell's 26 neighbours (:func:`_search` then searches again
+    with a larger one).
     ``search``: the scratch of :func:`path_lengths`, ``(cost, parent, state, touched)``; ``state``
     holds each cell's REACHABLE bit, and this search's TOUCHED (cost set) and CLOSED bits, cleared
     again before it returns.
@@ -337,6 +338,9 @@ def _a_star(dims, cell, s_cell, g_cell, search, heap):
         state[c] |= CLOSED
         if c == g_cell:
             outcome = PATH
+            break
+        if 2 * (size + 26) > heap.shape[0]:  # no room for every neighbour's entry
+            outcome = HEAP_FULL
             break
         ix, iy, iz = c // (ny * nz), (c // nz) % ny, c % nz
         gc = cost[c]
@@ -366,15 +370,7 @@ def _a_star(dims, cell, s_cell, g_cell, search, heap):
                         cost[n] = g
                         parent[n] = c
                         h = cell * np.sqrt((jx - tx) ** 2 + (jy - ty) ** 2 + (jz - tz) ** 2)
-                        if 2 * size + 2 > heap.shape[0]:
-                            outcome = HEAP_FULL
-                            size = 0
-                            break
                         size = _heap_push(heap, size, g + h, n)
-                if outcome == HEAP_FULL:
-                    break
-            if outcome == HEAP_FULL:
-                break
     for k in range(n_touched):
         state[touched[k]] &= REACHABLE
     return outcome
