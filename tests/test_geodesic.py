@@ -275,12 +275,12 @@ def test_bad_distance_settings_are_one_line_errors(kw, match):
         make_env("box", n=1, **kw)
 
 
-def test_memory_report_counts_the_fields():
+def test_ram_report_counts_the_fields():
     env = make_env("house", n=4)
-    rep = env.memory_report()
+    rep = env.ram_report()
     assert rep["geodesic_field_bytes_per_actor"] == 4 * env._fields.grids.n_max > 0
     assert rep["shared_field_grid_bytes"] > 0
-    assert make_env("house", n=4, progress="euclidean").memory_report()["geodesic_field_bytes_per_actor"] == 0
+    assert make_env("house", n=4, progress="euclidean").ram_report()["geodesic_field_bytes_per_actor"] == 0
 
 
 def test_set_state_computes_again_only_the_fields_whose_goal_or_world_changed():

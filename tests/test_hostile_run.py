@@ -539,18 +539,18 @@ def test_resume_when_newest_checkpoint_is_a_directory(trained, tmp_path, capsys)
 
 
 def test_eval_too_many_episodes_refused_before_allocating(trained, tmp_path, capsys, monkeypatch):
-    import navi_nb.memory
+    import navi_nb.ram
 
     run = copy_run(trained, tmp_path)
-    monkeypatch.setattr(navi_nb.memory, "available_memory", lambda: 8 << 30)
+    monkeypatch.setattr(navi_nb.ram, "available_ram", lambda: 8 << 30)
     err = fails_cleanly(["eval", str(run), "--episodes", "10000000"], capsys, "10000000 episodes", run)
     assert "GiB" in err
 
 
 def test_too_many_actors_refused_before_allocating(tmp_path, capsys, monkeypatch):
-    import navi_nb.memory
+    import navi_nb.ram
 
-    monkeypatch.setattr(navi_nb.memory, "available_memory", lambda: 2 << 30)
+    monkeypatch.setattr(navi_nb.ram, "available_ram", lambda: 2 << 30)
     cfg = tmp_path / "big.json"
     cfg.write_text(json.dumps({"actors": 2_000_000}))
     err = fails_cleanly(
@@ -573,7 +573,7 @@ def test_too_many_actors_refused_before_allocating(tmp_path, capsys, monkeypatch
     assert not (tmp_path / "runs").exists()
 
 
-def test_memory_estimate_is_a_lower_bound():
+def test_ram_estimate_is_a_lower_bound():
     """The estimate counts only buffers a run certainly holds (checked against NavEnv's own report)."""
     from conftest import compiled_scene
 
@@ -594,8 +594,8 @@ def test_memory_estimate_is_a_lower_bound():
         ).validate()
         trainer = Trainer(cfg, Path("unused"), compiled_scene("box", 32))
         assert cfg.obs_dim() == trainer.env.obs_dim
-        held = trainer.env.memory_report()["bytes_per_actor"] * cfg.actors + trainer.slab.buffer.nbytes
-        assert 0.5 * held < cfg.memory_estimate() <= held, (cfg.memory_estimate(), held)
+        held = trainer.env.ram_report()["bytes_per_actor"] * cfg.actors + trainer.slab.buffer.nbytes
+        assert 0.5 * held < cfg.ram_estimate() <= held, (cfg.ram_estimate(), held)
 
 
 def test_deeply_nested_config_file_refused(tmp_path, capsys):

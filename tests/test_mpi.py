@@ -306,8 +306,8 @@ def test_cli_train_over_ranks(tmp_path):
     )
     # the world's layout mapped from one file, its pages shared: each rank's PSS of it below its RSS
     assert topo["world"]["mapped_from"].endswith(".layout") and topo["world"]["layout_bytes"] > 0
-    assert [m["rank"] for m in topo["memory"]] == [0, 1]
-    for m in topo["memory"]:
+    assert [m["rank"] for m in topo["ram"]] == [0, 1]
+    for m in topo["ram"]:
         assert 0 < m["world_pss"] < m["world_rss"] and 0 < m["pss"] < m["rss"], m
     # the one-process run, cut back to update 2, resumed over 2 ranks
     shutil.copytree(tmp_path / "one", tmp_path / "cut")

@@ -16,7 +16,7 @@ from navi_nb.world.scene_spec import (
     MAX_WORLDS,
     SceneSpecError,
     WorldItem,
-    check_memory,
+    check_ram,
     check_training_items,
     estimated_bytes,
     heldout_spec,
@@ -209,31 +209,31 @@ def test_world_too_small_to_spawn_in(tmp_path):
         parse_spec("box.gmdag", base_dir=tmp_path, actor_radius=0.5)
 
 
-def test_memory_is_checked_before_loading(tmp_path):
+def test_ram_is_checked_before_loading(tmp_path):
     items = parse_spec("house:0-9,maze:0-99")
-    need = check_memory(items, 128, available=10**12)
+    need = check_ram(items, 128, available=10**12)
     assert need == sum(estimated_bytes(it, 128) for it in items)
     assert estimated_bytes(items[0], 256) > 3.9 * estimated_bytes(items[0], 128) - 4 * 2**17
     with pytest.raises(SceneSpecError, match=r"'maze:0-99': 110 worlds at resolution 128 would need about"):
-        check_memory(items, 128, available=need)  # only half may be used
+        check_ram(items, 128, available=need)  # only half may be used
     a = write_box(tmp_path / "a.gmdag")
     file_item = parse_spec(str(a))[0]
     assert estimated_bytes(file_item, 128) == a.stat().st_size + 64 * 1024
     assert MAX_WORLDS >= 100_000
 
 
-def test_one_memory_check(monkeypatch):
-    import navi_nb.memory as memory
+def test_one_ram_check(monkeypatch):
+    import navi_nb.ram as ram
     from navi_nb.errors import NaviError
 
-    assert memory.available_memory() > 0
-    assert memory.check_fits(600 << 20, "x", available=1200 << 20) == 1200 << 20
-    with pytest.raises(NaviError, match=r"^x would need about 0.59 GiB of memory, more than 50% of the 1.17 GiB"):
-        memory.check_fits(601 << 20, "x", fraction=0.5, available=1200 << 20)
-    with pytest.raises(SceneSpecError, match=r"about 2.00 GiB of memory \(y\), more than the 1.00 GiB available$"):
-        memory.check_fits(2 << 30, "x", available=1 << 30, detail=" (y)", error=SceneSpecError)
-    monkeypatch.setattr(memory, "available_memory", lambda: None)  # nothing readable: nothing refused
-    assert memory.check_fits(1 << 60, "x") is None
+    assert ram.available_ram() > 0
+    assert ram.check_fits(600 << 20, "x", available=1200 << 20) == 1200 << 20
+    with pytest.raises(NaviError, match=r"^x would need about 0.59 GiB of RAM, more than 50% of the 1.17 GiB"):
+        ram.check_fits(601 << 20, "x", fraction=0.5, available=1200 << 20)
+    with pytest.raises(SceneSpecError, match=r"about 2.00 GiB of RAM \(y\), more than the 1.00 GiB available$"):
+        ram.check_fits(2 << 30, "x", available=1 << 30, detail=" (y)", error=SceneSpecError)
+    monkeypatch.setattr(ram, "available_ram", lambda: None)  # nothing readable: nothing refused
+    assert ram.check_fits(1 << 60, "x") is None
 
 
 def test_cli_spec_and_errors(tmp_path, capsys):

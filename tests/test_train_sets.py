@@ -344,9 +344,9 @@ def test_bad_sets_exit_2_and_write_nothing(tmp_path, capsys, monkeypatch):
     )
     save_world(tiny, tmp_path / "tiny.gmdag")
     bad(f"box,{tmp_path / 'tiny.gmdag'}", "too small to spawn in")
-    import navi_nb.memory
+    import navi_nb.ram
 
-    monkeypatch.setattr(navi_nb.memory, "available_memory", lambda: 10 * 2**20)
+    monkeypatch.setattr(navi_nb.ram, "available_ram", lambda: 10 * 2**20)
     bad("box,maze:0-99", "'maze:0-99': 101 worlds at resolution 128 would need about")
     monkeypatch.undo()
     monkeypatch.setenv("NAVI_NB_CACHE", str(cache))

@@ -98,7 +98,7 @@ def test_bad_input_writes_nothing(tmp_path, monkeypatch):
         compile_worlds(items, RES, cache, jobs=0)
     with pytest.raises(WorldCacheError, match="needs WorldItems"):
         compile_worlds(["house:1"], RES, cache)
-    monkeypatch.setattr("navi_nb.memory.available_memory", lambda: 1000)
+    monkeypatch.setattr("navi_nb.ram.available_ram", lambda: 1000)
     with pytest.raises(SceneSpecError, match="'house:1': 1 worlds at resolution 32 would need about"):
         compile_worlds(items, RES, cache)
     assert not cache.exists()

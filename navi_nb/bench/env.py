@@ -9,7 +9,7 @@ Measures, on a built-in scene (default ``house`` at 128):
 2. Navi's canonical setting: 4 actors, 256 x 48 rays, max_distance 30 m, in
    ms per step (its original takes 36.5 ms per step on a laptop GPU);
 3. time per actor-step from 16 to 4,096 actors (it should stay flat);
-4. bytes per actor (``NavEnv.memory_report``).
+4. bytes per actor (``NavEnv.ram_report``).
 
 Actions are uniform random in [-1, 1] (pre-drawn), so actors collide, slide
 and reset as in training. Wall time per step is the best of ``--repeats``
@@ -266,7 +266,7 @@ def run(args) -> dict:
             result["main"]["speedup"] = b["actor_steps_per_s"] / a["actor_steps_per_s"]
         for table in main_tables(result, args):
             console.print(table)
-        mem = env.memory_report()
+        mem = env.ram_report()
         result["memory"] = mem
         summary.append(["bytes per actor", f"{mem['bytes_per_actor']:,.0f}"])
         console.print(
@@ -309,7 +309,7 @@ def run(args) -> dict:
                     "us_per_actor_step": per,
                     "trace_us_per_actor_step": tr / n * 1e6,
                     "rest_us_per_actor_step": max(0.0, s - tr) / n * 1e6,
-                    "bytes_per_actor": env.memory_report()["bytes_per_actor"],
+                    "bytes_per_actor": env.ram_report()["bytes_per_actor"],
                 }
                 del env
             console.print(scaling_table(result, args, t))

@@ -115,7 +115,7 @@ def measure(cfg, shard_counts, updates, console=None, warmup="auto", from_run=No
     for each count."""
     import numba
 
-    from navi_nb.parallel.ranks import memory_sizes, rank_context
+    from navi_nb.parallel.ranks import ram_sizes, rank_context
     from navi_nb.train.loop import Trainer
     from navi_nb.train.runs import load_scene_set, resolve_scenes
 
@@ -173,7 +173,7 @@ def measure(cfg, shard_counts, updates, console=None, warmup="auto", from_run=No
                 "ranks": 1 if ranks is None else ranks.size,
                 "bytes_sent_per_update": 0 if ex is None else (ex.bytes_sent - sent0) / updates,
                 "exchange_share": 0.0 if ex is None else (ex.seconds - comm0) / wall,
-                "memory": [memory_sizes()] if ranks is None else ranks.comm.gather(memory_sizes(), root=0),
+                "ram": [ram_sizes()] if ranks is None else ranks.comm.gather(ram_sizes(), root=0),
             }
         )
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
@@ -322,11 +322,11 @@ def ranks_table(rows):
     and each rank's resident / proportional set size."""
     from rich.table import Table
 
-    t = Table(title="ranks: exchange and memory")
+    t = Table(title="ranks: exchange and RAM")
     for c in ("ranks", "shards", "sent/update", "exchange", "RSS/PSS per rank"):
         t.add_column(c, justify="right")
     for r in rows:
-        mem = " ".join(f"{m['rss'] / 2**20:.0f}/{m['pss'] / 2**20:.0f}M" for m in r["memory"] if m)
+        mem = " ".join(f"{m['rss'] / 2**20:.0f}/{m['pss'] / 2**20:.0f}M" for m in r["ram"] if m)
         t.add_row(
             str(r["ranks"]),
             str(r["shards"]),

@@ -69,7 +69,7 @@ def run(args) -> int:
     except OSError as exc:  # a full disk, a read-only folder: one line, not a traceback
         raise os_error(exc, "eval") from None
     except MemoryError:  # the size checks are lower bounds; what they let through may still not fit
-        raise RunError("eval: ran out of memory; use fewer episodes") from None
+        raise RunError("eval: ran out of RAM; use fewer episodes") from None
 
 
 def _run(args) -> int:

@@ -84,14 +84,14 @@ def _resolve(args, console) -> int:
     import time
 
     from navi_nb.errors import CliError
-    from navi_nb.world.scene_spec import check_memory, is_heldout, parse_spec
+    from navi_nb.world.scene_spec import check_ram, is_heldout, parse_spec
     from navi_nb.world.world_cache import compile_worlds, default_cache_dir
 
     if args.spec is not None and args.compile_spec is not None:
         raise CliError("give --spec or --compile, not both")
     spec = args.spec if args.spec is not None else args.compile_spec
     items = parse_spec(spec)
-    estimate = check_memory(items, args.resolution)
+    estimate = check_ram(items, args.resolution)
     families = {}
     for it in items:
         key = it.family if it.builtin else ("meshes" if it.mesh else ".gmdag files")

@@ -127,7 +127,7 @@ def run(args) -> int:
         except OSError as exc:  # a full disk, a read-only folder, a name too long: one line, not a traceback
             raise os_error(exc, "train") from None
         except MemoryError:  # the size checks are lower bounds; what they let through may still not fit
-            raise RunError("train: ran out of memory; use fewer actors or rollout steps") from None
+            raise RunError("train: ran out of RAM; use fewer actors or rollout steps") from None
     except BaseException as exc:
         abort_on_failure(exc)
         raise

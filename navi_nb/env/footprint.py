@@ -1,8 +1,8 @@
 """The bytes one actor of ``NavEnv`` holds at least, for checks made before an environment is built.
 
-``NavEnv.memory_report()`` measures a built environment's buffers; this is the lower bound a training or
-evaluation run checks against the available memory (``navi_nb.memory``) before it allocates anything:
-``TrainConfig.memory_estimate`` and the evaluation's estimate add the rollout slab and the network to it.
+``NavEnv.ram_report()`` measures a built environment's buffers; this is the lower bound a training or
+evaluation run checks against the available RAM (``navi_nb.ram``) before it allocates anything:
+``TrainConfig.ram_estimate`` and the evaluation's estimate add the rollout slab and the network to it.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from numba import njit
 
 from navi_nb.env.config import EnvConfigError
 from navi_nb.env.tasks import straight_distance
-from navi_nb.memory import check_fits
+from navi_nb.ram import check_fits
 from navi_nb.threads import defer
 
 UNREACHED = np.float32(-1.0)

@@ -703,7 +703,7 @@ class NavEnv:
         v.flags.writeable = False
         return v
 
-    def memory_report(self) -> dict:
+    def ram_report(self) -> dict:
         """Bytes held: per actor (state + step buffers + ray buffers) and shared."""
         per = sum(
             int(np.prod(s)) * np.dtype(d).itemsize for n, (s, d) in self._state_spec.items() if not n.startswith("rng_")

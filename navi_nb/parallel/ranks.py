@@ -353,8 +353,8 @@ class RankContext:
             "its host; blocks split contiguously, the first ranks one more when uneven",
         }
 
-    def note_memory(self, world_set):
-        """Add each rank's memory and the world's to :meth:`topology`'s dict (a collective): the world
+    def note_ram(self, world_set):
+        """Add each rank's RAM use and the world's to :meth:`topology`'s dict (a collective): the world
         set's packed layout size and file (``WorldSet.map_layouts``), and per rank its RSS and PSS and
         the layout mapping's RSS and PSS (``/proc/self/smaps``): ranks on one host that share the
         mapped pages each count a share of them in PSS."""
@@ -362,7 +362,7 @@ class RankContext:
 
         packed = world_set.packed
         self.comm.Barrier()  # every rank has mapped its world before any measures its share
-        sizes = memory_sizes() or {}
+        sizes = ram_sizes() or {}
         mapping = mapping_of(packed.child) if packed.mapped is not None else None
         every = self.comm.allgather(
             {
@@ -379,7 +379,7 @@ class RankContext:
             "mapped_from": str(packed.mapped) if packed.mapped is not None else None,
             "note": packed.map_note,
         }
-        info["memory"] = every
+        info["ram"] = every
         self.topology_info = info
         return info
 
@@ -437,7 +437,7 @@ def rank_context(actors, actor_block):
     return RankContext(comm, actors, actor_block)
 
 
-def memory_sizes():
+def ram_sizes():
     """This process's resident and proportional set sizes in bytes (``/proc/self/smaps_rollup``; pages
     shared with other processes count fully in RSS, by share in PSS); None where not readable."""
     try:
@@ -486,12 +486,12 @@ def print_topology(console, info):
         )
     console.print(t)
     console.print(f"[dim]{info['why']}[/]")
-    world, memory = info.get("world"), info.get("memory")
-    if world and memory:
+    world, ram = info.get("world"), info.get("ram")
+    if world and ram:
         where = f"mapped read-only from {world['mapped_from']}" if world["mapped_from"] else "decoded in each rank"
         console.print(f"world layout: {world['layout_bytes'] / 2**20:.1f} MiB, {where}")
         mib = lambda x: "-" if x is None else f"{x / 2**20:.1f}"  # noqa: E731
-        for m in memory:
+        for m in ram:
             console.print(
                 f"  rank {m['rank']}: RSS {mib(m['rss'])} MiB, PSS {mib(m['pss'])} MiB; world mapping "
                 f"RSS {mib(m['world_rss'])} MiB, PSS {mib(m['world_pss'])} MiB"

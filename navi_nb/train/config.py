@@ -215,7 +215,7 @@ class TrainConfig(PPOConfig):
             raise ConfigError(f"{source}: {exc}") from None
         return self
 
-    def memory_estimate(self) -> int:
+    def ram_estimate(self) -> int:
         """A lower bound on the bytes a run of this config holds: per actor, the environment's state and
         step buffers, the sensor's ray buffers and the rollout slab (the world and the network are extra)."""
         obs_dim = self.obs_dim()

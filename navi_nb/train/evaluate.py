@@ -38,7 +38,7 @@ from navi_nb.train.runs import (
     CHECKPOINT_LAYOUT,
     POLICY_FILE,
     RunError,
-    check_memory,
+    check_ram,
     load_run_worlds,
     load_scene_set,
     make_env,
@@ -316,7 +316,7 @@ def evaluate_policy(act, world_set, cfg, episodes=100, seed=None):
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
     eval_seed = cfg.seed + SEED_OFFSET if seed is None else int(seed)
-    check_memory(f"evaluating {episodes} episodes", episodes_memory_estimate(cfg, episodes))
+    check_ram(f"evaluating {episodes} episodes", episodes_ram_estimate(cfg, episodes))
     env = evaluation_env(world_set, cfg, episodes, eval_seed)
     ep, _traj = run_episodes(env, act, env.config.max_steps + 1)
     return {"seed": eval_seed, **summarize(ep), "difficulty": difficulty(ep), "per_episode": ep}
@@ -358,7 +358,7 @@ def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_ove
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
     eval_seed = cfg.seed + SEED_OFFSET if seed is None else int(seed)
-    check_memory(f"evaluating {episodes} episodes", episodes_memory_estimate(cfg, episodes))
+    check_ram(f"evaluating {episodes} episodes", episodes_ram_estimate(cfg, episodes))
     world_set, split_of = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
     policy, origin = load_run_policy(run_path, cfg, source)  # a damaged policy is refused before any world is traced
     env = evaluation_env(world_set, cfg, episodes, eval_seed, overrides)
@@ -453,7 +453,7 @@ def world_records(world_set, run_path=None):
     return out
 
 
-def episodes_memory_estimate(cfg, episodes: int) -> int:
+def episodes_ram_estimate(cfg, episodes: int) -> int:
     """A lower bound on the bytes evaluating ``episodes`` side by side holds: one environment actor per
     episode, the policy's hidden activations (actor and critic trunks), and its logged poses (position
     and yaw, 16 bytes a step: the list of steps, the stacked array and its float32 copy)."""

@@ -44,7 +44,7 @@ from navi_nb.train.runs import (
     POLICY_FILE,
     RUN_FILE,
     RunError,
-    check_memory,
+    check_ram,
     claim_run_path,
     load_run_worlds,
     load_scene_set,
@@ -90,7 +90,7 @@ class Trainer:
         if ranks is not None:
             self.ppo.exchange = ranks.exchange
             self._rng_collect = RowSlice(self.rng_action, ranks.first_actor, cfg.actors)
-            ranks.note_memory(world_set)  # per-rank RSS / PSS and the shared world mapping, for the topology
+            ranks.note_ram(world_set)  # per-rank RSS / PSS and the shared world mapping, for the topology
         self.update = 0
         self.global_step = 0
         self.obs = None
@@ -124,7 +124,7 @@ class Trainer:
         while worlds compile (with a console)."""
         cfg.validate()
         items = resolve_scenes(cfg.scenes, cfg)
-        check_memory(f"actors={cfg.actors} with rollout_steps={cfg.rollout_steps}", cfg.memory_estimate())
+        check_ram(f"actors={cfg.actors} with rollout_steps={cfg.rollout_steps}", cfg.ram_estimate())
         ranks = _rank_context(cfg)
         lock, made = None, False
         if ranks is None or ranks.is_root:
@@ -245,7 +245,7 @@ class Trainer:
         for k, v in changed.items():
             setattr(cfg, k, v)
         cfg.validate()
-        check_memory(f"actors={cfg.actors} with rollout_steps={cfg.rollout_steps}", cfg.memory_estimate())
+        check_ram(f"actors={cfg.actors} with rollout_steps={cfg.rollout_steps}", cfg.ram_estimate())
         folder = run_path / CHECKPOINT_DIR
         try:
             strangers = sorted(p.name for p in folder.iterdir() if ck.CKPT_RE.match(p.name) and not p.is_file())
@@ -526,7 +526,7 @@ class Trainer:
         self.calibrate_shards(timer=shard_timer)
         if console is not None:
             self.shard_report.print(console)
-            mem = self.env.memory_report()
+            mem = self.env.ram_report()
             if mem["geodesic_field_bytes_per_actor"]:
                 console.print(
                     f"geodesic fields: {mem['geodesic_field_bytes_per_actor'] / 1024:.0f} KiB per actor, "
@@ -626,7 +626,7 @@ class Trainer:
                 "start": self.shard_report.as_dict() if self.shard_report is not None else None,
                 "watch": self.shard_watch.as_dict() if self.shard_watch is not None else None,
             },
-            # hosts, ranks, threads and memory of this call's placement (a resume may use another)
+            # hosts, ranks, threads and RAM of this call's placement (a resume may use another)
             **({"topology": self.ranks.topology_info} if self.ranks is not None else {}),
             "software": {
                 "cpu": cpu_model(),

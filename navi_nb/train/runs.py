@@ -89,15 +89,15 @@ def resolve_scenes(spec, cfg: TrainConfig, training=True) -> list:
     """The WorldItems of a scene spec, checked before anything is loaded or written.
 
     Raises SceneSpecError naming the item for a malformed spec, an empty range, a missing or invalid file,
-    a world too small to spawn in, a set too large for memory, or (``training``) a held-out seed when
+    a world too small to spawn in, a set too large for the RAM, or (``training``) a held-out seed when
     ``cfg.allow_heldout`` is off.
     """
-    from navi_nb.world.scene_spec import check_memory, check_training_items, parse_spec
+    from navi_nb.world.scene_spec import check_ram, check_training_items, parse_spec
 
     items = parse_spec(spec, actor_radius=actor_radius(cfg))
     if training:
         check_training_items(items, cfg.allow_heldout)
-    check_memory(items, cfg.resolution)
+    check_ram(items, cfg.resolution)
     return items
 
 
@@ -435,14 +435,14 @@ def os_error(exc: OSError, doing: str) -> RunError:
 
 
 # --------------------------------------------------------------------------
-# memory: refuse what cannot fit before allocating it
+# RAM: refuse what cannot fit before allocating it
 # --------------------------------------------------------------------------
 
 
-def check_memory(what: str, need: int) -> None:
-    """Raise RunError when ``need`` bytes (a lower bound of what ``what`` allocates) exceed the memory available
-    (``navi_nb.memory.check_fits``, the one memory check)."""
-    from navi_nb.memory import check_fits
+def check_ram(what: str, need: int) -> None:
+    """Raise RunError when ``need`` bytes (a lower bound of what ``what`` allocates) exceed the RAM available
+    (``navi_nb.ram.check_fits``, the one RAM check)."""
+    from navi_nb.ram import check_fits
 
     check_fits(need, what, error=RunError)
 

@@ -40,8 +40,8 @@ Bad input raises :class:`SceneSpecError` naming the offending item before
 anything is loaded or written: malformed items, empty ranges, unknown
 families, seeds of a family without seeds, missing or invalid files, empty
 folders and globs, list files that include themselves, worlds too small for an
-actor, and sets whose count or estimated size would not fit in memory
-(``check_memory``).
+actor, and sets whose count or estimated size would not fit in RAM
+(``check_ram``).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ MAX_WORLDS = 100_000  # most worlds one spec may name
 MAX_SEED = 2**63 - 1
 MAX_LIST_DEPTH = 8  # list files including list files
 MAX_LIST_BYTES = 16 * 1024 * 1024  # largest list file read (a list of 100,000 paths is a few MiB)
-MEMORY_FRACTION = 0.5  # a set may use at most this share of the available memory
+RAM_FRACTION = 0.5  # a set may use at most this share of the available RAM
 WORLD_SUFFIX = ".gmdag"
 # Mesh files a spec may name (compared in lower case): the formats navi_nb.world.mesh_io reads itself, and
 # those it reads through trimesh that hold their whole mesh in one file (not .gltf, whose buffers may lie in
@@ -399,11 +399,11 @@ def estimated_bytes(item: WorldItem, resolution: int) -> int:
         raise SceneSpecError(f"scene spec item {item.origin!r}: cannot read {item.path}") from None
 
 
-def check_memory(items, resolution, available=None) -> int:
-    """Raise unless the worlds' estimated bytes fit in MEMORY_FRACTION of the available memory
-    (``navi_nb.memory.check_fits``, the one memory check). Names the spec item that contributes most.
+def check_ram(items, resolution, available=None) -> int:
+    """Raise unless the worlds' estimated bytes fit in RAM_FRACTION of the available RAM
+    (``navi_nb.ram.check_fits``, the one RAM check). Names the spec item that contributes most.
     Returns the estimate (bytes)."""
-    from navi_nb.memory import check_fits, size_text
+    from navi_nb.ram import check_fits, size_text
 
     by_origin = {}
     for it in items:
@@ -413,7 +413,7 @@ def check_memory(items, resolution, available=None) -> int:
     check_fits(
         total,
         f"scene spec item {worst!r}: {len(items):,} worlds at resolution {resolution}",
-        fraction=MEMORY_FRACTION,
+        fraction=RAM_FRACTION,
         available=available,
         detail=f" ({size_text(by_origin[worst])} from this item)",
         error=SceneSpecError,

@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from navi_nb.errors import NaviError
-from navi_nb.world.scene_spec import SceneSpecError, WorldItem, check_memory, check_room, check_world_file
+from navi_nb.world.scene_spec import SceneSpecError, WorldItem, check_ram, check_room, check_world_file
 
 # Raised when reading a mesh file (navi_nb.world.mesh_io) changes what it returns for some file: mesh entries
 # then start in fresh folders.
@@ -265,7 +265,7 @@ def compile_worlds(items, resolution=128, cache_dir=None, jobs=1, progress=False
     items: WorldItems (world file items are passed through as their own paths).
     jobs: worker processes for the missing entries (1: compile in this process).
     progress: True for a rich progress bar on stderr, or a callable(done, total).
-    Checks everything (resolution, jobs, memory, file items; every mesh to compile is read and checked)
+    Checks everything (resolution, jobs, RAM, file items; every mesh to compile is read and checked)
     before writing. A mesh that cannot be read or compiled raises SceneSpecError naming its item.
     """
     _check_resolution(resolution)
@@ -274,7 +274,7 @@ def compile_worlds(items, resolution=128, cache_dir=None, jobs=1, progress=False
     for it in items:
         if not isinstance(it, WorldItem):
             raise WorldCacheError(f"compile_worlds needs WorldItems (see scene_spec.parse_spec), got {it!r}")
-    check_memory(items, resolution)
+    check_ram(items, resolution)
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     paths, missing = [], []
     for it in items:
@@ -386,7 +386,7 @@ def _run(missing, resolution, jobs, progress):
                         raise _item_error(futures[f], exc) from None
                     except BrokenProcessPool:
                         raise _item_error(
-                            futures[f], "a compile process died (out of memory?); entries finished so far are kept"
+                            futures[f], "a compile process died (out of RAM?); entries finished so far are kept"
                         ) from None
                     done += 1
                     tick(done)

@@ -1,6 +1,6 @@
-"""Memory checks: refuse what cannot fit before allocating it.
+"""RAM checks: refuse what cannot fit in the machine's memory before allocating it.
 
-``available_memory()`` is the bytes this process may still allocate (the
+``available_ram()`` is the bytes this process may still allocate (the
 system's ``MemAvailable``, capped by a cgroup memory limit minus its use);
 ``check_fits(need, what)`` raises when an estimate exceeds a share of it. The
 world stage (scene sets, ``world/scene_spec.py``) and the train stage (actors,
@@ -22,7 +22,7 @@ _CGROUP_FILES = (
 _NO_LIMIT = 2**60  # cgroup v1 writes "unlimited" as a number near 2**63
 
 
-def available_memory() -> int | None:
+def available_ram() -> int | None:
     """Bytes this process may still allocate: the smaller of ``MemAvailable`` and the cgroup's limit minus its
     use; the free pages where neither can be read; None where nothing can be read."""
     found = []
@@ -60,17 +60,17 @@ def size_text(n: int) -> str:
 def check_fits(
     need: int, what: str, *, fraction: float = 1.0, available=None, detail: str = "", error=NaviError
 ) -> int | None:
-    """Raise ``error`` when ``need`` bytes exceed ``fraction`` of the available memory; returns the bytes available.
+    """Raise ``error`` when ``need`` bytes exceed ``fraction`` of the available RAM; returns the bytes available.
 
-    The message reads ``"{what} would need about N GiB of memory{detail}, more than [50% of] the M GiB
+    The message reads ``"{what} would need about N GiB of RAM{detail}, more than [50% of] the M GiB
     available"``, e.g. with ``what="actors=4096 with rollout_steps=128"``. available: bytes (default:
-    ``available_memory()``; where that cannot be read nothing is refused).
+    ``available_ram()``; where that cannot be read nothing is refused).
     """
-    have = available_memory() if available is None else int(available)
+    have = available_ram() if available is None else int(available)
     if have is not None and need > fraction * have:
         share = "" if fraction >= 1.0 else f"{fraction:.0%} of "
         raise error(
-            f"{what} would need about {size_text(need)} of memory{detail}, "
+            f"{what} would need about {size_text(need)} of RAM{detail}, "
             f"more than {share}the {size_text(have)} available"
         )
     return have
