@@ -267,10 +267,10 @@ def run(args) -> dict:
         for table in main_tables(result, args):
             console.print(table)
         mem = env.ram_report()
-        result["memory"] = mem
+        result["ram"] = mem
         summary.append(["bytes per actor", f"{mem['bytes_per_actor']:,.0f}"])
         console.print(
-            f"memory per actor: {mem['bytes_per_actor']:,.0f} B (state {mem['state_bytes_per_actor']:,.0f}, "
+            f"RAM per actor: {mem['bytes_per_actor']:,.0f} B (state {mem['state_bytes_per_actor']:,.0f}, "
             f"visit grid {mem['visit_grid_bytes_per_actor']}, ray buffers "
             f"{mem['ray_buffer_bytes_per_actor']:,}); shared: world {mem['shared_world_bytes']:,} B, "
             f"spawn pool {mem['shared_spawn_pool_bytes']:,} B"
