@@ -11,6 +11,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from navi_nb.errors import NaviError
 
 
@@ -29,9 +31,20 @@ class StateError(NaviError, ValueError):
 TASKS = ("pointgoal", "explore")
 WORLD_SCHEDULES = ("random", "round_robin")
 DISTANCES = ("geodesic", "euclidean")
-EPISODE_KEYS = ("return", "length", "success", "spl", "coverage", "collisions", "world")
-"""The finished episodes' statistics an environment reports in ``info["episode"]`` (one value per actor;
-the toy environments report the ones that apply to them)."""
+EPISODE_RECORD = {
+    "return": np.float32,  # the episode's summed reward
+    "length": np.int32,  # its steps
+    "success": np.bool_,  # reached the goal (point-goal)
+    "spl": np.float32,  # success weighted by path length (point-goal)
+    "coverage": np.float32,  # cells visited (explore)
+    "collisions": np.int32,  # contacts
+    "world": np.int32,  # index of its world in the world set
+}
+"""The episode record: each finished episode's statistics and their dtypes, as an environment reports them
+in ``info["episode"]`` (one value per actor; the toy environments report the ones that apply to them), the
+collection loop gathers them and an evaluation keeps them (``eval_episodes.npz``)."""
+EPISODE_KEYS = tuple(EPISODE_RECORD)
+"""The episode record's names, in its order."""
 EPISODE_SETTINGS = (
     "goal_min_distance",
     "goal_max_distance",

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from navi_nb.env.checks import check_actions, check_state_ranges
-from navi_nb.env.config import EPISODE_KEYS, TASKS, EnvConfig, EnvConfigError, StateError
+from navi_nb.env.config import EPISODE_RECORD, TASKS, EnvConfig, EnvConfigError, StateError
 from navi_nb.env.footprint import RAY_BYTES
 from navi_nb.env.geodesic import GoalFields
 from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
@@ -56,7 +56,6 @@ from navi_nb.threads import defer
 from navi_nb.world import gmdag
 from navi_nb.world.world_set import WorldSet
 
-EPISODE_DTYPES = (np.float32, np.int32, bool, np.float32, np.float32, np.int32, np.int32)  # of EPISODE_KEYS
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -301,7 +300,7 @@ class NavEnv:
         self._final_obs = self._obs_pair[A:]
         self._final_pos = np.zeros((A, 3), np.float32)  # where a finished episode ended (before its reset)
         self._final_yaw = np.zeros(A, np.float32)
-        self._ep_out = {k: np.zeros(A, t) for k, t in zip(EPISODE_KEYS, EPISODE_DTYPES)}
+        self._ep_out = {k: np.zeros(A, t) for k, t in EPISODE_RECORD.items()}
         self._all_rows = np.arange(A, dtype=np.int64)
         self._path_jobs = []  # (rows, threads.Deferred): SPL's shortest paths being computed (_start_shortest_paths)
         self._field_job = None  # the fields of the episodes a step starts, computed while it traces (_start)

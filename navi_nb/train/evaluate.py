@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 import navi_nb
-from navi_nb.env.config import EPISODE_SETTINGS, EnvConfig
+from navi_nb.env.config import EPISODE_KEYS, EPISODE_RECORD, EPISODE_SETTINGS, EnvConfig
 from navi_nb.train import checkpoint as ck
 from navi_nb.train.runs import (
     CHECKPOINT_DIR,
@@ -54,6 +54,9 @@ from navi_nb.train.runs import (
 
 EVAL_FILE = "eval.json"
 EPISODES_FILE = "eval_episodes.npz"
+SCORED_KEYS = tuple(k for k in EPISODE_KEYS if k not in ("coverage", "world"))
+"""The episode record's entries an evaluation scores per episode (coverage is the explore task's; the world is
+kept beside them as an index)."""
 SEED_OFFSET = 1_000_003
 Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
 BOOTSTRAP_RESAMPLES = 2000
@@ -209,7 +212,7 @@ def run_episodes(env, act, max_ticks):
     geodesic = np.array(env.shortest_paths, np.float64) if hasattr(env, "shortest_paths") else None
     straight = np.linalg.norm(goals.astype(np.float64) - pos_log[0].astype(np.float64), axis=1)
     finished = np.zeros(A, bool)
-    out = {k: np.zeros(A, np.float64) for k in ("return", "length", "success", "spl", "collisions")}
+    out = {k: np.zeros(A, np.float64) for k in SCORED_KEYS}
     world = np.zeros(A, np.int64)
     final_pos = np.zeros((A, 3), np.float32)
     for _ in range(max_ticks):
@@ -418,12 +421,7 @@ def save_results(run_path, res, ep, traj, cfg, eval_seed, records):
             "positions": traj["positions"],
             "yaws": traj["yaws"],
             "goals": traj["goals"],
-            "length": ep["length"].astype(np.int32),
-            "success": ep["success"].astype(np.bool_),
-            "return": ep["return"].astype(np.float32),
-            "spl": ep["spl"].astype(np.float32),
-            "collisions": ep["collisions"].astype(np.int32),
-            "world": ep["world"].astype(np.int32),
+            **{k: ep[k].astype(EPISODE_RECORD[k]) for k in SCORED_KEYS + ("world",)},
         },
         {
             "kind": "eval_episodes",
@@ -473,12 +471,7 @@ def episodes_spec(n_episodes, n_steps):
         "positions": ((n_steps, n_episodes, 3), np.float32),
         "yaws": ((n_steps, n_episodes), np.float32),
         "goals": ((n_episodes, 3), np.float32),
-        "length": ((n_episodes,), np.int32),
-        "success": ((n_episodes,), np.bool_),
-        "return": ((n_episodes,), np.float32),
-        "spl": ((n_episodes,), np.float32),
-        "collisions": ((n_episodes,), np.int32),
-        "world": ((n_episodes,), np.int32),
+        **{k: ((n_episodes,), EPISODE_RECORD[k]) for k in SCORED_KEYS + ("world",)},
     }
 
 
