@@ -60,8 +60,8 @@ wall = time.perf_counter() - t0
 print(f"trained {model.num_timesteps:,} actor-steps in {wall:.1f} s ({model.num_timesteps / wall:,.0f} actor-steps/s)")
 
 res = evaluate_policy(lambda obs: model.predict(obs, deterministic=True)[0], world_set, cfg, args.episodes)
-(slo, shi), (plo, phi) = res["success_rate_ci95"], res["spl_ci95"]
+(slo, shi), (plo, phi) = res["success_rate_ci95"], res["spl_mean_ci95"]
 print(
     f"evaluation ({res['episodes']} episodes, seed {res['seed']}): success {res['success_rate']:.1%} "
-    f"({slo:.0%}-{shi:.0%}), SPL {res['spl']:.2f} ({plo:.2f}-{phi:.2f}), mean length {res['length_mean']:.1f}"
+    f"({slo:.0%}-{shi:.0%}), SPL {res['spl_mean']:.2f} ({plo:.2f}-{phi:.2f}), mean length {res['length_mean']:.1f}"
 )

@@ -158,15 +158,15 @@ FORMATS = {
 EVAL_FIGURES = (
     ("success", "success_rate", "percent", "success rate"),
     ("success_ci", "success_rate_ci95", "percent_range", "its 95 % Wilson interval"),
-    ("spl", "spl", "two", "mean SPL"),
-    ("spl_ci", "spl_ci95", "two_range", "its 95 % bootstrap interval"),
+    ("spl", "spl_mean", "two", "mean SPL"),
+    ("spl_ci", "spl_mean_ci95", "two_range", "its 95 % bootstrap interval"),
     ("collisions", "collisions_mean", "sig3", "mean collisions per episode"),
 )
 """(figure, key in an evaluation's results, format, what it is): the figures of an evaluation's episodes, all of
 them or one scene family's (each row of the ablation table, each family)."""
 EVAL_DETAIL_FIGURES = (
-    ("final_distance", "final_distance", "two", "mean final distance to the goal, m"),
-    ("final_distance_ci", "final_distance_ci95", "two_range", "its 95 % bootstrap interval"),
+    ("final_distance", "final_distance_mean", "two", "mean final distance to the goal, m"),
+    ("final_distance_ci", "final_distance_mean_ci95", "two_range", "its 95 % bootstrap interval"),
     ("length", "length_mean", "sig3", "mean episode length, steps"),
 )
 """The figures of the quick starts' evaluations besides ``EVAL_FIGURES``."""
@@ -244,7 +244,7 @@ FIGURES = {
 def held_out_families(path, what):
     """A held-out evaluation's JSON and its results per family of ``FAMILIES`` (a HeadlineError names the file
     when it holds training worlds or lacks a family)."""
-    res = read_json(path, what)
+    res = read_eval(path, what)
     splits = res.get("splits") or {}
     if set(splits) != {"held-out"}:
         raise HeadlineError(f"{path}: is not a held-out evaluation (its splits: {', '.join(splits) or 'none'})")
@@ -316,6 +316,14 @@ def read_json(path, what):
     return data
 
 
+def read_eval(path, what):
+    """An evaluation's JSON (``eval.json`` or ``navi-nb eval --json``) with its figures under today's names,
+    whichever version wrote it (``evaluate.current_names``)."""
+    from navi_nb.train.evaluate import current_names
+
+    return current_names(read_json(path, what))
+
+
 def need(data, key, path):
     v = data.get(key)
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
@@ -339,7 +347,7 @@ def quickstart(run, wall_s):
     run = Path(run)
     config = read_json(run / "config.json", "the run's config")
     record = read_json(run / "run.json", "the run's record (written when a train command ends)")
-    ev = read_json(run / "eval.json", "the run's evaluation")
+    ev = read_eval(run / "eval.json", "the run's evaluation")
     segments = record.get("segments")
     if not isinstance(segments, list) or not segments:
         raise HeadlineError(f"{run / 'run.json'}: has no training segments")
@@ -406,7 +414,7 @@ def train_command(settings, where):
 
 
 def heldout(path, run_name, machine):
-    res = read_json(path, "the held-out evaluation")
+    res = read_eval(path, "the held-out evaluation")
     splits = res.get("splits") or {}
     if set(splits) != {"held-out"}:
         raise HeadlineError(f"{path}: is not a held-out evaluation (its splits: {', '.join(splits) or 'none'})")

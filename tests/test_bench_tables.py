@@ -378,10 +378,10 @@ def test_eval_table_with_families_reads_whole_at_80_columns():
             "episodes": n,
             "success_rate": rate,
             "success_rate_ci95": (rate - 0.05, min(1.0, rate + 0.04)),
-            "spl": 0.53,
-            "spl_ci95": (0.49, 0.58),
-            "final_distance": 1.06,
-            "final_distance_ci95": (0.81, 1.36),
+            "spl_mean": 0.53,
+            "spl_mean_ci95": (0.49, 0.58),
+            "final_distance_mean": 1.06,
+            "final_distance_mean_ci95": (0.81, 1.36),
         }
 
     fams = {"house": group(100, 0.81), "maze": group(100, 0.78), "clutter": group(100, 0.97)}

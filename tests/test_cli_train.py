@@ -381,7 +381,7 @@ def test_eval_reports_success_and_spl_per_difficulty_bin(trained, tmp_path, caps
                 continue
             assert groups[label]["episodes"] == int(rows.sum())
             assert groups[label]["success_rate"] == pytest.approx(succ[rows].mean())
-            assert groups[label]["spl"] == pytest.approx(spl[rows].mean())
+            assert groups[label]["spl_mean"] == pytest.approx(spl[rows].mean())
 
 
 def test_eval_env_sets_episode_settings_and_refuses_others(trained, tmp_path, capsys):

@@ -138,6 +138,24 @@ def test_script_on_a_tiny_run(tmp_path, capsys):
         assert rows[key] == f"<!-- fig:{key} -->{data['figures'][key]['text']}<!-- /fig -->", key
     assert data["sources"]["quickstart"]["evaluation"]["episodes"] == 4
     assert data["sources"]["heldout"]["evaluation"]["scenes"] == "house:1000000,maze:1000000"
+    # an evaluation written by an earlier version (spl, final_distance and their intervals under their former
+    # names) gives the same figures
+    from navi_nb.train.evaluate import RENAMED_RESULTS
+
+    former = {new: old for old, new in RENAMED_RESULTS.items()}
+
+    def earlier(value, key=""):
+        if not isinstance(value, dict) or key == "per_episode":
+            return value
+        return {former.get(k, k): earlier(v, k) for k, v in value.items()}
+
+    res = json.loads(held.read_text())
+    old = tmp_path / "heldout_earlier.json"
+    old.write_text(json.dumps(earlier(res)))
+    assert "spl" in json.loads(old.read_text())["families"]["maze"] and "spl_mean" in res["families"]["maze"]
+    assert hf.read_eval(old, "x") == hf.read_eval(held, "x") == res
+    assert hf.heldout(old, "qs", "m")[0] == hf.heldout(held, "qs", "m")[0]
+
     assert "house:1000000,maze:1000000 --episodes 4" in data["sources"]["heldout"]["commands"][0]
     assert data["sources"]["heldout"]["machine"] == data["sources"]["quickstart"]["machine"]
     assert data["sources"]["quickstart"]["machine"].startswith(cpu_model() + ", ")

@@ -63,6 +63,39 @@ def test_resume_drops_rows_after_checkpoint_and_torn_line(tmp_path):
     assert [r["update"] for r in read_metrics_jsonl(tmp_path / "metrics.jsonl")] == [1, 2, 3, 4]
 
 
+def test_files_of_earlier_versions_read_under_todays_names(tmp_path):
+    """A run folder written when the mean return and length were ep_return_mean / ep_length_mean: both readers
+    give today's names with the same values, and a resume rewrites the kept rows under today's header."""
+    from navi_nb.train.metrics import RENAMED_COLUMNS
+
+    with MetricsLog(tmp_path, tensorboard=False) as log:
+        for u in range(1, 4):
+            log.write(_row(u))
+    today_csv, today_jsonl = read_metrics_csv(tmp_path / "metrics.csv"), read_metrics_jsonl(tmp_path / "metrics.jsonl")
+    earlier = {new: old for old, new in RENAMED_COLUMNS.items()}
+    assert set(earlier) == {"return_mean", "length_mean"} <= set(COLUMN_NAMES)
+    csv_text = (tmp_path / "metrics.csv").read_text()
+    header, rest = csv_text.split("\n", 1)
+    (tmp_path / "metrics.csv").write_text(",".join(earlier.get(c, c) for c in header.split(",")) + "\n" + rest)
+    lines = [json.loads(s) for s in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    (tmp_path / "metrics.jsonl").write_text(
+        "".join(json.dumps({earlier.get(k, k): v for k, v in r.items()}) + "\n" for r in lines)
+    )
+    assert "ep_return_mean" in (tmp_path / "metrics.csv").read_text().split("\n", 1)[0]
+    for old, new in (
+        (read_metrics_csv(tmp_path / "metrics.csv"), today_csv),
+        (read_metrics_jsonl(tmp_path / "metrics.jsonl"), today_jsonl),
+    ):
+        assert [list(r) for r in old] == [list(r) for r in new]
+        assert [r["return_mean"] for r in old] == [u / 7.0 for u in range(1, 4)]
+        assert all(math.isnan(a["success_rate"]) == math.isnan(b["success_rate"]) for a, b in zip(old, new))
+    with MetricsLog(tmp_path, resume_update=2, tensorboard=False) as log:
+        log.write(_row(3))
+    assert (tmp_path / "metrics.csv").read_text().split("\n", 1)[0].split(",") == COLUMN_NAMES
+    assert all(list(json.loads(s)) == COLUMN_NAMES for s in (tmp_path / "metrics.jsonl").read_text().splitlines())
+    assert [r["length_mean"] for r in read_metrics_jsonl(tmp_path / "metrics.jsonl")] == [u / 7.0 for u in (1, 2, 3)]
+
+
 def test_tensorboard_absent_is_said_once(tmp_path):
     log = MetricsLog(tmp_path, tensorboard=True)
     log.close()

@@ -201,7 +201,7 @@ def test_evaluate_policy_takes_any_acting_function():
     cfg = TrainConfig(scenes="box", sensor_az=8, sensor_el=4, env={"max_steps": 5}).validate()
     # standing still never reaches a goal (goals are >= 1 m away): every episode runs to the limit
     res = evaluate_policy(lambda obs: np.zeros((obs.shape[0], 4), np.float32), WorldSet.of(scene_world("box")), cfg, 6)
-    assert res["episodes"] == 6 and res["success_rate"] == 0.0 and res["spl"] == 0.0
+    assert res["episodes"] == 6 and res["success_rate"] == 0.0 and res["spl_mean"] == 0.0
     assert res["success_rate_ci95"] == wilson_interval(0, 6)
     assert np.all(res["per_episode"]["length"] == 5)
 
@@ -269,16 +269,16 @@ def test_bench_sb3_tables_at_80_columns():
             "navi_nb": {
                 "success_rate": 0.4567,
                 "success_rate_ci95": [0.41, 0.50],
-                "spl": 0.321,
-                "spl_ci95": [0.29, 0.35],
+                "spl_mean": 0.321,
+                "spl_mean_ci95": [0.29, 0.35],
                 "per_seed": [0.4, 0.5, 0.47],
                 "wall_s": 123.4,
             },
             "sb3": {
                 "success_rate": 0.1234,
                 "success_rate_ci95": [0.09, 0.16],
-                "spl": 0.0987,
-                "spl_ci95": [0.07, 0.12],
+                "spl_mean": 0.0987,
+                "spl_mean_ci95": [0.07, 0.12],
                 "per_seed": [0.1, 0.15, 0.12],
                 "wall_s": 1234.5,
             },

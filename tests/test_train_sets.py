@@ -238,7 +238,7 @@ def test_eval_splits_train_and_heldout(trained, tmp_path, capsys):
         assert g["episodes"] == n[s]
         succ = [x for x, sp in zip(res["per_episode"]["success"], res["per_episode"]["split"]) if sp == s]
         assert g["success_rate"] == sum(succ) / len(succ)
-        assert g["spl_ci95"][0] <= g["spl"] <= g["spl_ci95"][1]
+        assert g["spl_mean_ci95"][0] <= g["spl_mean"] <= g["spl_mean_ci95"][1]
     if len(res["splits"]) == 2:
         assert (
             res["generalization_gap"]

@@ -204,11 +204,11 @@ def tables(result, args):
             t.add_column(c, justify="right")
         for who, name in (("navi_nb", "navi_nb"), ("sb3", "SB3 PPO")):
             g = ln[who]
-            (slo, shi), (plo, phi) = g["success_rate_ci95"], g["spl_ci95"]
+            (slo, shi), (plo, phi) = g["success_rate_ci95"], g["spl_mean_ci95"]
             t.add_row(
                 name,
                 f"{g['success_rate']:.1%} ({slo:.0%}-{shi:.0%})",
-                f"{g['spl']:.2f} ({plo:.2f}-{phi:.2f})",
+                f"{g['spl_mean']:.2f} ({plo:.2f}-{phi:.2f})",
                 " ".join(f"{s:.0%}" for s in g["per_seed"]),
                 f"{g['wall_s']:,.0f}",
             )

@@ -100,7 +100,8 @@ def bootstrap_interval(values, resamples=BOOTSTRAP_RESAMPLES, seed=0):
 
 
 def summarize(ep, rows=None):
-    """Means and 95 % intervals of the episodes ``rows`` (default all) of per-episode arrays ``ep``."""
+    """Means and 95 % intervals of the episodes ``rows`` (default all) of per-episode arrays ``ep``: each
+    quantity's mean is ``NAME_mean`` (the success's is ``success_rate``), its interval ``..._ci95``."""
     sel = slice(None) if rows is None else rows
     succ = ep["success"][sel]
     n = int(succ.size)
@@ -111,8 +112,8 @@ def summarize(ep, rows=None):
     }
     for k in ("spl", "final_distance"):
         v = ep[k][sel]
-        out[k] = float(v.mean()) if n else float("nan")
-        out[k + "_ci95"] = bootstrap_interval(v)
+        out[k + "_mean"] = float(v.mean()) if n else float("nan")
+        out[k + "_mean_ci95"] = bootstrap_interval(v)
     for k in ("return", "length", "collisions"):
         out[k + "_mean"] = float(ep[k][sel].mean()) if n else float("nan")
     return out
@@ -593,13 +594,13 @@ def print_results(console, res):
     for i, (name, g) in enumerate(groups + families + bins):
         if i in sections and i < len(groups + families + bins):
             t.add_section()
-        (slo, shi), (plo, phi), (dlo, dhi) = g["success_rate_ci95"], g["spl_ci95"], g["final_distance_ci95"]
+        (slo, shi), (plo, phi), (dlo, dhi) = g["success_rate_ci95"], g["spl_mean_ci95"], g["final_distance_mean_ci95"]
         t.add_row(  # sized to read whole at 80 columns with a family's name in the first column
             name,
             str(g["episodes"]),
             f"{g['success_rate']:.1%} ({100 * slo:.0f}-{100 * shi:.0f}%)",
-            f"{g['spl']:.2f} ({plo:.2f}-{phi:.2f})",
-            f"{g['final_distance']:.2f} ({dlo:.2f}-{dhi:.2f})",
+            f"{g['spl_mean']:.2f} ({plo:.2f}-{phi:.2f})",
+            f"{g['final_distance_mean']:.2f} ({dlo:.2f}-{dhi:.2f})",
         )
     console.print(t)
     if "generalization_gap" in res:
@@ -609,6 +610,35 @@ def print_results(console, res):
         f"steps, {res['collisions_mean']:.2f} collisions per episode; policy {res['policy']['source']} "
         f"(update {res['policy']['update']}); {res['wall_s']:.1f} s"
     )
+
+
+RENAMED_RESULTS = {
+    "spl": "spl_mean",
+    "spl_ci95": "spl_mean_ci95",
+    "final_distance": "final_distance_mean",
+    "final_distance_ci95": "final_distance_mean_ci95",
+}
+"""The figures of an evaluation's groups under the names ``eval.json`` files of earlier versions give them."""
+
+
+def current_names(res: dict) -> dict:
+    """An evaluation's results (``eval.json``, any version) with every group's figures under today's names
+    (``RENAMED_RESULTS``): the whole evaluation, each split, family and difficulty bin; ``per_episode`` keeps
+    the episode record's names. Results already in today's names come back equal."""
+
+    def group(g):
+        return {RENAMED_RESULTS.get(k, k): v for k, v in g.items()} if isinstance(g, dict) else g
+
+    out = group(res)
+    for key in ("splits", "families"):
+        if isinstance(out.get(key), dict):
+            out[key] = {name: group(g) for name, g in out[key].items()}
+    if isinstance(out.get("difficulty"), dict):
+        out["difficulty"] = {
+            k: {name: group(g) for name, g in bins.items()} if isinstance(bins, dict) else bins
+            for k, bins in out["difficulty"].items()
+        }
+    return out
 
 
 def results_json(res) -> str:

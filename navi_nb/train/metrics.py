@@ -30,8 +30,8 @@ COLUMNS = [
     ("time_s", "perf", "seconds since this run (or its latest resume) started"),
     ("actor_steps_per_s", "perf", "actor-steps per second over this update, collection and learning together"),
     ("episodes", "charts", "episodes finished during this update's rollout"),
-    ("ep_return_mean", "charts", "mean return of those episodes (NaN if none finished)"),
-    ("ep_length_mean", "charts", "mean length in steps of those episodes (NaN if none)"),
+    ("return_mean", "charts", "mean return of those episodes (NaN if none finished)"),
+    ("length_mean", "charts", "mean length in steps of those episodes (NaN if none)"),
     ("success_rate", "charts", "fraction of those episodes that reached the goal (point-goal; NaN if none)"),
     ("spl_mean", "charts", "mean success weighted by path length (point-goal; NaN if none)"),
     ("coverage_mean", "charts", "mean cells visited per episode (explore; NaN otherwise)"),
@@ -50,6 +50,8 @@ COLUMNS = [
 ]
 COLUMN_NAMES = [c[0] for c in COLUMNS]
 INT_COLUMNS = {"update", "global_step", "episodes"}
+RENAMED_COLUMNS = {"ep_return_mean": "return_mean", "ep_length_mean": "length_mean"}
+"""Columns under the names that files written by earlier versions give them: the readers rename them."""
 
 
 def _clean(name, value):
@@ -138,7 +140,8 @@ def _open_tensorboard(folder):
 
 
 def truncate_metrics(run_dir, update: int):
-    """Keep only rows with ``update <= update`` (and drop a torn last line)."""
+    """Keep only rows with ``update <= update`` (and drop a torn last line); columns under earlier names
+    (``RENAMED_COLUMNS``) are renamed, so that a resumed run's rows go on under one header."""
     run_dir = Path(run_dir)
     csv_path, jsonl_path = run_dir / "metrics.csv", run_dir / "metrics.jsonl"
     if csv_path.exists():
@@ -148,7 +151,7 @@ def truncate_metrics(run_dir, update: int):
             if not line.endswith("\n"):
                 break  # torn write
             if i == 0:
-                keep.append(line)
+                keep.append(",".join(RENAMED_COLUMNS.get(c, c) for c in line.rstrip("\r\n").split(",")) + "\n")
                 continue
             try:
                 u = int(line.split(",", 1)[0])
@@ -164,29 +167,32 @@ def truncate_metrics(run_dir, update: int):
             if not line.endswith("\n"):
                 break
             try:
-                u = int(json.loads(line)["update"])
+                row = json.loads(line)
+                u = int(row["update"])
             except (ValueError, KeyError, TypeError):
                 break
             if u > update:
                 break
+            if any(k in RENAMED_COLUMNS for k in row):
+                line = json.dumps({RENAMED_COLUMNS.get(k, k): v for k, v in row.items()}) + "\n"
             keep.append(line)
         write_atomic(jsonl_path, "".join(keep).encode("utf-8"))
 
 
 def read_metrics_csv(path) -> list:
-    """Rows of metrics.csv as dicts of numbers (NaN stays NaN)."""
+    """Rows of metrics.csv as dicts of numbers (NaN stays NaN; earlier names renamed, ``RENAMED_COLUMNS``)."""
     with io.TextIOWrapper(open_regular(path, "metrics file"), encoding="utf-8", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    return [{k: (int(v) if k in INT_COLUMNS else float(v)) for k, v in r.items()} for r in rows]
+    return [{RENAMED_COLUMNS.get(k, k): (int(v) if k in INT_COLUMNS else float(v)) for k, v in r.items()} for r in rows]
 
 
 def read_metrics_jsonl(path) -> list:
-    """Rows of metrics.jsonl as dicts (null read back as NaN)."""
+    """Rows of metrics.jsonl as dicts (null read back as NaN; earlier names renamed, ``RENAMED_COLUMNS``)."""
     out = []
     with io.TextIOWrapper(open_regular(path, "metrics file"), encoding="utf-8") as fh:
         for line in fh:
             r = json.loads(line)
-            out.append({k: (float("nan") if v is None else v) for k, v in r.items()})
+            out.append({RENAMED_COLUMNS.get(k, k): (float("nan") if v is None else v) for k, v in r.items()})
     return out
 
 

@@ -44,8 +44,8 @@ def stat_fields(row, elapsed=None) -> list[str]:
     """Success and return first, then the learning figures."""
     out = [
         f"success {_fmt(row['success_rate'], '.0%')}",
-        f"return {_fmt(row['ep_return_mean'])}",
-        f"len {_fmt(row.get('ep_length_mean'), '.0f')}",
+        f"return {_fmt(row['return_mean'])}",
+        f"len {_fmt(row.get('length_mean'), '.0f')}",
         f"pg {_fmt(row['policy_loss'])}",
         f"v {_fmt(row['value_loss'])}",
         f"kl {_fmt(row['approx_kl'])}",
