@@ -32,20 +32,20 @@ from navi_nb.train.runs import load_scene_set, make_env, resolve_scenes
 p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 p.add_argument("--steps", type=int, default=1_000_000, help="actor-steps to train (default 1,000,000)")
 p.add_argument("--actors", type=int, default=64, help="actors (default 64)")
-p.add_argument("--sensor", default="64x16", help="rays AZxEL (default 64x16)")
+p.add_argument("--sensor-az", type=int, default=64, help="sensor azimuth bins (default 64)")
+p.add_argument("--sensor-el", type=int, default=16, help="sensor elevation rows (default 16)")
 p.add_argument("--resolution", type=int, default=128, help="house resolution (default 128)")
 p.add_argument("--episodes", type=int, default=100, help="evaluation episodes (default 100)")
 p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
 p.add_argument("--threads", type=int, default=max(1, thread_limit() // 2), help="navi_nb threads")
 args = p.parse_args()
 
-az, el = (int(x) for x in args.sensor.split("x"))
 cfg = TrainConfig(
     scenes="house",
     resolution=args.resolution,
     actors=args.actors,
-    sensor_az=az,
-    sensor_el=el,
+    sensor_az=args.sensor_az,
+    sensor_el=args.sensor_el,
     total_steps=args.steps,
     seed=args.seed,
 ).validate()

@@ -61,8 +61,8 @@ def main():
     p.add_argument("--resolution", type=int, default=256)
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--worlds", type=int, default=64, help="worlds in the world-set check")
-    p.add_argument("--az", type=int, default=64, help="sensor azimuth rays")
-    p.add_argument("--el", type=int, default=16, help="sensor elevation rays")
+    p.add_argument("--sensor-az", type=int, default=64, help="sensor azimuth bins")
+    p.add_argument("--sensor-el", type=int, default=16, help="sensor elevation rows")
     p.add_argument("--env-steps", type=int, default=50, help="environment steps compared")
     args = p.parse_args()
 
@@ -100,7 +100,7 @@ def main():
     lo, hi = mesh.vertices.min(axis=0) + 0.2, mesh.vertices.max(axis=0) - 0.2
     pos = free_positions(world, lo, hi, args.actors, 0)
     yaws = np.random.default_rng(1).uniform(-math.pi, math.pi, args.actors).astype(np.float32)
-    sensor = Sensor(args.az, args.el)
+    sensor = Sensor(args.sensor_az, args.sensor_el)
 
     # 1. agreement with the CPU on 64 actors
     cpu = Tracer(world, sensor, 30.0)

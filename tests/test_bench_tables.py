@@ -29,7 +29,7 @@ def check_whole(text, figures, width=80):
         assert figure in text, (figure, text)
 
 
-ENV_ARGS = Namespace(scene="house", actors=4096, az=256, el=48, max_distance=10.0)
+ENV_ARGS = Namespace(scenes="house", actors=4096, sensor_az=256, sensor_el=48, max_distance=10.0)
 ENV_RESULT = {
     "main": {
         1: {

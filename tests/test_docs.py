@@ -121,6 +121,11 @@ def test_cli_md_documents_every_flag_and_default(heading, parser):
             continue
         if isinstance(action, argparse._HelpAction):
             continue
+        if action.help == argparse.SUPPRESS:  # an earlier spelling, still read: CLI.md names only today's
+            for flag in action.option_strings:
+                if _flag_entry(own, flag) is not None:
+                    problems.append(f"names {flag}, an earlier spelling (write the flag that replaces it)")
+            continue
         known.update(action.option_strings)
         if not action.option_strings:  # a positional: its metavar names it
             name = action.metavar or action.dest
@@ -149,6 +154,54 @@ def test_cli_md_documents_every_flag_and_default(heading, parser):
         if flag not in known:
             problems.append(f"names {flag}, which `{parser.prog}` does not have")
     assert not problems, f"docs/CLI.md section '{heading}' (`{parser.prog}`):\n  " + "\n  ".join(problems)
+
+
+def test_one_spelling_per_setting():
+    """The settings several commands share are spelled one way in all of them (the sensor as train's
+    --sensor-az/--sensor-el, the world set as --scenes), and each earlier spelling still read prints one line
+    naming the flag that replaces it, into the same setting."""
+    from navi_nb.cli import build_parser
+
+    spellings = {}
+    for _heading, parser in _parsers():
+        for action in parser._actions:
+            if action.option_strings and action.help != argparse.SUPPRESS:
+                spellings.setdefault(action.dest, set()).add(tuple(action.option_strings))
+    for dest, flag in (("scenes", "--scenes"), ("sensor_az", "--sensor-az"), ("sensor_el", "--sensor-el")):
+        assert spellings[dest] == {(flag,)}, (dest, spellings[dest])
+
+    def parse(argv):
+        return vars(build_parser(only=argv[0]).parse_args(argv))
+
+    cases = [
+        (["render", "--sensor-az", "32", "--sensor-el", "8"], ["render", "--az", "32", "--el", "8"]),
+        (["render", "--sensor-az", "32", "--sensor-el", "8"], ["render", "--sensor", "32x8"]),
+        (["bench", "env", "--scenes", "box", "--sensor-az", "8"], ["bench", "env", "--scene", "box", "--az", "8"]),
+        (["bench", "trace", "--sensor-el", "4"], ["bench", "trace", "--el", "4"]),
+        (["bench", "train", "--scenes", "maze:3", "--sensor-az", "32", "--sensor-el", "8"],
+         ["bench", "train", "--scene", "maze:3", "--sensor", "32x8"]),
+        (["bench", "sb3", "--scenes", "box", "--sensor-az", "16", "--sensor-el", "4"],
+         ["bench", "sb3", "--sensor", "16x4", "--scene", "box"]),
+    ]  # fmt: skip
+    for today, earlier in cases:
+        assert parse(today) == parse(earlier), earlier
+
+
+def test_earlier_spelling_prints_one_line(capsys):
+    from navi_nb.cli import build_parser
+
+    args = build_parser(only="bench").parse_args(["bench", "train", "--scene", "box", "--sensor", "8x4", "--az", "16"])
+    assert (args.scenes, args.sensor_az, args.sensor_el) == ("box", 16, 4)
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "navi-nb: --scene is deprecated; use --scenes",
+        "navi-nb: --sensor AZxEL is deprecated; use --sensor-az AZ --sensor-el EL",
+        "navi-nb: --az is deprecated; use --sensor-az",
+    ]
+    with pytest.raises(SystemExit) as exc:
+        build_parser(only="render").parse_args(["render", "--sensor", "64"])
+    assert exc.value.code == 2
+    assert "argument --sensor: '64' is not AZxEL (e.g. 64x16)" in capsys.readouterr().err
 
 
 def _anchors(path: Path) -> set[str]:

@@ -60,7 +60,8 @@ def test_sb3_ppo_house(tmp_path):
     need_peer("torch")
     need_peer("stable_baselines3")
     # tiny: two PPO updates of 4 actors, 4 evaluation episodes (the example's defaults train 1M steps)
-    args = ("--steps", 256, "--actors", 4, "--sensor", "8x4", "--resolution", 64, "--episodes", 4, "--threads", 1)
+    args = ("--steps", 256, "--actors", 4, "--sensor-az", 8, "--sensor-el", 4, "--resolution", 64, "--episodes", 4)
+    args += ("--threads", 1)
     out = run_example("sb3_ppo_house.py", *args, cwd=tmp_path)
     assert "training SB3 PPO: 1 updates of 256 actor-steps" in out
     assert "trained 256 actor-steps" in out and "evaluation (4 episodes, seed 1000003): success" in out

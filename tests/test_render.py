@@ -71,7 +71,25 @@ def test_render_command(tmp_path):
     path = save_world(world, tmp_path / "ball.gmdag")
     out = tmp_path / "ball.png"
     pose = f"{centre[0]},{centre[1]},{centre[2] + 2.0},0"
-    assert main(["render", str(path), "--pose", pose, "-o", str(out), "--az", "32", "--el", "8", "--size", "96"]) == 0
+    assert (
+        main(
+            [
+                "render",
+                str(path),
+                "--pose",
+                pose,
+                "-o",
+                str(out),
+                "--sensor-az",
+                "32",
+                "--sensor-el",
+                "8",
+                "--size",
+                "96",
+            ]
+        )
+        == 0
+    )
     assert Image.open(out).size[0] > 96
     assert main(["render", str(path), "--pose", "1,2", "-o", str(out)]) == 2
     assert main(["render", "no_such_scene", "--pose", pose, "-o", str(out)]) == 2

@@ -252,7 +252,7 @@ def render(tables, width=80):
 def test_bench_sb3_tables_at_80_columns():
     from navi_nb.bench import sb3 as bench_sb3
 
-    args = Namespace(scene="house", actors=64, sensor="64x16", resolution=128, rollout_steps=64)
+    args = Namespace(scenes="house", actors=64, sensor_az=64, sensor_el=16, resolution=128, rollout_steps=64)
     result = {
         "threads": 2,
         "torch_threads": 2,

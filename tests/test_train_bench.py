@@ -37,8 +37,8 @@ def test_bench_env_runs_end_to_end(capsys):
 
     from navi_nb.cli import main
 
-    argv = ["bench", "--json", "-", "env", "--scene", "box", "--resolution", "32", "--actors", "4"]
-    argv += ["--az", "8", "--el", "4", "--threads", "1", "--seconds", "0.05", "--repeats", "1"]
+    argv = ["bench", "--json", "-", "env", "--scenes", "box", "--resolution", "32", "--actors", "4"]
+    argv += ["--sensor-az", "8", "--sensor-el", "4", "--threads", "1", "--seconds", "0.05", "--repeats", "1"]
     argv += ["--scaling", "", "--no-canonical"]
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -55,7 +55,7 @@ def test_bench_train_warmup_count_and_bad_value(tmp_path, capsys):
     cfg = tiny_config(tmp_path, total_steps=4096, env={"max_steps": 200})
     (row,) = measure(cfg, [1], updates=1, warmup="1")
     assert row["warmup_updates"] == 1 and row["actors_without_an_episode"] == 4  # 16 of 200 steps: none done
-    assert main(["bench", "train", "--scene", "box", "--resolution", "32", "--warmup", "zero"]) == 2
+    assert main(["bench", "train", "--scenes", "box", "--resolution", "32", "--warmup", "zero"]) == 2
     err = capsys.readouterr().err
     assert "--warmup 'zero': a count of updates (>= 1) or auto" in err and "Traceback" not in err
 
@@ -120,10 +120,10 @@ def test_memory_ratios_are_each_size_over_the_first_at_the_same_placement(tmp_pa
     # a real run of the policy with memory: the trainer loop with the GRU's stages, timed the same way
     (row,) = measure(tiny_config(tmp_path, total_steps=4096, memory_size=8), [1], updates=1, warmup="1")
     assert row["actor_steps_per_s"] > 0 and row["split_s"]["ppo"] > 0
-    assert main(["bench", "train", "--scene", "box", "--resolution", "32", "--memory-size", "0,x"]) == 2
+    assert main(["bench", "train", "--scenes", "box", "--resolution", "32", "--memory-size", "0,x"]) == 2
     err = capsys.readouterr().err
     assert "--memory-size '0,x'" in err and "Traceback" not in err
-    assert main(["bench", "train", "--scene", "box", "--resolution", "32", "--memory-size", "-3"]) == 2
+    assert main(["bench", "train", "--scenes", "box", "--resolution", "32", "--memory-size", "-3"]) == 2
     err = capsys.readouterr().err
     assert "memory_size must be an integer >= 0" in err and "Traceback" not in err
 
@@ -173,7 +173,7 @@ def test_bench_train_timed_updates_default_and_bad_value(capsys):
     assert timing_args(given(None)) == ([1, 2], "auto", 3)
     assert timing_args(given(None), 48) == ([1, 2], "auto", 48)
     assert timing_args(given(5), 48) == ([1, 2], "auto", 5)
-    assert main(["bench", "train", "--scene", "box", "--resolution", "32", "--updates", "0"]) == 2
+    assert main(["bench", "train", "--scenes", "box", "--resolution", "32", "--updates", "0"]) == 2
     err = capsys.readouterr().err
     assert "bench train --updates 0: a count of timed updates (>= 1)" in err and "Traceback" not in err
 

@@ -202,12 +202,15 @@ def test_render_takes_a_mesh_through_the_cache(tmp_path, monkeypatch, capsys):
     shutil.copy(sample_mesh_path("wallhole.obj"), mesh)
     out = tmp_path / "walls.png"
     argv = ["render", str(mesh), "--pose", "5,1.5,-5,0", "-o", str(out), "--resolution", str(RES)]
-    assert main([*argv, "--az", "32", "--el", "8", "--size", "96"]) == 0
+    assert main([*argv, "--sensor-az", "32", "--sensor-el", "8", "--size", "96"]) == 0
     assert out.stat().st_size > 0 and "wrote" in capsys.readouterr().out
     entry = mesh_entry_path(default_cache_dir(), mesh, RES)
     assert entry.is_file()
     stamp = entry.stat().st_mtime_ns
-    assert main([*argv, "--az", "32", "--el", "8", "--size", "96"]) == 0 and entry.stat().st_mtime_ns == stamp
+    assert (
+        main([*argv, "--sensor-az", "32", "--sensor-el", "8", "--size", "96"]) == 0
+        and entry.stat().st_mtime_ns == stamp
+    )
 
 
 # ------------------------------------------------------------------ integrity of entries

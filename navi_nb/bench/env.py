@@ -28,11 +28,12 @@ NAVI_CANONICAL_MS = 36.5
 
 
 def add_arguments(parser):
-    parser.add_argument("--scene", default="house", help="built-in scene (default house)")
+    from navi_nb.commands.flags import add_scenes, add_sensor
+
+    add_scenes(parser, "house", "a built-in scene (default house)")
     parser.add_argument("--resolution", type=int, default=128, help="compile resolution (default 128)")
     parser.add_argument("--actors", type=int, default=64, help="actors for the main figure (default 64)")
-    parser.add_argument("--az", type=int, default=64, help="sensor azimuth bins (default 64)")
-    parser.add_argument("--el", type=int, default=16, help="sensor elevation rows (default 16)")
+    add_sensor(parser, 64, 16)
     parser.add_argument("--max-distance", type=float, default=10.0, help="sensor range, metres (default 10)")
     parser.add_argument("--threads", default="1,2", help="Numba thread counts to time (default 1,2)")
     parser.add_argument("--seconds", type=float, default=2.0, help="timing budget per figure (default 2 s)")
@@ -134,7 +135,7 @@ def main_tables(result, args) -> list:
     """The main figure at 80 columns: the rates, then where a step's time goes."""
     rows = {t: r for t, r in result["main"].items() if isinstance(r, dict)}
     rates = _table(
-        f"NavEnv: {args.scene}, {args.actors} actors, {args.az}x{args.el} rays, {args.max_distance:g} m",
+        f"NavEnv: {args.scenes}, {args.actors} actors, {args.sensor_az}x{args.sensor_el} rays, {args.max_distance:g} m",
         "threads",
         "actor-steps/s",
         "ms/step",
@@ -192,7 +193,7 @@ def canonical_table(result):
 
 def scaling_table(result, args, threads):
     table = _table(
-        f"us per actor-step vs actors ({args.az}x{args.el} rays, {threads} threads)",
+        f"us per actor-step vs actors ({args.sensor_az}x{args.sensor_el} rays, {threads} threads)",
         "actors",
         "us/step",
         "trace us",
@@ -224,14 +225,14 @@ def run(args) -> dict:
     threads = [t for t in threads if 1 <= t <= cap] or [1]
     old_threads = numba.get_num_threads()
     t0 = time.perf_counter()
-    world = compile_scene(args.scene, args.resolution)
+    world = compile_scene(args.scenes, args.resolution)
     console.print(
-        f"world: {args.scene} at {args.resolution} ({world.node_count} nodes, "
+        f"world: {args.scenes} at {args.resolution} ({world.node_count} nodes, "
         f"{time.perf_counter() - t0:.1f} s to compile)"
     )
     result = {
         "machine": machine,
-        "scene": args.scene,
+        "scenes": args.scenes,
         "resolution": args.resolution,
         "main": {},
         "canonical": {},
@@ -241,7 +242,7 @@ def run(args) -> dict:
     try:
         # 1. the main figure -------------------------------------------------
         t0 = time.perf_counter()
-        env, actions = _env(world, args.actors, args.az, args.el, args.max_distance)
+        env, actions = _env(world, args.actors, args.sensor_az, args.sensor_el, args.max_distance)
         env.step(actions[0])
         console.print(f"first NavEnv + reset + step (JIT or cache load): {time.perf_counter() - t0:.1f} s")
         for t in threads:
@@ -260,7 +261,8 @@ def run(args) -> dict:
                 "cpu_actor_steps_per_s": args.actors / cpu,
                 "no_trace_actor_steps_per_s": args.actors / s_nt,
             }
-            summary.append([f"actor-steps/s ({args.actors} actors, {args.az}x{args.el}, {t} thr)", f"{rate:,.0f}"])
+            rays = f"{args.sensor_az}x{args.sensor_el}"
+            summary.append([f"actor-steps/s ({args.actors} actors, {rays}, {t} thr)", f"{rate:,.0f}"])
         if len(threads) > 1:
             a, b = result["main"][threads[0]], result["main"][threads[-1]]
             result["main"]["speedup"] = b["actor_steps_per_s"] / a["actor_steps_per_s"]
@@ -300,7 +302,7 @@ def run(args) -> dict:
             t = max(threads)
             numba.set_num_threads(t)
             for n in counts:
-                env, actions = _env(world, n, args.az, args.el, args.max_distance)
+                env, actions = _env(world, n, args.sensor_az, args.sensor_el, args.max_distance)
                 budget = max(args.seconds, 0.0)
                 s, spread, _cpu = _time_steps(env, actions, budget, max(1, min(args.repeats, 2)))
                 tr = _time_trace(env, budget, 1)

@@ -34,10 +34,12 @@ MISSING = 'bench sb3: stable-baselines3 is not installed; install the sb3 extra:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--scene", default="house", help="scene (default house)")
+    from navi_nb.commands.flags import add_scenes, add_sensor
+
+    add_scenes(parser, "house", "the worlds, a scene spec (default house)")
     parser.add_argument("--resolution", type=int, default=128, help="scene resolution (default 128)")
     parser.add_argument("--actors", type=int, default=16, help="actors (default 16)")
-    parser.add_argument("--sensor", default="32x8", help="rays AZxEL (default 32x8)")
+    add_sensor(parser, 32, 8)
     parser.add_argument("--rollout-steps", type=int, default=32, help="steps per actor per update (default 32)")
     parser.add_argument("--updates", type=int, default=4, help="timed updates for the throughput (default 4)")
     parser.add_argument(
@@ -167,7 +169,7 @@ def tables(result, args):
     from rich.table import Table
 
     out = [
-        f"setting: {args.scene} at {args.resolution}, {args.actors} actors, {args.sensor} rays, "
+        f"setting: {args.scenes} at {args.resolution}, {args.actors} actors, {args.sensor_az}x{args.sensor_el} rays, "
         f"{args.rollout_steps} steps per actor per update, TrainConfig's PPO defaults; "
         f"{result['threads']} navi_nb threads, {result['torch_threads']} torch threads"
     ]
@@ -234,10 +236,6 @@ def run(args) -> dict:
 
     threads = check_threads(args.threads, "--threads") if args.threads else thread_limit()
     try:
-        az, el = (int(x) for x in args.sensor.lower().split("x"))
-    except ValueError:
-        raise NaviError(f"--sensor must be AZxEL (e.g. 32x8), got {args.sensor!r}") from None
-    try:
         seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
     except ValueError:
         seeds = []
@@ -247,11 +245,11 @@ def run(args) -> dict:
     if not seeds or min(seeds) < 0:
         raise NaviError(f"--seeds must list non-negative integers, got {args.seeds!r}")
     settings = {
-        "scenes": args.scene,
+        "scenes": args.scenes,
         "resolution": args.resolution,
         "actors": args.actors,
-        "sensor_az": az,
-        "sensor_el": el,
+        "sensor_az": args.sensor_az,
+        "sensor_el": args.sensor_el,
         "rollout_steps": args.rollout_steps,
         "total_steps": max(1, args.steps),
     }

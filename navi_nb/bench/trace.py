@@ -45,10 +45,11 @@ TARGET_HIT_AGREEMENT = 0.999
 
 
 def add_arguments(parser):
+    from navi_nb.commands.flags import add_sensor
+
     parser.add_argument("--resolution", type=int, default=256, help="compile resolution (default 256)")
     parser.add_argument("--actors", type=int, default=64, help="actors (default 64)")
-    parser.add_argument("--az", type=int, default=64, help="azimuth bins (default 64)")
-    parser.add_argument("--el", type=int, default=16, help="elevation rows (default 16)")
+    add_sensor(parser, 64, 16)
     parser.add_argument("--max-distance", type=float, default=30.0, help="metres (default 30)")
     parser.add_argument("--repeat", type=int, default=9, help="timed calls per setting (default 9)")
     parser.add_argument("--threads", default="1,2", help="Numba thread counts to time (default 1,2)")
@@ -279,7 +280,7 @@ def run(args) -> dict:
     vmin, vmax = mesh.vertices.min(axis=0), mesh.vertices.max(axis=0)
     pos = free_positions(world, vmin + 0.2, vmax - 0.2, args.actors, args.seed)
     yaws = np.random.default_rng(args.seed + 1).uniform(-math.pi, math.pi, args.actors).astype(np.float32)
-    sensor = Sensor(args.az, args.el)
+    sensor = Sensor(args.sensor_az, args.sensor_el)
     tracer = Tracer(world, sensor, args.max_distance, max_actors=args.actors)
     n_rays = args.actors * sensor.n_rays
     threads = [int(t) for t in str(args.threads).split(",") if t.strip()]
@@ -300,7 +301,7 @@ def run(args) -> dict:
         },
         "rays": n_rays,
         "actors": args.actors,
-        "sensor": [args.az, args.el],
+        "sensor": [args.sensor_az, args.sensor_el],
         "max_distance": args.max_distance,
         "threads": {},
         "canonical": {},
@@ -556,7 +557,7 @@ def run_world_set(args) -> dict:
         _ = one.packed  # each world's own layout (default dense table), packed before the set repacks it
     one = alone[0]
     many = WorldSet(worlds, items=items)
-    sensor = Sensor(args.az, args.el)
+    sensor = Sensor(args.sensor_az, args.sensor_el)
     origins, yaws = world_grid_rays(worlds, n, args.seed)  # (world k, pose j)
     wi_many = np.arange(n, dtype=np.int32)
     tr_many = Tracer(many, sensor, args.max_distance, max_actors=n)

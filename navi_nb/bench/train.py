@@ -45,15 +45,25 @@ FROM_RUN_UPDATES = 48
 on a shared machine a window of about one second measured the moment more than the code (PERFORMANCE)."""
 
 
-RUN_SETTINGS = {"scene": "house", "actors": 64, "sensor": "64x16", "resolution": 128, "ranks": "1", "memory_size": "0"}
+RUN_SETTINGS = {
+    "scenes": "house",
+    "actors": 64,
+    "sensor_az": 64,
+    "sensor_el": 16,
+    "resolution": 128,
+    "ranks": "1",
+    "memory_size": "0",
+}
 """The defaults of the flags that set what is trained: ``--from-run`` takes them from the run instead."""
 
 
 def add_arguments(parser) -> None:
+    from navi_nb.commands.flags import add_scenes, add_sensor
+
     d = RUN_SETTINGS
-    parser.add_argument("--scene", default=d["scene"], help=f"scene (default {d['scene']})")
+    add_scenes(parser, d["scenes"], f"the worlds, a scene spec (default {d['scenes']})")
     parser.add_argument("--actors", type=int, default=d["actors"], help=f"actors (default {d['actors']})")
-    parser.add_argument("--sensor", default=d["sensor"], help=f"rays AZxEL (default {d['sensor']})")
+    add_sensor(parser, d["sensor_az"], d["sensor_el"])
     parser.add_argument(
         "--updates",
         type=int,
@@ -78,8 +88,9 @@ def add_arguments(parser) -> None:
         metavar="RUN",
         help="time the run folder RUN's own updates from its newest checkpoint (its settings, worlds, policy "
         "and episodes: late in training, where a trained policy's short episodes reset actors every few "
-        "ticks), each shard count from the same state, one process; nothing in RUN is written. Takes the place "
-        "of --scene, --actors, --sensor, --resolution, --memory-size and --ranks",
+        "ticks), each shard count from the same state, one process; nothing in RUN is written. The run's own "
+        "settings take the place of --scenes, --actors, --memory-size, --sensor-az, --sensor-el, --resolution "
+        "and --ranks",
     )
     parser.add_argument(
         "--memory-size",
@@ -345,7 +356,6 @@ def run(args) -> dict:
     console = Console()
     if getattr(args, "from_run", None):
         return run_from(args, console)
-    az, el = (int(x) for x in args.sensor.lower().split("x"))
     try:
         sizes = [int(m) for m in str(args.memory_size).split(",") if m.strip()]
     except ValueError:
@@ -356,7 +366,8 @@ def run(args) -> dict:
         raise NaviError(f"bench train --memory-size {args.memory_size!r}: a list of sizes such as 0 or 0,64")
     configs = [
         TrainConfig(
-            scenes=args.scene, actors=args.actors, sensor_az=az, sensor_el=el, resolution=args.resolution,
+            scenes=args.scenes, actors=args.actors, sensor_az=args.sensor_az, sensor_el=args.sensor_el,
+            resolution=args.resolution,
             eval_episodes=0, memory_size=m,
         ).validate("bench train")
         for m in sizes
@@ -384,12 +395,14 @@ def run(args) -> dict:
                     [
                         "bench",
                         "train",
-                        "--scene",
-                        args.scene,
+                        "--scenes",
+                        args.scenes,
                         "--actors",
                         str(args.actors),
-                        "--sensor",
-                        args.sensor,
+                        "--sensor-az",
+                        str(args.sensor_az),
+                        "--sensor-el",
+                        str(args.sensor_el),
                         "--updates",
                         str(updates),
                         "--shards",
@@ -472,7 +485,7 @@ def report(console, cfg, rows, sizes, shard_counts) -> dict:
     cpu_shares = {f"memory {r.get('memory_size', 0)}, {r['shards']} shards": v for r, v in cpu_rows}
     return {
         "setting": {
-            "scene": cfg.scenes,
+            "scenes": cfg.scenes,
             "actors": cfg.actors,
             "rays": [az, el],
             "hidden": cfg.hidden,

@@ -17,6 +17,8 @@ from pathlib import Path
 
 
 def add_arguments(parser):
+    from navi_nb.commands.flags import add_sensor
+
     parser.add_argument(
         "source",
         nargs="?",
@@ -42,8 +44,7 @@ def add_arguments(parser):
         "--resolution", type=int, default=128, help="compile resolution for scenes and meshes (default 128)"
     )
     parser.add_argument("--seed", type=int, default=0, help="scene seed (default 0)")
-    parser.add_argument("--az", type=int, default=256, help="azimuth bins (default 256)")
-    parser.add_argument("--el", type=int, default=48, help="elevation rows (default 48)")
+    add_sensor(parser, 256, 48)
     parser.add_argument("--max-distance", type=float, default=20.0, help="metres (default 20)")
     parser.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "auto"))
     parser.add_argument("--size", type=int, default=520, help="width of the slice in pixels (default 520)")
@@ -115,7 +116,7 @@ def run(args) -> int:
         raise CliError(f"--max-distance must be finite and > 0, got {args.max_distance}")
     if args.size < 64 or args.size > 4096:
         raise CliError(f"--size must be in 64..4096, got {args.size}")
-    sensor = Sensor(args.az, args.el)
+    sensor = Sensor(args.sensor_az, args.sensor_el)
     pose = parse_pose(args.pose) if args.pose is not None else None
     world, label = _world(args)
     if pose is None:
