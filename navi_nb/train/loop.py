@@ -18,13 +18,13 @@ One update, top to bottom (``Trainer.train``):
    environment step, final-observation values for truncated episodes),
    bootstrap from the last observations' values, GAE and PPO epochs of
    shuffled minibatches (the same function the learning tests run),
-4. log a metrics row, checkpoint every ``checkpoint_every`` updates.
+4. log a metrics row, checkpoint every ``checkpoint_every`` updates;
+
+and at the end of the call, its summary into ``run.json`` (``navi_nb.train.run_record``).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import time
 from pathlib import Path
 
@@ -37,12 +37,12 @@ from navi_nb.train import checkpoint as ck
 from navi_nb.train.config import RESUME_FIELDS, TrainConfig
 from navi_nb.train.metrics import MetricsLog
 from navi_nb.train.report import print_config
+from navi_nb.train.run_record import run_summary, write_run_record
 from navi_nb.train.runs import (
     CHECKPOINT_DIR,
     CHECKPOINT_LAYOUT,
     CONFIG_FILE,
     POLICY_FILE,
-    RUN_FILE,
     RunError,
     check_ram,
     claim_run_path,
@@ -597,50 +597,10 @@ class Trainer:
                     raise os_error(exc, f"cannot write the metrics of {self.run_path}") from None
         if self.update >= cfg.num_updates and (self.ranks is None or self.ranks.is_root):
             self.save_policy()  # one writer: every rank holds the same weights
-        summary = self.summary(rows)
+        summary = run_summary(self, rows)
         if rows and (self.ranks is None or self.ranks.is_root):
-            self.write_run_record(summary)
+            write_run_record(self, summary)
         return summary
-
-    def write_run_record(self, summary):
-        """Add this ``train`` call to ``run.json`` (``RUN_FILE``): its summary, the start's shard report, the
-        shard re-checks and switches, the command and the software (a resumed run adds a segment)."""
-        import platform
-        import sys
-
-        import numba
-
-        from navi_nb.cores import cpu_model
-
-        path = self.run_path / RUN_FILE
-        try:
-            old = json.loads(path.read_text()) if path.is_file() else {}
-        except (OSError, ValueError):  # unreadable: start the record again rather than stop a finished run
-            old = {}
-        segments = old.get("segments") if isinstance(old, dict) and isinstance(old.get("segments"), list) else []
-        segment = {
-            "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "argv": list(sys.argv),
-            "summary": summary,
-            "shards": {
-                "start": self.shard_report.as_dict() if self.shard_report is not None else None,
-                "watch": self.shard_watch.as_dict() if self.shard_watch is not None else None,
-            },
-            # hosts, ranks, threads and RAM of this call's placement (a resume may use another)
-            **({"topology": self.ranks.topology_info} if self.ranks is not None else {}),
-            "software": {
-                "cpu": cpu_model(),
-                "navi_nb": navi_nb.__version__,
-                "python": platform.python_version(),
-                "numpy": np.__version__,
-                "numba": numba.__version__,
-                "platform": platform.platform(),
-            },
-        }
-        try:
-            write_json_atomic(path, {"segments": segments + [segment]})
-        except OSError as exc:
-            raise os_error(exc, f"cannot write {path}") from None
 
     def cores_busy(self) -> float:
         """The process's CPU-seconds (all its threads) per wall second of collecting and learning, over this
@@ -649,33 +609,6 @@ class Trainer:
         in which one thread worked alone (``navi-nb bench train``'s serial share from CPU time)."""
         wall = self.timing["steady_wall"]
         return self.timing["steady_cpu"] / wall if wall > 0 else float("nan")
-
-    def summary(self, rows):
-        def last_finite(key, n=10):
-            vals = [r[key] for r in rows[-n:] if math.isfinite(r[key])]
-            return float(np.mean(vals)) if vals else float("nan")
-
-        steps = sum(r["global_step"] for r in rows[-1:]) - (rows[0]["global_step"] - self.cfg.batch_size if rows else 0)
-        wall = sum(r["t_collect_s"] + r["t_learn_s"] for r in rows)
-        return {
-            "run": str(self.run_path),
-            "updates": self.update,
-            "actor_steps": self.global_step,
-            "wall_s": wall,
-            "actor_steps_per_s": steps / wall if wall else float("nan"),
-            "first_tick_s": self.first_tick_s,
-            "success_rate_last10": last_finite("success_rate"),
-            "return_mean_last10": last_finite("return_mean"),
-            "t_collect_s": self.timing["collect"],
-            "t_learn_s": self.timing["learn"],
-            "cores_busy": self.cores_busy(),
-            "shards": self.shard_watch.current
-            if self.shard_watch is not None
-            else getattr(self.shard_report, "choice", None),
-            "shard_switches": len(self.shard_watch.switches) if self.shard_watch is not None else 0,
-            "shard_recheck_s": self.shard_watch.recheck_s if self.shard_watch is not None else 0.0,
-            **({"ranks": self.ranks.size} if self.ranks is not None else {}),
-        }
 
 
 def _writes_files() -> bool:
