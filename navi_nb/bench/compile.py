@@ -1,9 +1,9 @@
-"""`navi-nb bench compile`: time and peak memory to compile the ~35k-triangle mesh scene.
+"""`navi-nb bench compile`: time and peak RAM to compile the ~35k-triangle mesh scene.
 
-Each resolution runs in its own child process, so its peak memory is its own:
+Each resolution runs in its own child process, so its peak RAM is its own:
 the child compiles once (the first call: Numba kernels load from the cache or
 compile), resets the kernel's peak-RSS counter (``/proc/self/clear_refs``),
-then times the warm compile(s) and reads ``VmHWM`` (peak resident memory of the
+then times the warm compile(s) and reads ``VmHWM`` (peak resident set size of the
 whole process, NumPy/Numba C allocations included) and the resident size just
 before the warm run. ``--cold`` also times one child with an empty Numba cache
 (the full JIT compile). The built-in ``house`` scene at 256 is compiled too and
@@ -89,7 +89,7 @@ def _child(res, repeat, env):
 
 
 def run_tables(result) -> list:
-    """At 80 columns: time and memory per resolution, then the sizes and the C++ reference."""
+    """At 80 columns: time and peak RAM per resolution, then the sizes and the C++ reference."""
     from rich.table import Table
 
     runs = result["runs"]

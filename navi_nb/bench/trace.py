@@ -536,7 +536,7 @@ def run_world_set(args) -> dict:
     N calls of N actors in one world, world k by itself (its own set of one). Pose j of world k
     is traced in spread call j and in world k's call, so both trace exactly the same rays (and
     give the same bits: checked). Rays per second over a round of all calls (median of
-    ``--repeat`` rounds, the two ways interleaved call by call) and the packed memory per world."""
+    ``--repeat`` rounds, the two ways interleaved call by call) and the packed layout's RAM per world."""
     import numba
     from rich.console import Console
     from rich.table import Table
@@ -617,7 +617,7 @@ def run_world_set(args) -> dict:
         )
     console.print(table)
     per = many.nbytes_per_world()
-    mem = Table(title="packed memory per world (decoded layout; file nodes beside it)")
+    mem = Table(title="packed RAM per world (decoded layout; file nodes beside it)")
     for col in ("world", "layout KiB", "file nodes KiB"):
         mem.add_column(col, justify="right")
     for w in range(len(many)):

@@ -15,7 +15,7 @@ import json
 import sys
 
 BENCHES = {
-    "compile": "time and peak memory to compile a ~35k-triangle mesh scene at 128/256/512",
+    "compile": "time and peak RAM to compile a ~35k-triangle mesh scene at 128/256/512",
     "meshfield": "points per second of the triangle distance field (the mesh compiler's hot path)",
     "trace": "rays per second of the batched sphere tracer (and Embree when installed)",
     "env": "actor-steps per second of the environment alone",

@@ -122,7 +122,7 @@ class EnvConfig:
     """Cell size (metres) of the per-actor visit grid; grown when the world
     cube needs more than ``visit_max_cells`` cells per axis."""
     visit_max_cells: int = 64
-    """Most visit-grid cells per axis (bounds the per-actor memory)."""
+    """Most visit-grid cells per axis (bounds the per-actor RAM)."""
 
     # --- rewards ---------------------------------------------------------
     reward_progress: float = 1.0
