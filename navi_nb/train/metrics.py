@@ -34,7 +34,7 @@ COLUMNS = [
     ("ep_length_mean", "charts", "mean length in steps of those episodes (NaN if none)"),
     ("success_rate", "charts", "fraction of those episodes that reached the goal (point-goal; NaN if none)"),
     ("spl_mean", "charts", "mean success weighted by path length (point-goal; NaN if none)"),
-    ("coverage_mean", "charts", "mean cells visited per episode (explore; NaN otherwise)"),
+    ("coverage_mean", "charts", "mean fraction of reachable visit cells covered per episode (explore; NaN otherwise)"),
     ("collisions_mean", "charts", "mean contacts per finished episode (NaN if none)"),
     ("reward_mean", "charts", "mean reward per actor-step over the rollout"),
     ("policy_loss", "losses", "clipped surrogate loss (mean over the update's minibatches)"),
