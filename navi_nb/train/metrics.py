@@ -271,13 +271,12 @@ def plot_metrics(rows, out, columns=("success_rate", "spl_mean"), width=720, hei
         return left + (right - left) * x / x_max, bottom - (bottom - top) * (y - lo) / (hi - lo)
 
     y_step = _nice_step(hi - lo, 5)
-    y = math.ceil(lo / y_step) * y_step
-    while y <= hi + 1e-9 * y_step:
+    for k in range(math.ceil(lo / y_step - 1e-9), math.floor(hi / y_step + 1e-9) + 1):
+        y = round(k * y_step, 12)
         _, py = px(0, y)
         dr.line([left, py, right, py], fill=(228, 228, 228))
         dr.line([left - 4, py, left, py], fill=(0, 0, 0))
-        dr.text((left - 7, py), f"{y:.2f}".rstrip("0").rstrip(".") or "0", fill=(0, 0, 0), font=small, anchor="rm")
-        y += y_step
+        dr.text((left - 7, py), f"{y:.6g}", fill=(0, 0, 0), font=small, anchor="rm")
     x_step = _nice_step(x_max, 6)
     for k in range(int(x_max // x_step) + 1):
         px_x, _ = px(k * x_step, lo)
