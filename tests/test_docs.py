@@ -560,3 +560,28 @@ def test_cli_md_lists_the_settings_a_resume_may_change():
     named = set(re.findall(r"`(--[\w-]+)`", m.group(1)))
     want = {"--" + f.replace("_", "-") for f in RESUME_FIELDS}
     assert named == want, f"docs/CLI.md names {sorted(named)} as resumable; RESUME_FIELDS has {sorted(want)}"
+
+
+def test_training_md_settings_table_is_train_config():
+    """docs/TRAINING.md's settings table lists exactly TrainConfig's fields, each with its default as Python writes
+    it (``repr``), so a field added, renamed or given a new default without its row fails here."""
+    import dataclasses
+
+    from navi_nb.train.config import TrainConfig
+
+    text = (ROOT / "docs" / "TRAINING.md").read_text()
+    assert "\n## Settings\n" in text, "docs/TRAINING.md: the '## Settings' heading is missing"
+    rows = {}
+    for line in text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0].splitlines():
+        m = re.match(r"^\| `(\w+)` \| `(.*?)` \|", line)
+        if m:
+            assert m.group(1) not in rows, f"docs/TRAINING.md settings table: `{m.group(1)}` listed twice"
+            rows[m.group(1)] = m.group(2)
+    want = {}
+    for f in dataclasses.fields(TrainConfig):
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        want[f.name] = repr(default)
+    missing, extra = sorted(set(want) - set(rows)), sorted(set(rows) - set(want))
+    assert not missing and not extra, f"docs/TRAINING.md settings table: missing {missing}, not settings {extra}"
+    wrong = {name: (rows[name], want[name]) for name in want if rows[name] != want[name]}
+    assert not wrong, f"docs/TRAINING.md settings table: defaults (table, TrainConfig) differ: {wrong}"

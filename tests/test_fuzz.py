@@ -202,7 +202,8 @@ def _patch_reader(name, monkeypatch, exc):
 
 def test_every_target_has_its_cases_classified_by_the_one_classifier(tmp_path, monkeypatch):
     """The same fault in any target's reader is the same outcome, and the one ``classify`` gives it; but for
-    the cache target a one-line refusal is ``refused`` (its cache is writable: a damaged file is rebuilt)."""
+    the cache target a one-line refusal is ``refused`` (its cache is writable: a damaged file is rebuilt), and
+    for the gmdag target one that does not name the case's input is a ``traceback`` (``Unnamed``)."""
     assert set(runner.TARGETS) == {"gmdag", "mesh", "checkpoint", "cache"}
     for module in (gmdag, mesh, checkpoint, cache, runner):  # one vocabulary: no target keeps its own
         assert not hasattr(module, "OUTCOMES") and not hasattr(module, "FAILURES"), module.__name__
@@ -214,9 +215,18 @@ def test_every_target_has_its_cases_classified_by_the_one_classifier(tmp_path, m
                 bases = _patch_reader(name, m, exc)
                 outcome, _mutator, _mode, detail = runner.run_case(name, bases, 0, 1, str(tmp_path))
             want = "refused" if name == "cache" and expected == "rejected" else expected
+            if name == "gmdag" and expected == "rejected":
+                assert outcome == "traceback" and detail.startswith("a rejection not naming "), detail
+                continue
             assert outcome == want, (name, what, outcome, detail)
             if exc is not None:
                 assert detail.startswith(classify(_raiser(exc))[1].split(" at ")[0]), (name, what, detail)
+    for index in (0, 1):  # the same rejection naming the gmdag case's input (bytes: caseN; else its file)
+        case = gmdag.make_gmdag_case(gmdag.gmdag_bases(), 0, index)
+        named = NaviError(f"{gmdag.gmdag_case_source(case, str(tmp_path))}: refused")
+        with monkeypatch.context() as m:
+            bases = _patch_reader("gmdag", m, named)
+            assert runner.run_case("gmdag", bases, 0, index, str(tmp_path))[0] == "rejected", (index, str(named))
     assert list(tmp_path.iterdir()) == []
 
 

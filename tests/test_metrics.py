@@ -107,15 +107,39 @@ def test_tensorboard_absent_is_said_once(tmp_path):
         assert "skipped" in log.tb_note
 
 
-def test_plot_metrics_draws_each_series(tmp_path):
+def test_smooth_is_a_centred_mean_of_the_finite_values():
+    from navi_nb.train.metrics import smooth, smoothing_window
+
+    nan = float("nan")
+    got = smooth([1.0, nan, 3.0, 5.0, nan, nan, nan, 8.0], 3)
+    want = [1.0, 2.0, 4.0, 4.0, 5.0, nan, 8.0, 8.0]  # by hand: the mean of the finite values of i-1..i+1
+    assert len(got) == len(want)
+    assert all((a == b) or (a != a and b != b) for a, b in zip(got, want)), got
+    assert smooth([0.0, 1.0, 0.0, 1.0, 0.0], 5) == [1 / 3, 0.5, 0.4, 0.5, 1 / 3]
+    assert smooth([0.2, 0.7], 1) == [0.2, 0.7]
+    assert [smoothing_window(n) for n in (0, 10, 121, 2442)] == [1, 1, 5, 99]  # 4 % of the rows, odd
+
+
+def test_plot_metrics_draws_raw_and_smoothed_series_with_axes(tmp_path):
     pytest.importorskip("PIL", reason="Pillow (the image extra) is not installed")
     import numpy as np
     from PIL import Image
 
-    from navi_nb.train.metrics import plot_metrics
+    from navi_nb.train.metrics import SERIES_COLOURS, plot_metrics
 
-    rows = [dict(_row(u), success_rate=u / 10.0, spl_mean=0.5) for u in range(1, 11)]
-    out = plot_metrics(rows, tmp_path / "c.png", width=200, height=120)
-    rgb = np.asarray(Image.open(out).convert("RGB"))
-    assert rgb.shape == (120, 200, 3)
-    assert ((rgb == (30, 90, 200)).all(-1)).sum() > 20 and ((rgb == (220, 90, 30)).all(-1)).sum() > 20
+    nan = float("nan")
+    rows = [
+        dict(_row(u), global_step=4096 * u, success_rate=nan if u % 7 == 0 else (u % 5) / 5, spl_mean=0.5 + u / 400)
+        for u in range(1, 101)
+    ]
+    out = plot_metrics(rows, tmp_path / "c.png", title="a run")
+    rgb = np.asarray(Image.open(out).convert("RGB")).astype(int)
+    assert rgb.shape == (360, 720, 3)
+    assert (rgb < 250).any(-1).mean() > 0.02  # not blank
+    faint = [tuple(int(255 - 0.3 * (255 - v)) for v in c) for c in SERIES_COLOURS[:2]]
+    for colour in SERIES_COLOURS[:2] + faint:  # each column's smoothed line over its faint raw values
+        assert (rgb == colour).all(-1).sum() > 100, colour
+    dark = (rgb < 100).all(-1)
+    assert dark[:, :60].sum() > 50 and dark[-48:, :].sum() > 100  # the y axis's labels and title; the x axis's
+    small = plot_metrics(rows[:3], tmp_path / "s.png", width=320, height=160)
+    assert np.asarray(Image.open(small)).shape[:2] == (160, 320)

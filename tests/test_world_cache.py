@@ -385,3 +385,29 @@ def test_entries_an_older_version_wrote_share_one_line(tmp_path, capsys):
     assert len(lines) == 2, lines
     assert "written by an older navi-nb" in lines[0] and str(entry_path(cache, "house", 1, RES)) in lines[0]
     assert str(damaged) in lines[1] and "compiling it again" in lines[1]
+
+
+def test_builtin_entries_reads_back_what_entry_path_names(tmp_path):
+    """builtin_entries is entry_path's inverse: every built-in entry name, at any version, and nothing else."""
+    from navi_nb.world.world_cache import CacheEntry, builtin_entries
+
+    want = [("house", 0, 32), ("house", 1000003, 32), ("house", 7, 64), ("maze", 12, 32)]
+    for family, seed, res in want:
+        p = entry_path(tmp_path, family, seed, res)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"")
+        (p.parent / (p.name + ".json")).write_bytes(b"")  # a sidecar is not an entry
+    old = tmp_path / f"box-g0-c{COMPILER_VERSION}" / "r32" / "5.gmdag"  # an older generator's folder
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"")
+    for stray in ("notafamily-g1-c1/r32/1.gmdag", "house/r32/2.gmdag", "house-g1-c1/r32/07.gmdag",
+                  "house-g1-c1/rx/3.gmdag", "mesh-c1-f1-v1/r32-m2/ab-obj.gmdag"):  # fmt: skip
+        (tmp_path / stray).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / stray).write_bytes(b"")
+    everything = builtin_entries(tmp_path)
+    assert sorted((e.family, e.seed, e.resolution) for e in everything) == sorted(want + [("box", 5, 32)])
+    for e in everything:
+        assert isinstance(e, CacheEntry)
+        assert e.path == (old if e.family == "box" else entry_path(tmp_path, e.family, e.seed, e.resolution))
+    assert [(e.family, e.seed) for e in builtin_entries(tmp_path, 64)] == [("house", 7)]
+    assert builtin_entries(tmp_path / "missing") == []

@@ -1,34 +1,59 @@
 """The ``gmdag`` fuzz target: mutated compiled worlds (with their sidecars) read back and queried.
 
-The bases are real compiled worlds (``box`` at 16 and 32, ``pillars`` at 16). Each case's mutator
-(structure-aware: each knows the word layout of docs/FORMAT.md) changes one of them, then the case is
-read through one of four load modes (by ``index % 4``): ``from_bytes``, ``load_world``,
-``load_world(mmap=True)`` and the inspect path (a header-only load, then ``validate_world``). What loads
-is queried: ``distance`` at 32 points and ``trace`` of 2 actors x 32 rays.
+The bases are real compiled worlds (``box`` at 16 and 32, ``pillars`` at 16) and one written word by word
+(``shared_slots_world``: resolution 4, child slots shared by several parents, a layout the compiler does
+not emit). Each case's mutator (structure-aware: each knows the word layout of docs/FORMAT.md) changes one
+of them, then the case is read through one of four load modes (by ``index % 4``): ``from_bytes``,
+``load_world``, ``load_world(mmap=True)`` and the inspect path (a header-only load, then
+``validate_world``). A rejection must name its input (the file, or ``caseN`` for bytes): one that does not
+is a failure (``Unnamed``). What loads is queried: ``distance`` at 32 points and ``trace`` of 2 actors x
+32 rays.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import struct
 
 import numpy as np
 
-from navi_nb.fuzz.cases import FLOAT_SPECIALS, Case, Target, pick_case, query_points, write_case
-from navi_nb.fuzz.outcomes import NonFinite
+from navi_nb.fuzz.cases import FLOAT_SPECIALS, Case, Target, case_file_name, pick_case, query_points, write_case
+from navi_nb.fuzz.outcomes import NonFinite, Unnamed
 
 LOAD_MODES = ("bytes", "file", "mmap", "inspect")
-N_GMDAG_BASES = 3  # gmdag_bases() makes this many
+N_GMDAG_BASES = 4  # gmdag_bases() makes this many
+
+
+def shared_slots_world():
+    """A valid world of 17 words written by hand (resolution 4, two levels): the root's five child slots point
+    at two shared leaves and at an inner node whose eight slots all point at one of those leaves."""
+    from navi_nb.world import gmdag
+
+    nodes = [
+        gmdag.encode_inner(0b10110101, 3),  # word 0: the root, five children, slots at words 3..7
+        gmdag.encode_leaf(0, 1.0),  # word 1
+        gmdag.encode_leaf(2, 0.25),  # word 2
+        1,  # words 3..7: the root's slots, both leaves twice and the inner node at word 8
+        2,
+        1,
+        2,
+        8,
+        gmdag.encode_inner(0xFF, 9),  # word 8: eight children, slots at words 9..16
+    ] + [2] * 8
+    return gmdag.World(4, np.zeros(3, np.float32), 0.5, np.array([int(w) for w in nodes], dtype=np.uint64))
 
 
 def gmdag_bases():
-    """Real compiled worlds (bytes, sidecar dict): box at 16 and 32, pillars at 16."""
+    """(bytes, sidecar dict) of each base: box at 16 and 32, pillars at 16 (compiled), and
+    ``shared_slots_world`` (no sidecar of its own)."""
     from navi_nb.world.compiler import compile_scene
 
     out = []
     for name, res in (("box", 16), ("box", 32), ("pillars", 16)):
         w = compile_scene(name, res)
         out.append((w.to_bytes(), json.loads(json.dumps(w.sidecar))))
+    out.append((shared_slots_world().to_bytes(), {}))
     return out
 
 
@@ -298,11 +323,16 @@ def check_world_answers(world, rng, sensor=None):
         raise NonFinite(f"trace depth {float(depth[~np.isfinite(depth)][0])} from {origins[0].tolist()}")
 
 
+def gmdag_case_source(case: Case, folder) -> str:
+    """The name a rejection of the case must start with: its file's path, or ``caseN`` for bytes."""
+    return f"case{case.index}" if case.mode == "bytes" else os.path.join(folder, case_file_name(case, "gmdag"))
+
+
 def load_gmdag_case(case: Case, folder):
     from navi_nb.world.gmdag import from_bytes, load_world, validate_world
 
     if case.mode == "bytes":
-        return from_bytes(case.data, source=f"case{case.index}")
+        return from_bytes(case.data, source=gmdag_case_source(case, folder))
     path = write_case(case, "gmdag", folder)
     if case.mode == "file":
         return load_world(path)
@@ -312,7 +342,15 @@ def load_gmdag_case(case: Case, folder):
 
 
 def run_gmdag_case(case: Case, folder, rng, bases=None):
-    world = load_gmdag_case(case, folder)
+    from navi_nb.errors import NaviError
+
+    try:
+        world = load_gmdag_case(case, folder)
+    except NaviError as exc:
+        source, text = gmdag_case_source(case, folder), str(exc)
+        if "\n" not in text and not text.startswith(source):  # (a message over lines is a traceback anyway)
+            raise Unnamed(f"a rejection not naming {source}: {type(exc).__name__}: {exc}") from None
+        raise
     try:
         check_world_answers(world, rng)
     finally:

@@ -11,7 +11,8 @@ or in a failure:
 - ``hang``: the case ran past the time limit;
 - ``non-finite``: a query or a load answered a value the documentation does not allow
   (``NonFinite``: NaN or -inf distances, non-finite trace depths or loaded values);
-- ``traceback``: any other exception (a bug), or a NaviError spread over lines;
+- ``traceback``: any other exception (a bug), a NaviError spread over lines, or one that does not name the
+  input it refuses (``Unnamed``, where a target knows the name: the ``gmdag`` target);
 - ``wrong``: it loaded, but not what the undamaged input gives (``WrongAnswer``; the ``cache`` target:
   a run would train on other worlds, pools or layout than the clean cache's);
 - ``refused``: a one-line NaviError where the target says the input must be recovered from (``Refused``;
@@ -46,6 +47,10 @@ class WrongAnswer(Exception):
     """A load answered content other than the undamaged input's, and said nothing of it."""
 
 
+class Unnamed(Exception):
+    """A one-line rejection that does not name the input it refuses (the rejection's text)."""
+
+
 class Refused(Exception):
     """A one-line refusal of an input the code should have recovered from (the refusal's text)."""
 
@@ -71,6 +76,8 @@ def classify(call) -> tuple[str, str]:
             outcome, detail = "wrong", str(exc)
         except Refused as exc:
             outcome, detail = "refused", str(exc)
+        except Unnamed as exc:
+            outcome, detail = "traceback", str(exc)
         except Exception as exc:  # noqa: BLE001  (any other exception is the bug being looked for)
             tb = traceback.extract_tb(exc.__traceback__)
             where = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else ""

@@ -34,7 +34,7 @@ COLUMNS = [
     ("length_mean", "charts", "mean length in steps of those episodes (NaN if none)"),
     ("success_rate", "charts", "fraction of those episodes that reached the goal (point-goal; NaN if none)"),
     ("spl_mean", "charts", "mean success weighted by path length (point-goal; NaN if none)"),
-    ("coverage_mean", "charts", "mean cells visited per episode (explore; NaN otherwise)"),
+    ("coverage_mean", "charts", "mean fraction of reachable visit cells covered per episode (explore; NaN otherwise)"),
     ("collisions_mean", "charts", "mean contacts per finished episode (NaN if none)"),
     ("reward_mean", "charts", "mean reward per actor-step over the rollout"),
     ("policy_loss", "losses", "clipped surrogate loss (mean over the update's minibatches)"),
@@ -205,37 +205,124 @@ def columns_markdown() -> str:
     return buf.getvalue()
 
 
-def plot_metrics(rows, out, columns=("success_rate", "spl_mean"), width=640, height=320, title=""):
-    """A small line chart of ``columns`` against ``global_step`` (PNG via Pillow); NaN rows skipped."""
+SERIES_LABELS = {"success_rate": "success", "spl_mean": "SPL"}  # legend names of the usual columns
+SERIES_COLOURS = [(30, 90, 200), (220, 90, 30), (40, 150, 60), (150, 60, 160)]
+SMOOTHING_SHARE = 0.04  # the centred window spans this share of the rows (at least 1 row, an odd count)
+
+
+def smooth(values, window: int) -> list:
+    """Centred moving average: entry i is the mean of the finite values among ``values[i - h .. i + h]``
+    (``h = window // 2``, the window cut at both ends), NaN where there are none. A NaN row (no episode
+    finished) neither counts nor breaks the line."""
+    h = max(0, int(window) // 2)
+    vals = [float(v) for v in values]
+    out = []
+    for i in range(len(vals)):
+        near = [v for v in vals[max(0, i - h) : i + h + 1] if math.isfinite(v)]
+        out.append(sum(near) / len(near) if near else float("nan"))
+    return out
+
+
+def smoothing_window(n_rows: int) -> int:
+    """The window ``plot_metrics`` smooths over: ``SMOOTHING_SHARE`` of the rows, rounded to an odd count."""
+    w = max(1, int(round(n_rows * SMOOTHING_SHARE)))
+    return w if w % 2 else w + 1
+
+
+def _nice_step(span: float, ticks: int) -> float:
+    """A step of 1, 2 or 5 times a power of ten giving about `ticks` intervals over `span`."""
+    raw = span / max(1, ticks)
+    power = 10.0 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
+    return next((m * power for m in (1, 2, 5, 10) if m * power >= raw), 10 * power)
+
+
+def _steps_label(x: float) -> str:
+    """Actor-steps as people write them: 0, 500k, 2M, 2.5M."""
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def _font(size):
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.load_default(size=size)  # Pillow >= 10.1: a scalable font
+    except TypeError:
+        return ImageFont.load_default()
+
+
+def plot_metrics(rows, out, columns=("success_rate", "spl_mean"), width=720, height=360, title=""):
+    """A line chart of ``columns`` against ``global_step`` as a PNG (Pillow only): each column's raw per-update
+    values drawn faint, its centred moving average (``smooth`` over ``smoothing_window`` rows) over them;
+    the x axis in actor-steps with round ticks, the y axis with ticks (0 to 1 for rates), both titled, and a
+    legend naming each column (``SERIES_LABELS``). NaN rows (no episode finished) are skipped."""
     from PIL import Image, ImageDraw
 
-    colours = [(30, 90, 200), (220, 90, 30), (40, 150, 60), (150, 60, 160)]
+    font, small = _font(max(10, height // 26)), _font(max(9, height // 30))
     img = Image.new("RGB", (width, height), "white")
     dr = ImageDraw.Draw(img)
-    left, right, top, bottom = 48, width - 12, 24, height - 30
-    xs = [r["global_step"] for r in rows]
-    x_max = max(xs) if xs else 1
-    series = {c: [(r["global_step"], r[c]) for r in rows if math.isfinite(r[c])] for c in columns}
-    vals = [v for s in series.values() for _, v in s]
+    left, right, top, bottom = 62, width - 16, 36, height - 48
+    xs = [float(r["global_step"]) for r in rows]
+    x_max = max(xs) if xs and max(xs) > 0 else 1.0
+    window = smoothing_window(len(rows))
+    raw = {c: [float(r[c]) for r in rows] for c in columns}
+    smoothed = {c: smooth(v, window) for c, v in raw.items()}
+    vals = [v for s in raw.values() for v in s if math.isfinite(v)]
     lo, hi = (min(vals + [0.0]), max(vals + [1.0])) if vals else (0.0, 1.0)
     hi = hi if hi > lo else lo + 1.0
 
     def px(x, y):
         return left + (right - left) * x / x_max, bottom - (bottom - top) * (y - lo) / (hi - lo)
 
-    dr.rectangle([left, top, right, bottom], outline=(0, 0, 0))
-    for k in range(5):
-        y = lo + (hi - lo) * k / 4
+    y_step = _nice_step(hi - lo, 5)
+    for k in range(math.ceil(lo / y_step - 1e-9), math.floor(hi / y_step + 1e-9) + 1):
+        y = round(k * y_step, 12)
         _, py = px(0, y)
-        dr.line([left, py, right, py], fill=(225, 225, 225))
-        dr.text((4, py - 6), f"{y:.2f}", fill=(0, 0, 0))
-    dr.text((left, bottom + 8), "0", fill=(0, 0, 0))
-    dr.text((right - 90, bottom + 8), f"{x_max:,} actor-steps", fill=(0, 0, 0))
-    dr.text((left + 4, 4), title, fill=(0, 0, 0))
-    for i, (name, pts) in enumerate(series.items()):
-        col = colours[i % len(colours)]
-        if len(pts) > 1:
-            dr.line([px(x, y) for x, y in pts], fill=col, width=2)
-        dr.text((right - 130 * (len(series) - i), 4), name, fill=col)
+        dr.line([left, py, right, py], fill=(228, 228, 228))
+        dr.line([left - 4, py, left, py], fill=(0, 0, 0))
+        dr.text((left - 7, py), f"{y:.6g}", fill=(0, 0, 0), font=small, anchor="rm")
+    x_step = _nice_step(x_max, 6)
+    for k in range(int(x_max // x_step) + 1):
+        px_x, _ = px(k * x_step, lo)
+        dr.line([px_x, bottom, px_x, bottom + 4], fill=(0, 0, 0))
+        dr.text((px_x, bottom + 7), _steps_label(k * x_step), fill=(0, 0, 0), font=small, anchor="mt")
+    dr.rectangle([left, top, right, bottom], outline=(0, 0, 0))
+    dr.text(((left + right) / 2, height - 6), "actor-steps", fill=(0, 0, 0), font=font, anchor="md")
+    y_title = ", ".join("success rate" if c == "success_rate" else SERIES_LABELS.get(c, c) for c in columns)
+    label = Image.new("RGB", (int(dr.textlength(y_title, font=font)) + 4, font.size + 8), "white")
+    ImageDraw.Draw(label).text((2, 2), y_title, fill=(0, 0, 0), font=font)
+    label = label.rotate(90, expand=True)
+    img.paste(label, (4, int((top + bottom - label.height) / 2)))
+    dr.text((left, top / 2), title, fill=(0, 0, 0), font=font, anchor="lm")
+
+    # legend, right-aligned above the plot: each column, then how its lines are drawn
+    grey = (90, 90, 90)
+    entries = [(SERIES_LABELS.get(c, c), SERIES_COLOURS[i % len(SERIES_COLOURS)], 3) for i, c in enumerate(columns)]
+    entries += [("per update", _faint(grey), 1), (f"centred mean of {window} updates", grey, 3)] if window > 1 else []
+    legend_x = right
+    for name, col, w in reversed(entries):
+        legend_x -= dr.textlength(name, font=small) + 36
+        dr.line([legend_x, top / 2, legend_x + 22, top / 2], fill=col, width=w)
+        dr.text((legend_x + 27, top / 2), name, fill=(0, 0, 0), font=small, anchor="lm")
+    for i, c in enumerate(columns):
+        col = SERIES_COLOURS[i % len(SERIES_COLOURS)]
+        _polyline(dr, [px(x, v) for x, v in zip(xs, raw[c])], _faint(col), 1)
+    for i, c in enumerate(columns):
+        col = SERIES_COLOURS[i % len(SERIES_COLOURS)]
+        _polyline(dr, [px(x, v) for x, v in zip(xs, smoothed[c])], col, 2)
     img.save(out)
     return out
+
+
+def _faint(colour):
+    """30 % of `colour` on white: the raw values under their smoothed line."""
+    return tuple(int(255 - 0.3 * (255 - v)) for v in colour)
+
+
+def _polyline(dr, points, fill, width):
+    """One line through the points whose value is finite (a NaN row is skipped, as if absent)."""
+    run = [p for p in points if math.isfinite(p[1])]
+    if len(run) > 1:
+        dr.line(run, fill=fill, width=width)

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
+import stat
 from pathlib import Path
 
 import numpy as np
 
 from navi_nb.files import read_regular
 from navi_nb.world.scene_spec import HELDOUT_SEED_START, SceneSpecError
-
-_ENTRY_NAME = re.compile(r"(\d+)\.gmdag")
 
 
 def sidecar_claim(world):
@@ -44,40 +42,26 @@ def cached_twin(world, cache_dir=None):
     """``"house:1000003"`` when a held-out entry of the world cache, at the world's resolution, holds the world's
     node words (its exact geometry, wherever its header puts it), else None. Unreadable folders and entries are
     passed over."""
-    from navi_nb.world.scenes import SCENES
-    from navi_nb.world.world_cache import default_cache_dir
+    from navi_nb.world.world_cache import builtin_entries, default_cache_dir
 
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     header = len(world.header_bytes())
     size = header + 8 * int(world.node_count)
     digest = None
-    try:
-        folders = sorted(os.listdir(root))
-    except OSError:
-        return None
-    for folder in folders:
-        family = folder.split("-g", 1)[0]
-        if family not in SCENES:
+    for entry in builtin_entries(root, world.resolution):
+        if entry.seed < HELDOUT_SEED_START:
             continue
-        res_dir = root / folder / f"r{int(world.resolution)}"
         try:
-            entries = sorted(os.scandir(res_dir), key=lambda e: e.name)
+            st = os.lstat(entry.path)
+            if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+                continue
+            data = read_regular(entry.path, "world cache entry")
         except OSError:
             continue
-        for entry in entries:
-            m = _ENTRY_NAME.fullmatch(entry.name)
-            if m is None or int(m.group(1)) < HELDOUT_SEED_START:
-                continue
-            try:
-                if not entry.is_file(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_size != size:
-                    continue
-                data = read_regular(entry.path, "world cache entry")
-            except OSError:
-                continue
-            if digest is None:
-                digest = hashlib.sha256(np.ascontiguousarray(world.nodes, dtype="<u8").view(np.uint8)).digest()
-            if hashlib.sha256(memoryview(data)[header:]).digest() == digest:
-                return f"{family}:{int(m.group(1))}"
+        if digest is None:
+            digest = hashlib.sha256(np.ascontiguousarray(world.nodes, dtype="<u8").view(np.uint8)).digest()
+        if hashlib.sha256(memoryview(data)[header:]).digest() == digest:
+            return f"{entry.family}:{entry.seed}"
     return None
 
 

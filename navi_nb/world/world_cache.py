@@ -44,11 +44,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -82,6 +84,54 @@ def entry_path(cache_dir, family: str, seed: int, resolution: int) -> Path:
 
     folder = f"{family}-g{GENERATOR_VERSION[family]}-c{COMPILER_VERSION}"
     return Path(cache_dir) / folder / f"r{int(resolution)}" / f"{int(seed)}.gmdag"
+
+
+class CacheEntry(NamedTuple):
+    """A built-in world's entry in the cache (``entry_path``'s arguments, read back from the path)."""
+
+    family: str
+    seed: int
+    resolution: int
+    path: Path
+
+
+_ENTRY_FOLDER = re.compile(r"([a-z]+)-g(\d+)-c(\d+)")
+_ENTRY_RES = re.compile(r"r([1-9]\d*)")
+_ENTRY_FILE = re.compile(r"(0|[1-9]\d*)\.gmdag")
+
+
+def builtin_entries(cache_dir, resolution=None) -> list:
+    """The built-in worlds' entries under `cache_dir`, the inverse of ``entry_path``: a ``CacheEntry`` for each
+    ``FAMILY-gG-cC/rRES/SEED.gmdag`` name of a built-in family, at `resolution` (None: every one), of any
+    generator and compiler version (an older version's folder too), in path order. Only names are read:
+    whether an entry is a regular file, and what it holds, is the caller's to check; unreadable folders
+    are passed over."""
+    from navi_nb.world.scenes import SCENES
+
+    root = Path(cache_dir)
+    out = []
+    for folder in _sorted_names(root):
+        m = _ENTRY_FOLDER.fullmatch(folder)
+        if m is None or m.group(1) not in SCENES:
+            continue
+        for res_name in _sorted_names(root / folder):
+            r = _ENTRY_RES.fullmatch(res_name)
+            if r is None or (resolution is not None and int(r.group(1)) != int(resolution)):
+                continue
+            for name in _sorted_names(root / folder / res_name):
+                e = _ENTRY_FILE.fullmatch(name)
+                if e is not None:
+                    out.append(
+                        CacheEntry(m.group(1), int(e.group(1)), int(r.group(1)), root / folder / res_name / name)
+                    )
+    return out
+
+
+def _sorted_names(folder) -> list:
+    try:
+        return sorted(os.listdir(folder))
+    except OSError:
+        return []
 
 
 def file_digest(path) -> str:
