@@ -309,13 +309,20 @@ def episode_settings(config) -> dict:
     return {k: getattr(config, k) for k in EPISODE_SETTINGS if getattr(config, k) != getattr(default, k)}
 
 
+def check_eval_seed(seed) -> int:
+    """``seed`` as an int when it can seed NumPy's generators (an integer in 0..2**64 - 1); else RunError."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
+        raise RunError(f"--seed must be an integer in 0..2**64-1, got {seed!r}")
+    return int(seed)
+
+
 def evaluate_policy(act, world_set, cfg, episodes=100, seed=None):
     """Any policy ``act`` (see :func:`run_episodes`) on the episodes ``navi-nb eval`` runs for a run with
     config ``cfg`` in ``world_set`` (seed ``cfg.seed + SEED_OFFSET`` unless given). Returns
     ``summarize``'s means and 95 % intervals plus ``per_episode`` (the arrays ``run_episodes`` returns)."""
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
-    eval_seed = cfg.seed + SEED_OFFSET if seed is None else int(seed)
+    eval_seed = check_eval_seed(cfg.seed + SEED_OFFSET if seed is None else seed)
     check_memory(f"evaluating {episodes} episodes", episodes_memory_estimate(cfg, episodes))
     env = evaluation_env(world_set, cfg, episodes, eval_seed)
     ep, _traj = run_episodes(env, act, env.config.max_steps + 1)
@@ -357,7 +364,7 @@ def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_ove
     cfg = read_run_config(run_path)
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
-    eval_seed = cfg.seed + SEED_OFFSET if seed is None else int(seed)
+    eval_seed = check_eval_seed(cfg.seed + SEED_OFFSET if seed is None else seed)
     check_memory(f"evaluating {episodes} episodes", episodes_memory_estimate(cfg, episodes))
     world_set, split_of = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
     policy, origin = load_run_policy(run_path, cfg, source)  # a damaged policy is refused before any world is traced

@@ -29,10 +29,12 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import threading
 import time
 from pathlib import Path
 
+from navi_nb.files import file_kind
 from navi_nb.train.runs import RunError, os_error
 
 LOCK_FILE = ".lock"
@@ -154,7 +156,7 @@ def acquire(run_path, command: str = "navi-nb train", hint: str = "wait for it t
 def _take(path: Path, key: str, command: str, hint: str) -> _Held:
     lock_path = os.path.join(key, LOCK_FILE)
     for _ in range(100):  # a new try only when a holder removed the file between our open and our flock
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = _open_lock_file(path, LOCK_FILE, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -183,6 +185,45 @@ def _take(path: Path, key: str, command: str, hint: str) -> _Held:
     raise RunError(f"run folder {path}: cannot take its lock ({LOCK_FILE} keeps being replaced)")
 
 
+_NO_FOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a link is refused; a FIFO cannot block the open
+
+
+def _not_a_lock(path: Path, name: str, what: str) -> RunError:
+    return RunError(
+        f"run folder {path}: its {name} is {what}, not a lock file; remove {Path(path) / name} "
+        "(a run folder from elsewhere may hold planted links)"
+    )
+
+
+def _open_lock_file(path: Path, name: str, flags: int) -> int:
+    """``path/name`` opened with ``flags`` (0o644 where created), never through a link: a link, FIFO, device or
+    folder in its place raises RunError naming it and the way out, and nothing is written."""
+    full = os.path.join(os.path.realpath(path), name)
+    try:
+        fd = os.open(full, flags | _NO_FOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _not_a_lock(path, name, "a symbolic link") from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO without a reader; a folder
+            raise _not_a_lock(path, name, file_kind(os.lstat(full).st_mode)) from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _not_a_lock(path, name, file_kind(mode))
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _read_record(path: Path, name: str) -> dict | None:
+    """The record in ``path/name`` (a lock file of another process), read without following a link."""
+    fd = _open_lock_file(path, name, os.O_RDONLY)
+    try:
+        return _parse(os.pread(fd, MAX_RECORD_BYTES, 0))
+    finally:
+        os.close(fd)
+
+
 def _take_pid_file(path: Path, key: str, command: str, hint: str) -> _Held:
     """The lock where flock is refused: an exclusively created ``PID_FILE`` holding this process's record."""
     pid_path = os.path.join(key, PID_FILE)
@@ -191,8 +232,7 @@ def _take_pid_file(path: Path, key: str, command: str, hint: str) -> _Held:
             fd = os.open(pid_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         except FileExistsError:
             try:
-                with open(pid_path, "rb") as fh:
-                    record = _parse(fh.read(MAX_RECORD_BYTES))
+                record = _read_record(path, PID_FILE)
             except FileNotFoundError:
                 continue  # its holder just released it
             if not _stale(record):
@@ -240,8 +280,10 @@ def check_free(run_path, hint: str) -> None:
         if key in _held:
             return
     try:
-        fd = os.open(os.path.join(key, LOCK_FILE), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+        fd = _open_lock_file(path, LOCK_FILE, os.O_RDONLY)
+    except RunError:
+        raise
+    except OSError:  # none there, or unreadable: judged by the pid file alone
         fd = None
     if fd is not None:
         try:  # shared, for a moment: refused while a holder has the lock
@@ -254,8 +296,9 @@ def check_free(run_path, hint: str) -> None:
         finally:
             os.close(fd)
     try:
-        with open(os.path.join(key, PID_FILE), "rb") as fh:
-            record = _parse(fh.read(MAX_RECORD_BYTES))
+        record = _read_record(path, PID_FILE)
+    except RunError:
+        raise
     except OSError:
         return
     if not _stale(record):

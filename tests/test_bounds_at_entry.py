@@ -1,0 +1,78 @@
+"""Values checked where they enter: counters that must fit 64 bits, evaluation seeds, a GRU state no GRU can
+hold, and SB3 keywords that cannot match the config they are asked for. Each is refused in one line naming
+the setting, before anything is written or allocated."""
+
+import numpy as np
+import pytest
+from peer_helpers import need_peer
+from run_helpers import tiny_run_args
+
+from navi_nb.cli import main
+from navi_nb.env.sb3_adapter import ppo_kwargs
+from navi_nb.learn.policy import ActorCritic, PolicyError, PolicyMemory
+from navi_nb.train.config import ConfigError, TrainConfig
+from navi_nb.train.evaluate import check_eval_seed, evaluate_policy
+from navi_nb.train.runs import RunError
+
+
+@pytest.mark.parametrize("name", ["total_steps", "rollout_steps", "checkpoint_every", "actors"])
+def test_integer_settings_past_64_bits_are_refused_by_name(name):
+    with pytest.raises(ConfigError, match=rf"{name} must be below 2\*\*63"):
+        TrainConfig(**{name: 10**400}).validate()
+    TrainConfig(total_steps=2**62).validate()  # large but countable: accepted
+
+
+def test_total_steps_1e400_on_the_command_line_is_one_line_and_writes_nothing(tmp_path, capsys):
+    code = main(["train", *tiny_run_args(), "--total-steps", "1e400", "--run-dir", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and "total_steps" in err.replace("-", "_"), err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("seed", [2**64, -1, 1.5, True, "7"])
+def test_evaluation_seeds_outside_64_bits_are_refused(seed):
+    with pytest.raises(RunError, match=r"--seed must be an integer in 0\.\.2\*\*64-1"):
+        check_eval_seed(seed)
+    with pytest.raises(RunError, match="--seed"):  # before any world or environment is touched
+        evaluate_policy(None, None, TrainConfig(), episodes=2, seed=seed)
+
+
+def test_evaluation_seeds_at_the_ends_are_kept():
+    assert check_eval_seed(0) == 0
+    assert check_eval_seed(np.uint64(2**64 - 1)) == 2**64 - 1
+
+
+@pytest.mark.parametrize("value", [1.5, -1.01, 1e30, 3e38])
+def test_a_gru_state_no_gru_can_hold_is_refused_and_nothing_changes(value):
+    mem = PolicyMemory(4, 8)
+    before = mem.get_state()
+    bad = before["h"].copy()
+    bad[2, 3] = value
+    with pytest.raises(PolicyError, match="where a GRU's state stays within \\[-1, 1\\]"):
+        mem.set_state({"h": bad, "start": before["start"]})
+    assert np.array_equal(mem.h, before["h"]) and np.array_equal(mem.start, before["start"])
+
+
+def test_states_a_gru_writes_are_accepted_even_saturated():
+    policy = ActorCritic(6, 4, hidden=[8], memory_size=8)
+    policy.initialize(3)
+    mem = policy.new_memory(5)
+    obs = np.full((5, 6), 40.0, np.float32)  # drives the gates to saturation
+    for _ in range(20):
+        policy.forward(obs, mem)
+    assert np.abs(mem.h).max() > 0.5  # the state moved
+    state = mem.get_state()
+    PolicyMemory(5, 8).set_state(state)  # what the GRU wrote is accepted
+    state["h"][...] = np.float32(1.0) + np.finfo(np.float32).eps  # one ulp over 1: rounding, not a bad file
+    PolicyMemory(5, 8).set_state(state)
+
+
+def test_ppo_kwargs_refuses_a_config_with_memory():
+    with pytest.raises(ValueError, match="memory_size is 64.*no recurrent memory"):
+        ppo_kwargs(TrainConfig(memory_size=64))
+
+
+def test_ppo_kwargs_carries_log_std_init():
+    need_peer("torch")
+    kw = ppo_kwargs(TrainConfig(log_std_init=-0.5))
+    assert kw["policy_kwargs"]["log_std_init"] == -0.5
