@@ -7,7 +7,9 @@ already holds a run is refused to the library's ``Trainer.create(run_path=...)``
 """
 
 import errno
+import json
 import os
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -138,3 +140,43 @@ def test_the_api_takes_an_empty_folder_and_one_a_kill_left_before_its_first_chec
     (run / "config.json").write_text("{}\n")  # what Trainer.create writes before its first checkpoint
     path, lock, made = claim_run_path(TrainConfig(), [], run_path=run)
     lock.release()
+
+
+def test_a_pid_file_whose_pid_now_names_another_process_is_stale(run, monkeypatch):
+    """Without flock: a record whose pid lives but started at another time (the pid was reused) is taken
+    over; the same pid with its own start time blocks, naming the file to remove."""
+
+    def no_flock(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(run_lock.fcntl, "flock", no_flock)
+    me = run_lock._record("navi-nb train")
+    assert isinstance(me["start_ticks"], int)
+    pid_file = run / ".lock.pid"
+    pid_file.write_text(json.dumps({**me, "pid": os.getppid(), "start_ticks": me["start_ticks"] + 12345}))
+    lock = run_lock.acquire(run, "navi-nb eval")  # reused pid: stale, taken over
+    assert json.loads(pid_file.read_text())["pid"] == os.getpid()
+    lock.release()
+    parent = run_lock._start_ticks(os.getppid())
+    pid_file.write_text(json.dumps({**me, "pid": os.getppid(), "start_ticks": parent}))
+    with pytest.raises(RunError, match=rf"in use by .*if that process is gone, remove {pid_file}"):
+        run_lock.acquire(run, "navi-nb eval")
+
+
+def test_where_flock_works_a_stray_pid_file_blocks_nothing(run):
+    (run / ".lock.pid").write_text(json.dumps({"pid": os.getppid(), "host": socket.gethostname()}))
+    run_lock.check_free(run, "hint")  # train --name's check: the folder is free
+    run_lock.acquire(run, "navi-nb eval").release()  # as eval finds it
+
+
+def test_a_folder_that_cannot_be_written_is_refused_with_the_commands_way_out(run, monkeypatch):
+    real_open = os.open
+
+    def read_only(path, flags, *a):
+        if str(path).endswith(".lock") and flags & os.O_CREAT:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_open(path, flags, *a)
+
+    monkeypatch.setattr(run_lock.os, "open", read_only)
+    with pytest.raises(RunError, match=r"Read-only file system; evaluate with --no-save, which writes nothing"):
+        run_lock.acquire(run, "navi-nb eval", "wait", "evaluate with --no-save, which writes nothing")

@@ -352,7 +352,8 @@ def evaluate(
     if save:
         if not run_path.is_dir():
             raise RunError(f"run folder {run_path} does not exist")
-        lock = acquire(run_path, "navi-nb eval", "wait for it, or evaluate with --no-save")
+        no_save = "evaluate with --no-save, which writes nothing"
+        lock = acquire(run_path, "navi-nb eval", "wait for it, or evaluate with --no-save", no_save)
     try:
         return _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_overlap, overrides)
     finally:

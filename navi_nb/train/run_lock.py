@@ -14,8 +14,13 @@ process that opened the old file sees that the name now points elsewhere, or now
 
 On a file system that refuses flock (ENOLCK, EOPNOTSUPP, ENOSYS, EINVAL: some network and FUSE mounts) the
 lock is ``RUN/.lock.pid`` created with ``O_CREAT | O_EXCL``, holding the same record and removed on release.
-A killed holder leaves it behind: a record of this host whose pid no longer lives (``os.kill(pid, 0)``) is
-stale and taken over; one of another host cannot be checked from here and blocks until removed by hand.
+A killed holder leaves it behind: a record of this host whose pid no longer lives (``os.kill(pid, 0)``), or
+lives with another start time than the record's (the pid was reused), is stale and taken over; one of
+another host cannot be checked from here and blocks until removed by hand (every such refusal names the
+file to remove). Where flock works, a ``.lock.pid`` is stray and ignored.
+
+A run folder may come from elsewhere: the lock files are opened with ``O_NOFOLLOW`` and must be regular
+files; a link, FIFO or folder in their place is refused naming it, and nothing is written through it.
 
 Within one process the lock is re-entrant (``train`` evaluates its finished run in the process that holds
 it; a library user may resume a run in the process that trained it): it is taken once per folder and freed
@@ -49,9 +54,20 @@ _held: dict[str, _Held] = {}  # folder (real path) -> what this process holds th
 _guard = threading.Lock()
 
 
+def _start_ticks(pid: int) -> int | None:
+    """Process ``pid``'s start time in clock ticks since boot (Linux /proc), or None where it cannot be read:
+    with the pid it names one process, where a pid alone may have been reused since."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[19])  # field 22, counted after "(comm)"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _record(command: str) -> dict:
     return {
         "pid": os.getpid(),
+        "start_ticks": _start_ticks(os.getpid()),
         "host": socket.gethostname(),
         "since": time.strftime("%Y-%m-%d %H:%M:%S"),
         "command": command,
@@ -135,10 +151,16 @@ class RunLock:
             pass
 
 
-def acquire(run_path, command: str = "navi-nb train", hint: str = "wait for it to finish") -> RunLock:
+_READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def acquire(
+    run_path, command: str = "navi-nb train", hint: str = "wait for it to finish", read_only_hint: str = ""
+) -> RunLock:
     """Take the lock of the existing folder ``run_path`` for ``command`` (named to a process refused later),
     or raise RunError ``run folder RUN is in use by COMMAND (pid P on HOST, since T); HINT`` without writing
-    anything."""
+    anything. A folder this process cannot write is refused naming it, with ``read_only_hint`` (what the
+    command can do instead) when given."""
     path = Path(run_path)
     key = os.path.realpath(path)
     with _guard:
@@ -147,7 +169,10 @@ def acquire(run_path, command: str = "navi-nb train", hint: str = "wait for it t
             try:
                 held = _take(path, key, command, hint)
             except OSError as exc:
-                raise os_error(exc, f"cannot lock the run folder {path}") from None
+                err = os_error(exc, f"cannot lock the run folder {path}")
+                if exc.errno in _READ_ONLY and read_only_hint:
+                    err = RunError(f"{err}; {read_only_hint}")
+                raise err from None
             _held[key] = held
         held.count += 1
         return RunLock(path, held)
@@ -236,8 +261,7 @@ def _take_pid_file(path: Path, key: str, command: str, hint: str) -> _Held:
             except FileNotFoundError:
                 continue  # its holder just released it
             if not _stale(record):
-                extra = "" if _on_this_host(record) else f" (if that process is gone, remove {pid_path})"
-                raise busy_error(path, record, hint + extra) from None
+                raise busy_error(path, record, f"{hint} (if that process is gone, remove {pid_path})") from None
             try:
                 os.unlink(pid_path)
             except FileNotFoundError:
@@ -267,8 +291,29 @@ def _stale(record) -> bool:
     except ProcessLookupError:
         return True
     except OSError:  # alive, another user's
+        pass
+    # alive: the holder only if it started when the record says (a pid is reused once its process is gone)
+    then, now = record.get("start_ticks"), _start_ticks(pid)
+    return isinstance(then, int) and not isinstance(then, bool) and now is not None and now != then
+
+
+def _flock_works(key: str) -> bool:
+    """Whether the file system of the folder ``key`` takes flock (tried on the folder itself, shared and at
+    once released): where it does, the lock is ``LOCK_FILE`` and a ``PID_FILE`` there is stray."""
+    try:
+        fd = os.open(key, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
         return False
-    return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    except BlockingIOError:
+        return True
+    except OSError as exc:
+        return exc.errno not in _NO_FLOCK
+    finally:
+        os.close(fd)
 
 
 def check_free(run_path, hint: str) -> None:
@@ -295,6 +340,8 @@ def check_free(run_path, hint: str) -> None:
             pass
         finally:
             os.close(fd)
+    if _flock_works(key):  # acquire takes LOCK_FILE here, as eval does: a PID_FILE left beside it holds nothing
+        return
     try:
         record = _read_record(path, PID_FILE)
     except RunError:
@@ -302,7 +349,7 @@ def check_free(run_path, hint: str) -> None:
     except OSError:
         return
     if not _stale(record):
-        raise busy_error(path, record, hint)
+        raise busy_error(path, record, f"{hint} (if that process is gone, remove {Path(key) / PID_FILE})")
 
 
 def _forget_after_fork():
