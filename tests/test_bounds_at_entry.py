@@ -76,3 +76,25 @@ def test_ppo_kwargs_carries_log_std_init():
     need_peer("torch")
     kw = ppo_kwargs(TrainConfig(log_std_init=-0.5))
     assert kw["policy_kwargs"]["log_std_init"] == -0.5
+
+
+def test_one_acting_function_evaluates_the_same_episodes_the_same_way_twice():
+    """mean_action's GRU states start from zero in each evaluation: they used to carry over into the next."""
+    from env_helpers import scene_world
+
+    from navi_nb.train.evaluate import mean_action
+    from navi_nb.train.runs import make_env, make_policy
+    from navi_nb.world.world_set import WorldSet
+
+    cfg = TrainConfig(scenes="box", sensor_az=8, sensor_el=4, memory_size=8, env={"max_steps": 12}).validate()
+    worlds = WorldSet.of(scene_world("box"))
+    obs_dim = make_env(worlds, cfg, n_actors=1).obs_dim
+    policy = make_policy(cfg, obs_dim)
+    policy.set_params(np.random.default_rng(5).normal(0.0, 0.5, policy.n_params).astype(np.float32))
+    act = mean_action(policy)
+    first = evaluate_policy(act, worlds, cfg, episodes=4)
+    again = evaluate_policy(act, worlds, cfg, episodes=4)
+    fresh = evaluate_policy(mean_action(policy), worlds, cfg, episodes=4)
+    for k in ("return", "length", "spl"):
+        assert np.array_equal(first["per_episode"][k], again["per_episode"][k]), k
+        assert np.array_equal(first["per_episode"][k], fresh["per_episode"][k]), k

@@ -184,8 +184,9 @@ def _read_weights(path, member, policy, cfg):
 
 def mean_action(policy):
     """The acting function of navi_nb's policy for evaluation: its mean action (no sampling noise). A policy
-    with memory keeps one state per actor from a zero state at the first call, advanced every call: right
-    for :func:`run_episodes`, which runs one episode per actor."""
+    with memory keeps one state per actor from a zero state at the first call, advanced every call; its
+    ``reset()`` forgets them, and :func:`run_episodes` calls it before its first step, so each evaluation
+    starts from zero states however often the function is used."""
     rng = np.random.default_rng(0)  # unused by deterministic acting; act() wants one
     memory = {}
 
@@ -194,13 +195,17 @@ def mean_action(policy):
             memory[obs.shape[0]] = policy.new_memory(obs.shape[0])
         return policy.act(obs, rng, deterministic=True, memory=memory.get(obs.shape[0]))[0]
 
+    act.reset = memory.clear
     return act
 
 
 def run_episodes(env, act, max_ticks):
     """One episode per actor, acting with ``act`` (observations (N, obs_dim) -> actions (N, 4): any policy,
     e.g. :func:`mean_action` of navi_nb's or a Stable-Baselines3 model's ``predict``). Returns per-episode
-    arrays + trajectories."""
+    arrays + trajectories. An ``act`` with a ``reset()`` (a policy's memory, as :func:`mean_action`'s) is reset
+    first: the same episodes give the same results however often ``act`` ran before."""
+    if callable(getattr(act, "reset", None)):
+        act.reset()
     A = env.n_actors
     obs, _ = env.reset()
     pos_log = [env.positions.copy()]
