@@ -98,3 +98,51 @@ def test_one_acting_function_evaluates_the_same_episodes_the_same_way_twice():
     for k in ("return", "length", "spl"):
         assert np.array_equal(first["per_episode"][k], again["per_episode"][k]), k
         assert np.array_equal(first["per_episode"][k], fresh["per_episode"][k]), k
+
+
+def test_evaluations_own_max_steps_is_in_its_memory_estimate():
+    from navi_nb.train.evaluate import episodes_memory_estimate
+
+    cfg = TrainConfig()
+    base = episodes_memory_estimate(cfg, 10)
+    long = episodes_memory_estimate(cfg, 10, {"max_steps": 10**9})
+    assert long - base == 10 * 3 * 16 * (10**9 - 500)  # the logged poses of the longer episodes
+    with pytest.raises(RunError, match="evaluating 10 episodes would need about"):
+        from navi_nb.train.runs import check_memory
+
+        check_memory("evaluating 10 episodes", long)
+
+
+@pytest.mark.parametrize(
+    "setting, match",
+    [
+        ({"goal_scale": 1e-300}, r"goal_scale must be >= 0\.001 m"),
+        ({"max_distance": 1e-9}, r"max_distance must be >= 0\.001 m"),
+        ({"reward_success": 1e39}, r"reward_success of 1e\+39 would overflow float32 returns over 500 steps"),
+        ({"penalty_path": 1e33}, r"penalty_path of 1e\+33 would overflow"),
+        ({"max_steps": 2**31}, r"max_steps must be <= 2147483646"),
+    ],
+)
+def test_settings_that_make_observations_or_rewards_non_finite_are_refused_by_name(setting, match):
+    from navi_nb.env.config import EnvConfig, EnvConfigError
+
+    with pytest.raises(EnvConfigError, match=match):
+        EnvConfig.from_kwargs(**setting)
+
+
+def test_the_cli_refuses_those_settings_before_a_run_folder_exists(tmp_path, capsys):
+    code = main(["train", *tiny_run_args(), "--env", "reward_success=1e39", "--run-dir", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code == 2 and "reward_success" in err and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_end_of_run_evaluation_too_large_is_refused_before_training(tmp_path, capsys, monkeypatch):
+    import navi_nb.memory
+
+    monkeypatch.setattr(navi_nb.memory, "available_memory", lambda: 64 * 2**20)
+    argv = [*tiny_run_args(eval_episodes=100000), "--run-dir", str(tmp_path / "runs")]
+    code = main(["train", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and "end-of-run evaluation of 100000 episodes" in err and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists()

@@ -133,6 +133,16 @@ def run(args) -> int:
         raise
 
 
+def check_final_evaluation(cfg) -> None:
+    """Refuse, before anything is written, an end-of-run evaluation (``eval_episodes``) that would not fit in RAM."""
+    if cfg.eval_episodes:
+        from navi_nb.train.evaluate import episodes_memory_estimate
+        from navi_nb.train.runs import check_memory
+
+        what = f"the end-of-run evaluation of {cfg.eval_episodes} episodes (--eval-episodes)"
+        check_memory(what, episodes_memory_estimate(cfg, cfg.eval_episodes))
+
+
 def _run(args) -> int:
     from rich.console import Console
 
@@ -165,6 +175,7 @@ def _run(args) -> int:
         if args.print_config:
             print_config(console, cfg, full=True)
             return 0
+        check_final_evaluation(cfg)  # found now, not after the whole training
         announce_cold_kernels(console)
         trainer = Trainer.create(cfg, console=console, progress=not args.no_progress)
     try:  # the run folder stays locked through the evaluation (the same process: navi_nb.train.run_lock)

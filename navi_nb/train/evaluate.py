@@ -371,7 +371,7 @@ def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_ove
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
     eval_seed = check_eval_seed(cfg.seed + SEED_OFFSET if seed is None else seed)
-    check_memory(f"evaluating {episodes} episodes", episodes_memory_estimate(cfg, episodes))
+    check_memory(f"evaluating {episodes} episodes", episodes_memory_estimate(cfg, episodes, overrides))
     world_set, split_of = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
     policy, origin = load_run_policy(run_path, cfg, source)  # a damaged policy is refused before any world is traced
     env = evaluation_env(world_set, cfg, episodes, eval_seed, overrides)
@@ -466,14 +466,15 @@ def world_records(world_set, run_path=None):
     return out
 
 
-def episodes_memory_estimate(cfg, episodes: int) -> int:
+def episodes_memory_estimate(cfg, episodes: int, overrides=None) -> int:
     """A lower bound on the bytes evaluating ``episodes`` side by side holds: one environment actor per
     episode, the policy's hidden activations (actor and critic trunks), and its logged poses (position
-    and yaw, 16 bytes a step: the list of steps, the stacked array and its float32 copy)."""
+    and yaw, 16 bytes a step: the list of steps, the stacked array and its float32 copy). ``overrides``:
+    the evaluation's own episode settings (``eval --env``), whose ``max_steps`` sizes the log."""
     from navi_nb.env.config import EnvConfig
     from navi_nb.env.footprint import actor_bytes
 
-    max_steps = EnvConfig.from_kwargs(**cfg.env).max_steps
+    max_steps = EnvConfig.from_kwargs(**{**cfg.env, **(overrides or {})}).max_steps
     per_episode = (
         actor_bytes(cfg.obs_dim(), cfg.sensor_az * cfg.sensor_el) + 8 * sum(cfg.hidden) + 3 * 16 * (max_steps + 2)
     )
