@@ -146,3 +146,27 @@ def test_an_end_of_run_evaluation_too_large_is_refused_before_training(tmp_path,
     err = capsys.readouterr().err
     assert code == 2 and "end-of-run evaluation of 100000 episodes" in err and "Traceback" not in err, err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_dead_compile_process_is_explained_by_ram_a_kill_or_an_unguarded_script(monkeypatch):
+    import sys
+    import types
+
+    from navi_nb.world.world_cache import _died_words
+
+    script = types.ModuleType("__main__")
+    script.__file__, script.__spec__ = "/home/me/train_all.py", None  # `python train_all.py`
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    words = _died_words()
+    assert "out of RAM or killed" in words and "/home/me/train_all.py starts it unguarded" in words
+    assert 'if __name__ == "__main__":' in words
+    cli = types.ModuleType("__main__")
+    cli.__file__, cli.__spec__ = "/venv/bin/navi-nb", types.SimpleNamespace(name="navi_nb.__main__")  # `-m`
+    monkeypatch.setitem(sys.modules, "__main__", cli)
+    assert "unguarded" not in _died_words()
+    from navi_nb.cli import main as cli_main
+
+    console_script = types.ModuleType("__main__")  # the `navi-nb` command pip writes
+    console_script.__file__, console_script.__spec__, console_script.main = "/venv/bin/navi-nb", None, cli_main
+    monkeypatch.setitem(sys.modules, "__main__", console_script)
+    assert "unguarded" not in _died_words()

@@ -127,7 +127,10 @@ def run(args) -> int:
         except OSError as exc:  # a full disk, a read-only folder, a name too long: one line, not a traceback
             raise os_error(exc, "train") from None
         except MemoryError:  # the size checks are lower bounds; what they let through may still not fit
-            raise RunError("train: ran out of memory; use fewer actors or rollout steps") from None
+            raise RunError(
+                "train: ran out of RAM past the size checks (they are lower bounds): fewer actors, rollout steps "
+                "or worlds, or a lower --resolution, need less"
+            ) from None
     except BaseException as exc:
         abort_on_failure(exc)
         raise
