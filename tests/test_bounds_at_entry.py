@@ -170,3 +170,19 @@ def test_a_dead_compile_process_is_explained_by_ram_a_kill_or_an_unguarded_scrip
     console_script.__file__, console_script.__spec__, console_script.main = "/venv/bin/navi-nb", None, cli_main
     monkeypatch.setitem(sys.modules, "__main__", console_script)
     assert "unguarded" not in _died_words()
+
+
+def test_a_straight_line_goal_band_no_world_can_hold_is_refused_like_the_geodesic_one():
+    from env_helpers import make_env
+
+    from navi_nb.env.config import EnvConfigError
+
+    with pytest.raises(
+        EnvConfigError,
+        match=r"world world0 has no two points 100\.0 m apart \(its free space spans at most \d+\.\d\d m\).*euclidean",
+    ):
+        make_env("box", goal_min_distance=100.0, goal_max_distance=200.0)
+    env = make_env("box", goal_min_distance=2.0, goal_max_distance=4.0)  # a band the box holds
+    obs, _ = env.reset()
+    d = np.linalg.norm(env.goals - env.positions, axis=1)
+    assert np.all(d >= 2.0 - 0.3) and np.all(d <= 4.0 + 0.3)  # spawn jitter aside, in the band
