@@ -14,10 +14,15 @@ than ``max_bytes`` from its size before reading, and reading at most
 file as missing or damaged (the caches) treats these the same way.
 
 ``write_atomic(path, data)`` writes through a temporary file beside ``path``
-(``.NAME.tmp``), flushed to disk, then renamed over ``path``: a reader, or a
-run that resumes after a crash, sees the old file or the new one, never a
-part of one. The world files, run records and metrics tables all write
-through it. A shared top-level module: it imports no stage.
+(``.NAME.XXXXXXXX.tmp``, made with ``mkstemp``: a new name, created exclusively,
+so a link planted in the folder is never written through), flushed to disk,
+then renamed over ``path`` (a link at ``path`` is replaced, not followed): a
+reader, or a run that resumes after a crash, sees the old file or the new one,
+never a part of one. The world files, run records and metrics tables all write
+through it. ``open_append(path)`` opens a log for appending without following a
+link at ``path`` and refuses anything but a regular file there. A folder may
+come from elsewhere (an unpacked run folder is untrusted input): no writer here
+follows a link it finds in it. A shared top-level module: it imports no stage.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import errno
 import io
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from navi_nb.errors import NaviError
@@ -115,17 +121,43 @@ def write_atomic(path, data: bytes) -> Path:
     """Replace ``path`` with ``data`` in one rename; a failure leaves ``path`` as it was and no temporary. An
     OSError that names no file (a full disk on write or fsync) is raised naming ``path``."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = None
     try:
-        with open(tmp, "wb") as fh:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        tmp = Path(name)
+        with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        if exc.filename is None:  # OSError(errno, ...) keeps the subclass: PermissionError, ...
+        if exc.filename is None or tmp is None or exc.filename == str(tmp):  # name the file, not its temporary
             raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
         raise
     finally:
-        tmp.unlink(missing_ok=True)  # gone after the rename; a part-written one after a failure
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)  # gone after the rename; a part-written one after a failure
     return path
+
+
+def open_append(path, what="file", newline=None):
+    """``path`` opened for appending text (created if missing), never through a link: a link, a FIFO, a
+    device or a folder at ``path`` raises :class:`FileKindError` naming it and what is there, before
+    anything is written."""
+    path = Path(path)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise FileKindError(path, "a symbolic link, not a regular file; remove it", what) from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO without a reader; a folder
+            kind = file_kind(os.lstat(path).st_mode)
+            raise FileKindError(path, f"{kind}, not a regular file; remove it", what) from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise FileKindError(path, f"{file_kind(st.st_mode)}, not a regular file; remove it", what)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "a", newline=newline)

@@ -127,10 +127,23 @@ def run(args) -> int:
         except OSError as exc:  # a full disk, a read-only folder, a name too long: one line, not a traceback
             raise os_error(exc, "train") from None
         except MemoryError:  # the size checks are lower bounds; what they let through may still not fit
-            raise RunError("train: ran out of RAM; use fewer actors or rollout steps") from None
+            raise RunError(
+                "train: ran out of RAM past the size checks (they are lower bounds): fewer actors, rollout steps "
+                "or worlds, or a lower --resolution, need less"
+            ) from None
     except BaseException as exc:
         abort_on_failure(exc)
         raise
+
+
+def check_final_evaluation(cfg) -> None:
+    """Refuse, before anything is written, an end-of-run evaluation (``eval_episodes``) that would not fit in RAM."""
+    if cfg.eval_episodes:
+        from navi_nb.train.evaluate import episodes_ram_estimate
+        from navi_nb.train.runs import check_ram
+
+        what = f"the end-of-run evaluation of {cfg.eval_episodes} episodes (--eval-episodes)"
+        check_ram(what, episodes_ram_estimate(cfg, cfg.eval_episodes))
 
 
 def _run(args) -> int:
@@ -165,6 +178,7 @@ def _run(args) -> int:
         if args.print_config:
             print_config(console, cfg, full=True)
             return 0
+        check_final_evaluation(cfg)  # found now, not after the whole training
         announce_cold_kernels(console)
         trainer = Trainer.create(cfg, console=console, progress=not args.no_progress)
     try:  # the run folder stays locked through the evaluation (the same process: navi_nb.train.run_lock)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from navi_nb.env.config import ActionError, StateError
+from navi_nb.env.config import ActionError, EnvConfigError, StateError
 
 
 def check_actions(actions, A) -> np.ndarray:
@@ -75,3 +75,15 @@ def check_state_ranges(v, cfg, wparams, n_cells, n_worlds) -> None:
     n_cells = np.asarray(n_cells, np.int64)[wi]
     if v["cells"].size and np.any(v["cells"] > n_cells):
         refuse("cells", f"holds more visited cells than the grid has ({int(n_cells.max())})")
+
+
+def check_straight_band(pools, names, dmin, dmax) -> None:
+    """Refuse a straight-line goal band that some world cannot hold: no two points of its pool (``pools``,
+    one (n, 3) array a world) are ``dmin`` apart when the diagonal of the pool's bounding box is shorter."""
+    for pool, name in zip(pools, names):
+        reach = float(np.linalg.norm(pool.max(axis=0).astype(np.float64) - pool.min(axis=0)))
+        if reach < dmin:
+            raise EnvConfigError(
+                f"NavEnv: world {name} has no two points {dmin} m apart (its free space spans at most "
+                f"{reach:.2f} m): goal band {dmin}..{dmax} m (goal_distance euclidean) cannot be met there"
+            )

@@ -36,7 +36,7 @@ EPISODE_RECORD = {
     "length": np.int32,  # its steps
     "success": np.bool_,  # reached the goal (point-goal)
     "spl": np.float32,  # success weighted by path length (point-goal)
-    "coverage": np.float32,  # cells visited (explore)
+    "coverage": np.float32,  # fraction of the reachable visit-grid cells visited (explore)
     "collisions": np.int32,  # contacts
     "world": np.int32,  # index of its world in the world set
 }
@@ -45,6 +45,18 @@ in ``info["episode"]`` (one value per actor; the toy environments report the one
 collection loop gathers them and an evaluation keeps them (``eval_episodes.npz``)."""
 EPISODE_KEYS = tuple(EPISODE_RECORD)
 """The episode record's names, in its order."""
+REWARD_TERMS = (
+    "reward_progress",
+    "reward_success",
+    "reward_new_cell",
+    "penalty_contact",
+    "penalty_time",
+    "penalty_path",
+)
+FLOAT32_MAX = 3.4028234663852886e38
+REWARD_HEADROOM = 1e4  # a step's reward terms scale with metres (progress, path) and cells: room for that
+MIN_DIVISOR_M = 1e-3
+MAX_STEPS = 2**31 - 2  # an episode's length and the step after it fit int32
 EPISODE_SETTINGS = (
     "goal_min_distance",
     "goal_max_distance",
@@ -173,15 +185,7 @@ class EnvConfig:
             "max_distance",
         ):
             positive(name)
-        for name in (
-            "goal_min_distance",
-            "reward_progress",
-            "reward_success",
-            "reward_new_cell",
-            "penalty_contact",
-            "penalty_time",
-            "penalty_path",
-        ):
+        for name in ("goal_min_distance", *REWARD_TERMS):
             non_negative(name)
         for name in ("contact_margin", "spawn_cell"):
             v = getattr(self, name)
@@ -191,6 +195,25 @@ class EnvConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
                 raise EnvConfigError(f"env config: {name} must be an integer >= {lo}, got {v!r}")
+        # observations and rewards are float32: a length that divides one, or a reward that a whole episode adds
+        # up, is bounded so that neither can overflow (the refusal names the setting, not the rollout it breaks)
+        for name in ("goal_scale", "max_distance"):
+            v = getattr(self, name)
+            if v < MIN_DIVISOR_M:
+                raise EnvConfigError(
+                    f"env config: {name} must be >= {MIN_DIVISOR_M} m (observations divide by it), got {v!r}"
+                )
+        for name in REWARD_TERMS:
+            v = getattr(self, name)
+            if v * (self.max_steps + 1) * REWARD_HEADROOM > FLOAT32_MAX:
+                raise EnvConfigError(
+                    f"env config: {name} of {v!r} would overflow float32 returns over {self.max_steps} steps; "
+                    f"it must be <= {FLOAT32_MAX / ((self.max_steps + 1) * REWARD_HEADROOM):.3g}"
+                )
+        if self.max_steps > MAX_STEPS:
+            raise EnvConfigError(
+                f"env config: max_steps must be <= {MAX_STEPS} (episode lengths are int32), got {self.max_steps}"
+            )
         if self.visit_max_cells > 256:
             raise EnvConfigError(f"env config: visit_max_cells must be <= 256, got {self.visit_max_cells}")
         if self.goal_min_distance > self.goal_max_distance:

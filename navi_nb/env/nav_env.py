@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from navi_nb.env.checks import check_actions, check_state_ranges
+from navi_nb.env.checks import check_actions, check_state_ranges, check_straight_band
 from navi_nb.env.config import EPISODE_RECORD, TASKS, EnvConfig, EnvConfigError, StateError
 from navi_nb.env.footprint import RAY_BYTES
 from navi_nb.env.geodesic import GoalFields
@@ -253,6 +253,9 @@ class NavEnv:
         self._fields = GoalFields(self._spawners, self.n_actors, cfg.needs_field(self.task))
         if self._fields.enabled and cfg.goal_distance == "geodesic":
             self._fields.check_band(self._spawners, world_set.names, cfg.goal_min_distance, cfg.goal_max_distance)
+        elif self.task == "pointgoal":
+            pools = [sp.pool for sp in self._spawners]
+            check_straight_band(pools, world_set.names, cfg.goal_min_distance, cfg.goal_max_distance)
         self.reachable_cells = reachable[0]
         self._reachable = np.asarray(reachable, dtype=np.int64)
         self._visit_tables = visit_tables(self._grids)

@@ -202,11 +202,17 @@ def ppo_kwargs(cfg) -> dict:
     minibatch size (the rollout's samples over ``num_minibatches``), epochs, gamma, GAE lambda, the ratio
     clip, advantage normalisation, entropy coefficient, gradient-norm clip, target KL, Adam's epsilon, the
     learning rate and its linear annealing to 0, separate actor and critic trunks of ``hidden`` units with
-    ``activation``, orthogonal initialisation (SB3's default, gains as navi_nb's) and log-std 0. Two
+    ``activation``, orthogonal initialisation (SB3's default, gains as navi_nb's) and ``log_std_init``. A ``cfg`` with a
+    recurrent memory (``memory_size`` > 0) is refused: ``MlpPolicy`` has none to match. Two
     differences of form: SB3's value loss is the mean squared error without navi_nb's factor 1/2, so its
     ``vf_coef`` is half of ``cfg.vf_coef`` (the same weight); and with ``clip_vloss`` SB3 uses the clipped
     value loss alone where navi_nb takes the larger of the clipped and unclipped ones.
     """
+    if int(getattr(cfg, "memory_size", 0) or 0) > 0:
+        raise ValueError(
+            f"ppo_kwargs: memory_size is {cfg.memory_size}, and SB3's PPO('MlpPolicy') has no recurrent memory; "
+            "compare with memory_size=0"
+        )
     from torch import nn
 
     batch = int(cfg.actors) * int(cfg.rollout_steps)
@@ -230,7 +236,7 @@ def ppo_kwargs(cfg) -> dict:
             "net_arch": {"pi": hidden, "vf": hidden},
             "activation_fn": {"tanh": nn.Tanh, "relu": nn.ReLU}[cfg.activation],
             "ortho_init": True,
-            "log_std_init": 0.0,
+            "log_std_init": float(getattr(cfg, "log_std_init", 0.0)),
             "optimizer_kwargs": {"eps": float(cfg.adam_eps)},
         },
     }

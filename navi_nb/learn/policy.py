@@ -54,6 +54,11 @@ def orthogonal(rng, n_in, n_out, gain, dtype):
     return (gain * q).T.astype(dtype)
 
 
+# A GRU's state is (1 - z) * n + z * h with n = tanh(.) and z = sigmoid(.): within [-1, 1], give or take the
+# rounding of those two products and their sum (a few ulps at 1).
+STATE_BOUND = {t: 1.0 + 8 * float(np.finfo(t).eps) for t in (np.float32, np.float64)}
+
+
 class PolicyMemory:
     """The recurrent state of ``n`` actors: ``h`` (n, H), the GRU's state after each actor's last step, and
     ``start`` (n,) bool, True where the actor's next observation is the first of an episode (its state is
@@ -71,6 +76,10 @@ class PolicyMemory:
         h, start = np.asarray(state.get("h")), np.asarray(state.get("start"))
         if h.shape != self.h.shape or h.dtype != self.h.dtype or not np.isfinite(h).all():
             raise PolicyError(f"memory state h: {h.dtype} {h.shape}, expected finite {self.h.dtype} {self.h.shape}")
+        if h.size and np.abs(h).max() > STATE_BOUND[h.dtype.type]:
+            raise PolicyError(
+                f"memory state h: a value of {float(np.abs(h).max()):.6g} where a GRU's state stays within [-1, 1]"
+            )
         if start.shape != self.start.shape or start.dtype != np.bool_:
             raise PolicyError(f"memory state start: {start.dtype} {start.shape}, expected bool {self.start.shape}")
         self.h[...] = h

@@ -134,7 +134,9 @@ def save_checkpoint(path, arrays: dict, meta: dict, _hook=_no_hook) -> Path:
     tmp = folder / f".{path.name}.{os.getpid()}.tmp"
     try:
         _hook("open")
-        with open(tmp, "wb") as fh:
+        # created exclusively and never through a link: a name planted in the folder is refused, not written
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "wb") as fh:
             with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as zf:
                 _hook("meta")
                 zf.writestr(META_MEMBER, meta_bytes)

@@ -138,6 +138,7 @@ class TrainConfig(PPOConfig):
         ):
             v = getattr(self, name)
             check(is_int(v) and v >= lo, f"{name} must be an integer >= {lo}, got {v!r}")
+            check(v < 2**63, f"{name} must be below 2**63 (the counters are 64-bit), got a {len(str(v))}-digit number")
         check(
             is_num(self.shard_recheck) and self.shard_recheck >= 0,
             f"shard_recheck must be a number >= 0, got {self.shard_recheck!r}",

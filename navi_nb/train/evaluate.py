@@ -188,8 +188,9 @@ def _read_weights(path, member, policy, cfg):
 
 def mean_action(policy):
     """The acting function of navi_nb's policy for evaluation: its mean action (no sampling noise). A policy
-    with memory keeps one state per actor from a zero state at the first call, advanced every call: right
-    for :func:`run_episodes`, which runs one episode per actor."""
+    with memory keeps one state per actor from a zero state at the first call, advanced every call; its
+    ``reset()`` forgets them, and :func:`run_episodes` calls it before its first step, so each evaluation
+    starts from zero states however often the function is used."""
     rng = np.random.default_rng(0)  # unused by deterministic acting; act() wants one
     memory = {}
 
@@ -198,13 +199,17 @@ def mean_action(policy):
             memory[obs.shape[0]] = policy.new_memory(obs.shape[0])
         return policy.act(obs, rng, deterministic=True, memory=memory.get(obs.shape[0]))[0]
 
+    act.reset = memory.clear
     return act
 
 
 def run_episodes(env, act, max_ticks):
     """One episode per actor, acting with ``act`` (observations (N, obs_dim) -> actions (N, 4): any policy,
     e.g. :func:`mean_action` of navi_nb's or a Stable-Baselines3 model's ``predict``). Returns per-episode
-    arrays + trajectories."""
+    arrays + trajectories. An ``act`` with a ``reset()`` (a policy's memory, as :func:`mean_action`'s) is reset
+    first: the same episodes give the same results however often ``act`` ran before."""
+    if callable(getattr(act, "reset", None)):
+        act.reset()
     A = env.n_actors
     obs, _ = env.reset()
     pos_log = [env.positions.copy()]
@@ -313,13 +318,20 @@ def episode_settings(config) -> dict:
     return {k: getattr(config, k) for k in EPISODE_SETTINGS if getattr(config, k) != getattr(default, k)}
 
 
+def check_eval_seed(seed) -> int:
+    """``seed`` as an int when it can seed NumPy's generators (an integer in 0..2**64 - 1); else RunError."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
+        raise RunError(f"--seed must be an integer in 0..2**64-1, got {seed!r}")
+    return int(seed)
+
+
 def evaluate_policy(act, world_set, cfg, episodes=100, seed=None):
     """Any policy ``act`` (see :func:`run_episodes`) on the episodes ``navi-nb eval`` runs for a run with
     config ``cfg`` in ``world_set`` (seed ``cfg.seed + SEED_OFFSET`` unless given). Returns
     ``summarize``'s means and 95 % intervals plus ``per_episode`` (the arrays ``run_episodes`` returns)."""
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
-    eval_seed = cfg.seed + SEED_OFFSET if seed is None else int(seed)
+    eval_seed = check_eval_seed(cfg.seed + SEED_OFFSET if seed is None else seed)
     check_ram(f"evaluating {episodes} episodes", episodes_ram_estimate(cfg, episodes))
     env = evaluation_env(world_set, cfg, episodes, eval_seed)
     ep, _traj = run_episodes(env, act, env.config.max_steps + 1)
@@ -349,7 +361,8 @@ def evaluate(
     if save:
         if not run_path.is_dir():
             raise RunError(f"run folder {run_path} does not exist")
-        lock = acquire(run_path, "navi-nb eval", "wait for it, or evaluate with --no-save")
+        no_save = "evaluate with --no-save, which writes nothing"
+        lock = acquire(run_path, "navi-nb eval", "wait for it, or evaluate with --no-save", no_save)
     try:
         return _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_overlap, overrides)
     finally:
@@ -361,8 +374,8 @@ def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_ove
     cfg = read_run_config(run_path)
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
-    eval_seed = cfg.seed + SEED_OFFSET if seed is None else int(seed)
-    check_ram(f"evaluating {episodes} episodes", episodes_ram_estimate(cfg, episodes))
+    eval_seed = check_eval_seed(cfg.seed + SEED_OFFSET if seed is None else seed)
+    check_ram(f"evaluating {episodes} episodes", episodes_ram_estimate(cfg, episodes, overrides))
     world_set, split_of = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
     policy, origin = load_run_policy(run_path, cfg, source)  # a damaged policy is refused before any world is traced
     env = evaluation_env(world_set, cfg, episodes, eval_seed, overrides)
@@ -452,14 +465,15 @@ def world_records(world_set, run_path=None):
     return out
 
 
-def episodes_ram_estimate(cfg, episodes: int) -> int:
+def episodes_ram_estimate(cfg, episodes: int, overrides=None) -> int:
     """A lower bound on the bytes evaluating ``episodes`` side by side holds: one environment actor per
     episode, the policy's hidden activations (actor and critic trunks), and its logged poses (position
-    and yaw, 16 bytes a step: the list of steps, the stacked array and its float32 copy)."""
+    and yaw, 16 bytes a step: the list of steps, the stacked array and its float32 copy). ``overrides``:
+    the evaluation's own episode settings (``eval --env``), whose ``max_steps`` sizes the log."""
     from navi_nb.env.config import EnvConfig
     from navi_nb.env.footprint import actor_bytes
 
-    max_steps = EnvConfig.from_kwargs(**cfg.env).max_steps
+    max_steps = EnvConfig.from_kwargs(**{**cfg.env, **(overrides or {})}).max_steps
     per_episode = (
         actor_bytes(cfg.obs_dim(), cfg.sensor_az * cfg.sensor_el) + 8 * sum(cfg.hidden) + 3 * 16 * (max_steps + 2)
     )

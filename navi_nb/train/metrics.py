@@ -21,7 +21,7 @@ import math
 import os
 from pathlib import Path
 
-from navi_nb.files import open_regular, read_regular, write_atomic
+from navi_nb.files import open_append, open_regular, read_regular, write_atomic
 
 # name, TensorBoard namespace, description
 COLUMNS = [
@@ -77,9 +77,13 @@ class MetricsLog:
         self.jsonl_path = self.run_dir / "metrics.jsonl"
         if resume_update is not None:
             truncate_metrics(self.run_dir, resume_update)
-        new_csv = not self.csv_path.exists() or self.csv_path.stat().st_size == 0
-        self._csv = open(self.csv_path, "a", newline="")
-        self._jsonl = open(self.jsonl_path, "a")
+        self._csv = open_append(self.csv_path, "metrics table", newline="")
+        try:
+            self._jsonl = open_append(self.jsonl_path, "metrics log")
+        except BaseException:
+            self._csv.close()
+            raise
+        new_csv = os.fstat(self._csv.fileno()).st_size == 0
         self._writer = csv.writer(self._csv, lineterminator="\n")
         if new_csv:
             self._writer.writerow(COLUMN_NAMES)

@@ -14,8 +14,13 @@ process that opened the old file sees that the name now points elsewhere, or now
 
 On a file system that refuses flock (ENOLCK, EOPNOTSUPP, ENOSYS, EINVAL: some network and FUSE mounts) the
 lock is ``RUN/.lock.pid`` created with ``O_CREAT | O_EXCL``, holding the same record and removed on release.
-A killed holder leaves it behind: a record of this host whose pid no longer lives (``os.kill(pid, 0)``) is
-stale and taken over; one of another host cannot be checked from here and blocks until removed by hand.
+A killed holder leaves it behind: a record of this host whose pid no longer lives (``os.kill(pid, 0)``), or
+lives with another start time than the record's (the pid was reused), is stale and taken over; one of
+another host cannot be checked from here and blocks until removed by hand (every such refusal names the
+file to remove). Where flock works, a ``.lock.pid`` is stray and ignored.
+
+A run folder may come from elsewhere: the lock files are opened with ``O_NOFOLLOW`` and must be regular
+files; a link, FIFO or folder in their place is refused naming it, and nothing is written through it.
 
 Within one process the lock is re-entrant (``train`` evaluates its finished run in the process that holds
 it; a library user may resume a run in the process that trained it): it is taken once per folder and freed
@@ -29,10 +34,12 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import threading
 import time
 from pathlib import Path
 
+from navi_nb.files import file_kind
 from navi_nb.train.runs import RunError, os_error
 
 LOCK_FILE = ".lock"
@@ -47,9 +54,20 @@ _held: dict[str, _Held] = {}  # folder (real path) -> what this process holds th
 _guard = threading.Lock()
 
 
+def _start_ticks(pid: int) -> int | None:
+    """Process ``pid``'s start time in clock ticks since boot (Linux /proc), or None where it cannot be read:
+    with the pid it names one process, where a pid alone may have been reused since."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[19])  # field 22, counted after "(comm)"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _record(command: str) -> dict:
     return {
         "pid": os.getpid(),
+        "start_ticks": _start_ticks(os.getpid()),
         "host": socket.gethostname(),
         "since": time.strftime("%Y-%m-%d %H:%M:%S"),
         "command": command,
@@ -133,10 +151,16 @@ class RunLock:
             pass
 
 
-def acquire(run_path, command: str = "navi-nb train", hint: str = "wait for it to finish") -> RunLock:
+_READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def acquire(
+    run_path, command: str = "navi-nb train", hint: str = "wait for it to finish", read_only_hint: str = ""
+) -> RunLock:
     """Take the lock of the existing folder ``run_path`` for ``command`` (named to a process refused later),
     or raise RunError ``run folder RUN is in use by COMMAND (pid P on HOST, since T); HINT`` without writing
-    anything."""
+    anything. A folder this process cannot write is refused naming it, with ``read_only_hint`` (what the
+    command can do instead) when given."""
     path = Path(run_path)
     key = os.path.realpath(path)
     with _guard:
@@ -145,7 +169,10 @@ def acquire(run_path, command: str = "navi-nb train", hint: str = "wait for it t
             try:
                 held = _take(path, key, command, hint)
             except OSError as exc:
-                raise os_error(exc, f"cannot lock the run folder {path}") from None
+                err = os_error(exc, f"cannot lock the run folder {path}")
+                if exc.errno in _READ_ONLY and read_only_hint:
+                    err = RunError(f"{err}; {read_only_hint}")
+                raise err from None
             _held[key] = held
         held.count += 1
         return RunLock(path, held)
@@ -154,7 +181,7 @@ def acquire(run_path, command: str = "navi-nb train", hint: str = "wait for it t
 def _take(path: Path, key: str, command: str, hint: str) -> _Held:
     lock_path = os.path.join(key, LOCK_FILE)
     for _ in range(100):  # a new try only when a holder removed the file between our open and our flock
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = _open_lock_file(path, LOCK_FILE, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -183,6 +210,45 @@ def _take(path: Path, key: str, command: str, hint: str) -> _Held:
     raise RunError(f"run folder {path}: cannot take its lock ({LOCK_FILE} keeps being replaced)")
 
 
+_NO_FOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a link is refused; a FIFO cannot block the open
+
+
+def _not_a_lock(path: Path, name: str, what: str) -> RunError:
+    return RunError(
+        f"run folder {path}: its {name} is {what}, not a lock file; remove {Path(path) / name} "
+        "(a run folder from elsewhere may hold planted links)"
+    )
+
+
+def _open_lock_file(path: Path, name: str, flags: int) -> int:
+    """``path/name`` opened with ``flags`` (0o644 where created), never through a link: a link, FIFO, device or
+    folder in its place raises RunError naming it and the way out, and nothing is written."""
+    full = os.path.join(os.path.realpath(path), name)
+    try:
+        fd = os.open(full, flags | _NO_FOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _not_a_lock(path, name, "a symbolic link") from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO without a reader; a folder
+            raise _not_a_lock(path, name, file_kind(os.lstat(full).st_mode)) from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _not_a_lock(path, name, file_kind(mode))
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _read_record(path: Path, name: str) -> dict | None:
+    """The record in ``path/name`` (a lock file of another process), read without following a link."""
+    fd = _open_lock_file(path, name, os.O_RDONLY)
+    try:
+        return _parse(os.pread(fd, MAX_RECORD_BYTES, 0))
+    finally:
+        os.close(fd)
+
+
 def _take_pid_file(path: Path, key: str, command: str, hint: str) -> _Held:
     """The lock where flock is refused: an exclusively created ``PID_FILE`` holding this process's record."""
     pid_path = os.path.join(key, PID_FILE)
@@ -191,13 +257,11 @@ def _take_pid_file(path: Path, key: str, command: str, hint: str) -> _Held:
             fd = os.open(pid_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         except FileExistsError:
             try:
-                with open(pid_path, "rb") as fh:
-                    record = _parse(fh.read(MAX_RECORD_BYTES))
+                record = _read_record(path, PID_FILE)
             except FileNotFoundError:
                 continue  # its holder just released it
             if not _stale(record):
-                extra = "" if _on_this_host(record) else f" (if that process is gone, remove {pid_path})"
-                raise busy_error(path, record, hint + extra) from None
+                raise busy_error(path, record, f"{hint} (if that process is gone, remove {pid_path})") from None
             try:
                 os.unlink(pid_path)
             except FileNotFoundError:
@@ -227,8 +291,29 @@ def _stale(record) -> bool:
     except ProcessLookupError:
         return True
     except OSError:  # alive, another user's
+        pass
+    # alive: the holder only if it started when the record says (a pid is reused once its process is gone)
+    then, now = record.get("start_ticks"), _start_ticks(pid)
+    return isinstance(then, int) and not isinstance(then, bool) and now is not None and now != then
+
+
+def _flock_works(key: str) -> bool:
+    """Whether the file system of the folder ``key`` takes flock (tried on the folder itself, shared and at
+    once released): where it does, the lock is ``LOCK_FILE`` and a ``PID_FILE`` there is stray."""
+    try:
+        fd = os.open(key, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
         return False
-    return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    except BlockingIOError:
+        return True
+    except OSError as exc:
+        return exc.errno not in _NO_FLOCK
+    finally:
+        os.close(fd)
 
 
 def check_free(run_path, hint: str) -> None:
@@ -240,8 +325,10 @@ def check_free(run_path, hint: str) -> None:
         if key in _held:
             return
     try:
-        fd = os.open(os.path.join(key, LOCK_FILE), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+        fd = _open_lock_file(path, LOCK_FILE, os.O_RDONLY)
+    except RunError:
+        raise
+    except OSError:  # none there, or unreadable: judged by the pid file alone
         fd = None
     if fd is not None:
         try:  # shared, for a moment: refused while a holder has the lock
@@ -253,13 +340,16 @@ def check_free(run_path, hint: str) -> None:
             pass
         finally:
             os.close(fd)
+    if _flock_works(key):  # acquire takes LOCK_FILE here, as eval does: a PID_FILE left beside it holds nothing
+        return
     try:
-        with open(os.path.join(key, PID_FILE), "rb") as fh:
-            record = _parse(fh.read(MAX_RECORD_BYTES))
+        record = _read_record(path, PID_FILE)
+    except RunError:
+        raise
     except OSError:
         return
     if not _stale(record):
-        raise busy_error(path, record, hint)
+        raise busy_error(path, record, f"{hint} (if that process is gone, remove {Path(key) / PID_FILE})")
 
 
 def _forget_after_fork():

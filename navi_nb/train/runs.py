@@ -368,6 +368,13 @@ def _not_empty(path: Path) -> RunError:
     )
 
 
+def _holds_run(path: Path) -> RunError:
+    return RunError(
+        f"run folder {path} is not empty (it holds a run or other files); resume a run with "
+        f"Trainer.resume({str(path)!r}) (navi-nb train --resume), or give an empty or new folder"
+    )
+
+
 def claim_run_path(cfg: TrainConfig, items, run_path=None, command="navi-nb train"):
     """The new run's folder (``run_path``, else ``pick_run_path``), made and locked before anything is written
     into it: ``(path, RunLock, made)``, ``made`` when this call made the folder (``release_new_run`` removes
@@ -391,8 +398,10 @@ def claim_run_path(cfg: TrainConfig, items, run_path=None, command="navi-nb trai
             raise os_error(exc, "cannot make the run folder") from None
         lock = acquire(path, command, BUSY_HINT_NEW)
         try:
-            if run_path is None and _content(path) and not never_checkpointed(path):  # filled since it was picked
-                raise _not_empty(path)
+            # a folder given by the caller is checked here, one picked by name was checked by pick_run_path and
+            # may have filled since: either way a run already in it is never written over
+            if _content(path) and not never_checkpointed(path):
+                raise _not_empty(path) if run_path is None else _holds_run(path)
         except OSError as exc:
             lock.release()
             raise os_error(exc, "cannot use the run folder") from None

@@ -435,14 +435,27 @@ def _run(missing, resolution, jobs, progress):
                     except NaviError as exc:
                         raise _item_error(futures[f], exc) from None
                     except BrokenProcessPool:
-                        raise _item_error(
-                            futures[f], "a compile process died (out of RAM?); entries finished so far are kept"
-                        ) from None
+                        raise _item_error(futures[f], _died_words()) from None
                     done += 1
                     tick(done)
     finally:
         if bar is not None:
             bar.stop()
+
+
+def _died_words() -> str:
+    """Why a compile process may have died: RAM, a kill, or (when ``__main__`` is a script file) the script's
+    own code, which every spawned process imports and which runs again there unless guarded."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None) if getattr(main, "__spec__", None) is None else None
+    if getattr(getattr(main, "main", None), "__module__", "") == "navi_nb.cli":
+        script = None  # the `navi-nb` console script: guarded
+    why = "out of RAM or killed"
+    if script:
+        why += f', or {script} starts it unguarded: put its code under `if __name__ == "__main__":`'
+    return f"a compile process died ({why}); entries finished so far are kept"
 
 
 def load_worlds(
