@@ -66,8 +66,9 @@ WORLD_SUFFIX = ".gmdag"
 # other files the cache key would not cover).
 MESH_SUFFIXES = (".obj", ".stl", ".ply", ".off", ".glb")
 # Estimated in-memory bytes of one compiled built-in world at resolution 128
-# (the largest seeds measured are about 0.6 MB; node counts grow with the
-# surface area, i.e. with the square of the resolution).
+# (the largest seeds measured are about 0.6 MB, 0.8 MB for the large families,
+# which compile at 4x the resolution in a 4x wider cube: the same voxel size;
+# node counts grow with the surface area, i.e. with the square of the resolution).
 BUILTIN_BYTES_AT_128 = 1_000_000
 WORLD_OVERHEAD_BYTES = 64 * 1024  # sidecar, spawn pool, Python objects per world
 
