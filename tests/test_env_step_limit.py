@@ -107,6 +107,7 @@ def test_cli_refuses_a_bad_rule_and_a_bad_rooms_spec(tmp_path, capsys, monkeypat
         (["--scenes", "rooms:1000000"], "held out"),
         (["--scenes", "rooms:5-2"], "empty range"),
         (["--scenes", "rooms:x"], "seeds must be N or A-B"),
+        (["--scenes", "house:1,rooms:3", "--resolution", "4096"], "resolution 4096 gives 16384, above 8192"),
     ]
     for argv, match in cases:
         code = main(["train", *argv, "--run-dir", str(runs), "--name", "r"])

@@ -168,6 +168,15 @@ def test_largest_seed_fits_the_memory_estimate():
     assert len(w.to_bytes()) + len(json.dumps(w.sidecar)) < BUILTIN_BYTES_AT_128
 
 
+def test_a_resolution_the_large_families_cannot_compile_is_refused_by_the_spec():
+    from navi_nb.world.scene_spec import SceneSpecError, check_memory, estimated_bytes, parse_spec
+
+    items = parse_spec("house:1,rooms:3")
+    assert estimated_bytes(items[0], 8192) > 0 and estimated_bytes(items[1], 2048) > 0
+    with pytest.raises(SceneSpecError, match="'rooms:3': rooms compiles .* up to 2048"):
+        check_memory(items, 4096, available=2**60)
+
+
 def _scene_digest(name, seeds):
     h = hashlib.sha256()
     for seed in seeds:
