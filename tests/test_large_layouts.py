@@ -145,6 +145,22 @@ def test_cache_entries_are_the_familys_own_at_the_scaled_resolution(tmp_path):
     assert entry_path(tmp_path, "maze", 7, 128) == tmp_path / f"maze-g2-c{COMPILER_VERSION}" / "r128" / "7.gmdag"
 
 
+def test_a_cached_heldout_large_world_is_known_by_content(tmp_path):
+    """The cache keeps a large world under its file's resolution, where the held-out check looks for a copy of
+    it: a copy of rooms:1000000 with its sidecar dropped is still that held-out world."""
+    from navi_nb.world.gmdag import load_world
+    from navi_nb.world.heldout import cached_twin
+    from navi_nb.world.scene_spec import parse_spec
+    from navi_nb.world.world_cache import compile_worlds
+
+    (path,) = compile_worlds(parse_spec("rooms:1000000"), 16, tmp_path, jobs=1)
+    assert path.parent.name == "r64"
+    copy = tmp_path / "copy.gmdag"
+    copy.write_bytes(path.read_bytes())
+    world = load_world(copy)
+    assert world.resolution == 64 and cached_twin(world, tmp_path) == "rooms:1000000"
+
+
 def test_compiles_at_the_scaled_resolution_with_the_standard_voxel():
     from navi_nb.world.compiler import CompileError, compile_scene
 
