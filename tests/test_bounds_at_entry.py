@@ -120,7 +120,7 @@ def test_evaluations_own_max_steps_is_in_its_memory_estimate():
         ({"max_distance": 1e-9}, r"max_distance must be >= 0\.001 m"),
         ({"reward_success": 1e39}, r"reward_success of 1e\+39 would overflow float32 returns over 500 steps"),
         ({"penalty_path": 1e33}, r"penalty_path of 1e\+33 would overflow"),
-        ({"max_steps": 2**31}, r"max_steps must be <= 2147483646"),
+        ({"max_steps": 2**31}, r"max_steps must be <= 2147483647"),
     ],
 )
 def test_settings_that_make_observations_or_rewards_non_finite_are_refused_by_name(setting, match):

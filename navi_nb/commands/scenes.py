@@ -55,7 +55,15 @@ def _list(args, console) -> int:
     from rich.table import Table
 
     from navi_nb.world.scene_spec import HELDOUT_SEED_START
-    from navi_nb.world.scenes import DEFAULT_SCENE, GENERATOR_VERSION, SCENES, SEEDED_FAMILIES, get_scene
+    from navi_nb.world.scenes import (
+        CUBE_SIDE,
+        DEFAULT_SCENE,
+        GENERATOR_VERSION,
+        SCENES,
+        SEEDED_FAMILIES,
+        get_scene,
+        resolution_scale,
+    )
 
     table = Table(title="built-in scene families (navi-nb compile --scene NAME --seed N)")
     table.add_column("name")
@@ -74,6 +82,14 @@ def _list(args, console) -> int:
             row += [size, str(len(s.spawn_points))]
         table.add_row(*row)
     console.print(table)
+    large = [name for name in SCENES if resolution_scale(name) != 1]
+    for scale in sorted({resolution_scale(name) for name in large}):
+        names = " and ".join(name for name in large if resolution_scale(name) == scale)
+        console.print(
+            f"{names} compile in a {CUBE_SIDE * scale:g} m cube at {scale}x the resolution (the same voxel size)",
+            markup=False,
+            highlight=False,
+        )
     if args.details:
         console.print("classes (semantic ids from 1): " + ", ".join(get_scene("box").class_names[1:]))
     console.print(SPEC_SYNTAX.format(heldout=HELDOUT_SEED_START), markup=False, highlight=False, soft_wrap=True)

@@ -29,6 +29,7 @@ class StateError(NaviError, ValueError):
 
 
 TASKS = ("pointgoal", "explore")
+INT32_MAX = 2**31 - 1
 WORLD_SCHEDULES = ("random", "round_robin")
 DISTANCES = ("geodesic", "euclidean")
 EPISODE_RECORD = {
@@ -56,7 +57,6 @@ REWARD_TERMS = (
 FLOAT32_MAX = 3.4028234663852886e38
 REWARD_HEADROOM = 1e4  # a step's reward terms scale with metres (progress, path) and cells: room for that
 MIN_DIVISOR_M = 1e-3
-MAX_STEPS = 2**31 - 2  # an episode's length and the step after it fit int32
 EPISODE_SETTINGS = (
     "goal_min_distance",
     "goal_max_distance",
@@ -94,7 +94,13 @@ class EnvConfig:
 
     # --- episodes --------------------------------------------------------
     max_steps: int = 500
-    """Step limit: an episode reaching it is truncated."""
+    """Step limit: an episode reaching it is truncated (with ``max_steps_per_metre`` on, the cap of the rule)."""
+    max_steps_per_metre: float = 0.0
+    """pointgoal: above 0, each episode's step limit follows its goal, ``min(max_steps, ceil(max_steps_base +
+    max_steps_per_metre * l))`` with l the shortest path from spawn to goal (metres, SPL's); 0 (the default):
+    every episode gets ``max_steps``. Explore episodes always get ``max_steps``."""
+    max_steps_base: int = 100
+    """pointgoal, with ``max_steps_per_metre`` on: the steps the rule gives before the first metre."""
     spawn: str = "free"
     """``"free"``: uniform over reachable free space with clearance (default);
     ``"points"``: the world's listed spawn points (falls back to free space
@@ -195,6 +201,7 @@ class EnvConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
                 raise EnvConfigError(f"env config: {name} must be an integer >= {lo}, got {v!r}")
+        self._validate_step_rule()
         # observations and rewards are float32: a length that divides one, or a reward that a whole episode adds
         # up, is bounded so that neither can overflow (the refusal names the setting, not the rollout it breaks)
         for name in ("goal_scale", "max_distance"):
@@ -210,10 +217,6 @@ class EnvConfig:
                     f"env config: {name} of {v!r} would overflow float32 returns over {self.max_steps} steps; "
                     f"it must be <= {FLOAT32_MAX / ((self.max_steps + 1) * REWARD_HEADROOM):.3g}"
                 )
-        if self.max_steps > MAX_STEPS:
-            raise EnvConfigError(
-                f"env config: max_steps must be <= {MAX_STEPS} (episode lengths are int32), got {self.max_steps}"
-            )
         if self.visit_max_cells > 256:
             raise EnvConfigError(f"env config: visit_max_cells must be <= 256, got {self.visit_max_cells}")
         if self.goal_min_distance > self.goal_max_distance:
@@ -242,6 +245,31 @@ class EnvConfig:
         if not isinstance(self.semantic_obs, bool):
             raise EnvConfigError(f"env config: semantic_obs must be True or False, got {self.semantic_obs!r}")
         return self
+
+    def _validate_step_rule(self):
+        """max_steps fits ep_len's int32, and the per-metre rule gives every episode 1 to max_steps steps."""
+        if self.max_steps > INT32_MAX:
+            raise EnvConfigError(
+                f"env config: max_steps must be <= {INT32_MAX} (episode lengths are int32), got {self.max_steps}"
+            )
+        rate, base = self.max_steps_per_metre, self.max_steps_base
+        if not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isfinite(rate) and rate >= 0):
+            raise EnvConfigError(f"env config: max_steps_per_metre must be a finite number >= 0 (0: off), got {rate!r}")
+        if not isinstance(base, int) or isinstance(base, bool) or base < 0:
+            raise EnvConfigError(f"env config: max_steps_base must be an integer >= 0, got {base!r}")
+        if rate == 0:
+            return
+        if base < 1:  # a goal next to the spawn would get 0 steps
+            raise EnvConfigError(
+                f"env config: max_steps_base must be >= 1 with max_steps_per_metre on (the rule gives a goal at 0 m "
+                f"max_steps_base steps), got {base}"
+            )
+        if math.ceil(base + rate) >= self.max_steps:
+            raise EnvConfigError(
+                f"env config: the step rule ceil({base} + {rate} * metres) capped at max_steps ({self.max_steps}) "
+                "gives max_steps to every goal 1 m away or farther: raise max_steps (the cap) or lower "
+                "max_steps_base / max_steps_per_metre"
+            )
 
     def needs_field(self, task: str) -> bool:
         """Whether episodes of ``task`` need a geodesic field (the progress reward or the goal draw)."""

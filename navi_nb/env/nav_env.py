@@ -47,6 +47,7 @@ from navi_nb.env.tasks import (
     TERMS,
     VisitGrid,
     reward_coefficients,
+    score_rules,
     score_step,
     start_episodes,
     visit_tables,
@@ -321,7 +322,7 @@ class NavEnv:
         self._outcome = (self._terms, self._reward, self._terminated, self._truncated, self._success)
         self._motion = (self._packed, self._wparams)
         self._limits = (self._speeds, cfg.dt, cfg.radius, cfg.max_substeps)
-        self._rules = (self._coefs, cfg.success_radius, cfg.max_steps)
+        self._rules = score_rules(self._coefs, cfg)
         self._scales = (self._inv_log_max, self._sem_scale, self._inv_speeds, 1.0 / cfg.goal_scale)
 
     # ------------------------------------------------------------------
@@ -545,6 +546,8 @@ class NavEnv:
                 self._goal_dist,
                 self._potential,
             )
+        if self.task == "pointgoal" and self.config.max_steps_per_metre > 0:
+            self._settle_paths()  # the step limits follow the shortest paths (start_dist)
         score_step(*self._score_args())
         self._prev_action[:] = self._act
         np.logical_or(self._terminated, self._truncated, out=self._done)

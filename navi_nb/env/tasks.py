@@ -23,9 +23,11 @@ explore
     contact   as above
     time      as above
 
-Either task is truncated when the episode reaches ``max_steps`` steps without
-terminating. Per episode the environment reports return, length, success,
-SPL (``success * l / max(p, l)``, p the path length travelled, l the
+Either task is truncated when the episode reaches its step limit without
+terminating: ``max_steps``, or for a point-goal episode with ``max_steps_per_metre`` on,
+``min(max_steps, ceil(max_steps_base + max_steps_per_metre * l))`` with l the episode's
+shortest path from spawn to goal (SPL's, below; :func:`step_limit`). Per episode
+the environment reports return, length, success, SPL (``success * l / max(p, l)``, p the path length travelled, l the
 shortest path from spawn to goal through the world's reachable cells,
 ``spawn.path_lengths``: the geodesic distance of Anderson et al.'s
 definition, which is the straight-line distance when the goal is in sight),
@@ -92,6 +94,25 @@ def _cell_index(x, y, z, lo, inv_cell, dims):
     return (ix * dims[1] + iy) * dims[2] + iz
 
 
+def score_rules(coefs, cfg) -> tuple:
+    """The rules :func:`score_step` takes: ``(coefs, success_radius, (max_steps, max_steps_base,
+    max_steps_per_metre))``, coefs from :func:`reward_coefficients`."""
+    step_rule = (int(cfg.max_steps), int(cfg.max_steps_base), float(cfg.max_steps_per_metre))
+    return (coefs, float(cfg.success_radius), step_rule)
+
+
+@njit(inline="always", cache=True)
+def step_limit(step_rule, length):
+    """An episode's step limit under ``step_rule = (max_steps, base, per_metre)``: max_steps when per_metre
+    is 0, else ``min(max_steps, ceil(base + per_metre * length))``, length (metres, float64) the episode's
+    shortest path from spawn to goal. Computed in float64, so no value overflows before the cap."""
+    max_steps, base, per_metre = step_rule
+    if per_metre <= 0.0:
+        return max_steps
+    v = math.ceil(np.float64(base) + per_metre * length)
+    return max_steps if v >= max_steps else v
+
+
 @njit(inline="always", cache=True)
 def straight_distance(goal, pos, i):
     """Actor ``i``'s straight distance to its goal, metres (float64): the success test's, the start's
@@ -153,8 +174,10 @@ def start_episodes(rows, grids, pose, goals, visits, counters, prev_action):
 def score_step(task, rules, grids, pose, goals, potential, moves, visits, counters, outcome):
     """Rewards, flags and counters for one step of every actor.
 
-    task: POINTGOAL or EXPLORE. rules ``(coefs, success_radius, max_steps)``: coefs (T,) float64
-    the signed coefficients (:func:`reward_coefficients`). grids: :func:`visit_tables`. The per-actor
+    task: POINTGOAL or EXPLORE. rules ``(coefs, success_radius, step_rule)`` (:func:`score_rules`): coefs
+    (T,) float64 the signed coefficients (:func:`reward_coefficients`); step_rule the step limit's
+    (:func:`step_limit`), per-metre for a point-goal episode from its ``start_dist``, which must then hold
+    the episode's shortest path (``NavEnv`` settles it before scoring). grids: :func:`visit_tables`. The per-actor
     bundles (``nav_env``): pose ``(world_index, pos, yaw, vel)``, world_index (A,) int32 each
     actor's world, pos (A,3) float32 after the move; goals ``(goal, goal_dist, start_dist)``, goal
     (A,3) float32, goal_dist (A,) float64 the progress potential before the move
@@ -165,9 +188,10 @@ def score_step(task, rules, grids, pose, goals, potential, moves, visits, counte
     terms (T,A) float32, reward (A,) float32, the flags (A,) bool; adds to counters ``(ep_return,
     ep_len, path_len, collisions)``: float64, int32, float64, int32.
     """
-    coefs, success_radius, max_steps = rules
+    coefs, success_radius, step_rule = rules
+    max_steps = step_rule[0]
     world_index, pos, _yaw, _vel = pose
-    goal, goal_dist, _start_dist = goals
+    goal, goal_dist, start_dist = goals
     _act, contact, moved = moves
     visit, cells = visits
     ep_return, ep_len, path_len, collisions = counters
@@ -176,7 +200,9 @@ def score_step(task, rules, grids, pose, goals, potential, moves, visits, counte
     for i in range(n):
         ok = False
         total = 0.0
+        limit = max_steps
         if task == 0:
+            limit = step_limit(step_rule, start_dist[i])
             d = straight_distance(goal, pos, i)
             t0 = coefs[0] * (goal_dist[i] - potential[i])
             goal_dist[i] = potential[i]
@@ -213,4 +239,4 @@ def score_step(task, rules, grids, pose, goals, potential, moves, visits, counte
         if contact[i]:
             collisions[i] += 1
         terminated[i] = ok
-        truncated[i] = (not ok) and ep_len[i] >= max_steps
+        truncated[i] = (not ok) and ep_len[i] >= limit

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from navi_nb.env.config import EnvConfig, EnvConfigError
 from navi_nb.env.footprint import actor_bytes
 from navi_nb.errors import NaviError
 from navi_nb.learn.policy import MAX_MEMORY
@@ -213,6 +214,10 @@ class TrainConfig(PPOConfig):
         try:
             PPOConfig.validate(self)
         except PPOConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+        try:  # the environment's settings too: refused before a world is compiled or a file written
+            EnvConfig.from_kwargs(**self.env)
+        except EnvConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
         return self
 

@@ -451,7 +451,9 @@ def compile_scene(name_or_scene="house", resolution=128, seed=0, *, margin=None,
     """Compile a built-in scene (name or Scene) from its analytic field.
 
     The cube is the scene's own (cube_min, cube_side) unless `margin` (metres)
-    asks for a cube fitted around its region of interest.
+    asks for a cube fitted around its region of interest. A scene whose cube is
+    ``resolution_scale`` times the standard one (the large families) compiles at
+    that many times `resolution`, so its voxels are the standard cube's.
     """
     from navi_nb.world.scenes import Scene, get_scene
 
@@ -459,11 +461,20 @@ def compile_scene(name_or_scene="house", resolution=128, seed=0, *, margin=None,
     cube = None
     if margin is None and scene.cube_min is not None:
         cube = (scene.cube_min, scene.cube_side)
+    scaled = resolution  # a bad value is refused by compile_field as it was given
+    is_int = isinstance(resolution, (int, np.integer)) and not isinstance(resolution, bool)
+    if margin is None and scene.resolution_scale != 1 and is_int:
+        scaled = int(resolution) * scene.resolution_scale
+    if scaled != resolution and scaled > 8192:
+        raise CompileError(
+            f"scene {scene.name!r} compiles at {scene.resolution_scale}x the resolution (its {scene.cube_side:g} m "
+            f"cube at the voxel size of the standard one): {resolution} gives {scaled}, above 8192"
+        )
     world = compile_field(
         scene,
         scene.bounds_min,
         scene.bounds_max,
-        resolution,
+        scaled,
         margin=margin,
         cube=cube,
         sidecar=scene.sidecar(),

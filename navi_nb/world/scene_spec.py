@@ -66,10 +66,12 @@ WORLD_SUFFIX = ".gmdag"
 # other files the cache key would not cover).
 MESH_SUFFIXES = (".obj", ".stl", ".ply", ".off", ".glb")
 # Estimated in-memory bytes of one compiled built-in world at resolution 128
-# (the largest seeds measured are about 0.6 MB; node counts grow with the
-# surface area, i.e. with the square of the resolution).
+# (the largest seeds measured are about 0.6 MB, 0.8 MB for the large families,
+# which compile at 4x the resolution in a 4x wider cube: the same voxel size;
+# node counts grow with the surface area, i.e. with the square of the resolution).
 BUILTIN_BYTES_AT_128 = 1_000_000
 WORLD_OVERHEAD_BYTES = 64 * 1024  # sidecar, spawn pool, Python objects per world
+MAX_RESOLUTION = 8192  # the compiler's largest resolution (a world file's, not the set's)
 
 _FAMILY_ITEM = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?::(.*))?$")
 _SEEDS = re.compile(r"^(\d+)(?:-(\d+))?$")
@@ -390,7 +392,18 @@ def check_room(world, item: WorldItem, actor_radius=0.2):
 
 def estimated_bytes(item: WorldItem, resolution: int) -> int:
     """Bytes one world is expected to take in memory: a world file's size, or the built-in estimate for a
-    built-in or a mesh at `resolution` (a compiled world's size grows with its surface, not its triangles)."""
+    built-in or a mesh at `resolution` (a compiled world's size grows with its surface, not its triangles).
+    Raises for a built-in of a large family that cannot compile at `resolution` (4x it above 8192)."""
+    if item.builtin:
+        from navi_nb.world.scenes import CUBE_SIDE, resolution_scale
+
+        scale = resolution_scale(item.family)
+        if resolution * scale > MAX_RESOLUTION:
+            raise SceneSpecError(
+                f"scene spec item {item.origin!r}: {item.family} compiles in a {CUBE_SIDE * scale:g} m cube at "
+                f"{scale}x the resolution: resolution {resolution} gives {resolution * scale}, above "
+                f"{MAX_RESOLUTION} (use a resolution up to {MAX_RESOLUTION // scale})"
+            )
     if item.builtin or item.mesh:
         return int(BUILTIN_BYTES_AT_128 * (resolution / 128.0) ** 2) + WORLD_OVERHEAD_BYTES
     try:

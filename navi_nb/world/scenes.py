@@ -14,6 +14,11 @@ obstacles, and every layout is connected for an actor needing up to
 ``MIN_GAP / 2`` of clearance (see "seeded layouts" below). Seed 0 of house,
 maze and pillars is the classic hand-made layout. Scenes are the oracles of the tests: ``evaluate``
 gives the analytic field, ``raycast`` sphere traces it to 1e-6 m.
+
+The large families (``LARGE_FAMILIES``: ``bigmaze``, ``rooms``, up to about 40 m across) live in
+``navi_nb/world/large_layouts.py`` and are built from the shared pieces here. They compile in a cube
+``RESOLUTION_SCALE`` times as wide at that many times the resolution, so a world of any family has the
+same voxel size at the same resolution (0.125 m at 128).
 """
 
 from __future__ import annotations
@@ -45,11 +50,17 @@ SCENES = {
     "house": "rooms joined by doorways, with furniture (seed 0: five rooms and a hall; the default)",
     "maze": "a maze of 2-3 m cells, some with loops (seed 0: 5 x 5 cells of 2.5 m, a perfect maze)",
     "clutter": "a room with random boxes, posts, spheres and beams (seed 0: 12 x 12 m)",
+    "bigmaze": "a maze of 8-16 x 8-16 cells of 2-2.5 m, 16-40 m across, some with loops",
+    "rooms": "a grid of 2-6 x 2-6 rooms of 3-7 m, doors on a spanning tree plus a few loops, furniture",
 }
 # Families whose seed shapes the layout. Each generator has a version: it goes
 # into compile-cache keys, so bump it whenever a seed's layout changes.
-SEEDED_FAMILIES = ("house", "maze", "clutter", "pillars")
-GENERATOR_VERSION = {"box": 1, "pillars": 2, "house": 2, "maze": 2, "clutter": 2}
+SEEDED_FAMILIES = ("house", "maze", "clutter", "pillars", "bigmaze", "rooms")
+GENERATOR_VERSION = {"box": 1, "pillars": 2, "house": 2, "maze": 2, "clutter": 2, "bigmaze": 1, "rooms": 1}
+LARGE_FAMILIES = ("bigmaze", "rooms")  # built in navi_nb/world/large_layouts.py
+# How many times wider than CUBE_SIDE a family's world cube is, and so how many times the asked
+# resolution it compiles at (the voxel size stays CUBE_SIDE / resolution): 64 m holds 40 m layouts.
+RESOLUTION_SCALE = {"bigmaze": 4, "rooms": 4}
 DEFAULT_SCENE = "house"
 
 
@@ -74,6 +85,8 @@ class Scene:
     # every resolution >= 128 (equal surfaces then give equal subtrees).
     cube_min: np.ndarray = None
     cube_side: float = None
+    # the built-in cube is this many times CUBE_SIDE: compile_scene multiplies the resolution by it
+    resolution_scale: int = 1
 
     def evaluate(self, points):
         """(sdf float64 (N,), class int32 (N,)) at points (N,3); metres, negative in solid."""
@@ -116,12 +129,12 @@ class Scene:
 # --------------------------------------------------------------------------
 
 
-def _room(lo, hi):
+def room_shell(lo, hi):
     """Rows for the solid around a room: complement of its box, faces classed."""
     return [box_min_max(lo, hi, WALL, bottom=FLOOR, top=CEILING), op(OP_COMPLEMENT)]
 
 
-def _wall(axis, at, lo, hi, doors=(), thickness=0.75, door_height=2.125):
+def wall_boxes(axis, at, lo, hi, doors=(), thickness=0.75, door_height=2.125):
     """Solid boxes of a floor-to-ceiling wall with doorway gaps.
 
     axis "x": the wall runs along x at z = at from x = lo to hi; "z": along z
@@ -182,7 +195,15 @@ def _spawn_points(scene, spacing=1.0, rng=None, count=None):
     return pts.astype(np.float32)
 
 
-def _finish(name, rows, lo, hi, seed, spacing=1.0):
+def resolution_scale(family) -> int:
+    """How many times the asked resolution the built-in `family` compiles at (1 but for LARGE_FAMILIES)."""
+    return RESOLUTION_SCALE.get(family, 1)
+
+
+def finish_scene(name, rows, lo, hi, seed, spacing=1.0):
+    """The Scene of family `name`: program, bounds, its family's world cube and spawn points."""
+    scale = resolution_scale(name)
+    side = CUBE_SIDE * scale
     s = Scene(
         name=name,
         description=SCENES[name],
@@ -190,8 +211,9 @@ def _finish(name, rows, lo, hi, seed, spacing=1.0):
         bounds_min=np.asarray(lo, dtype=np.float64),
         bounds_max=np.asarray(hi, dtype=np.float64),
         seed=seed,
-        cube_min=np.array(CUBE_MIN, dtype=np.float64),
-        cube_side=CUBE_SIDE,
+        cube_min=np.array([-side / 2, HEIGHT / 2 - side / 2, -side / 2]),  # CUBE_MIN at scale 1
+        cube_side=side,
+        resolution_scale=scale,
     )
     s.spawn_points = _spawn_points(s, spacing)
     if len(s.spawn_points) == 0:
@@ -206,7 +228,7 @@ def _finish(name, rows, lo, hi, seed, spacing=1.0):
 
 def _box(seed):
     lo, hi = [-4.0, 0.0, -3.0], [4.0, HEIGHT, 3.0]
-    return _finish("box", [_room(lo, hi)], lo, hi, seed)
+    return finish_scene("box", [room_shell(lo, hi)], lo, hi, seed)
 
 
 # --------------------------------------------------------------------------
@@ -229,18 +251,18 @@ WALL_THICKNESS = 0.75
 MAX_INTERIOR = 15.0  # interiors fit the 16 m cube with room to spare
 
 
-def _grid(x, step=0.125):
+def snap(x, step=0.125):
     """x snapped to the geometry grid."""
     return float(np.round(x / step) * step)
 
 
-def _uniform_grid(rng, a, b, step):
+def uniform_grid(rng, a, b, step):
     """A value in [a, b] on a grid of `step` (a and b on that grid), uniformly."""
     n = int(np.floor((b - a) / step + 1e-9))
     return a + step * int(rng.integers(n + 1))
 
 
-class _Footprints:
+class Footprints:
     """xz rectangles of placed obstacles; `fits` applies the MIN_GAP rule."""
 
     def __init__(self, lo, hi, gap=MIN_GAP):
@@ -262,22 +284,22 @@ class _Footprints:
         self.rects.append((np.asarray(rlo, dtype=np.float64), np.asarray(rhi, dtype=np.float64)))
 
 
-def _furniture_piece(rng, x, z):
+def furniture_piece(rng, x, z):
     """(row, footprint lo (x, z), footprint hi) of a random furniture piece centred near (x, z)."""
     e = EMBED
     kind = int(rng.integers(6))
     if kind in (0, 1, 2):  # table, sofa, bed: rounded boxes
-        hx = _uniform_grid(rng, 0.375, 1.125, 0.125)
-        hz = _uniform_grid(rng, 0.375, 1.125, 0.125)
+        hx = uniform_grid(rng, 0.375, 1.125, 0.125)
+        hz = uniform_grid(rng, 0.375, 1.125, 0.125)
         top = (0.75, 0.875, 0.5)[kind]
         lo, hi = [x - hx, z - hz], [x + hx, z + hz]
         return box_min_max([lo[0], -e, lo[1]], [hi[0], top, hi[1]], OBSTACLE, rounding=0.125), lo, hi
     if kind == 3:  # stool or barrel
-        r = _uniform_grid(rng, 0.375, 0.5, 0.125)
-        top = _uniform_grid(rng, 0.5, 1.0, 0.125)
+        r = uniform_grid(rng, 0.375, 0.5, 0.125)
+        top = uniform_grid(rng, 0.5, 1.0, 0.125)
         return cylinder([x, -e, z], [x, top, z], r, OBSTACLE), [x - r, z - r], [x + r, z + r]
     if kind == 4:  # a rail along x or z at chest height
-        half = _uniform_grid(rng, 0.5, 1.0, 0.125)
+        half = uniform_grid(rng, 0.5, 1.0, 0.125)
         r = 0.375
         if rng.random() < 0.5:
             a, b = [x - half, 1.125, z], [x + half, 1.125, z]
@@ -290,15 +312,15 @@ def _furniture_piece(rng, x, z):
     return cylinder([x, -e, z], [x, HEIGHT + e, z], r, PILLAR), [x - r, z - r], [x + r, z + r]
 
 
-def _scatter_furniture(rng, rows, feet, count, tries=40):
+def scatter_furniture(rng, rows, feet, count, tries=40):
     """Place up to `count` random pieces inside `feet`'s room under the MIN_GAP rule."""
     placed = 0
     for _ in range(tries):
         if placed >= count:
             break
-        x = _grid(rng.uniform(feet.lo[0], feet.hi[0]))
-        z = _grid(rng.uniform(feet.lo[1], feet.hi[1]))
-        row, lo, hi = _furniture_piece(rng, x, z)
+        x = snap(rng.uniform(feet.lo[0], feet.hi[0]))
+        z = snap(rng.uniform(feet.lo[1], feet.hi[1]))
+        row, lo, hi = furniture_piece(rng, x, z)
         if feet.fits(np.asarray(lo), np.asarray(hi)):
             feet.add(lo, hi)
             rows.append(row)
@@ -314,26 +336,26 @@ def _scatter_furniture(rng, rows, feet, count, tries=40):
 def _pillars(seed):
     if seed == 0:  # the classic hall
         lo, hi = [-6.0, 0.0, -5.0], [6.0, HEIGHT, 5.0]
-        rows = [_room(lo, hi)]
+        rows = [room_shell(lo, hi)]
         for x in (-3.0, 0.0, 3.0):
             for z in (-2.5, 0.0, 2.5):
                 rows.append(cylinder([x, -EMBED, z], [x, HEIGHT + EMBED, z], 0.375, PILLAR))
-        return _finish("pillars", rows, lo, hi, seed)
+        return finish_scene("pillars", rows, lo, hi, seed)
     rng = np.random.default_rng(seed)
-    w = _uniform_grid(rng, 9.0, MAX_INTERIOR, 0.5)
-    d = _uniform_grid(rng, 8.0, 13.0, 0.5)
+    w = uniform_grid(rng, 9.0, MAX_INTERIOR, 0.5)
+    d = uniform_grid(rng, 8.0, 13.0, 0.5)
     lo, hi = [-w / 2, 0.0, -d / 2], [w / 2, HEIGHT, d / 2]
-    rows = [_room(lo, hi)]
-    feet = _Footprints(lo, hi)
+    rows = [room_shell(lo, hi)]
+    feet = Footprints(lo, hi)
     shape = int(rng.integers(3))  # 0 round, 1 square, 2 both
-    r = _uniform_grid(rng, 0.375, 0.625, 0.125)
+    r = uniform_grid(rng, 0.375, 0.625, 0.125)
     nx, nz = int(rng.integers(2, 5)), int(rng.integers(2, 5))
     for i in range(nx):
         for k in range(nz):
             if rng.random() < 0.15:  # a missing column
                 continue
-            x = _grid(lo[0] + w * (i + 0.5) / nx + rng.uniform(-0.375, 0.375))
-            z = _grid(lo[2] + d * (k + 0.5) / nz + rng.uniform(-0.375, 0.375))
+            x = snap(lo[0] + w * (i + 0.5) / nx + rng.uniform(-0.375, 0.375))
+            z = snap(lo[2] + d * (k + 0.5) / nz + rng.uniform(-0.375, 0.375))
             flo, fhi = np.array([x - r, z - r]), np.array([x + r, z + r])
             if not feet.fits(flo, fhi):
                 continue
@@ -343,19 +365,19 @@ def _pillars(seed):
                 rows.append(box_min_max([x - r, -EMBED, z - r], [x + r, HEIGHT + EMBED, z + r], PILLAR, rounding=0.125))
             else:
                 rows.append(cylinder([x, -EMBED, z], [x, HEIGHT + EMBED, z], r, PILLAR))
-    return _finish("pillars", rows, lo, hi, seed)
+    return finish_scene("pillars", rows, lo, hi, seed)
 
 
 def _house_classic(seed):
     # west wing (x < -2): two rooms split at z = 0; hall -2 < x < 2.5; east wing split at z = 1
     lo, hi = [-7.5, 0.0, -5.5], [7.5, HEIGHT, 5.5]
     e, w = EMBED, 1.25
-    rows = [_room(lo, hi)]
-    rows += _wall("z", -2.0, -5.5 - e, 5.5 + e, doors=[(-3.0, w), (2.5, w)])
-    rows += _wall("x", 0.0, -7.5 - e, -2.0, doors=[(-5.0, w)])
-    rows += _wall("z", 2.5, -5.5 - e, 5.5 + e, doors=[(-2.0, w), (3.0, w)])
-    rows += _wall("x", 1.0, 2.5, 7.5 + e, doors=[(5.0, w)])
-    rows += _wall("x", -2.75, 2.5, 4.5)  # a wall stub in the south-east room
+    rows = [room_shell(lo, hi)]
+    rows += wall_boxes("z", -2.0, -5.5 - e, 5.5 + e, doors=[(-3.0, w), (2.5, w)])
+    rows += wall_boxes("x", 0.0, -7.5 - e, -2.0, doors=[(-5.0, w)])
+    rows += wall_boxes("z", 2.5, -5.5 - e, 5.5 + e, doors=[(-2.0, w), (3.0, w)])
+    rows += wall_boxes("x", 1.0, 2.5, 7.5 + e, doors=[(5.0, w)])
+    rows += wall_boxes("x", -2.75, 2.5, 4.5)  # a wall stub in the south-east room
     # furniture: edges rounded by one voxel at 128, nothing thinner than 3 voxels
     rows.append(box_min_max([-6.75, -e, -4.75], [-5.0, 0.75, -3.75], OBSTACLE, rounding=0.125))  # table
     rows.append(box_min_max([-6.75, -e, 2.0], [-6.0, 0.875, 4.25], OBSTACLE, rounding=0.125))  # sofa
@@ -364,7 +386,7 @@ def _house_classic(seed):
     rows.append(capsule([4.5, 1.125, -4.5], [6.5, 1.125, -4.5], 0.375, OBSTACLE))  # rail
     rows.append(box_min_max([4.5, -e, 2.75], [6.75, 0.5, 4.75], OBSTACLE, rounding=0.125))  # bed
     rows.append(cylinder([-0.25, -e, -3.0], [-0.25, HEIGHT + e, -3.0], 0.375, PILLAR))
-    return _finish("house", rows, lo, hi, seed)
+    return finish_scene("house", rows, lo, hi, seed)
 
 
 MIN_ROOM = 2.75  # metres between wall centre lines (or a centre line and the outer face)
@@ -379,13 +401,13 @@ def _house(seed):
         layout = _house_layout(rng)
         if layout is not None:
             rows, lo, hi = layout
-            return _finish("house", rows, lo, hi, seed)
+            return finish_scene("house", rows, lo, hi, seed)
     raise SceneError(f"house seed {seed}: no layout with a doorway in every wall")
 
 
 def _house_layout(rng):
-    w = _uniform_grid(rng, 10.0, MAX_INTERIOR, 0.5)
-    d = _uniform_grid(rng, 8.0, 13.0, 0.5)
+    w = uniform_grid(rng, 10.0, MAX_INTERIOR, 0.5)
+    d = uniform_grid(rng, 8.0, 13.0, 0.5)
     lo, hi = [-w / 2, 0.0, -d / 2], [w / 2, HEIGHT, d / 2]
     target = int(rng.integers(3, 8))
     leaves = [(lo[0], hi[0], lo[2], hi[2])]  # rooms: x0, x1, z0, z1 (wall centre lines or outer faces)
@@ -406,7 +428,7 @@ def _house_layout(rng):
         if len(axes) == 2 and rng.random() < 0.25:
             axis = "x" if axis == "z" else "z"
         a, b = (x0, x1) if axis == "z" else (z0, z1)
-        at = _uniform_grid(rng, a + MIN_ROOM, b - MIN_ROOM, 0.25)
+        at = uniform_grid(rng, a + MIN_ROOM, b - MIN_ROOM, 0.25)
         leaves.pop(i)
         if axis == "z":
             walls.append(("z", at, z0, z1))
@@ -415,7 +437,7 @@ def _house_layout(rng):
             walls.append(("x", at, x0, x1))
             leaves += [(x0, x1, z0, at), (x0, x1, at, z1)]
     outer = {"z": (lo[2], hi[2]), "x": (lo[0], hi[0])}  # run limits per wall axis
-    rows = [_room(lo, hi)]
+    rows = [room_shell(lo, hi)]
     t = WALL_THICKNESS
     for axis, at, a, b in walls:
         # wall faces along this wall's run: the outer faces at its ends, or the
@@ -439,15 +461,15 @@ def _house_layout(rng):
             return None
         ra = a - EMBED if a in outer[axis] else a
         rb = b + EMBED if b in outer[axis] else b
-        rows += _wall(axis, at, ra, rb, doors=sorted(doors), thickness=t)
+        rows += wall_boxes(axis, at, ra, rb, doors=sorted(doors), thickness=t)
     # furniture: a few pieces per room, clear of walls, doors and each other
     for x0, x1, z0, z1 in leaves:
         cx0 = x0 + (0.0 if x0 == lo[0] else t / 2)
         cx1 = x1 - (0.0 if x1 == hi[0] else t / 2)
         cz0 = z0 + (0.0 if z0 == lo[2] else t / 2)
         cz1 = z1 - (0.0 if z1 == hi[2] else t / 2)
-        feet = _Footprints([cx0, 0.0, cz0], [cx1, 0.0, cz1])
-        _scatter_furniture(rng, rows, feet, int(rng.integers(0, 4)))
+        feet = Footprints([cx0, 0.0, cz0], [cx1, 0.0, cz1])
+        scatter_furniture(rng, rows, feet, int(rng.integers(0, 4)))
     return rows, lo, hi
 
 
@@ -457,10 +479,18 @@ def _maze(seed, n=5, cell=2.5, thickness=0.75):
     loops = 0.0
     if seed != 0:  # seed 0 keeps the classic 5 x 5 maze of 2.5 m cells
         shape = np.random.default_rng([seed, 1])  # its own stream: the walls below draw as before
-        cell = _uniform_grid(shape, 2.0, 3.0, 0.25)
+        cell = uniform_grid(shape, 2.0, 3.0, 0.25)
         most = int(MAX_INTERIOR // cell)
         nx, nz = int(shape.integers(3, most + 1)), int(shape.integers(3, most + 1))
         loops = float(shape.uniform(0.0, 0.3))  # the share of remaining inner walls opened too
+    rows, lo, hi = maze_rows(rng, nx, nz, cell, loops, thickness)
+    return finish_scene("maze", rows, lo, hi, seed, spacing=cell / 2)
+
+
+def maze_rows(rng, nx, nz, cell, loops, thickness=0.75):
+    """(rows, lo, hi) of a maze of nx x nz square cells of side `cell` centred on the origin: a depth-first
+    spanning tree of the cells drawn from `rng`, then each remaining inner wall opened with probability
+    `loops` (cycles: more than one way round). A removed wall leaves a 1.25 m opening between posts."""
     lo = [-nx * cell / 2, 0.0, -nz * cell / 2]
     hi = [nx * cell / 2, HEIGHT, nz * cell / 2]
     # depth-first maze over nx x nz cells; `opened` holds the removed walls
@@ -488,7 +518,7 @@ def _maze(seed, n=5, cell=2.5, thickness=0.75):
                 for a in ((i + 1, j), (i, j + 1)):
                     if a[0] < nx and a[1] < nz and rng.random() < loops:
                         opened.add(frozenset([(i, j), a]))
-    rows = [_room(lo, hi)]
+    rows = [room_shell(lo, hi)]
     x0, z0 = lo[0], lo[2]
     gap = 1.25  # a removed wall leaves an opening this wide (posts stay)
 
@@ -502,7 +532,7 @@ def _maze(seed, n=5, cell=2.5, thickness=0.75):
                 at = x0 + (i + 1) * cell
                 c = z0 + (j + 0.5) * cell
                 doors = [(c, gap)] if frozenset([(i, j), (i + 1, j)]) in opened else []
-                rows += _wall(
+                rows += wall_boxes(
                     "z",
                     at,
                     c - cell / 2 - ext(j, nz),
@@ -515,7 +545,7 @@ def _maze(seed, n=5, cell=2.5, thickness=0.75):
                 at = z0 + (j + 1) * cell
                 c = x0 + (i + 0.5) * cell
                 doors = [(c, gap)] if frozenset([(i, j), (i, j + 1)]) in opened else []
-                rows += _wall(
+                rows += wall_boxes(
                     "x",
                     at,
                     c - cell / 2 - ext(i, nx),
@@ -524,7 +554,7 @@ def _maze(seed, n=5, cell=2.5, thickness=0.75):
                     thickness=thickness,
                     door_height=HEIGHT + EMBED,
                 )
-    return _finish("maze", rows, lo, hi, seed, spacing=cell / 2)
+    return rows, lo, hi
 
 
 def _clutter(seed):
@@ -533,18 +563,18 @@ def _clutter(seed):
     if seed == 0:
         w = d = 12.0
     else:
-        w = _uniform_grid(rng, 8.0, 14.0, 0.5)
-        d = _uniform_grid(rng, 8.0, 14.0, 0.5)
+        w = uniform_grid(rng, 8.0, 14.0, 0.5)
+        d = uniform_grid(rng, 8.0, 14.0, 0.5)
     lo, hi = [-w / 2, 0.0, -d / 2], [w / 2, HEIGHT, d / 2]
-    rows = [_room(lo, hi)]
-    feet = _Footprints(lo, hi)
+    rows = [room_shell(lo, hi)]
+    feet = Footprints(lo, hi)
     count = round(w * d / 6.0)  # a dense packing under the gap rule
     for _ in range(2000):
         if len(feet.rects) >= count:
             break
         r = rng.uniform(0.375, 0.6)
-        x = _grid(rng.uniform(lo[0], hi[0]))
-        z = _grid(rng.uniform(lo[2], hi[2]))
+        x = snap(rng.uniform(lo[0], hi[0]))
+        z = snap(rng.uniform(lo[2], hi[2]))
         kind = int(rng.integers(4))
         if kind == 0:  # a box
             h = rng.uniform(0.75, 2.0)
@@ -569,7 +599,7 @@ def _clutter(seed):
         if feet.fits(flo, fhi):
             feet.add(flo, fhi)
             rows.append(row)
-    return _finish("clutter", rows, lo, hi, seed, spacing=0.75)
+    return finish_scene("clutter", rows, lo, hi, seed, spacing=0.75)
 
 
 def make_scene(
@@ -597,7 +627,7 @@ def make_scene(
     if lo.shape != (3,) or hi.shape != (3,) or not np.all(np.isfinite(lo)) or not np.all(hi > lo):
         raise SceneError(f"make_scene {name!r}: room_min {lo.tolist()} must be below room_max {hi.tolist()}")
     try:
-        program = _program([_room(lo, hi)] + list(solids))
+        program = _program([room_shell(lo, hi)] + list(solids))
     except ValueError as exc:
         raise SceneError(f"make_scene {name!r}: {exc}") from None
     s = Scene(
@@ -622,7 +652,7 @@ _BUILDERS = {"box": _box, "pillars": _pillars, "house": _house, "maze": _maze, "
 def get_scene(name=DEFAULT_SCENE, seed=0) -> Scene:
     """The built-in scene `name` (see SCENES); `seed` (an integer >= 0) shapes the
     layout of the SEEDED_FAMILIES and is ignored by the others."""
-    if name not in _BUILDERS:
+    if name not in SCENES:
         raise SceneError(f"unknown scene {name!r}; built-in scenes: {', '.join(SCENES)}")
     try:
         seed = int(seed)
@@ -630,4 +660,8 @@ def get_scene(name=DEFAULT_SCENE, seed=0) -> Scene:
         raise SceneError(f"scene seed must be an integer, got {seed!r}") from None
     if seed < 0:
         raise SceneError(f"scene seed must be >= 0, got {seed}")
+    if name in LARGE_FAMILIES:  # its module imports this one's pieces: imported when first used
+        from navi_nb.world import large_layouts
+
+        return large_layouts.BUILDERS[name](seed)
     return _BUILDERS[name](seed)

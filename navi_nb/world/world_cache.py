@@ -78,12 +78,13 @@ def default_cache_dir() -> Path:
 
 
 def entry_path(cache_dir, family: str, seed: int, resolution: int) -> Path:
-    """Where the cache keeps (family, seed) compiled at `resolution`."""
+    """Where the cache keeps (family, seed) compiled at `resolution`: in ``rRES`` for the resolution its world
+    file has (`resolution` times the family's ``scenes.resolution_scale``)."""
     from navi_nb.world.compiler import COMPILER_VERSION
-    from navi_nb.world.scenes import GENERATOR_VERSION
+    from navi_nb.world.scenes import GENERATOR_VERSION, resolution_scale
 
     folder = f"{family}-g{GENERATOR_VERSION[family]}-c{COMPILER_VERSION}"
-    return Path(cache_dir) / folder / f"r{int(resolution)}" / f"{int(seed)}.gmdag"
+    return Path(cache_dir) / folder / f"r{int(resolution) * resolution_scale(family)}" / f"{int(seed)}.gmdag"
 
 
 class CacheEntry(NamedTuple):
