@@ -65,6 +65,8 @@ EPISODE_SETTINGS = (
     "goal_max_ratio",
     "spawn",
     "max_steps",
+    "max_steps_per_metre",
+    "max_steps_base",
     "success_radius",
 )
 """The environment settings an evaluation may set instead of the run's (``env=``, ``--env``): they decide
