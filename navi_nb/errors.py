@@ -21,3 +21,17 @@ class GmdagError(NaviError, ValueError):
         self.source = str(source)
         self.rule = rule
         super().__init__(f"{self.source}: {rule}")
+
+
+class RunError(NaviError):
+    """A run folder that is missing, damaged or does not fit the request (``navi_nb.train.runs`` and its
+    lock, ``navi_nb.train.run_lock``, both raise it)."""
+
+
+def os_error(exc: OSError, doing: str) -> RunError:
+    """A file-system error as a one-line RunError naming the path (disk full, read-only, name too long...)."""
+    where = exc.filename if exc.filename is not None else ""
+    if exc.filename2 is not None:
+        where = f"{where} -> {exc.filename2}"
+    reason = exc.strerror or type(exc).__name__
+    return RunError(f"{doing}: {where}: {reason}" if where else f"{doing}: {reason}")

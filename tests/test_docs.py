@@ -298,6 +298,151 @@ def test_imports_go_one_way():
     assert not problems, "imports against the rule of docs/ARCHITECTURE.md:\n  " + "\n  ".join(problems)
 
 
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _package_modules():
+    """(path, module name) of every module of the package but its root (whose re-exports are lazy)."""
+    for path in sorted((ROOT / "navi_nb").rglob("*.py")):
+        module = _module_name(path)
+        if module != "navi_nb":
+            yield path, module
+
+
+def _module_aliases(tree, known):
+    """name -> navi_nb module for every name an import statement of ``tree`` binds to a module of ``known``."""
+    import ast
+
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("navi_nb"):
+                    # `import navi_nb.a.b` binds navi_nb; `import navi_nb.a.b as m` binds m to navi_nb.a.b
+                    aliases[alias.asname or "navi_nb"] = alias.name if alias.asname else "navi_nb"
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("navi_nb"):
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in known:
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return aliases
+
+
+def _private_uses(tree, module, known):
+    """(line, text) of every ``_private`` name of another navi_nb module that ``tree`` imports or reads as
+    an attribute of that module (``gru._weights``, ``navi_nb.learn.gru._weights``)."""
+    import ast
+
+    aliases = _module_aliases(tree, known | {"navi_nb"})
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("navi_nb"):
+            private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            if private and node.module != module:
+                yield node.lineno, f"imports {private} from {node.module}"
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            chain, base = [], node.value
+            while isinstance(base, ast.Attribute):
+                chain.append(base.attr)
+                base = base.value
+            if not isinstance(base, ast.Name) or base.id not in aliases:
+                continue
+            owner = ".".join([aliases[base.id], *reversed(chain)])
+            if owner in known and owner != module:
+                yield node.lineno, f"reads {owner}.{node.attr}"
+
+
+def test_no_module_uses_another_modules_private_names():
+    """A ``_private`` name belongs to its module: no other navi_nb module imports it or reads it through the
+    module (``other._name``); what another module needs is public (docs/ARCHITECTURE.md)."""
+    import ast
+
+    modules = dict((module, path) for path, module in _package_modules())
+    problems = []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for line, what in _private_uses(tree, module, set(modules)):
+            problems.append(f"{path.relative_to(ROOT)}:{line}: {what}")
+    assert not problems, "private names used across modules:\n  " + "\n  ".join(problems)
+
+
+def test_imports_make_no_circle():
+    """No navi_nb module imports, at load time or lazily inside a function, a module that imports it back
+    through any chain of imports."""
+    modules = dict((module, path) for path, module in _package_modules())
+
+    def resolve(target):
+        while target not in modules and "." in target:
+            target = target.rsplit(".", 1)[0]  # a name taken from a module: the module
+        return target if target in modules else None
+
+    graph = {}
+    for module, path in modules.items():
+        edges = set()
+        for _line, target, names in _imports(path):
+            for full in [f"{target}.{n}" for n in names if f"{target}.{n}" in modules] or [target]:
+                found = resolve(full)
+                if found and found != module and not module.startswith(found + "."):
+                    edges.add(found)  # a module's own package (its __init__) is not a circle
+        graph[module] = sorted(edges)
+    circles, state = [], {}
+
+    def visit(module, stack):
+        state[module] = 1  # on the stack
+        stack.append(module)
+        for nxt in graph[module]:
+            if state.get(nxt) == 1:
+                circles.append(" -> ".join(stack[stack.index(nxt) :] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+    assert not circles, "import circles:\n  " + "\n  ".join(circles)
+
+
+# --- the code's shape: file and signature sizes ---------------------------------------------------------------------
+
+MAX_FILE_LINES = 700
+MAX_PARAMETERS = 12
+C_SIGNATURES = {
+    # cblas_sgemm's and cblas_dgemm's own arguments (order, transposes, sizes, scalars, operands, leading dimensions),
+    # declared as the C library declares them
+    ("navi_nb/learn/blas.py", "loop_gemm"),
+}
+
+
+def test_package_files_are_at_most_700_lines():
+    """No module of the package is longer than 700 lines: a longer one is split where its parts divide."""
+    long = []
+    for path in sorted((ROOT / "navi_nb").rglob("*.py")):
+        n = len(path.read_text().splitlines())
+        if n > MAX_FILE_LINES:
+            long.append(f"{path.relative_to(ROOT)}: {n} lines")
+    assert not long, f"modules over {MAX_FILE_LINES} lines:\n  " + "\n  ".join(long)
+
+
+def test_functions_take_at_most_12_parameters():
+    """No function or lambda of the package takes more than 12 parameters (``*args`` and ``**kwargs`` count one
+    each), but the C signatures of ``C_SIGNATURES``: more travel together as a tuple or a named tuple."""
+    import ast
+
+    wide = []
+    for path in sorted((ROOT / "navi_nb").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), filename=rel)):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            a = node.args
+            n = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + (a.vararg is not None) + (a.kwarg is not None)
+            name = getattr(node, "name", "<lambda>")
+            if n > MAX_PARAMETERS and (rel, name) not in C_SIGNATURES:
+                wide.append(f"{rel}:{node.lineno}: {name} takes {n} parameters")
+    assert not wide, f"functions over {MAX_PARAMETERS} parameters:\n  " + "\n  ".join(wide)
+
+
 def test_code_cites_only_the_repository():
     """Docstrings and comments point readers to docs/ in this repository, never to notes outside it."""
     cited = []

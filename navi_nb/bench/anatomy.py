@@ -100,12 +100,12 @@ def trace_counted(
     candidate and end sum to steps; descent counts the visits whose cell
     differed from the step before's).
     """
-    settings, origins, yaws, world_index, shape = tracer._cpu_inputs(
+    settings, origins, yaws, world_index, shape = tracer.cpu_inputs(
         world, origins, yaws, sensor, max_distance, epsilon, max_steps, refine, world_index
     )
     out = (np.empty(shape, np.float32), np.empty(shape, np.uint16), np.empty(shape, np.bool_))
     stats = np.zeros((int(np.prod(shape)), 2), np.int64)
     if origins.shape[0]:
-        tracer._run_cpu(settings, sensor, origins, yaws, world_index, out, kernel=trace_rays_counted, stats=stats)
+        tracer.run_cpu(settings, sensor, origins, yaws, world_index, out, kernel=trace_rays_counted, stats=stats)
     kinds = {k: v.reshape(shape) for k, v in unpack_stats(stats[:, 1]).items()}
     return out[0], out[1], out[2], stats[:, 0].reshape(shape), kinds

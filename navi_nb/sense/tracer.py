@@ -265,7 +265,9 @@ def kernel_arguments(settings, sensor, origins, yaws, world_index):
     return worlds, (world_index, origins, yaws), sensing
 
 
-def _run_cpu(settings, sensor, origins, yaws, world_index, out, kernel=trace_rays, stats=NO_STATS, image=NO_IMAGE):
+def run_cpu(settings, sensor, origins, yaws, world_index, out, kernel=trace_rays, stats=NO_STATS, image=NO_IMAGE):
+    """The CPU trace of :func:`cpu_inputs`' checked inputs into ``out`` = (depth, semantic, hit) through
+    ``kernel`` (``trace_rays``, or a build of the same span with other tallies: ``bench/anatomy.py``'s)."""
     depth, semantic, hit = out
     bundles = kernel_arguments(settings, sensor, origins, yaws, world_index)
     kernel(*bundles, depth.reshape(-1), semantic.reshape(-1), hit.reshape(-1), stats, image)
@@ -297,8 +299,9 @@ def _as_set(world):
     return WorldSet.of(check_world(world))
 
 
-def _cpu_inputs(world, origins, yaws, sensor, max_distance, epsilon, max_steps, refine, world_index):
-    """The CPU path's checked inputs: ``(settings, origins, yaws, world_index, output shape)``."""
+def cpu_inputs(world, origins, yaws, sensor, max_distance, epsilon, max_steps, refine, world_index):
+    """The CPU path's checked inputs: ``(settings, origins, yaws, world_index, output shape)``, for
+    :func:`run_cpu`."""
     ws = _as_set(world)
     check_sensor(sensor)
     settings = _Settings(ws, max_distance, epsilon, max_steps, refine)
@@ -340,7 +343,7 @@ def trace(
         return tracer.trace(
             origins, yaws, out=out, to_host=out is None or isinstance(out[0], np.ndarray), world_index=world_index
         )
-    settings, origins, yaws, world_index, shape = _cpu_inputs(
+    settings, origins, yaws, world_index, shape = cpu_inputs(
         world, origins, yaws, sensor, max_distance, epsilon, max_steps, refine, world_index
     )
     if out is None:
@@ -348,7 +351,7 @@ def trace(
     else:
         out = check_out(out, shape)
     if origins.shape[0]:
-        _run_cpu(settings, sensor, origins, yaws, world_index, out)
+        run_cpu(settings, sensor, origins, yaws, world_index, out)
     return out
 
 
@@ -441,5 +444,5 @@ class Tracer:
                 self.max_actors = n
             out = tuple(b[:n] for b in self._buffers)
         if n:
-            _run_cpu(self.settings, self.sensor, origins, yaws, world_index, out, image=image)
+            run_cpu(self.settings, self.sensor, origins, yaws, world_index, out, image=image)
         return out

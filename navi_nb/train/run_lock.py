@@ -39,8 +39,8 @@ import threading
 import time
 from pathlib import Path
 
+from navi_nb.errors import RunError, os_error
 from navi_nb.files import file_kind
-from navi_nb.train.runs import RunError, os_error
 
 LOCK_FILE = ".lock"
 PID_FILE = ".lock.pid"

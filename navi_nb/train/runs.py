@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import navi_nb
-from navi_nb.errors import NaviError
+from navi_nb.errors import RunError, os_error  # defined beside NaviError, so that run_lock imports them too
 from navi_nb.files import open_regular, read_regular, write_atomic
 from navi_nb.train.config import MAX_CONFIG_BYTES, TrainConfig, from_dict
 from navi_nb.world.gmdag import bytes_digest, world_digest
@@ -38,10 +38,6 @@ CHECKPOINT_LAYOUT = 2
 """The trainer's checkpoint layout: ``ppo.*`` (``PPO.get_state``), ``env.*`` (``NavEnv.get_state``) and
 ``rng.action`` (``navi_nb.rng_state``), with the counters in meta.json. Layout 1 (before the
 generators had one encoding) is refused."""
-
-
-class RunError(NaviError):
-    """A run folder that is missing, damaged or does not fit the request."""
 
 
 # --------------------------------------------------------------------------
@@ -432,15 +428,6 @@ def _name_max(folder: Path) -> int:
         return int(os.pathconf(probe if probe.exists() else ".", "PC_NAME_MAX"))
     except (OSError, ValueError, AttributeError):
         return 255
-
-
-def os_error(exc: OSError, doing: str) -> RunError:
-    """A file-system error as a one-line RunError naming the path (disk full, read-only, name too long...)."""
-    where = exc.filename if exc.filename is not None else ""
-    if exc.filename2 is not None:
-        where = f"{where} -> {exc.filename2}"
-    reason = exc.strerror or type(exc).__name__
-    return RunError(f"{doing}: {where}: {reason}" if where else f"{doing}: {reason}")
 
 
 # --------------------------------------------------------------------------
