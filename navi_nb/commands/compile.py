@@ -36,7 +36,10 @@ def add_arguments(parser) -> None:
         help="metres of space around the geometry (default: 4 voxels; scenes: their own cube)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="scene seed (the seeded families: house, maze, bigmaze, rooms, clutter, pillars; default 0)"
+        "--seed",
+        type=int,
+        default=0,
+        help="scene seed (the seeded families: house, maze, bigmaze, rooms, clutter, pillars; default 0)",
     )
     parser.add_argument(
         "--sample",
