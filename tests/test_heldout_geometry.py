@@ -1,12 +1,22 @@
 """Held out by geometry (``navi_nb.world.fingerprint``): a world is the same world at another resolution,
 sample convention or header, with a leaf changed, or exported as a mesh and compiled again.
 
-The fingerprint is checked against the analytic scene's sign at the lattice points.
+The fingerprint is checked against the analytic scene's sign at the lattice points; training refuses a
+held-out house compiled at another resolution or with a leaf changed (one line, exit 2, nothing written);
+evaluation counts a training world's other forms (``navi-nb compile``'s corner-sampled output, another
+resolution, a changed leaf, a mesh of it compiled again) as the train split and a different house as
+held-out; a run recorded without fingerprints still evaluates, by content hash, and says so.
 """
+
+import json
+import shutil
 
 import numpy as np
 import pytest
+from run_helpers import tiny_run_args
+from test_train_sets import fails_cleanly
 
+from navi_nb.cli import main
 from navi_nb.world.compiler import compile_scene
 from navi_nb.world.fingerprint import (
     CELL,
@@ -18,8 +28,10 @@ from navi_nb.world.fingerprint import (
     from_record,
     matches,
 )
-from navi_nb.world.gmdag import World, decode_leaf, encode_leaf, is_leaf, world_digest
+from navi_nb.world.gmdag import World, decode_leaf, encode_leaf, is_leaf, load_world, save_world, world_digest
 from navi_nb.world.scenes import get_scene
+
+SET = "box,house:1-2"
 
 
 @pytest.fixture(autouse=True)
@@ -75,6 +87,17 @@ def test_fingerprint_is_the_scene_sign_at_the_lattice():
             from_record(bad, "worlds.json world 3")
 
 
+def test_a_cube_too_large_has_no_fingerprint():
+    """A 160 m cube (32.8 million lattice points) has none and matches nothing; a 16 m solid one is all solid."""
+    from navi_nb.world.fingerprint import MAX_SAMPLES, first_match
+
+    big = World(16, np.zeros(3, np.float32), 10.0, np.array([encode_leaf(0, 5.0)], np.uint64))
+    assert 320**3 > MAX_SAMPLES and fingerprint(big) is None
+    solid = fingerprint(World(16, np.zeros(3, np.float32), 1.0, np.array([encode_leaf(0, -5.0)], np.uint64)))
+    assert solid.lo == (0, 0, 0) and solid.shape == (32, 32, 32) and solid.solid.all()
+    assert first_match(None, [solid]) is None and first_match(solid, [None, solid]) == 1
+
+
 def test_same_world_matches_at_other_resolutions_conventions_and_leaves():
     a = compile_scene("house", 64, 3)
     fa = fingerprint(a)
@@ -105,3 +128,119 @@ def test_mesh_of_a_world_compiled_again_matches(tmp_path):
     fs, fm = fingerprint(scene), fingerprint(world)
     assert fm.shape != fs.shape and matches(fs, fm), difference(fs, fm)
     assert not matches(fingerprint(compile_scene("house", 32, 1)), fm)
+
+
+# ------------------------------------------------------------------ training
+def test_training_refuses_a_heldout_house_by_geometry(tmp_path, capsys):
+    """A held-out house compiled at another resolution, or its cache entry with a leaf changed, both without a
+    sidecar naming it, is refused as the held-out world it is; another house is not."""
+    from navi_nb.world.heldout import heldout_twin
+    from navi_nb.world.scene_spec import HELDOUT_SEED_START, WorldItem
+    from navi_nb.world.world_cache import default_cache_dir, entry_path, load_worlds
+
+    held = HELDOUT_SEED_START + 11
+    load_worlds([WorldItem(family="house", seed=held)], 32)  # an evaluation compiled it at 32
+    runs = tmp_path / "runs"
+    other_res = tmp_path / "other_res.gmdag"
+    save_world(unnamed(compile_scene("house", 64, held)), other_res)
+    leaf = tmp_path / "leaf.gmdag"
+    save_world(one_leaf_changed(load_world(entry_path(default_cache_dir(), "house", held, 32))), leaf)
+    for path, res in ((other_res, 32), (leaf, 32)):
+        err = fails_cleanly(
+            ["train", "--scenes", f"box,{path}", *tiny_run_args(scenes=None), "--run-dir", str(runs), "--name", "x"],
+            capsys,
+            f"scene {path} (from '{path}') is held-out world house:{held} (its geometry is that world's, "
+            f"compiled at resolution {res} in the world cache)",
+        )
+        assert "error:" in err
+        assert not (runs / "x").exists()
+    assert heldout_twin(load_world(other_res)) is not None
+    assert heldout_twin(unnamed(compile_scene("house", 64, 5))) is None
+
+
+# ---------------------------------------------------------------- evaluation
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny finished run over the box and two houses at resolution 32."""
+    root = tmp_path_factory.mktemp("runs")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NAVI_NB_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+    assert main(["train", "--scenes", SET, *tiny_run_args(scenes=None), "--run-dir", str(root), "--name", "r"]) == 0
+    mp.undo()
+    return root / "r"
+
+
+@pytest.fixture(scope="module")
+def training_forms(tmp_path_factory, trained):
+    """Files holding the run's worlds in other forms: house:2 from `navi-nb compile` (corner samples, its
+    sidecar naming the scene), house:2 at resolution 64, house:2's cache entry with a leaf changed, the box
+    as a mesh compiled again; and a different house."""
+    from navi_nb.world.world_cache import default_cache_dir, entry_path
+
+    folder = tmp_path_factory.mktemp("forms")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NAVI_NB_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+    out = {k: folder / f"{k}.gmdag" for k in ("compiled", "res64", "leaf", "mesh", "other")}
+    argv = ["compile", "--scene", "house", "--seed", "2", "--resolution", "32", "-o", str(out["compiled"])]
+    assert main([*argv, "--no-progress"]) == 0
+    save_world(unnamed(compile_scene("house", 64, 2)), out["res64"])
+    save_world(one_leaf_changed(load_world(entry_path(default_cache_dir(), "house", 2, 32))), out["leaf"])
+    from navi_nb.world.compiler import compile_mesh
+    from navi_nb.world.mesh_io import Mesh, write_obj
+    from navi_nb.world.mesh_scene import box_mesh, merge_meshes
+
+    room = box_mesh((-4.0, 0.0, -3.0), (4.0, 3.0, 3.0))
+    outer = box_mesh((-8.0, -6.5, -8.0), (8.0, 9.5, 8.0))  # the box scene's cube
+    mesh = merge_meshes([outer, Mesh(room.vertices, room.faces[:, ::-1].copy())])
+    write_obj(folder / "box.obj", mesh.vertices, mesh.faces)
+    save_world(compile_mesh(folder / "box.obj", 64), out["mesh"])
+    save_world(unnamed(compile_scene("house", 32, 5)), out["other"])
+    from navi_nb.world.scene_spec import WorldItem
+    from navi_nb.world.world_cache import load_worlds
+
+    load_worlds([WorldItem(family="house", seed=1000000)], 32)  # in the cache: no progress bar in eval's errors
+    mp.undo()
+    return out
+
+
+def test_eval_counts_a_training_world_in_other_forms_as_train(trained, training_forms, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    f = training_forms
+    assert json.loads(f["compiled"].with_name("compiled.gmdag.json").read_text())["sample"] == "corner"
+    forms = [f["compiled"], f["res64"], f["leaf"], f["mesh"]]
+    spec = ",".join(str(p) for p in forms + [f["other"]]) + ",house:1000000"
+    err = fails_cleanly(["eval", str(run), "--scenes", spec, "--episodes", "6"], capsys, "", run)
+    assert f"4 of the 6 evaluation worlds (first {f['compiled']}) hold the content of training worlds" in err, err
+    argv = ["eval", str(run), "--scenes", spec, "--allow-overlap", "--episodes", "12", "--json", "-"]
+    assert main(argv) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["overlap_worlds"] == 4
+    train_names = {p.name for p in forms}
+    for world, split in zip(res["per_episode"]["world"], res["per_episode"]["split"]):
+        assert split == ("train" if world in train_names else "held-out"), (world, split)
+    assert set(res["per_episode"]["world"]) == train_names | {"other.gmdag", "house:1000000"}
+
+
+def test_a_run_recorded_without_fingerprints_still_evaluates(trained, training_forms, tmp_path, capsys):
+    """worlds.json without fingerprints (a run recorded before them): the split falls back to content hashes,
+    one line says so; an exact copy is still train, another resolution is not recognised."""
+    from navi_nb.world.world_cache import default_cache_dir, entry_path
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    rec = json.loads((run / "worlds.json").read_text())
+    assert all(w["fingerprint"]["shape"] == [32, 32, 32] for w in rec["worlds"])
+    for w in rec["worlds"]:
+        del w["fingerprint"]
+    (run / "worlds.json").write_text(json.dumps(rec))
+    copy = tmp_path / "copy.gmdag"
+    save_world(load_world(entry_path(default_cache_dir(), "house", 2, 32)), copy)
+    spec = f"{copy},{training_forms['res64']}"
+    argv = ["eval", str(run), "--scenes", spec, "--allow-overlap", "--episodes", "4", "--json", "-"]
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    assert "records no geometry fingerprints: train or held-out by content hash only" in " ".join(out.err.split())
+    res = json.loads(out.out)
+    for world, split in zip(res["per_episode"]["world"], res["per_episode"]["split"]):
+        assert split == ("train" if world == "copy.gmdag" else "held-out"), (world, split)

@@ -25,7 +25,7 @@ sign moves no sample; a leaf word's sign flipped moves the samples of every voxe
 leaf words of house:3 at 128, 34 moved at most 6 samples, 0.25 %, and 6 shared or large ones 88 to 3,796:
 another world). Two different built-in worlds among those differ in 12 % (two pillar halls) to 80 % of it.
 
-Computing one costs a point query per sample (32,768 for a built-in's 16 m cube), about 10 ms a world;
+Computing one costs a point query per sample (32,768 for a built-in's 16 m cube), 5 to 10 ms a world;
 :func:`stored_records` keeps a set's in one file under ``fingerprints/`` beside the world cache, named by
 its worlds' content digests (``gmdag.world_digest``), so a set loaded again reads them back instead.
 """
@@ -51,7 +51,7 @@ CELL = 0.5  # metres between lattice points
 SAMPLE_AT = 0.375  # lattice point i of an axis is at (i + SAMPLE_AT) * CELL metres
 TOLERANCE = 0.05  # the largest differing fraction of the smaller phase at which two worlds are one
 MIN_OVERLAP = 0.25  # two boxes are compared where they overlap, when that holds at least this much of each
-MAX_SAMPLES = 1 << 24  # a cube holding more lattice points (a 128 m side) is not fingerprinted
+MAX_SAMPLES = 1 << 21  # a cube holding more lattice points (a 64 m side: a second or more) has no fingerprint
 MAX_RECORD_CHARS = 1 << 22  # a record's encoded bits longer than this are damaged
 FINGERPRINT_DIR = "fingerprints"
 
@@ -136,14 +136,15 @@ def lattice_box(world) -> tuple:
     return tuple(int(x) for x in lo), tuple(int(x) for x in shape)
 
 
-def fingerprint(world) -> Fingerprint:
-    """The world's fingerprint, computed (one point query per lattice point of its cube)."""
+def fingerprint(world) -> Fingerprint | None:
+    """The world's fingerprint, computed (one point query per lattice point of its cube); None for a cube of
+    more than ``MAX_SAMPLES`` lattice points (such a world is known by its content digests alone)."""
     from navi_nb.world.query import distance
 
     lo, shape = lattice_box(world)
     n = int(np.prod(shape))
     if n > MAX_SAMPLES:
-        raise FingerprintError(f"world {world.source}: its cube holds {n:,} lattice points (at most {MAX_SAMPLES:,})")
+        return None
     axes = [(np.arange(shape[k], dtype=np.float64) + lo[k] + SAMPLE_AT) * CELL for k in range(3)]
     points = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
     d, _ = distance(world, points)
@@ -184,10 +185,10 @@ def _read_store(path: Path, digests):
 
 
 def stored_records(worlds, digests=None, folder=None) -> list:
-    """Each world's :meth:`Fingerprint.to_record`, read from the store when a sound file for exactly these
-    worlds (their ``gmdag.world_digest``s, `digests` when already computed) is there, else computed and
-    written there: one file a set, so a set loaded again costs one small read. A store that cannot be
-    written is passed over; a damaged file is computed again and replaced."""
+    """Each world's :meth:`Fingerprint.to_record` (None for a world without one), read from the store when a
+    sound file for exactly these worlds (their ``gmdag.world_digest``s, `digests` when already computed) is
+    there, else computed and written there: one file a set, so a set loaded again costs one small read. A
+    store that cannot be written is passed over; a damaged file is computed again and replaced."""
     from navi_nb.world.gmdag import world_digest
 
     if digests is None:
@@ -197,7 +198,7 @@ def stored_records(worlds, digests=None, folder=None) -> list:
     records = _read_store(path, digests)
     if records is not None:
         return records
-    records = [fingerprint(w).to_record() for w in worlds]
+    records = [None if fp is None else fp.to_record() for fp in map(fingerprint, worlds)]
     body = json.dumps({"digests": list(digests), "records": records}, sort_keys=True).encode()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -208,10 +209,10 @@ def stored_records(worlds, digests=None, folder=None) -> list:
 
 
 def fingerprints(worlds, digests=None, folder=None) -> list:
-    """The worlds' Fingerprints (:func:`stored_records`)."""
+    """The worlds' Fingerprints (:func:`stored_records`; None for a world without one)."""
     records = stored_records(worlds, digests, folder)
     where = f"fingerprint store {default_fingerprint_dir() if folder is None else folder}"
-    return [from_record(rec, where) for rec in records]
+    return [None if rec is None else from_record(rec, where) for rec in records]
 
 
 # --------------------------------------------------------------------------
@@ -261,9 +262,10 @@ def matches(a: Fingerprint, b: Fingerprint, tolerance=TOLERANCE) -> bool:
     return difference(a, b) <= tolerance
 
 
-def first_match(fp: Fingerprint, candidates) -> int | None:
-    """The index of the first of `candidates` (Fingerprints) that `fp` matches, or None."""
+def first_match(fp: Fingerprint | None, candidates) -> int | None:
+    """The index of the first of `candidates` (Fingerprints, or None for worlds without one) that `fp`
+    matches, or None (always for `fp` None)."""
     for k, other in enumerate(candidates):
-        if matches(fp, other):
+        if fp is not None and other is not None and matches(fp, other):
             return k
     return None
