@@ -2,28 +2,31 @@
 
 Two files hold the same world when their geometry agrees, whatever their resolution, header (``bmin``,
 voxel size), sample convention (centre or corner), sidecar, name or place in the world cache. The
-fingerprint reads only the geometry: the sign of the distance field (``query.distance``: the one field
-every consumer reads, trilinear between voxel centres) at the points ``(i + SAMPLE_AT) * CELL`` metres
-on each axis, for every lattice index ``i`` whose point lies in the world's cube. The lattice is fixed in
-world coordinates, not in the world's voxels, so any two worlds' samples coincide where their cubes overlap.
+fingerprint reads only the geometry: the distance field (``query.distance``: the one field every consumer
+reads, trilinear between voxel centres) at the points ``(i + SAMPLE_AT) * CELL`` metres on each axis, for
+every lattice index ``i`` whose point lies in the world's cube, as two bits a sample: solid (negative) and
+definite (``MARGIN`` or more from zero). The lattice is fixed in world coordinates, not in the world's
+voxels, so any two worlds' samples coincide where their cubes overlap.
 
 ``CELL`` is 0.5 m and ``SAMPLE_AT`` 0.375: the built-in scenes put every face on a 0.125 m lattice and
 make walls, obstacles and free gaps at least 0.75 m wide, so every wall and every gap holds a sample, and
-each sample lies 0.0625 m (half a voxel at resolution 128) from the nearest face, where the field's sign
-is exact at every resolution from 64 up for axis-aligned faces (the interpolation is exact on planes).
+no sample lies on a face (each is 0.0625 m or more from the nearest one).
 
 Two fingerprints match (:func:`difference` <= ``TOLERANCE``) when, where their lattice boxes overlap (when
 that holds a quarter of each box or more: a world's cube may reach further into empty space than another's,
 as a mesh's margin does; a small fragment of a world is not compared), the samples whose solidity differs
-are at most 5 % of the smaller phase there: of the samples solid in either world, or of those free in
-either, whichever is fewer. A closed world (a house: solid around its rooms) is measured against its free
-space, an open one (an object in empty space) against its solid. The same world at another resolution
-differs in samples next to convex edges, where a coarse field rounds them off: at most 0.5 % between 64 and
-128 for house:0-5, clutter:1-4 and pillars:1-3, 2.2 % for maze:0-4 (many wall ends), 3.2 % between 32 and
-128 and none between 128 and 256 (maze:0-4, house:1-2, house:1000000); a leaf's distance changed within its
-sign moves no sample; a leaf word's sign flipped moves the samples of every voxel sharing it (of 40 random
-leaf words of house:3 at 128, 34 moved at most 6 samples, 0.25 %, and 6 shared or large ones 88 to 3,796:
-another world). Two different built-in worlds among those differ in 12 % (two pillar halls) to 80 % of it.
+and that are definite in either world are at most 0.25 % of the smaller phase there: of the samples solid in
+either world, or of those free in either, whichever is fewer. A closed world (a house: solid around its
+rooms) is measured against its free space, an open one (an object in empty space) against its solid. A coarse
+field rounds convex edges off, so a sample near a surface may change sides with the resolution (up to 3.2 %
+of the free space between 32 and 128, for mazes with many wall ends); no definite one did: house:0-5,
+maze:0-4, pillars:1-3, clutter:1-4 and box at 32, 64 and 256 differ from their worlds at 128 by 0, and the
+box scene written as a mesh with its cube and compiled at 64 or 128 from its world at 32 by 0. Two different
+worlds differ by 0.97 % (held-out maze:1000015 and maze:372, the closest of the 100 held-out mazes against
+maze:0-399 but for 7 byte-identical pairs) to 80 %; the held-out houses from house:0-299 by 10.5 % or more.
+A leaf word's sign flipped moves the samples of every voxel sharing it: of 40 random leaf words of house:3
+at 128, 36 moved 0.25 % or less, 4 shared or large ones 5.9 % to 61 % (another world, as far as geometry
+goes).
 
 Computing one costs a point query per sample (32,768 for a built-in's 16 m cube), 5 to 10 ms a world;
 :func:`stored_records` keeps a set's in one file under ``fingerprints/`` beside the world cache, named by
@@ -45,11 +48,12 @@ import numpy as np
 from navi_nb.errors import NaviError
 from navi_nb.files import read_regular, write_atomic
 
-FINGERPRINT_VERSION = 1
+FINGERPRINT_VERSION = 2  # 2: the definite bits
 """Bump when the lattice, the sampling or the encoding changes: records of another version are not compared."""
 CELL = 0.5  # metres between lattice points
 SAMPLE_AT = 0.375  # lattice point i of an axis is at (i + SAMPLE_AT) * CELL metres
-TOLERANCE = 0.05  # the largest differing fraction of the smaller phase at which two worlds are one
+MARGIN = 0.15  # metres: a sample this far from a surface or more is definite (solid or free at any resolution)
+TOLERANCE = 0.0025  # the largest differing fraction of the smaller phase at which two worlds are one
 MIN_OVERLAP = 0.25  # two boxes are compared where they overlap, when that holds at least this much of each
 MAX_SAMPLES = 1 << 21  # a cube holding more lattice points (a 64 m side: a second or more) has no fingerprint
 MAX_RECORD_CHARS = 1 << 22  # a record's encoded bits longer than this are damaged
@@ -60,37 +64,67 @@ class FingerprintError(NaviError, ValueError):
     """A fingerprint record that is damaged or of another version."""
 
 
+def _words(bits: np.ndarray) -> np.ndarray:
+    """A bool array packed 64 samples a uint64 word (C order, zero-padded), for counting bits."""
+    packed = np.packbits(bits.reshape(-1))
+    return np.concatenate([packed, np.zeros(-len(packed) % 8, np.uint8)]).view(np.uint64)
+
+
+def _encode_bits(bits: np.ndarray) -> str:
+    return base64.b64encode(zlib.compress(np.packbits(bits.reshape(-1)).tobytes(), 9)).decode("ascii")
+
+
+def _decode_bits(text, shape, where, name) -> np.ndarray:
+    if not isinstance(text, str) or len(text) > MAX_RECORD_CHARS:
+        raise FingerprintError(f"{where}: its {name} bits are missing or longer than {MAX_RECORD_CHARS} characters")
+    n = int(np.prod(shape))
+    try:
+        # at most the bytes the box needs (and one more, to see a longer stream): never a zlib bomb
+        data = base64.b64decode(text.encode("ascii"), validate=True)
+        stream = zlib.decompressobj()
+        packed = stream.decompress(data, (n + 7) // 8 + 1)
+    except (ValueError, zlib.error) as exc:
+        raise FingerprintError(f"{where}: its {name} bits do not decode ({exc})") from None
+    if not stream.eof or stream.unconsumed_tail or stream.unused_data:  # cut short (checksum unread) or longer
+        raise FingerprintError(f"{where}: its {name} bits are not one whole zlib stream")
+    if len(packed) != (n + 7) // 8:
+        raise FingerprintError(f"{where}: {len(packed)} bytes of {name} bits for a box of {n} points")
+    return np.unpackbits(np.frombuffer(packed, np.uint8), count=n).astype(bool).reshape(shape)
+
+
 @dataclass(frozen=True, eq=False)
 class Fingerprint:
-    """Which lattice points of a world are solid: ``solid`` (nx, ny, nz) bool, lattice point ``lo + (i, j, k)``."""
+    """A world's samples at lattice points ``lo + (i, j, k)``: ``solid`` (nx, ny, nz) bool, the field's sign,
+    and ``definite``, where the field is ``MARGIN`` or more from zero (a sample nearer a surface may fall
+    on either side at another resolution)."""
 
     lo: tuple
     solid: np.ndarray
+    definite: np.ndarray
 
     @property
     def shape(self) -> tuple:
         return tuple(int(n) for n in self.solid.shape)
 
     @cached_property
-    def packed(self) -> np.ndarray:
-        """``solid`` packed 8 samples a byte (C order; the last byte's spare bits 0)."""
-        return np.packbits(self.solid.reshape(-1))
+    def solid_words(self) -> np.ndarray:
+        return _words(self.solid)
 
     @cached_property
-    def words(self) -> np.ndarray:
-        """:attr:`packed` as uint64 words, zero-padded (for counting bits 64 at a time)."""
-        return np.concatenate([self.packed, np.zeros(-len(self.packed) % 8, np.uint8)]).view(np.uint64)
+    def definite_words(self) -> np.ndarray:
+        return _words(self.definite)
 
     def to_record(self) -> dict:
-        """The JSON form ``worlds.json`` keeps: version, lattice, box and the packed bits (zlib, base64)."""
-        packed = self.packed.tobytes()
+        """The JSON form ``worlds.json`` keeps: version, lattice, box and both bit arrays (packed, zlib, base64)."""
         return {
             "version": FINGERPRINT_VERSION,
             "cell": CELL,
             "sample_at": SAMPLE_AT,
+            "margin": MARGIN,
             "lo": list(self.lo),
             "shape": list(self.shape),
-            "solid": base64.b64encode(zlib.compress(packed, 9)).decode("ascii"),
+            "solid": _encode_bits(self.solid),
+            "definite": _encode_bits(self.definite),
         }
 
 
@@ -98,29 +132,22 @@ def from_record(rec, where="fingerprint") -> Fingerprint:
     """The Fingerprint a :meth:`Fingerprint.to_record` dict holds; FingerprintError naming `where` otherwise."""
     if not isinstance(rec, dict):
         raise FingerprintError(f"{where}: not an object")
-    if rec.get("version") != FINGERPRINT_VERSION or rec.get("cell") != CELL or rec.get("sample_at") != SAMPLE_AT:
+    lattice = (rec.get("version"), rec.get("cell"), rec.get("sample_at"), rec.get("margin"))
+    if lattice != (FINGERPRINT_VERSION, CELL, SAMPLE_AT, MARGIN):
         raise FingerprintError(
             f"{where}: version {rec.get('version')!r}, cell {rec.get('cell')!r} m; this code compares version "
             f"{FINGERPRINT_VERSION}, cell {CELL} m"
         )
-    lo, shape, text = rec.get("lo"), rec.get("shape"), rec.get("solid")
+    lo, shape = rec.get("lo"), rec.get("shape")
     ints = all(
         isinstance(v, list) and len(v) == 3 and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
         for v in (lo, shape)
     )
-    if not ints or min(shape) < 1 or int(np.prod(shape)) > MAX_SAMPLES or not isinstance(text, str):
-        raise FingerprintError(f"{where}: its box (lo {lo!r}, shape {shape!r}) or bits are damaged")
-    if len(text) > MAX_RECORD_CHARS:
-        raise FingerprintError(f"{where}: its bits are longer than {MAX_RECORD_CHARS} characters")
-    n = int(np.prod(shape))
-    try:
-        packed = zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True), bufsize=(n + 7) // 8)
-    except (ValueError, zlib.error) as exc:
-        raise FingerprintError(f"{where}: its bits do not decode ({exc})") from None
-    if len(packed) != (n + 7) // 8:
-        raise FingerprintError(f"{where}: {len(packed)} bytes of bits for a box of {n} points")
-    solid = np.unpackbits(np.frombuffer(packed, np.uint8), count=n).astype(bool).reshape(shape)
-    return Fingerprint(tuple(lo), solid)
+    if not ints or min(shape) < 1 or int(np.prod(shape)) > MAX_SAMPLES:
+        raise FingerprintError(f"{where}: its box (lo {lo!r}, shape {shape!r}) is damaged")
+    solid = _decode_bits(rec.get("solid"), shape, where, "solid")
+    definite = _decode_bits(rec.get("definite"), shape, where, "definite")
+    return Fingerprint(tuple(lo), solid, definite)
 
 
 def lattice_box(world) -> tuple:
@@ -148,7 +175,7 @@ def fingerprint(world) -> Fingerprint | None:
     axes = [(np.arange(shape[k], dtype=np.float64) + lo[k] + SAMPLE_AT) * CELL for k in range(3)]
     points = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
     d, _ = distance(world, points)
-    return Fingerprint(lo, (d < 0).reshape(shape))
+    return Fingerprint(lo, (d < 0).reshape(shape), (np.abs(d) >= MARGIN).reshape(shape))
 
 
 # --------------------------------------------------------------------------
@@ -164,7 +191,8 @@ def default_fingerprint_dir() -> Path:
 
 
 def _store_path(folder: Path, digests) -> Path:
-    key = hashlib.blake2b(json.dumps([FINGERPRINT_VERSION, list(digests)]).encode(), digest_size=20).hexdigest()
+    lattice = [FINGERPRINT_VERSION, CELL, SAMPLE_AT, MARGIN]
+    key = hashlib.blake2b(json.dumps([lattice, list(digests)]).encode(), digest_size=20).hexdigest()
     return folder / f"{key}.json"
 
 
@@ -231,26 +259,28 @@ def _bit_count(words: np.ndarray) -> int:
     return int(count(words).sum(dtype=np.int64))
 
 
-def _window(fp: Fingerprint, lo, hi) -> np.ndarray:
-    """`fp`'s samples at lattice points ``lo`` up to (not including) ``hi``, inside its own box."""
-    return fp.solid[tuple(slice(lo[k] - fp.lo[k], hi[k] - fp.lo[k]) for k in range(3))]
+def _window(bits: np.ndarray, own_lo, lo, hi) -> np.ndarray:
+    """`bits` (a box at lattice point `own_lo`) at lattice points ``lo`` up to (not including) ``hi``."""
+    return bits[tuple(slice(lo[k] - own_lo[k], hi[k] - own_lo[k]) for k in range(3))]
 
 
 def difference(a: Fingerprint, b: Fingerprint) -> float:
-    """The samples whose solidity differs where the two boxes overlap, as a fraction of the smaller phase there
-    (see the module doc); 0.0 for identical geometry, infinity when the overlap holds less than
-    ``MIN_OVERLAP`` of either box (the worlds are not compared)."""
+    """The samples whose solidity differs, definite in either world, where the two boxes overlap, as a fraction
+    of the smaller phase there (see the module doc); 0.0 for identical geometry, infinity when the overlap
+    holds less than ``MIN_OVERLAP`` of either box (the worlds are not compared)."""
     if a.lo == b.lo and a.shape == b.shape:  # one box (built-ins, one cube): on the packed bits
         overlap = a.solid.size
-        differ, both = _bit_count(a.words ^ b.words), _bit_count(a.words & b.words)
+        differ = _bit_count((a.solid_words ^ b.solid_words) & (a.definite_words | b.definite_words))
+        both = _bit_count(a.solid_words & b.solid_words)
     else:
         lo = tuple(max(a.lo[k], b.lo[k]) for k in range(3))
         hi = tuple(min(a.lo[k] + a.shape[k], b.lo[k] + b.shape[k]) for k in range(3))
         overlap = int(np.prod([max(0, hi[k] - lo[k]) for k in range(3)]))
         if overlap < MIN_OVERLAP * max(a.solid.size, b.solid.size):
             return float("inf")
-        sa, sb = _window(a, lo, hi), _window(b, lo, hi)
-        differ, both = int(np.count_nonzero(sa != sb)), int(np.count_nonzero(sa & sb))
+        sa, sb = _window(a.solid, a.lo, lo, hi), _window(b.solid, b.lo, lo, hi)
+        definite = _window(a.definite, a.lo, lo, hi) | _window(b.definite, b.lo, lo, hi)
+        differ, both = int(np.count_nonzero((sa != sb) & definite)), int(np.count_nonzero(sa & sb))
     if differ == 0:
         return 0.0
     smaller = min(both + differ, overlap - both)  # solid in either world, or free in either
