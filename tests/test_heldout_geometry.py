@@ -136,8 +136,9 @@ def test_mesh_of_a_world_compiled_again_matches(tmp_path):
 
 # ------------------------------------------------------------------ training
 def test_training_refuses_a_heldout_house_by_geometry(tmp_path, capsys):
-    """A held-out house compiled at another resolution, or its cache entry with a leaf changed, both without a
-    sidecar naming it, is refused as the held-out world it is; another house is not."""
+    """A held-out house compiled at another resolution (its sidecar naming no seed, or none: then read half a
+    voxel away), or its cache entry with a leaf changed, is refused as the held-out world it is; another house
+    is not."""
     from navi_nb.world.heldout import heldout_twin
     from navi_nb.world.scene_spec import HELDOUT_SEED_START, WorldItem
     from navi_nb.world.world_cache import default_cache_dir, entry_path, load_worlds
@@ -149,7 +150,9 @@ def test_training_refuses_a_heldout_house_by_geometry(tmp_path, capsys):
     save_world(unnamed(compile_scene("house", 64, held)), other_res)
     leaf = tmp_path / "leaf.gmdag"
     save_world(one_leaf_changed(load_world(entry_path(default_cache_dir(), "house", held, 32))), leaf)
-    for path, res in ((other_res, 32), (leaf, 32)):
+    bare = tmp_path / "bare.gmdag"  # no sidecar: read corner-sampled, half a voxel (0.125 m) from where it was
+    save_world(compile_scene("house", 64, held), bare, sidecar=False)
+    for path, res in ((other_res, 32), (leaf, 32), (bare, 32)):
         err = fails_cleanly(
             ["train", "--scenes", f"box,{path}", *tiny_run_args(scenes=None), "--run-dir", str(runs), "--name", "x"],
             capsys,
