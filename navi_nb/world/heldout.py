@@ -84,7 +84,7 @@ def geometry_twin(world, known) -> tuple | None:
 
 def heldout_geometry(cache_dir=None) -> tuple:
     """``(entries, fingerprints)`` of the world cache's held-out entries at every resolution (each loaded and
-    deep-validated once, its fingerprint from the store); entries that do not load are passed over."""
+    deep-validated, its fingerprint from the store); entries that do not load are passed over."""
     from navi_nb.errors import NaviError
     from navi_nb.world.fingerprint import fingerprints
     from navi_nb.world.gmdag import load_world
@@ -100,7 +100,8 @@ def heldout_geometry(cache_dir=None) -> tuple:
         except (OSError, NaviError):
             continue
         entries.append(entry)
-    return entries, fingerprints(worlds) if worlds else []
+    # one store file per entry: an entry added to the cache later costs its own fingerprint, not all of them
+    return entries, [fingerprints([w])[0] for w in worlds]
 
 
 def heldout_twin(world, cache_dir=None, known=None):
