@@ -78,7 +78,18 @@ def test_fingerprint_is_the_scene_sign_at_the_lattice():
     assert difference(fp, other) > 40 * TOLERANCE and not matches(fp, other)
     # the differing definite samples over the smaller phase (here the free space: samples free in either house)
     differ = np.count_nonzero((fp.solid != other.solid) & (fp.definite | other.definite))
-    assert differ / np.count_nonzero(~fp.solid | ~other.solid) == pytest.approx(difference(fp, other), rel=1e-12)
+    free, solid = np.count_nonzero(~fp.solid | ~other.solid), np.count_nonzero(fp.solid | other.solid)
+    assert free < solid and differ / free == pytest.approx(difference(fp, other), rel=1e-12)
+    # an open world (one solid block in free space) is measured against its solid
+    block, moved = np.zeros((20, 20, 20), bool), np.zeros((20, 20, 20), bool)
+    block[5:9, 5:9, 5:9], moved[5:9, 5:9, 6:10] = True, True  # 64 samples each, 48 shared
+    everywhere = np.ones_like(block)
+    a, b = Fingerprint((0, 0, 0), block, everywhere), Fingerprint((0, 0, 0), moved, everywhere)
+    assert difference(a, b) == pytest.approx(32 / 80)
+    shifted = Fingerprint((0, 0, 1), moved[:, :, 1:], everywhere[:, :, 1:])  # the same, in another box
+    assert difference(a, shifted) == pytest.approx(32 / 80)
+    assert difference(a, Fingerprint((0, 0, 0), moved, ~everywhere)) == pytest.approx(32 / 80)  # b's definite alone
+    assert difference(a, Fingerprint((0, 0, 16), block, everywhere)) == float("inf")  # a fifth overlaps: not compared
     # the record round-trips, and a damaged one is refused by name
     back = from_record(fp.to_record())
     assert back.lo == fp.lo and np.array_equal(back.solid, fp.solid) and np.array_equal(back.definite, fp.definite)

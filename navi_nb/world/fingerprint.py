@@ -52,7 +52,7 @@ FINGERPRINT_VERSION = 2  # 2: the definite bits
 """Bump when the lattice, the sampling or the encoding changes: records of another version are not compared."""
 CELL = 0.5  # metres between lattice points
 SAMPLE_AT = 0.375  # lattice point i of an axis is at (i + SAMPLE_AT) * CELL metres
-MARGIN = 0.15  # metres: a sample this far from a surface or more is definite (solid or free at any resolution)
+MARGIN = 0.15  # metres: a sample this far from a surface or more is definite (it kept its side at 32 to 256)
 TOLERANCE = 0.0025  # the largest differing fraction of the smaller phase at which two worlds are one
 MIN_OVERLAP = 0.25  # two boxes are compared where they overlap, when that holds at least this much of each
 MAX_SAMPLES = 1 << 21  # a cube holding more lattice points (a 64 m side: a second or more) has no fingerprint
@@ -270,7 +270,8 @@ def difference(a: Fingerprint, b: Fingerprint) -> float:
     holds less than ``MIN_OVERLAP`` of either box (the worlds are not compared)."""
     if a.lo == b.lo and a.shape == b.shape:  # one box (built-ins, one cube): on the packed bits
         overlap = a.solid.size
-        differ = _bit_count((a.solid_words ^ b.solid_words) & (a.definite_words | b.definite_words))
+        sides = a.solid_words ^ b.solid_words
+        differ, changed = _bit_count(sides & (a.definite_words | b.definite_words)), _bit_count(sides)
         both = _bit_count(a.solid_words & b.solid_words)
     else:
         lo = tuple(max(a.lo[k], b.lo[k]) for k in range(3))
@@ -280,10 +281,11 @@ def difference(a: Fingerprint, b: Fingerprint) -> float:
             return float("inf")
         sa, sb = _window(a.solid, a.lo, lo, hi), _window(b.solid, b.lo, lo, hi)
         definite = _window(a.definite, a.lo, lo, hi) | _window(b.definite, b.lo, lo, hi)
-        differ, both = int(np.count_nonzero((sa != sb) & definite)), int(np.count_nonzero(sa & sb))
+        differ, changed = int(np.count_nonzero((sa != sb) & definite)), int(np.count_nonzero(sa != sb))
+        both = int(np.count_nonzero(sa & sb))
     if differ == 0:
         return 0.0
-    smaller = min(both + differ, overlap - both)  # solid in either world, or free in either
+    smaller = min(both + changed, overlap - both)  # solid in either world, or free in either
     return differ / smaller
 
 
