@@ -47,6 +47,7 @@ from navi_nb.train.runs import (
     read_run_config,
     read_run_worlds,
     recorded_digests,
+    recorded_fingerprints,
     resolve_scenes,
     trained_in,
     write_json_atomic,
@@ -262,7 +263,8 @@ def evaluation_set(run_path, cfg, scenes=None, allow_overlap=False, console=None
     """(WorldSet to evaluate in, split of each of its worlds), checked first.
 
     scenes: a spec (default: the run's own set, all ``train``). Worlds of the spec that the run trained in, by
-    name or by content (a file copy of a training world, ``runs.trained_in``), raise EvalError unless
+    name, content or geometry (a copy of a training world, or it at another resolution: ``runs.trained_in``;
+    by content alone for a run recorded without fingerprints), raise EvalError unless
     ``allow_overlap``; they are then in the ``train`` split. Names are compared before any world loads,
     content once the worlds are loaded.
     """
@@ -281,8 +283,11 @@ def evaluation_set(run_path, cfg, scenes=None, allow_overlap=False, console=None
             "explicitly to evaluate on them (they are then reported as the train split)"
         )
     world_set = load_scene_set(items, cfg.resolution, console is not None)
-    keys, digests = {it.key for it in shared}, recorded_digests(records)
-    copies = [it for it, w in zip(items, world_set.worlds) if it.key not in keys and trained_in(w, digests)]
+    keys, digests, prints = {it.key for it in shared}, recorded_digests(records), recorded_fingerprints(records)
+    if prints is None and console is not None:
+        note = f"run {run_path} records no geometry fingerprints: train or held-out by content hash only"
+        console.print(note, style="dim", markup=False)
+    copies = [it for it, w in zip(items, world_set.worlds) if it.key not in keys and trained_in(w, digests, prints)]
     if copies and not allow_overlap:
         raise EvalError(
             f"scene spec item {copies[0].origin!r}: {len(copies)} of the {len(items)} evaluation worlds "

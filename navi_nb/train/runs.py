@@ -3,7 +3,7 @@
 Run folder (docs/TRAINING.md)::
 
     runs/NAME/config.json       resolved config, its hash, package version
-    runs/NAME/worlds.json       the set trained in: spec, resolution, each world's name and content hashes
+    runs/NAME/worlds.json       the set trained in: spec, resolution, each world's name, content hashes, fingerprint
     runs/NAME/worlds/           copies of the set's .gmdag files and compiled meshes (built-ins stay in the cache)
     runs/NAME/metrics.csv       one row per update (columns: navi_nb.train.metrics.COLUMNS)
     runs/NAME/metrics.jsonl     the same rows as JSON lines
@@ -113,14 +113,18 @@ def load_scene_set(items, resolution: int, progress=False, load_items=None):
 
 
 def save_run_worlds(run_path: Path, cfg: TrainConfig, world_set):
-    """Record the run's set in ``worlds.json`` (spec, resolution, each world's name and content hashes: with its
-    sidecar and of its file bytes alone);
+    """Record the run's set in ``worlds.json`` (spec, resolution, each world's name, content hashes (with its
+    sidecar and of its file bytes alone) and geometry fingerprint, ``navi_nb.world.fingerprint``);
     file worlds are copied into ``worlds/`` so the run keeps them."""
+    from navi_nb.world.fingerprint import stored_records
     from navi_nb.world.gmdag import save_world
 
+    digests = [world_digest(world) for world in world_set.worlds]
+    prints = stored_records(world_set.worlds, digests)
     records = []
     for i, (item, world) in enumerate(zip(world_set.items, world_set.worlds)):
-        rec = {"name": world_set.names[i], "digest": world_digest(world), "bytes_digest": bytes_digest(world)}
+        rec = {"name": world_set.names[i], "digest": digests[i], "bytes_digest": bytes_digest(world)}
+        rec["fingerprint"] = prints[i]
         if item.builtin:
             rec.update(family=item.family, seed=item.seed)
         else:
@@ -191,10 +195,36 @@ def recorded_digests(records) -> set:
     return out
 
 
-def trained_in(world, digests) -> bool:
-    """Whether `world` is, by content, one of the worlds whose :func:`recorded_digests` are `digests` (under any
-    name; the same node words with another sidecar are the same geometry)."""
-    return world_digest(world) in digests or bytes_digest(world) in digests
+def recorded_fingerprints(records):
+    """The geometry fingerprints a run's ``worlds.json`` records (``navi_nb.world.fingerprint``; None for a
+    world too large to have one), or None when a record lacks the key or holds another fingerprint version (a
+    run recorded before them): its split then rests on the content digests alone."""
+    from navi_nb.world.fingerprint import FingerprintError, from_record
+
+    if any("fingerprint" not in rec for rec in records):
+        return None
+    try:
+        return [
+            None if rec["fingerprint"] is None else from_record(rec["fingerprint"], f"{WORLDS_FILE} {rec['name']}")
+            for rec in records
+        ]
+    except FingerprintError:
+        return None
+
+
+def trained_in(world, digests, prints=None) -> bool:
+    """Whether `world` is one of the worlds whose :func:`recorded_digests` are `digests` and (where recorded)
+    :func:`recorded_fingerprints` are `prints`: by content under any name (the same node words with another
+    sidecar are the same geometry), or by geometry (the same world at another resolution, sample convention or
+    header, or with a few leaves changed)."""
+    digest = world_digest(world)
+    if digest in digests or bytes_digest(world) in digests:
+        return True
+    if not prints:
+        return False
+    from navi_nb.world.fingerprint import fingerprints, first_match
+
+    return first_match(fingerprints([world], [digest])[0], prints) is not None
 
 
 def load_run_worlds(run_path, cfg: TrainConfig, progress=False):

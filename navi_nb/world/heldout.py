@@ -1,4 +1,4 @@
-"""Held-out worlds recognised by content: a held-out world is held out under any name.
+"""Held-out worlds recognised by content and geometry: a held-out world is held out under any name.
 
 Seeds ``>= HELDOUT_SEED_START`` of every family are kept for evaluation (``scene_spec``: by family and
 seed, before anything loads). A world file is the same world under another name when
@@ -7,11 +7,16 @@ seed, before anything loads). A world file is the same world under another name 
   writes ``"scene": "house", "seed": 1000003``), or
 - its node words are those of a held-out entry of the world cache at its resolution (a copy of a cached
   entry, its sidecar dropped or edited, its header moved): entries of the file's exact size are hashed, the
-  others only listed.
+  others only listed, or
+- its geometry is that of a held-out entry of the world cache at any resolution (``navi_nb.world.fingerprint``:
+  the world compiled at another resolution or sample convention, a few leaves changed).
 
 ``check_training_worlds`` refuses such a world in a training set as it refuses the seed, after the worlds
-are loaded and before the run writes anything. Evaluation compares content with the run's own record
-instead (``navi_nb.train.evaluate.evaluation_set``): a copy of a training world is in the ``train`` split.
+are loaded and before the run writes anything. Only held-out worlds the cache holds (compiled by an
+evaluation or ``navi-nb scenes --compile``, at any resolution) are known by geometry: the seeds are
+unbounded, so a held-out world never compiled on this machine is known only by its sidecar. Evaluation
+compares content and geometry with the run's own record instead (``navi_nb.train.evaluate.evaluation_set``):
+a copy of a training world, or it at another resolution, is in the ``train`` split.
 """
 
 from __future__ import annotations
@@ -65,14 +70,52 @@ def cached_twin(world, cache_dir=None):
     return None
 
 
-def heldout_twin(world, cache_dir=None):
-    """``(label, how)`` of the held-out world `world` is under another name, or None (see the module doc)."""
+def geometry_twin(world, known) -> tuple | None:
+    """``("house:1000003", resolution)`` when one of the held-out entries `known` (:func:`heldout_geometry`)
+    has the world's geometry (``fingerprint.matches``), else None."""
+    from navi_nb.world.fingerprint import fingerprints, first_match
+
+    entries, prints = known
+    if not entries:
+        return None
+    k = first_match(fingerprints([world])[0], prints)
+    return None if k is None else (f"{entries[k].family}:{entries[k].seed}", entries[k].resolution)
+
+
+def heldout_geometry(cache_dir=None) -> tuple:
+    """``(entries, fingerprints)`` of the world cache's held-out entries at every resolution (each loaded and
+    deep-validated, its fingerprint from the store); entries that do not load are passed over."""
+    from navi_nb.errors import NaviError
+    from navi_nb.world.fingerprint import fingerprints
+    from navi_nb.world.gmdag import load_world
+    from navi_nb.world.world_cache import builtin_entries, default_cache_dir
+
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    entries, worlds = [], []
+    for entry in builtin_entries(root):
+        if entry.seed < HELDOUT_SEED_START:
+            continue
+        try:
+            worlds.append(load_world(entry.path))  # deep-validated: a damaged entry is refused, not read
+        except (OSError, NaviError):
+            continue
+        entries.append(entry)
+    # one store file per entry: an entry added to the cache later costs its own fingerprint, not all of them
+    return entries, [fingerprints([w])[0] for w in worlds]
+
+
+def heldout_twin(world, cache_dir=None, known=None):
+    """``(label, how)`` of the held-out world `world` is under another name, or None (see the module doc).
+    `known`: :func:`heldout_geometry`'s answer when already read (else read here if needed)."""
     claim = sidecar_claim(world)
     if claim is not None:
         return claim, "its sidecar names it"
     twin = cached_twin(world, cache_dir)
     if twin is not None:
         return twin, "its node words are that world's in the world cache"
+    twin = geometry_twin(world, known if known is not None else heldout_geometry(cache_dir))
+    if twin is not None:
+        return twin[0], f"its geometry is that world's, compiled at resolution {twin[1]} in the world cache"
     return None
 
 
@@ -81,10 +124,13 @@ def check_training_worlds(items, worlds, allow_heldout=False, cache_dir=None):
     `allow_heldout`); built-in items were checked by seed (``scene_spec.check_training_items``)."""
     if allow_heldout:
         return
+    known = None  # the held-out entries' geometry, read once for every file item
     for item, world in zip(items, worlds):
         if item.builtin:
             continue
-        twin = heldout_twin(world, cache_dir)
+        if known is None:
+            known = heldout_geometry(cache_dir)
+        twin = heldout_twin(world, cache_dir, known)
         if twin is not None:
             raise SceneSpecError(
                 f"scene {item.label} (from {item.origin!r}) is held-out world {twin[0]} ({twin[1]}); held-out "
