@@ -35,13 +35,14 @@ from pathlib import Path
 
 import numpy as np
 
-from navi_nb.env.checks import check_actions, check_state_ranges
+from navi_nb.env.checks import check_actions
 from navi_nb.env.config import EPISODE_KEYS, TASKS, EnvConfig, EnvConfigError, StateError
 from navi_nb.env.footprint import RAY_BYTES
 from navi_nb.env.geodesic import GoalFields
 from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
 from navi_nb.env.observation import obs_layout, obs_size, write_tail
 from navi_nb.env.spawn import SpawnSampler, default_pool_dir, region_of_interest
+from navi_nb.env.state import RNG_NAMES, checked_state, copied_state, state_spec
 from navi_nb.env.tasks import (
     TASK_CODES,
     TERMS,
@@ -51,7 +52,6 @@ from navi_nb.env.tasks import (
     start_episodes,
     visit_tables,
 )
-from navi_nb.rng_state import STATE_DTYPE, STATE_SHAPE, GeneratorStateError, generator_from_array, generator_to_array
 from navi_nb.threads import defer
 from navi_nb.world import gmdag
 from navi_nb.world.world_set import WorldSet
@@ -261,29 +261,9 @@ class NavEnv:
     def _allocate_state(self, A, visit_bytes):
         """The per-actor state (plain arrays, everything ``get_state`` saves, each the attribute ``_`` +
         its name) and the per-step outputs (preallocated, reused)."""
-        self._state_spec = {
-            "pos": ((A, 3), np.float32),
-            "yaw": ((A,), np.float32),
-            "vel": ((A, 3), np.float32),
-            "prev_action": ((A, 4), np.float32),
-            "goal": ((A, 3), np.float32),
-            "goal_dist": ((A,), np.float64),
-            "start_dist": ((A,), np.float64),
-            "visit": ((A, visit_bytes), np.uint8),
-            "cells": ((A,), np.int32),
-            "ep_return": ((A,), np.float64),
-            "ep_len": ((A,), np.int32),
-            "path_len": ((A,), np.float64),
-            "collisions": ((A,), np.int32),
-            "episodes": ((A,), np.int64),
-            "obs": ((A, self.obs_dim), np.float32),
-            "world_index": ((A,), np.int32),
-            "world_seed": ((), np.uint64),
-        }
-        rng_shape = (self._n_blocks,) + STATE_SHAPE if self._n_blocks else STATE_SHAPE
-        self._state_spec.update({"rng_spawn": (rng_shape, STATE_DTYPE), "rng_goal": (rng_shape, STATE_DTYPE)})
+        self._state_spec = state_spec(A, self.obs_dim, visit_bytes, self._n_blocks)
         for name, (shape, dtype) in self._state_spec.items():
-            if not name.startswith("rng_"):
+            if name not in RNG_NAMES:
                 setattr(self, "_" + name, np.zeros(shape, dtype=dtype))
         self._act = np.zeros((A, 4), np.float32)
         self._potential = np.zeros(A, np.float64)
@@ -601,66 +581,24 @@ class NavEnv:
     def get_state(self) -> dict:
         """Copies of every per-actor array and both generators' states."""
         self._settle_paths()
-        out = {}
-        for name in self._state_spec:
-            if name in ("rng_spawn", "rng_goal"):
-                gens = getattr(self, "_" + name)
-                out[name] = (
-                    np.stack([generator_to_array(g) for g in gens]) if self._n_blocks else generator_to_array(gens)
-                )
-            else:
-                out[name] = getattr(self, "_" + name).copy()
-        out["has_reset"] = np.array(self._has_reset)
-        return out
+        rngs = {"rng_spawn": self._rng_spawn, "rng_goal": self._rng_goal}
+        return copied_state(
+            self._state_spec, lambda name: getattr(self, "_" + name), rngs, bool(self._n_blocks), self._has_reset
+        )
 
     def set_state(self, state: dict) -> None:
         """Restore a ``get_state`` dict exactly (checked fully before anything changes)."""
-        if not isinstance(state, dict):
-            raise StateError(f"NavEnv.set_state: expected a dict, got {type(state).__name__}")
-        missing = [k for k in self._state_spec if k not in state]
-        if missing:
-            raise StateError(f"NavEnv.set_state: missing {', '.join(missing)}")
-        for name, (shape, dtype) in self._state_spec.items():
-            v = np.asarray(state[name])
-            if v.shape != shape or v.dtype != np.dtype(dtype):
-                raise StateError(f"NavEnv.set_state: {name} must be {np.dtype(dtype)} {shape}, got {v.dtype} {v.shape}")
-        # plain arrays from here on (a masked array's mask would hide values from the checks)
-        values = {name: np.array(state[name], copy=True, subok=False) for name in self._state_spec}
-        for name in (
-            "pos",
-            "yaw",
-            "vel",
-            "prev_action",
-            "goal",
-            "goal_dist",
-            "start_dist",
-            "ep_return",
-            "path_len",
-            "obs",
-        ):
-            if not np.isfinite(values[name]).all():
-                raise StateError(f"NavEnv.set_state: {name} holds non-finite values")
-        wi = values["world_index"]
-        if wi.size and (int(wi.min()) < 0 or int(wi.max()) >= len(self.world_set)):
-            raise StateError(f"NavEnv.set_state: world_index values must lie in [0, {len(self.world_set)})")
-        check_state_ranges(values, self.config, self._wparams, [g.n_cells for g in self._grids], len(self.world_set))
-        generators = {}
-        for name in ("rng_spawn", "rng_goal"):
-            try:
-                a = values[name]
-                generators[name] = [generator_from_array(r) for r in a] if self._n_blocks else generator_from_array(a)
-            except GeneratorStateError as exc:
-                raise StateError(f"NavEnv.set_state: {name}: {exc}") from None
-        has_reset = state.get("has_reset", True)
-        if np.ndim(has_reset) != 0 or np.asarray(has_reset).dtype.kind not in "bi" or has_reset not in (0, 1):
-            raise StateError(f"NavEnv.set_state: has_reset must be a boolean, got {has_reset!r}")
+        n_cells = [g.n_cells for g in self._grids]
+        values, generators, has_reset = checked_state(
+            state, self._state_spec, self.config, self._wparams, n_cells, len(self.world_set), bool(self._n_blocks)
+        )
         # apply: everything is checked and converted; nothing below can fail
         self._settle_paths()  # (a path still being computed must not land on the restored values)
         self._rng_spawn, self._rng_goal = generators["rng_spawn"], generators["rng_goal"]
         for name in self._state_spec:
-            if not name.startswith("rng_"):
+            if name not in RNG_NAMES:
                 getattr(self, "_" + name)[...] = values[name]
-        self._has_reset = bool(has_reset)
+        self._has_reset = has_reset
         if self.task == "pointgoal":  # each field is a pure function of its goal and world: computed again
             self._fields.compute_changed(self._world_index, self._goal)  # where either changed
 
@@ -706,7 +644,7 @@ class NavEnv:
     def memory_report(self) -> dict:
         """Bytes held: per actor (state + step buffers + ray buffers) and shared."""
         per = sum(
-            int(np.prod(s)) * np.dtype(d).itemsize for n, (s, d) in self._state_spec.items() if not n.startswith("rng_")
+            int(np.prod(s)) * np.dtype(d).itemsize for n, (s, d) in self._state_spec.items() if n not in RNG_NAMES
         )
         steps = (
             self._act.nbytes
