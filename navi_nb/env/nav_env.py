@@ -37,6 +37,7 @@ import numpy as np
 
 from navi_nb.env.checks import check_actions
 from navi_nb.env.config import EPISODE_KEYS, TASKS, EnvConfig, EnvConfigError, StateError
+from navi_nb.env.episodic_map import EpisodicMap, map_columns
 from navi_nb.env.footprint import RAY_BYTES
 from navi_nb.env.geodesic import GoalFields
 from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
@@ -200,7 +201,9 @@ class NavEnv:
         # room for every actor's rays and a second pose of each actor that resets in a step (one trace a step)
         self._tracer = Tracer(world_set, sensor, cfg.max_distance, backend=backend, max_actors=2 * A)
         n_rays = sensor.az_count * sensor.el_count
-        self.obs_layout = obs_layout(n_rays, cfg.semantic_obs, task == "pointgoal")
+        self.obs_layout = obs_layout(n_rays, cfg.semantic_obs, task == "pointgoal", map_columns(cfg))
+        # the map's geometry, checked against the memory before any grid is allocated (None: off)
+        self._episodic_map = EpisodicMap(world_set, sensor, cfg, A) if cfg.map_cell > 0 else None
         self.obs_dim = obs_size(self.obs_layout)
         self._inv_log_max = 1.0 / float(np.log1p(cfg.max_distance))
         n_classes = max(len(w.class_names) for w in world_set.worlds)
@@ -261,7 +264,8 @@ class NavEnv:
     def _allocate_state(self, A, visit_bytes):
         """The per-actor state (plain arrays, everything ``get_state`` saves, each the attribute ``_`` +
         its name) and the per-step outputs (preallocated, reused)."""
-        self._state_spec = state_spec(A, self.obs_dim, visit_bytes, self._n_blocks)
+        map_cells = self._episodic_map.n_cells if self._episodic_map is not None else 0
+        self._state_spec = state_spec(A, self.obs_dim, visit_bytes, self._n_blocks, map_cells)
         for name, (shape, dtype) in self._state_spec.items():
             if name not in RNG_NAMES:
                 setattr(self, "_" + name, np.zeros(shape, dtype=dtype))
@@ -354,7 +358,7 @@ class NavEnv:
         if self.task == "pointgoal":
             self._start_shortest_paths(rows)
         if observe:
-            self._observe(rows)
+            self._observe(rows, fresh=True)
 
     def _start_shortest_paths(self, rows):
         """SPL's distance for actors ``rows``: the shortest path from spawn to goal through their
@@ -416,23 +420,27 @@ class NavEnv:
                 rng_goal, self._pos[sub], cfg.goal_min_distance, cfg.goal_max_distance
             )
 
-    def _observe(self, rows):
-        """The observations of actors ``rows`` from their state now."""
+    def _observe(self, rows, fresh=False):
+        """The observations of actors ``rows`` from their state now (``fresh``: their episodes' first)."""
         if rows.shape[0] == self.n_actors:
             origins, yaws, wi = self._pos, self._yaw, self._world_index
         else:
             origins, yaws, wi = self._pos[rows], self._yaw[rows], self._world_index[rows]
         write_tail(*self._tail_args(rows, rows))
-        self._trace_into(origins, yaws, wi, rows)
+        self._trace_into(origins, yaws, wi, rows, *((None, (rows, 0)) if fresh else ((rows, rows), None)))
 
-    def _trace_into(self, origins, yaws, wi, dest):
+    def _trace_into(self, origins, yaws, wi, dest, kept, fresh):
         """Trace the actors at ``origins`` / ``yaws`` in worlds ``wi`` in one call and write their ray
         columns into rows ``dest`` of ``_obs_pair`` (row ``A + i``: actor i's final observation); the CPU
-        tracer's ranges write them as they trace."""
+        tracer's ranges write them as they trace. Then the maps from the same rays (``kept``, ``fresh``:
+        :meth:`EpisodicMap.observe`'s)."""
         t0 = time.perf_counter()
         image = (dest, self._obs_pair, self._inv_log_max, self._sem_scale, self.config.semantic_obs)
-        self._tracer.trace(origins, yaws, to_host=True, world_index=wi, image=image)
+        depth, _sem, hit = self._tracer.trace(origins, yaws, to_host=True, world_index=wi, image=image)
         self.trace_seconds += time.perf_counter() - t0
+        if self._episodic_map is not None:
+            at = self.obs_layout["map"].start
+            self._episodic_map.observe(self._map, (origins, yaws, wi, depth, hit), kept, fresh, self._obs_pair, at)
 
     def _tail_args(self, actors, dest):
         ray_columns = self.obs_layout["prev_action"].start
@@ -498,6 +506,8 @@ class NavEnv:
             self._spawner.path_lengths(none, none)
             self._fields.compile_kernels(self._world_index, self._pos, self._goal, self._goal_dist, self._potential)
         self._spawner.compile_kernels()  # the spawn grid's, which a cached pool did not run
+        if self._episodic_map is not None:
+            self._episodic_map.compile(self._map, self._obs_pair, self.obs_layout["map"].start)
 
     def check_actions(self, actions) -> np.ndarray:
         """The actions as an array, or an :class:`ActionError`; changes nothing."""
@@ -531,7 +541,7 @@ class NavEnv:
             v[:] = 0
         rows = np.flatnonzero(self._done)
         if not rows.shape[0]:
-            self._observe(self._all_rows)
+            self._observe(self._all_rows, fresh=False)
         else:
             self._settle_paths()
             # the finished episodes' last observations go to _final_obs (rows A + i of _obs_pair): their
@@ -563,7 +573,7 @@ class NavEnv:
             origins[:A], yaws[:A], wi[:A] = self._pos, self._yaw, self._world_index
             origins[rows], yaws[rows], wi[rows] = self._final_pos[rows], self._final_yaw[rows], ep["world"][rows]
             origins[A:], yaws[A:], wi[A:] = self._pos[rows], self._yaw[rows], self._world_index[rows]
-            self._trace_into(origins, yaws, wi, np.concatenate([dest, rows]))
+            self._trace_into(origins, yaws, wi, np.concatenate([dest, rows]), (self._all_rows, dest), (rows, A))
             self._settle_fields()
         info = {
             "done": self._done,
@@ -622,6 +632,11 @@ class NavEnv:
         return self._fields.seconds
 
     @property
+    def map_seconds(self) -> float:
+        """Time spent updating the episodic maps and writing their crops, summed (0 with the map off)."""
+        return self._episodic_map.seconds if self._episodic_map is not None else 0.0
+
+    @property
     def shortest_paths(self):
         """(A,) float64, read-only view: each actor's shortest path from its spawn to its goal (metres,
         SPL's distance; point-goal)."""
@@ -668,6 +683,7 @@ class NavEnv:
             "bytes_per_actor": total_actor / self.n_actors,
             "state_bytes_per_actor": per / self.n_actors,
             "visit_grid_bytes_per_actor": self._grid.nbytes,
+            "map_bytes_per_actor": self._map.nbytes // self.n_actors if self._episodic_map is not None else 0,
             "ray_buffer_bytes_per_actor": rays,
             "shared_world_bytes": int(
                 sum(

@@ -15,10 +15,10 @@ FINITE_NAMES = ("pos", "yaw", "vel", "prev_action", "goal", "goal_dist", "start_
 """The float arrays of a state dict, which must hold finite values only."""
 
 
-def state_spec(A, obs_dim, visit_bytes, n_blocks) -> dict:
+def state_spec(A, obs_dim, visit_bytes, n_blocks, map_cells=0) -> dict:
     """name -> (shape, dtype) of everything ``get_state`` saves for ``A`` actors: the per-actor arrays (each the
-    environment's attribute ``_`` + its name), the world seed and the generators' states (``(n_blocks, 6)``
-    with actor blocks, else ``(6,)``)."""
+    environment's attribute ``_`` + its name; ``map``, the episodic maps, only with ``map_cells`` > 0), the world
+    seed and the generators' states (``(n_blocks, 6)`` with actor blocks, else ``(6,)``)."""
     spec = {
         "pos": ((A, 3), np.float32),
         "yaw": ((A,), np.float32),
@@ -38,6 +38,8 @@ def state_spec(A, obs_dim, visit_bytes, n_blocks) -> dict:
         "world_index": ((A,), np.int32),
         "world_seed": ((), np.uint64),
     }
+    if map_cells:
+        spec["map"] = ((A, map_cells, 2), np.uint8)
     rng_shape = (n_blocks,) + STATE_SHAPE if n_blocks else STATE_SHAPE
     spec.update({name: (rng_shape, STATE_DTYPE) for name in RNG_NAMES})
     return spec
@@ -81,6 +83,8 @@ def checked_state(state, spec, cfg, wparams, n_cells, n_worlds, blocked):
     if wi.size and (int(wi.min()) < 0 or int(wi.max()) >= n_worlds):
         raise StateError(f"NavEnv.set_state: world_index values must lie in [0, {n_worlds})")
     check_state_ranges(values, cfg, wparams, n_cells, n_worlds)
+    if "map" in values and values["map"].size and int(values["map"][..., 1].max()) > 3:
+        raise StateError("NavEnv.set_state: map holds seen flags other than free (1) and occupied (2)")
     generators = {}
     for name in RNG_NAMES:
         try:
