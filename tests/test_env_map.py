@@ -227,3 +227,30 @@ def test_set_state_refuses_a_map_of_other_flags():
     with pytest.raises(StateError, match="map holds seen flags"):
         env.set_state(st)
     assert states_equal(before, env.get_state())
+
+
+def test_compile_kernels_compiles_the_map_kernel_a_step_runs(monkeypatch):
+    """``NavEnv.compile_kernels`` (the warm-up's call) compiles the map's kernel for the argument types the
+    reset's and the steps' calls (with and without episodes ending) hand it."""
+    from numba import typeof
+
+    import navi_nb.env.episodic_map as episodic_map
+
+    real, called, compiled = episodic_map.update_maps, set(), set()
+
+    class Recording:
+        def __call__(self, *args):
+            called.add(tuple(typeof(a) for a in args))
+            return real(*args)
+
+        def compile(self, sig):
+            compiled.add(tuple(sig))
+            return real.compile(sig)
+
+    monkeypatch.setattr(episodic_map, "update_maps", Recording())
+    env = make_env("box", n=3, sensor=HORIZON, max_steps=2, **MAP)
+    env.compile_kernels()
+    env.reset(seed=1)
+    for _ in range(3):  # the second step ends every episode
+        env.step(act(3, f=0.5))
+    assert called and called == compiled

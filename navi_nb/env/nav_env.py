@@ -7,7 +7,8 @@ changes) -> clip -> ``move_actors`` (kinematics + collision) ->
 same call (autoreset, Gymnasium's SAME_STEP mode; their new episodes' geodesic
 fields on a worker thread meanwhile) -> one batched trace of every actor where
 its step ended and of each reset actor at its new spawn, whose ranges write the
-observations' ray columns as they go (``write_tail`` writes the rest). A
+observations' ray columns as they go (``write_tail`` writes the rest; with ``map_cell`` > 0 the same rays then
+update each actor's episodic map and write its crop, ``episodic_map.py``). A
 finished episode's last observation goes to ``info["final_obs"]`` (and the pose where it ended to
 ``info["final_pos"]`` / ``info["final_yaw"]``), their episode statistics to
 ``info["episode"]``, and the observation returned for them is the first of
@@ -111,6 +112,8 @@ class NavEnv:
         self.n_actors = A = int(n_actors)
         self._task_code = TASK_CODES[task]
         self.reward_names = TERMS[task]
+        # the map's geometry and rays, its grids checked against the memory before anything is built (None: off)
+        self._episodic_map = EpisodicMap(world_set, sensor, cfg, A) if cfg.map_cell > 0 else None
         voxels, margins = self._world_tables(cfg)
         self._spawners_and_grids(cfg, voxels, margins)
         # sensing
@@ -118,8 +121,6 @@ class NavEnv:
         self._tracer = Tracer(world_set, sensor, cfg.max_distance, backend=backend, max_actors=2 * A)
         n_rays = sensor.az_count * sensor.el_count
         self.obs_layout = obs_layout(n_rays, cfg.semantic_obs, task == "pointgoal", map_columns(cfg))
-        # the map's geometry, checked against the memory before any grid is allocated (None: off)
-        self._episodic_map = EpisodicMap(world_set, sensor, cfg, A) if cfg.map_cell > 0 else None
         self.obs_dim = obs_size(self.obs_layout)
         self._inv_log_max = 1.0 / float(np.log1p(cfg.max_distance))
         n_classes = max(len(w.class_names) for w in world_set.worlds)
