@@ -120,9 +120,11 @@ def _cell(x, lo, inv_cell):
 
 
 @njit(inline="always", cache=True)
-def _walk(maps, i, lo0, lo1, nx, nz, inv_cell, cell, x0, z0, x1, z1, hit):
+def _walk(maps, i, cells, x0, z0, x1, z1, hit):
     """Mark the cells the segment ``(x0, z0) -> (x1, z1)`` crosses in actor ``i``'s grid: seen free before
-    the last, the last seen occupied with ``hit`` (else free); stops at the grid's side."""
+    the last, the last seen occupied with ``hit`` (else free); stops at the grid's side. cells ``(lo0, lo1,
+    nx, nz, inv_cell, cell)``: the grid of the actor's world (its corner, cells per axis, cell size)."""
+    lo0, lo1, nx, nz, inv_cell, cell = cells
     ix = min(max(_cell(x0, lo0, inv_cell), 0), nx - 1)
     iz = min(max(_cell(z0, lo1, inv_cell), 0), nz - 1)
     ex = _cell(x1, lo0, inv_cell)
@@ -169,12 +171,13 @@ def _update(maps, i, grid, rays, traced, r):
         maps[i, c, 0] += 1
     psi = np.float64(yaws[r])
     s, co = math.sin(psi), math.cos(psi)
+    cells = (lo0, lo1, nx, nz, inv_cell, cell)
     for k in range(ray_index.shape[0]):
         q = ray_index[k]
         d = np.float64(depth[r, q])
         wx = ray_xz[k, 0] * co - ray_xz[k, 1] * s  # the actor frame turned by the yaw (motion.py's frames)
         wz = ray_xz[k, 0] * s + ray_xz[k, 1] * co
-        _walk(maps, i, lo0, lo1, nx, nz, inv_cell, cell, x0, z0, x0 + d * wx, z0 + d * wz, hit[r, q])
+        _walk(maps, i, cells, x0, z0, x0 + d * wx, z0 + d * wz, hit[r, q])
 
 
 @njit(inline="always", cache=True)
