@@ -6,7 +6,8 @@ the SHA-256 of the weights, Adam's state, the PPO and action generators and the 
 Arguments: ``THREADS UPDATES [save:K:PATH | load:PATH] [block:B] [actors:N]``: save the whole state after K
 updates (then stop), or start from a saved state (written at any rank count); ``block:B`` blocks of B
 actors (default 4), ``actors:N`` N actors (default 16), ``memory:H`` a policy with an H-unit GRU memory
-(its actors' states gathered into the environment hash). The reduction is ``NAVI_NB_REDUCE``'s
+(its actors' states gathered into the environment hash), ``map:C`` the episodic map with cells of C metres.
+The reduction is ``NAVI_NB_REDUCE``'s
 (``navi_nb.parallel.ranks.reduce_mode``)."""
 
 import hashlib
@@ -36,6 +37,7 @@ def main():
     block = int(next((a[6:] for a in extra if a.startswith("block:")), BLOCK))
     actors = int(next((a[7:] for a in extra if a.startswith("actors:")), ACTORS))
     memory_size = int(next((a[7:] for a in extra if a.startswith("memory:")), 0))
+    map_cell = float(next((a[4:] for a in extra if a.startswith("map:")), 0.0))  # the episodic map's cell
     mode = next((a for a in extra if a.startswith(("save:", "load:"))), "")
     numba.set_num_threads(threads)
     comm = ranks.world()
@@ -49,6 +51,8 @@ def main():
         task="pointgoal",
         seed=SEED,
         max_steps=20,
+        map_cell=map_cell,
+        map_crop=6,
         actor_block=block,
         first_block=ex.first_block,
     )

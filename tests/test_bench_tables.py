@@ -210,6 +210,9 @@ def test_train_table():
     assert "CPU time" not in render([bench_train.split_table(cfg, older)])
     ranked = [dict(r, ranks=k) for r in rows for k in (1, 2)]  # under mpiexec: a ranks column too
     check_whole(render([bench_train.split_table(cfg, ranked)]), ["ranks", "policy", "other", "234,567", "1.90x"])
+    assert "map" not in render([bench_train.split_table(cfg, rows)])  # no column without the episodic map
+    mapped = [dict(r, split_s=dict(r["split_s"], environment=2.2, map=0.3)) for r in rows]  # a run with the map
+    check_whole(render([bench_train.split_table(cfg, mapped)]), ["map", "3.0%", "22%", "policy", "234,567"])
 
 
 def test_summary_table_sections():

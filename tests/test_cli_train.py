@@ -389,7 +389,8 @@ def test_eval_env_sets_episode_settings_and_refuses_others(trained, tmp_path, ca
     before = sorted(p.name for p in run.iterdir())
     assert main(["eval", str(run), "--episodes", "4", "--no-save", "--env", "max_speed=9"]) == 2
     err = capsys.readouterr().err
-    assert "eval --env max_speed: only the episode settings" in err and len(err.strip().splitlines()) == 1
+    assert "eval --env max_speed=9: the run's config says max_speed=2.0; only the episode settings" in err
+    assert len(err.strip().splitlines()) == 1
     assert sorted(p.name for p in run.iterdir()) == before
     assert main(["eval", str(run), "--episodes", "4", "--json", "--no-save", "--env", "max_steps=3"]) == 0
     out = capsys.readouterr().out

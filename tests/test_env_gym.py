@@ -278,3 +278,20 @@ def test_adapters_check_num_envs_against_a_given_env():
     with pytest.raises(EnvConfigError, match="num_envs=3 but the NavEnv has 4 actors"):
         NaviVectorEnv(env=make_env(n=4), num_envs=3)
     assert NaviVectorEnv(env=make_env(n=4), num_envs=4).num_envs == 4
+
+
+def test_the_map_reaches_the_gymnasium_forms():
+    """With the episodic map on, both forms' spaces hold its crop (bounded 0..1) and their observations fit."""
+    from navi_nb.env.gym_adapter import NaviEnv
+
+    venv = box_vec(map_cell=0.5, map_crop=4, map_band=0.6)
+    cols = venv.env.obs_layout["map"]
+    assert cols.stop - cols.start == 4 * 4 * 3 and venv.single_observation_space.shape == (venv.env.obs_dim,)
+    low, high = venv.single_observation_space.low, venv.single_observation_space.high
+    assert (low[cols] == 0).all() and (high[cols] == 1).all()
+    venv.reset(seed=1)
+    obs = venv.step(np.full((4, 4), 0.5, np.float32))[0]
+    assert obs[:, cols].any() and venv.observation_space.contains(obs)
+    one = NaviEnv(scene_world("box"), sensor=small_sensor(), map_cell=0.5, map_crop=4, map_band=0.6)
+    o, _ = one.reset(seed=0)
+    assert one.observation_space.contains(o) and o[cols].any()

@@ -6,6 +6,7 @@ import pytest
 from conftest import compiled_scene
 
 import navi_nb.env.nav_env as nav_env
+import navi_nb.env.worlds as env_worlds
 from navi_nb.env import spawn
 from navi_nb.env.nav_env import NavEnv
 from navi_nb.sense.sensor import Sensor
@@ -21,13 +22,13 @@ def cache(tmp_path, monkeypatch):
 def queries(monkeypatch):
     """Counts the points the environment's clearance query is asked for."""
     counted = [0]
-    real = nav_env.clearance_distances
+    real = env_worlds.clearance_distances
 
     def counting(world, points):
         counted[0] += len(points)
         return real(world, points)
 
-    monkeypatch.setattr(nav_env, "clearance_distances", counting)
+    monkeypatch.setattr(env_worlds, "clearance_distances", counting)  # what the spawn samplers query
     return counted
 
 

@@ -209,6 +209,17 @@ def test_memory_same_bits_at_one_and_two_ranks():
     assert one["learner"] != mpirun(1, 1, 3)["learner"]  # the memory is in the weights
 
 
+def test_map_same_bits_at_one_and_two_ranks():
+    """With the episodic map on (its grids in the environment state, its crop in the observations the GRU
+    reads): the same weights, generators, environment and actor states at 1 and 2 ranks."""
+    one = mpirun(1, 1, 3, "memory:8", "map:0.5")
+    assert one["episodes"] > 0
+    two = mpirun(2, 1, 3, "memory:8", "map:0.5")
+    assert two["ranks"] == 2 and two["ranks_agree"] and two["bytes_sent"] > 0
+    assert (two["learner"], two["env"]) == (one["learner"], one["env"])
+    assert one["env"] != mpirun(1, 1, 3, "memory:8")["env"]  # the maps are in the state
+
+
 def test_ranks_with_different_reductions_are_refused():
     script = [sys.executable, os.path.join(HERE, "mpi_run.py"), "1", "1"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))

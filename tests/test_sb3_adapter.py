@@ -341,3 +341,18 @@ def test_threads_default_and_restored():
         NaviSB3VecEnv(env=make_env("box", N), threads=thread_limit() + 1)
     with pytest.raises(TypeError, match="num_envs"):
         NaviSB3VecEnv("box")
+
+
+def test_the_map_reaches_sb3():
+    """With the episodic map on, the adapter's observations hold its crop (bounded 0..1) as NavEnv's do."""
+    need_peer("stable_baselines3")
+    venv, ref = pair(map_cell=0.5, map_crop=4, map_band=0.6)
+    cols = ref.obs_layout["map"]
+    assert cols.stop - cols.start == 4 * 4 * 3 and venv.observation_space.shape == (ref.obs_dim,)
+    assert (venv.observation_space.low[cols] == 0).all() and (venv.observation_space.high[cols] == 1).all()
+    venv.seed(2)
+    assert np.array_equal(venv.reset(), ref.reset(seed=2)[0])
+    actions = np.full((N, 4), 0.5, np.float32)
+    obs = venv.step(actions)[0]
+    assert np.array_equal(obs, ref.step(actions)[0]) and obs[:, cols].any()
+    assert venv.observation_space.contains(obs[0])

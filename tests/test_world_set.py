@@ -15,7 +15,8 @@ from env_helpers import act, scene_world, small_sensor
 from sense_helpers import slab_world, sphere_world
 
 from navi_nb.env.config import StateError
-from navi_nb.env.nav_env import NavEnv, scheduled_worlds
+from navi_nb.env.nav_env import NavEnv
+from navi_nb.env.worlds import scheduled_worlds
 from navi_nb.sense.sensor import SenseError, Sensor
 from navi_nb.sense.tracer import Tracer, trace
 from navi_nb.world.query import distance

@@ -10,6 +10,8 @@ drawn, the geodesic fields of new episodes), and splits the time between
 
 - tracing: the batched sphere tracing inside ``NavEnv.step`` / reset,
 - environment: the rest of ``NavEnv.step`` (kinematics, collision, rewards, resets, observations),
+- map: with the episodic map on (a ``--from-run`` run's ``map_cell``), its update and crop (``NavEnv.map_seconds``;
+  a column of its own only then),
 - policy: the batched policy forward for acting (and the critic's values of final observations),
 - PPO: GAE and the epochs of minibatches,
 
@@ -146,7 +148,7 @@ def measure(cfg, shard_counts, updates, console=None, warmup="auto", from_run=No
         episodes0 = int(tr.env.episodes_finished.sum())
         unfinished = int((tr.env.episodes_finished < 1).sum())
         before = tr.times.copy()
-        trace0, field0 = tr.env.trace_seconds, tr.env.field_seconds
+        trace0, field0, map0 = tr.env.trace_seconds, tr.env.field_seconds, tr.env.map_seconds
         ex = tr.ppo.exchange
         sent0, comm0 = (ex.bytes_sent, ex.seconds) if ex is not None else (0, 0.0)
         if ranks is not None:
@@ -160,6 +162,7 @@ def measure(cfg, shard_counts, updates, console=None, warmup="auto", from_run=No
         spent = {k: v - before[k] for k, v in tr.times.copy().items()}
         tracing = tr.env.trace_seconds - trace0
         fields = tr.env.field_seconds - field0
+        mapping = tr.env.map_seconds - map0
         steps = updates * cfg.batch_size
         other = wall - spent["env"] - spent["policy"] - spent["ppo"]
         out.append(
@@ -176,7 +179,8 @@ def measure(cfg, shard_counts, updates, console=None, warmup="auto", from_run=No
                 "split_s": {
                     "tracing": tracing,
                     "fields": fields,
-                    "environment": spent["env"] - tracing - fields,
+                    "map": mapping,
+                    "environment": spent["env"] - tracing - fields - mapping,
                     "policy": spent["policy"],
                     "ppo": spent["ppo"],
                     "other": other,
@@ -277,10 +281,13 @@ def split_table(cfg, rows):
     )
     ranks = any(r.get("ranks", 1) > 1 for r in rows)  # a ranks column only when several were run
     memory = len({r.get("memory_size", 0) for r in rows}) > 1  # a memory column only when sizes are compared
+    maps = any(r["split_s"].get("map", 0.0) > 0 for r in rows)  # a map column only with the episodic map on
     for c in (
         ("ranks",) * ranks
         + ("memory",) * memory
-        + ("shards", "steps/s", "speed-up", "trace", "env", "policy", "PPO", "other")
+        + ("shards", "steps/s", "speed-up", "trace", "env")
+        + ("map",) * maps
+        + ("policy", "PPO", "other")
     ):
         t.add_column(c, justify="right", no_wrap=True)
     base = rows[0]["actor_steps_per_s"] if rows else 1.0
@@ -294,6 +301,7 @@ def split_table(cfg, rows):
             f"{r['actor_steps_per_s'] / base:.2f}x",
             f"{100 * s['tracing'] / tot:.0f}%",
             f"{100 * (s['environment'] + s.get('fields', 0.0)) / tot:.0f}%",
+            *(f"{100 * s.get('map', 0.0) / tot:.1f}%",) * maps,
             *(f"{100 * s[k] / tot:.0f}%" for k in ("policy", "ppo", "other")),
         )
     notes = [

@@ -57,6 +57,8 @@ REWARD_TERMS = (
 FLOAT32_MAX = 3.4028234663852886e38
 REWARD_HEADROOM = 1e4  # a step's reward terms scale with metres (progress, path) and cells: room for that
 MIN_DIVISOR_M = 1e-3
+MAX_MAP_CROP = 64
+"""The largest ``map_crop``: a crop of 64 x 64 cells is 12,288 columns, already wider than the rays."""
 EPISODE_SETTINGS = (
     "goal_min_distance",
     "goal_max_distance",
@@ -168,6 +170,18 @@ class EnvConfig:
     semantic_obs: bool = False
     """Append each ray's semantic class / (classes - 1) to the observation."""
 
+    # --- episodic map (navi_nb/env/episodic_map.py) -------------------------
+    map_cell: float = 0.0
+    """Cell size (metres) of each actor's episodic map, a 2-D grid over its world at its height of what it
+    has visited and its rays have seen free or occupied this episode, observed as the ``map`` entry; 0: off
+    (no map, no columns, no cost)."""
+    map_crop: int = 16
+    """Cells a side of the egocentric crop of the map the actor observes (turned to its heading)."""
+    map_channels: int = 3
+    """The crop's channels: 3 (visits, seen free, seen occupied) or 2 (visits, seen occupied)."""
+    map_band: float = 0.25
+    """Radians from horizontal within which a sensor row's rays update the map."""
+
     def validate(self) -> EnvConfig:
         def positive(name):
             v = getattr(self, name)
@@ -244,6 +258,7 @@ class EnvConfig:
             raise EnvConfigError(
                 f"env config: world_schedule must be one of {', '.join(WORLD_SCHEDULES)}, got {self.world_schedule!r}"
             )
+        self._validate_map()
         if not isinstance(self.semantic_obs, bool):
             raise EnvConfigError(f"env config: semantic_obs must be True or False, got {self.semantic_obs!r}")
         return self
@@ -272,6 +287,18 @@ class EnvConfig:
                 "gives max_steps to every goal 1 m away or farther: raise max_steps (the cap) or lower "
                 "max_steps_base / max_steps_per_metre"
             )
+
+    def _validate_map(self):
+        """The map settings' ranges (each error names the setting and its valid range)."""
+        cell, crop, channels, band = self.map_cell, self.map_crop, self.map_channels, self.map_band
+        if not (isinstance(cell, (int, float)) and not isinstance(cell, bool) and (cell == 0 or 0.05 <= cell <= 10)):
+            raise EnvConfigError(f"env config: map_cell must be 0 (off) or metres in 0.05..10, got {cell!r}")
+        if not isinstance(crop, int) or isinstance(crop, bool) or not 2 <= crop <= MAX_MAP_CROP:
+            raise EnvConfigError(f"env config: map_crop must be an integer in 2..{MAX_MAP_CROP} (cells), got {crop!r}")
+        if channels not in (2, 3) or isinstance(channels, bool):
+            raise EnvConfigError(f"env config: map_channels must be 2 or 3, got {channels!r}")
+        if not (isinstance(band, (int, float)) and not isinstance(band, bool) and 0 <= band <= math.pi / 2):
+            raise EnvConfigError(f"env config: map_band must be a number of radians in 0..pi/2, got {band!r}")
 
     def needs_field(self, task: str) -> bool:
         """Whether episodes of ``task`` need a geodesic field (the progress reward or the goal draw)."""

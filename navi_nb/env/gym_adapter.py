@@ -12,7 +12,7 @@ Two forms, both registered with Gymnasium when this module is imported (ids
 module itself.) ``world`` is a loaded World, a ``.gmdag`` path or a built-in
 scene name (compiled once per process at ``resolution``; default
 ``"house"``); every other keyword goes to NavEnv (``sensor``, ``seed``,
-``max_steps``, ...).
+``max_steps``, ``map_cell`` for the episodic map's crop in the observation, ...).
 
 :class:`NaviVectorEnv` (one NavEnv, one sub-environment per actor; what
 ``make_vec`` builds) uses the SAME_STEP autoreset mode: an actor whose episode
@@ -112,7 +112,7 @@ def observation_bounds(layout: dict, dim: int):
     """(low, high) float32 (dim,) for a NavEnv observation layout."""
     low = np.full(dim, -np.inf, np.float32)
     high = np.full(dim, np.inf, np.float32)
-    for name in ("depth", "semantic"):
+    for name in ("depth", "semantic", "map"):
         if name in layout:
             low[layout[name]] = 0.0
             high[layout[name]] = 1.0

@@ -7,7 +7,8 @@ changes) -> clip -> ``move_actors`` (kinematics + collision) ->
 same call (autoreset, Gymnasium's SAME_STEP mode; their new episodes' geodesic
 fields on a worker thread meanwhile) -> one batched trace of every actor where
 its step ended and of each reset actor at its new spawn, whose ranges write the
-observations' ray columns as they go (``write_tail`` writes the rest). A
+observations' ray columns as they go (``write_tail`` writes the rest; with ``map_cell`` > 0 the same rays then
+update each actor's episodic map and write its crop, ``episodic_map.py``). A
 finished episode's last observation goes to ``info["final_obs"]`` (and the pose where it ended to
 ``info["final_pos"]`` / ``info["final_yaw"]``), their episode statistics to
 ``info["episode"]``, and the observation returned for them is the first of
@@ -31,17 +32,18 @@ from __future__ import annotations
 
 import numbers
 import time
-from pathlib import Path
 
 import numpy as np
 
-from navi_nb.env.checks import check_actions, check_state_ranges, check_straight_band
-from navi_nb.env.config import EPISODE_RECORD, TASKS, EnvConfig, EnvConfigError, StateError
+from navi_nb.env.checks import check_actions, check_straight_band
+from navi_nb.env.config import EPISODE_RECORD, EnvConfig, EnvConfigError, StateError
+from navi_nb.env.episodic_map import EpisodicMap, map_columns
 from navi_nb.env.footprint import RAY_BYTES
 from navi_nb.env.geodesic import GoalFields
-from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
+from navi_nb.env.motion import field_cube, move_actors, world_motion_params
 from navi_nb.env.observation import obs_layout, obs_size, write_tail
-from navi_nb.env.spawn import SpawnSampler, default_pool_dir, region_of_interest
+from navi_nb.env.spawn import default_pool_dir
+from navi_nb.env.state import RNG_NAMES, checked_state, copied_state, state_spec
 from navi_nb.env.tasks import (
     TASK_CODES,
     TERMS,
@@ -52,94 +54,9 @@ from navi_nb.env.tasks import (
     start_episodes,
     visit_tables,
 )
-from navi_nb.rng_state import STATE_DTYPE, STATE_SHAPE, GeneratorStateError, generator_from_array, generator_to_array
+from navi_nb.env.worlds import checked_world, contact_margin, scheduled_worlds, world_spawner, world_voxel
 from navi_nb.threads import defer
-from navi_nb.world import gmdag
 from navi_nb.world.world_set import WorldSet
-
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _mix64(x):
-    """splitmix64's finaliser over a uint64 array (wrapping arithmetic)."""
-    x = (x ^ (x >> np.uint64(30))) * _MIX1
-    x = (x ^ (x >> np.uint64(27))) * _MIX2
-    return x ^ (x >> np.uint64(31))
-
-
-def scheduled_worlds(schedule, n_worlds, seed, actors, episodes) -> np.ndarray:
-    """(n,) int32: the world of episode ``episodes[j]`` of actor ``actors[j]`` (see
-    ``EnvConfig.world_schedule``); a pure function of its arguments."""
-    a = np.asarray(actors, dtype=np.int64)
-    k = np.asarray(episodes, dtype=np.int64)
-    if schedule == "round_robin":
-        return ((a + k) % n_worlds).astype(np.int32)
-    with np.errstate(over="ignore"):
-        h = _mix64(np.uint64(seed) * _GOLDEN + _mix64(a.astype(np.uint64) + np.uint64(1)))
-        h = _mix64(h ^ (k.astype(np.uint64) * _GOLDEN))
-    return (h % np.uint64(n_worlds)).astype(np.int32)
-
-
-def _checked_world(world, n_actors, task, seed, actor_block, first_block):
-    """``world`` loaded when it is a path, or an EnvConfigError naming the first argument that is wrong."""
-    if isinstance(world, (str, Path)):
-        world = gmdag.load_world(world)
-    if not isinstance(world, (gmdag.World, WorldSet)):
-        raise EnvConfigError(f"NavEnv: world must be a World, a WorldSet or a .gmdag path, got {type(world).__name__}")
-    if isinstance(n_actors, bool) or not isinstance(n_actors, numbers.Integral) or n_actors < 1:
-        raise EnvConfigError(f"NavEnv: n_actors must be a positive integer, got {n_actors!r}")
-    if task not in TASKS:
-        raise EnvConfigError(f"NavEnv: task must be one of {', '.join(TASKS)}, got {task!r}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise EnvConfigError(f"NavEnv: seed must be a non-negative integer, got {seed!r}")
-    for name, v in (("actor_block", actor_block), ("first_block", first_block)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
-            raise EnvConfigError(f"NavEnv: {name} must be a non-negative integer, got {v!r}")
-    block = min(int(actor_block), int(n_actors)) if actor_block else 0
-    if block and n_actors % block:
-        raise EnvConfigError(f"NavEnv: n_actors ({n_actors}) must be a multiple of actor_block ({actor_block})")
-    return world
-
-
-def world_voxel(world) -> float:
-    """A world's voxel size as the kernels read it (float32 bits)."""
-    return float(np.float32(world.voxel_size))
-
-
-def contact_margin(cfg: EnvConfig, voxel: float) -> float:
-    """The contact margin in a world of voxel size ``voxel``: the setting, or half a voxel where it is negative."""
-    return cfg.contact_margin if cfg.contact_margin >= 0 else 0.5 * voxel
-
-
-def world_spawner(world_set, w, cfg: EnvConfig, voxel, margin, pool_dir) -> SpawnSampler:
-    """World ``w``'s spawn sampler as every environment over ``world_set`` builds it: its pool read from the
-    pool cache in ``pool_dir`` (``spawn.default_pool_dir()``), or computed and written there."""
-    wd = world_set.worlds[w]
-    cube_lo, cube_hi = field_cube(wd)
-    roi = region_of_interest(wd)
-    roi_lo, roi_hi = roi if roi is not None else (cube_lo, cube_hi)
-    spawn_cell = cfg.spawn_cell if cfg.spawn_cell > 0 else max(cfg.radius, voxel)
-
-    def distance_fn(points):
-        return clearance_distances((world_set, w), points)
-
-    try:
-        return SpawnSampler(
-            distance_fn,
-            (cube_lo, cube_hi),
-            (roi_lo, roi_hi),
-            cfg.radius,
-            margin,
-            spawn_cell,
-            wd.spawn_points,
-            cfg.spawn,
-            cache_dir=pool_dir,
-            world_digest=gmdag.world_digest(wd),
-        )
-    except EnvConfigError as exc:  # which world of a large set: the spawn message alone does not say
-        raise EnvConfigError(f"world {world_set.names[w]} ({w + 1} of {len(world_set)}): {exc}") from None
 
 
 class NavEnv:
@@ -178,7 +95,7 @@ class NavEnv:
         from navi_nb.sense.sensor import Sensor
         from navi_nb.sense.tracer import Tracer
 
-        world = _checked_world(world, n_actors, task, seed, actor_block, first_block)
+        world = checked_world(world, n_actors, task, seed, actor_block, first_block)
         block = min(int(actor_block), int(n_actors)) if actor_block else 0
         self.actor_block, self.first_block = block, int(first_block)
         self._n_blocks = int(n_actors) // block if block else 0
@@ -194,13 +111,15 @@ class NavEnv:
         self.n_actors = A = int(n_actors)
         self._task_code = TASK_CODES[task]
         self.reward_names = TERMS[task]
+        # the map's geometry and rays, its grids checked against the memory before anything is built (None: off)
+        self._episodic_map = EpisodicMap(world_set, sensor, cfg, A) if cfg.map_cell > 0 else None
         voxels, margins = self._world_tables(cfg)
         self._spawners_and_grids(cfg, voxels, margins)
         # sensing
         # room for every actor's rays and a second pose of each actor that resets in a step (one trace a step)
         self._tracer = Tracer(world_set, sensor, cfg.max_distance, backend=backend, max_actors=2 * A)
         n_rays = sensor.az_count * sensor.el_count
-        self.obs_layout = obs_layout(n_rays, cfg.semantic_obs, task == "pointgoal")
+        self.obs_layout = obs_layout(n_rays, cfg.semantic_obs, task == "pointgoal", map_columns(cfg))
         self.obs_dim = obs_size(self.obs_layout)
         self._inv_log_max = 1.0 / float(np.log1p(cfg.max_distance))
         n_classes = max(len(w.class_names) for w in world_set.worlds)
@@ -264,29 +183,10 @@ class NavEnv:
     def _allocate_state(self, A, visit_bytes):
         """The per-actor state (plain arrays, everything ``get_state`` saves, each the attribute ``_`` +
         its name) and the per-step outputs (preallocated, reused)."""
-        self._state_spec = {
-            "pos": ((A, 3), np.float32),
-            "yaw": ((A,), np.float32),
-            "vel": ((A, 3), np.float32),
-            "prev_action": ((A, 4), np.float32),
-            "goal": ((A, 3), np.float32),
-            "goal_dist": ((A,), np.float64),
-            "start_dist": ((A,), np.float64),
-            "visit": ((A, visit_bytes), np.uint8),
-            "cells": ((A,), np.int32),
-            "ep_return": ((A,), np.float64),
-            "ep_len": ((A,), np.int32),
-            "path_len": ((A,), np.float64),
-            "collisions": ((A,), np.int32),
-            "episodes": ((A,), np.int64),
-            "obs": ((A, self.obs_dim), np.float32),
-            "world_index": ((A,), np.int32),
-            "world_seed": ((), np.uint64),
-        }
-        rng_shape = (self._n_blocks,) + STATE_SHAPE if self._n_blocks else STATE_SHAPE
-        self._state_spec.update({"rng_spawn": (rng_shape, STATE_DTYPE), "rng_goal": (rng_shape, STATE_DTYPE)})
+        map_cells = self._episodic_map.n_cells if self._episodic_map is not None else 0
+        self._state_spec = state_spec(A, self.obs_dim, visit_bytes, self._n_blocks, map_cells)
         for name, (shape, dtype) in self._state_spec.items():
-            if not name.startswith("rng_"):
+            if name not in RNG_NAMES:
                 setattr(self, "_" + name, np.zeros(shape, dtype=dtype))
         self._act = np.zeros((A, 4), np.float32)
         self._potential = np.zeros(A, np.float64)
@@ -377,7 +277,7 @@ class NavEnv:
         if self.task == "pointgoal":
             self._start_shortest_paths(rows)
         if observe:
-            self._observe(rows)
+            self._observe(rows, fresh=True)
 
     def _start_shortest_paths(self, rows):
         """SPL's distance for actors ``rows``: the shortest path from spawn to goal through their
@@ -439,23 +339,27 @@ class NavEnv:
                 rng_goal, self._pos[sub], cfg.goal_min_distance, cfg.goal_max_distance
             )
 
-    def _observe(self, rows):
-        """The observations of actors ``rows`` from their state now."""
+    def _observe(self, rows, fresh=False):
+        """The observations of actors ``rows`` from their state now (``fresh``: their episodes' first)."""
         if rows.shape[0] == self.n_actors:
             origins, yaws, wi = self._pos, self._yaw, self._world_index
         else:
             origins, yaws, wi = self._pos[rows], self._yaw[rows], self._world_index[rows]
         write_tail(*self._tail_args(rows, rows))
-        self._trace_into(origins, yaws, wi, rows)
+        self._trace_into(origins, yaws, wi, rows, *((None, (rows, 0)) if fresh else ((rows, rows), None)))
 
-    def _trace_into(self, origins, yaws, wi, dest):
+    def _trace_into(self, origins, yaws, wi, dest, kept, fresh):
         """Trace the actors at ``origins`` / ``yaws`` in worlds ``wi`` in one call and write their ray
         columns into rows ``dest`` of ``_obs_pair`` (row ``A + i``: actor i's final observation); the CPU
-        tracer's ranges write them as they trace."""
+        tracer's ranges write them as they trace. Then the maps from the same rays (``kept``, ``fresh``:
+        :meth:`EpisodicMap.observe`'s)."""
         t0 = time.perf_counter()
         image = (dest, self._obs_pair, self._inv_log_max, self._sem_scale, self.config.semantic_obs)
-        self._tracer.trace(origins, yaws, to_host=True, world_index=wi, image=image)
+        depth, _sem, hit = self._tracer.trace(origins, yaws, to_host=True, world_index=wi, image=image)
         self.trace_seconds += time.perf_counter() - t0
+        if self._episodic_map is not None:
+            at = self.obs_layout["map"].start
+            self._episodic_map.observe(self._map, (origins, yaws, wi, depth, hit), kept, fresh, self._obs_pair, at)
 
     def _tail_args(self, actors, dest):
         ray_columns = self.obs_layout["prev_action"].start
@@ -521,6 +425,8 @@ class NavEnv:
             self._spawner.path_lengths(none, none)
             self._fields.compile_kernels(self._world_index, self._pos, self._goal, self._goal_dist, self._potential)
         self._spawner.compile_kernels()  # the spawn grid's, which a cached pool did not run
+        if self._episodic_map is not None:
+            self._episodic_map.compile(self._map, self._obs_pair, self.obs_layout["map"].start)
 
     def check_actions(self, actions) -> np.ndarray:
         """The actions as an array, or an :class:`ActionError`; changes nothing."""
@@ -556,7 +462,7 @@ class NavEnv:
             v[:] = 0
         rows = np.flatnonzero(self._done)
         if not rows.shape[0]:
-            self._observe(self._all_rows)
+            self._observe(self._all_rows, fresh=False)
         else:
             self._settle_paths()
             # the finished episodes' last observations go to _final_obs (rows A + i of _obs_pair): their
@@ -588,7 +494,7 @@ class NavEnv:
             origins[:A], yaws[:A], wi[:A] = self._pos, self._yaw, self._world_index
             origins[rows], yaws[rows], wi[rows] = self._final_pos[rows], self._final_yaw[rows], ep["world"][rows]
             origins[A:], yaws[A:], wi[A:] = self._pos[rows], self._yaw[rows], self._world_index[rows]
-            self._trace_into(origins, yaws, wi, np.concatenate([dest, rows]))
+            self._trace_into(origins, yaws, wi, np.concatenate([dest, rows]), (self._all_rows, dest), (rows, A))
             self._settle_fields()
         info = {
             "done": self._done,
@@ -606,66 +512,24 @@ class NavEnv:
     def get_state(self) -> dict:
         """Copies of every per-actor array and both generators' states."""
         self._settle_paths()
-        out = {}
-        for name in self._state_spec:
-            if name in ("rng_spawn", "rng_goal"):
-                gens = getattr(self, "_" + name)
-                out[name] = (
-                    np.stack([generator_to_array(g) for g in gens]) if self._n_blocks else generator_to_array(gens)
-                )
-            else:
-                out[name] = getattr(self, "_" + name).copy()
-        out["has_reset"] = np.array(self._has_reset)
-        return out
+        rngs = {"rng_spawn": self._rng_spawn, "rng_goal": self._rng_goal}
+        return copied_state(
+            self._state_spec, lambda name: getattr(self, "_" + name), rngs, bool(self._n_blocks), self._has_reset
+        )
 
     def set_state(self, state: dict) -> None:
         """Restore a ``get_state`` dict exactly (checked fully before anything changes)."""
-        if not isinstance(state, dict):
-            raise StateError(f"NavEnv.set_state: expected a dict, got {type(state).__name__}")
-        missing = [k for k in self._state_spec if k not in state]
-        if missing:
-            raise StateError(f"NavEnv.set_state: missing {', '.join(missing)}")
-        for name, (shape, dtype) in self._state_spec.items():
-            v = np.asarray(state[name])
-            if v.shape != shape or v.dtype != np.dtype(dtype):
-                raise StateError(f"NavEnv.set_state: {name} must be {np.dtype(dtype)} {shape}, got {v.dtype} {v.shape}")
-        # plain arrays from here on (a masked array's mask would hide values from the checks)
-        values = {name: np.array(state[name], copy=True, subok=False) for name in self._state_spec}
-        for name in (
-            "pos",
-            "yaw",
-            "vel",
-            "prev_action",
-            "goal",
-            "goal_dist",
-            "start_dist",
-            "ep_return",
-            "path_len",
-            "obs",
-        ):
-            if not np.isfinite(values[name]).all():
-                raise StateError(f"NavEnv.set_state: {name} holds non-finite values")
-        wi = values["world_index"]
-        if wi.size and (int(wi.min()) < 0 or int(wi.max()) >= len(self.world_set)):
-            raise StateError(f"NavEnv.set_state: world_index values must lie in [0, {len(self.world_set)})")
-        check_state_ranges(values, self.config, self._wparams, [g.n_cells for g in self._grids], len(self.world_set))
-        generators = {}
-        for name in ("rng_spawn", "rng_goal"):
-            try:
-                a = values[name]
-                generators[name] = [generator_from_array(r) for r in a] if self._n_blocks else generator_from_array(a)
-            except GeneratorStateError as exc:
-                raise StateError(f"NavEnv.set_state: {name}: {exc}") from None
-        has_reset = state.get("has_reset", True)
-        if np.ndim(has_reset) != 0 or np.asarray(has_reset).dtype.kind not in "bi" or has_reset not in (0, 1):
-            raise StateError(f"NavEnv.set_state: has_reset must be a boolean, got {has_reset!r}")
+        n_cells = [g.n_cells for g in self._grids]
+        values, generators, has_reset = checked_state(
+            state, self._state_spec, self.config, self._wparams, n_cells, len(self.world_set), bool(self._n_blocks)
+        )
         # apply: everything is checked and converted; nothing below can fail
         self._settle_paths()  # (a path still being computed must not land on the restored values)
         self._rng_spawn, self._rng_goal = generators["rng_spawn"], generators["rng_goal"]
         for name in self._state_spec:
-            if not name.startswith("rng_"):
+            if name not in RNG_NAMES:
                 getattr(self, "_" + name)[...] = values[name]
-        self._has_reset = bool(has_reset)
+        self._has_reset = has_reset
         if self.task == "pointgoal":  # each field is a pure function of its goal and world: computed again
             self._fields.compute_changed(self._world_index, self._goal)  # where either changed
 
@@ -687,6 +551,11 @@ class NavEnv:
         """Time the step's thread spent on the geodesic fields at episode starts, summed: computing them, or,
         when a worker computes them beside the step's trace, waiting for it (bench train reads it)."""
         return self._fields.seconds
+
+    @property
+    def map_seconds(self) -> float:
+        """Time spent updating the episodic maps and writing their crops, summed (0 with the map off)."""
+        return self._episodic_map.seconds if self._episodic_map is not None else 0.0
 
     @property
     def shortest_paths(self):
@@ -711,7 +580,7 @@ class NavEnv:
     def ram_report(self) -> dict:
         """Bytes held: per actor (state + step buffers + ray buffers) and shared."""
         per = sum(
-            int(np.prod(s)) * np.dtype(d).itemsize for n, (s, d) in self._state_spec.items() if not n.startswith("rng_")
+            int(np.prod(s)) * np.dtype(d).itemsize for n, (s, d) in self._state_spec.items() if n not in RNG_NAMES
         )
         steps = (
             self._act.nbytes
@@ -735,6 +604,7 @@ class NavEnv:
             "bytes_per_actor": total_actor / self.n_actors,
             "state_bytes_per_actor": per / self.n_actors,
             "visit_grid_bytes_per_actor": self._grid.nbytes,
+            "map_bytes_per_actor": self._map.nbytes // self.n_actors if self._episodic_map is not None else 0,
             "ray_buffer_bytes_per_actor": rays,
             "shared_world_bytes": int(
                 sum(

@@ -14,6 +14,8 @@ ray ``(a, e)`` sits at ``a * El + e``, the order of the tracer's
                     sin(bearing), cos(bearing), (goal y - actor y) / goal_scale;
                     bearing is the goal's horizontal angle from the heading,
                     positive to the right (the sensor's azimuth sense)
+    map         C*S*S (only with ``map_cell`` > 0) the episodic map's egocentric crop, C channels of S x S
+                cells (``navi_nb/env/episodic_map.py``)
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ import numpy as np
 from numba import njit
 
 
-def obs_layout(n_rays: int, semantic: bool, goal: bool) -> dict:
-    """Name -> slice of the flat observation."""
+def obs_layout(n_rays: int, semantic: bool, goal: bool, map_size: int = 0) -> dict:
+    """Name -> slice of the flat observation (``map_size``: the map's columns, 0 without a map)."""
     layout = {}
     at = 0
     for name, size, on in (
@@ -34,6 +36,7 @@ def obs_layout(n_rays: int, semantic: bool, goal: bool) -> dict:
         ("prev_action", 4, True),
         ("velocity", 3, True),
         ("goal", 4, goal),
+        ("map", map_size, map_size > 0),
     ):
         if on:
             layout[name] = slice(at, at + size)

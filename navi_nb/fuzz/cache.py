@@ -15,7 +15,7 @@ and one named mutator that knows the format (:data:`MUTATORS`), and the mutated 
 scratch copy of the clean cache (the other files hard-linked: every writer of these caches replaces a file
 by rename, never writes into one; the copy is kept between cases and put back after each). The set is
 then loaded as a run loads it: ``runs.load_scene_set`` (``world_cache.load_worlds``, then
-``WorldSet.map_layouts``) and each world's spawn sampler (``nav_env.world_spawner``, what ``NavEnv``
+``WorldSet.map_layouts``) and each world's spawn sampler (``worlds.world_spawner``, what ``NavEnv``
 builds), and what loaded is compared with the clean record:
 
 - equal: ``ok`` (the damage was found and the file rebuilt, or it changed nothing a run reads);
@@ -83,8 +83,8 @@ def load_from_caches(items, resolution, env_cfg) -> dict:
     """The set ``items`` loaded from the caches under ``$NAVI_NB_CACHE`` as a run loads it (building what is
     missing or damaged): ``{"worlds": [world_digest, ...], "pools": [(reach, spawn_points, pool), ...],
     "layout": the packed arrays, "pool_files": [...], "layout_file": ...}``."""
-    from navi_nb.env.nav_env import contact_margin, world_spawner, world_voxel
     from navi_nb.env.spawn import default_pool_dir
+    from navi_nb.env.worlds import contact_margin, world_spawner, world_voxel
     from navi_nb.train.runs import load_scene_set
     from navi_nb.world.gmdag import world_digest
 

@@ -231,11 +231,13 @@ class TrainConfig(PPOConfig):
 
     def obs_dim(self) -> int:
         """The observation width this config's environment has (rays, optional classes, motion, goal)."""
+        from navi_nb.env.episodic_map import map_columns
         from navi_nb.env.observation import obs_layout, obs_size
 
         env = self.env if isinstance(self.env, dict) else {}
         n_rays = self.sensor_az * self.sensor_el
-        return obs_size(obs_layout(n_rays, bool(env.get("semantic_obs", False)), self.task == "pointgoal"))
+        goal = self.task == "pointgoal"
+        return obs_size(obs_layout(n_rays, bool(env.get("semantic_obs", False)), goal, map_columns(env)))
 
     @property
     def batch_size(self) -> int:

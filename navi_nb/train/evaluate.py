@@ -32,6 +32,7 @@ import numpy as np
 
 import navi_nb
 from navi_nb.env.config import EPISODE_KEYS, EPISODE_RECORD, EPISODE_SETTINGS, EnvConfig
+from navi_nb.errors import NaviError
 from navi_nb.train import checkpoint as ck
 from navi_nb.train.runs import (
     CHECKPOINT_DIR,
@@ -305,15 +306,29 @@ def evaluation_env(world_set, cfg, episodes, eval_seed, env=None):
     return make_env(world_set, cfg, n_actors=episodes, seed=eval_seed, world_schedule="round_robin", **(env or {}))
 
 
-def check_episode_settings(env) -> dict:
-    """``env`` as a dict of episode settings, or an EvalError naming the first one an evaluation may not set."""
+def check_episode_settings(env, run_path=None) -> dict:
+    """``env`` as a dict of episode settings, or an EvalError naming the first one an evaluation may not set
+    (and, with ``run_path``, the run's own value of it: what its checkpoint was trained with)."""
     env = dict(env or {})
     for key in env:
         if key not in EPISODE_SETTINGS:
             raise EvalError(
-                f"eval --env {key}: only the episode settings can differ from the run's ({', '.join(EPISODE_SETTINGS)})"
+                f"eval --env {key}={env[key]!r}: {_run_setting(run_path, key)}only the episode settings can differ "
+                f"from the run's ({', '.join(EPISODE_SETTINGS)})"
             )
     return env
+
+
+def _run_setting(run_path, key) -> str:
+    """``"the run's config says KEY=VALUE; "`` for ``run_path``'s environment setting ``key`` (its default where
+    the config does not name it), or nothing where the run's config cannot be read (its own error comes later)."""
+    if run_path is None or key not in EnvConfig.__dataclass_fields__:
+        return ""
+    try:
+        cfg = read_run_config(Path(run_path))
+    except NaviError:
+        return ""
+    return f"the run's config says {key}={cfg.env.get(key, getattr(EnvConfig(), key))!r}; "
 
 
 def episode_settings(config) -> dict:
@@ -361,7 +376,7 @@ def evaluate(
     from navi_nb.train.run_lock import acquire
 
     run_path = Path(run_path)
-    overrides = check_episode_settings(env)
+    overrides = check_episode_settings(env, run_path)
     lock = None
     if save:
         if not run_path.is_dir():

@@ -44,6 +44,7 @@ from navi_nb.train.runs import (
     CONFIG_FILE,
     POLICY_FILE,
     RunError,
+    changed_settings,
     check_ram,
     claim_run_path,
     load_run_worlds,
@@ -239,7 +240,7 @@ class Trainer:
         if bad:
             raise RunError(
                 f"run {run_path}: cannot change {', '.join(bad)} when resuming "
-                f"(the run's config says {', '.join(f'{k}={getattr(cfg, k)!r}' for k in bad)}); "
+                f"(the run's config says {', '.join(changed_settings(cfg, changed, bad))}); "
                 "start a new run instead"
             )
         for k, v in changed.items():
@@ -532,6 +533,8 @@ class Trainer:
                     f"geodesic fields: {mem['geodesic_field_bytes_per_actor'] / 1024:.0f} KiB per actor, "
                     f"{mem['shared_field_grid_bytes'] / 2**20:.1f} MiB of grids shared by all"
                 )
+            if mem["map_bytes_per_actor"]:
+                console.print(f"episodic map: {mem['map_bytes_per_actor'] / 1024:.1f} KiB per actor")
             if self.ranks is not None:
                 from navi_nb.parallel.ranks import print_topology
 

@@ -12,6 +12,10 @@ PNG that reads without the docs:
   reached; red cross: not; for the explore task, which has no goal, a black
   ring), numbered markers where the panoramas below were
   taken, and a scale bar; a legend beside it explains each mark;
+- with the episodic map on (``map_cell`` > 0), the map the actor held at the end of the episode (what it knew:
+  its visits, the cells its rays saw free and occupied), rebuilt from the logged poses exactly as the
+  environment built it (``episodic_map.replay_map``), drawn at the same place and scale under the first map,
+  with the path on it;
 - (pointgoal) distance to the goal per step: the 3-D distance (success is reached when it
   drops to the success radius, dashed) and the vertical part of it. The map
   is seen from above, so an actor can be inside the goal circle on the map yet
@@ -122,6 +126,8 @@ class EpisodeData:
         self.task = cfg.task
         self.has_goal = cfg.task == "pointgoal"
         self.sensor = Sensor(az=cfg.sensor_az, el=cfg.sensor_el)
+        self.env = env
+        self.has_map = env.map_cell > 0
         self.dist = np.linalg.norm(self.pos - self.goal, axis=1)  # 3-D, what success tests
         self.vertical = np.abs(self.pos[:, 1] - self.goal[1])  # the part the map from above cannot show
 
@@ -138,6 +144,71 @@ class EpisodeData:
             self.max_distance,
         )
         return np.asarray(depth), np.asarray(hit)
+
+    def final_map(self):
+        """``(cells (nx, nz, 2), grid)``: the episodic map the actor held at the end (visits, seen bits) and its
+        :class:`~navi_nb.env.episodic_map.MapGrid`, rebuilt from the logged poses and their traced rays."""
+        from navi_nb.env.episodic_map import MapGrid, replay_map
+        from navi_nb.world.world_set import WorldSet
+
+        depth, hit = self.depths(np.arange(self.length + 1))
+        ws = WorldSet.of(self.world)
+        pos, yaw = self.pos.astype(np.float32), self.yaw.astype(np.float32)
+        cells = replay_map(ws, 0, self.sensor, self.env, pos, yaw, depth, hit)
+        grid = MapGrid(ws, self.env.map_cell)
+        return grid.image(cells, 0), grid
+
+
+MAP_UNSEEN = (200, 200, 200)
+MAP_FREE = (250, 250, 250)
+MAP_OCCUPIED = (40, 40, 40)
+MAP_VISITED = (60, 110, 230)
+
+
+def map_rgb(cells, grid, view, shape):
+    """(h, w, 3) uint8: the episodic map ``cells`` (nx, nz, 2) of ``grid`` painted over ``view``'s pixels (each
+    pixel the cell under its centre): unseen grey, seen free white, seen occupied near black (over free), and
+    visited cells tinted blue, more with more visits (log scale)."""
+    h, w = shape
+    nx, nz = cells.shape[:2]
+    ix = np.floor(((np.arange(w) + 0.5) / view.scale + view.lo[0] - grid.lo[0, 0]) / grid.cell).astype(np.int64)
+    iz = np.floor(((np.arange(h) + 0.5) / view.scale + view.lo[2] - grid.lo[0, 1]) / grid.cell).astype(np.int64)
+    inside = ((ix >= 0) & (ix < nx))[None, :] & ((iz >= 0) & (iz < nz))[:, None]
+    c = cells[np.clip(ix, 0, nx - 1)[None, :], np.clip(iz, 0, nz - 1)[:, None]]  # (h, w, 2)
+    visits, seen = np.where(inside, c[..., 0], 0), np.where(inside, c[..., 1], 0)
+    rgb = np.empty((h, w, 3), np.float64)
+    rgb[...] = MAP_UNSEEN
+    rgb[(seen & 1) > 0] = MAP_FREE
+    rgb[(seen & 2) > 0] = MAP_OCCUPIED
+    tint = np.where(visits > 0, 0.35 + 0.65 * np.log1p(visits) / np.log1p(255), 0.0)[..., None]
+    rgb = rgb * (1 - tint) + np.array(MAP_VISITED) * tint
+    return rgb.round().astype(np.uint8)
+
+
+def _draw_map_panel(Image, ImageDraw, img, x, y, ep: EpisodeData, view, shape, small):
+    """The episodic map at the end at ``(x, y)`` with the path on it, its key to the right; returns its height."""
+    cells, grid = ep.final_map()
+    panel = Image.fromarray(map_rgb(cells, grid, view, shape), "RGB")
+    md = ImageDraw.Draw(panel)
+    _draw_path(md, view, ep.pos, ep.length, ep.length, width=1)
+    _draw_start(md, *view.px(ep.pos[0]))
+    img.paste(panel, (x, y))
+    draw = ImageDraw.Draw(img)
+    draw.rectangle([x - 1, y - 1, x + shape[1], y + shape[0]], outline=(120, 120, 120))
+    kx, ky = x + shape[1] + MARGIN, y
+    draw.text((kx, ky), f"episodic map at the end ({grid.cell:g} m cells):", fill=TEXT, font=small)
+    draw.text((kx, ky + 16), "what the actor knew", fill=GREY_TEXT, font=small)
+    ky += 40
+    for colour, text in (
+        (MAP_VISITED, "visited (darker: more visits)"),
+        (MAP_FREE, "seen free by its rays"),
+        (MAP_OCCUPIED, "seen occupied by its rays"),
+        (MAP_UNSEEN, "never seen"),
+    ):
+        draw.rectangle([kx + 4, ky + 2, kx + 16, ky + 14], fill=colour, outline=(0, 0, 0))
+        draw.text((kx + 26, ky + 8), text, fill=TEXT, font=small, anchor="lm")
+        ky += 20
+    return max(shape[0], ky - y) + 14
 
 
 class MapView:
@@ -379,7 +450,8 @@ def _picture(Image, ImageDraw, ImageFont, ep: EpisodeData, size, steps):
     pano_block = sum(p.height + 22 for p in panos) + 18
     map_block = max(mh, 330)
     chart_h = CHART_HEIGHT + 14 if ep.has_goal else 0
-    height = MARGIN + 40 + map_block + 14 + chart_h + 20 + pano_block + MARGIN
+    map_panel = max(mh, 136) + 14 if ep.has_map else 0
+    height = MARGIN + 40 + map_block + 14 + map_panel + chart_h + 20 + pano_block + MARGIN
     img = Image.new("RGB", (width, height), (255, 255, 255))
     draw = ImageDraw.Draw(img)
     y = MARGIN
@@ -406,6 +478,8 @@ def _picture(Image, ImageDraw, ImageFont, ep: EpisodeData, size, steps):
     draw.rectangle([MARGIN - 1, y - 1, MARGIN + mw, y + mh], outline=(120, 120, 120))
     _draw_legend(Image, draw, img, MARGIN + mw + MARGIN, y, ep, view, fnt, small)
     y += map_block + 14
+    if ep.has_map:
+        y += _draw_map_panel(Image, ImageDraw, img, MARGIN, y, ep, view, (mh, mw), small)
 
     if ep.has_goal:
         _draw_chart(draw, MARGIN, y, content, CHART_HEIGHT, ep, steps, small)

@@ -247,6 +247,25 @@ def load_run_worlds(run_path, cfg: TrainConfig, progress=False):
     return world_set
 
 
+def changed_settings(cfg, asked: dict, names) -> list:
+    """``"name=<the run's value> (asked <value>)"`` for each of ``names`` that ``asked`` sets otherwise than the
+    run's config ``cfg``; for ``env``, one per environment setting asked for that differs from the run's (the
+    default where the run's config does not name it)."""
+    from navi_nb.env.config import EnvConfig
+
+    default, out = EnvConfig(), []
+    for k in names:
+        run, new = getattr(cfg, k), asked[k]
+        if k == "env" and isinstance(run, dict) and isinstance(new, dict):
+            was = {e: run.get(e, getattr(default, e, None)) for e in new}
+            diff = [f"env {e}={was[e]!r} (asked {new[e]!r})" for e in sorted(new) if was[e] != new[e]]
+            if diff:
+                out += diff
+                continue
+        out.append(f"{k}={run!r} (asked {new!r})")
+    return out
+
+
 def make_env(world_set, cfg: TrainConfig, n_actors=None, seed=None, ranks=None, **env_overrides):
     """The run's environment over ``world_set`` (its actor blocks' generators), or with ``n_actors`` a plain one
     (evaluation); with ``ranks`` (``navi_nb.parallel.ranks.RankContext``) this rank's blocks only;
