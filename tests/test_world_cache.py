@@ -383,8 +383,29 @@ def test_entries_an_older_version_wrote_share_one_line(tmp_path, capsys):
     load_worlds(items, RES, cache)
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2, lines
-    assert "written by an older navi-nb" in lines[0] and str(entry_path(cache, "house", 1, RES)) in lines[0]
+    assert "written by an older navi-nb, or edited by hand" in lines[0]
+    assert str(entry_path(cache, "house", 1, RES)) in lines[0]
     assert str(damaged) in lines[1] and "compiling it again" in lines[1]
+
+
+def test_a_sidecar_written_again_by_hand_is_named_as_edited_not_as_an_older_version(tmp_path, capsys):
+    import json
+
+    from navi_nb.world.sidecar import sidecar_path
+    from navi_nb.world.world_cache import _reported, read_entry
+
+    cache = tmp_path / "cache"
+    items = parse_spec("house:1")
+    load_worlds(items, RES, cache)
+    entry = entry_path(cache, "house", 1, RES)
+    sp = sidecar_path(entry)
+    sp.write_text(json.dumps(json.loads(sp.read_text()), indent=2, sort_keys=True))  # reformatted by an editor
+    assert read_entry(entry) == (None, "its sidecar was edited (its entry digest is no longer its first line)")
+    _reported.clear()
+    capsys.readouterr()
+    load_worlds(items, RES, cache)
+    err = capsys.readouterr().err
+    assert "its sidecar was edited" in err and "older navi-nb" not in err and str(entry) in err, err
 
 
 def test_builtin_entries_reads_back_what_entry_path_names(tmp_path):

@@ -531,8 +531,11 @@ def read_entry(path, *, mmap=True, validate=True):
     except (OSError, ValueError, RecursionError) as exc:  # GmdagError is a ValueError
         return None, f"unreadable ({type(exc).__name__}: {exc})".replace("\n", " ")
     split = _split_digest(data)
-    if split is None or not isinstance(side.pop(ENTRY_DIGEST_KEY, None), str):
+    has_digest = isinstance(side.pop(ENTRY_DIGEST_KEY, None), str)
+    if not has_digest:
         return None, _OLD_ENTRY
+    if split is None:  # navi-nb writes the digest as the first line: a sidecar written again by another hand
+        return None, "its sidecar was edited (its entry digest is no longer its first line)"
     if split[0] != entry_digest(w, split[1], entry_name(path)):
         return None, "its content does not match its digest (damaged, edited, or another entry's files)"
     if validate:
@@ -552,8 +555,8 @@ def _report(path, why):
     _reported.add(key)
     if why == _OLD_ENTRY:
         print(
-            f"navi-nb: world cache entries written by an older navi-nb (no entry digest; the first: {path}) "
-            "are compiled again",
+            f"navi-nb: world cache entries without an entry digest (written by an older navi-nb, or edited by "
+            f"hand; the first: {path}) are compiled again",
             file=sys.stderr,
             flush=True,
         )
