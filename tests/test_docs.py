@@ -298,6 +298,20 @@ def _private_uses(tree, module, known):
                 yield node.lineno, f"reads {owner}.{node.attr}"
 
 
+def test_no_module_uses_another_modules_private_names():
+    """A ``_private`` name belongs to its module: no other navi_nb module imports it or reads it through the
+    module (``other._name``); what another module needs is public (docs/ARCHITECTURE.md)."""
+    import ast
+
+    modules = dict((module, path) for path, module in _package_modules())
+    problems = []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for line, what in _private_uses(tree, module, set(modules)):
+            problems.append(f"{path.relative_to(ROOT)}:{line}: {what}")
+    assert not problems, "private names used across modules:\n  " + "\n  ".join(problems)
+
+
 def test_imports_make_no_circle():
     """No navi_nb module imports, at load time or lazily inside a function, a module that imports it back
     through any chain of imports."""

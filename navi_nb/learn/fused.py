@@ -6,10 +6,11 @@ fixed pieces so the bits do not depend on the thread count. A minibatch takes
 two compiled calls, so that kernel dispatch and parallel-region start-up stay
 small next to the arithmetic on a small network: ``block_moments`` (serial:
 each block's advantage moments, which the caller combines along the block tree
-into the whole minibatch's), then ``local_gradients``, which runs the three
-phases below in one call. This module holds the tables and buffers, the
+into the whole minibatch's), then ``minibatch.gradient_passes``, which runs the
+three phases below in one call (with a policy memory's GRU steps around the
+second: ``memory_pass.py``). This module holds the tables and buffers, the
 advantages and the chunk pass; ``minibatch.py`` the finish pass, the tree, the
-norm and the step (``minibatch.local_gradients``; ``minibatch.minibatches_update``
+norm and the step (``minibatch.gradient_passes``; ``minibatch.minibatches_update``
 runs several minibatches, their moments, clipping and Adam steps included, in
 one call).
 

@@ -190,13 +190,14 @@ def _sequence_inputs(layout, params, x, h0, starts):
 
 # ---- kernels ----------------------------------------------------------------------------------------------------
 # The kernels take the weights as one read-only bundle ``w = (params, o_wih, o_whh, o_bih, o_bhh)`` (the flat
-# buffer and the offsets of W_ih, W_hh, b_ih, b_hh: :func:`_weights`), the backward its read-only sequence
+# buffer and the offsets of W_ih, W_hh, b_ih, b_hh: :func:`weight_bundle`), the backward its read-only sequence
 # arrays as another (``seq = (X, h0, starts, HS, G, DHS)``) and its chunk tree as a third. Arrays written
 # inside a ``prange`` are separate arguments: Numba's parallel lowering does not always keep writes to an
-# array taken from a tuple there.
+# array taken from a tuple there. :func:`forward_kernel`, :func:`backward_kernel` and :func:`weight_bundle` are
+# public: PPO's compiled minibatch loop calls the kernels on buffers it keeps (``memory_pass.py``).
 
 
-def _weights(layout, params):
+def weight_bundle(layout, params):
     """The kernels' weight bundle: ``params`` and the offsets of W_ih, W_hh, b_ih, b_hh in it."""
     return (params, layout.w_ih, layout.w_hh, layout.b_ih, layout.b_hh)
 
@@ -281,7 +282,7 @@ def _step_kernel(w, X, Hp, reset, has_reset, Hout, G, Gi, Gh, chunk):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _forward_kernel(w, X, h0, starts, HS, G, Gi, Gh, chunk):
+def forward_kernel(w, X, h0, starts, HS, G, Gi, Gh, chunk):
     """Each chunk of rows runs the whole sequence: step t from HS[t - 1] (h0 at t = 0) into HS[t]."""
     n_steps, n_batch = X.shape[0], X.shape[1]
     n_chunks = (n_batch + chunk - 1) // chunk
@@ -438,7 +439,7 @@ def _backward_chunk(w, seq, DX, DH0, DGi, DGh, XC, HPC, slots, c, chunk):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _backward_kernel(w, seq, DX, DH0, DGi, DGh, XC, HPC, slots, chunk, tree, grad):
+def backward_kernel(w, seq, DX, DH0, DGi, DGh, XC, HPC, slots, chunk, tree, grad):
     """All chunks' backward (a ``prange`` over chunks); then, unless the tree's ``mode`` is 0, a ``prange``
     over fixed element blocks, each adding its columns of the chunk slots along the tree ``ops`` (in place)
     and writing ``grad[g0 + e]`` = the root's value (``mode`` 1) or ``grad[g0 + e] + `` that value (``mode``
@@ -492,7 +493,7 @@ def gru_step(layout, params, x, h, reset=None, out=None, chunk=DEFAULT_CHUNK):
     G = np.empty((n_batch, N_GATES * layout.hidden), dt)
     Gi = np.empty((n_batch, three_h), dt)
     Gh = np.empty((n_batch, three_h), dt)
-    _step_kernel(_weights(layout, params), x, h_in, mask, has_reset, out, G, Gi, Gh, chunk)
+    _step_kernel(weight_bundle(layout, params), x, h_in, mask, has_reset, out, G, Gi, Gh, chunk)
     return out
 
 
@@ -509,7 +510,7 @@ def gru_forward(layout, params, x, h0, starts, chunk=DEFAULT_CHUNK):
     saved = np.empty((n_steps, n_batch, N_GATES * layout.hidden), dt)
     gi = np.empty((n_batch, 3 * layout.hidden), dt)
     gh = np.empty((n_batch, 3 * layout.hidden), dt)
-    _forward_kernel(_weights(layout, params), x, h0, starts, hs, saved, gi, gh, chunk)
+    forward_kernel(weight_bundle(layout, params), x, h0, starts, hs, saved, gi, gh, chunk)
     return hs, saved
 
 
@@ -533,8 +534,8 @@ def _backward(layout, params, x, h0, starts, hs, saved, dhs, chunk, grad, mode):
     dx = np.empty((n_steps, n_batch, layout.n_in), dt)
     dh0 = np.empty((n_batch, hid), dt)
     slots = np.empty((n_chunks, layout.size), dt)
-    _backward_kernel(
-        _weights(layout, params),
+    backward_kernel(
+        weight_bundle(layout, params),
         (x, h0, starts, hs, saved, dhs),
         dx,
         dh0,

@@ -6,14 +6,18 @@ of its actors, every step of the rollout, its ``blk = steps * q`` rows ordered s
 block's rows at step 0 name its actors. Around ``fused.chunk_pass`` (which reads each row's trunk input
 ``obs | memory`` from the rollout rows and keeps every layer's pre-activation gradient in ``Work.D``):
 
-1. :meth:`MemoryPass.forward`: the minibatch's observations, the states before the rollout (``slab.h0``)
+1. :func:`memory_forward`: the minibatch's observations, the states before the rollout (``slab.h0``)
    and the episode starts gathered into sequences (steps, actors, .), the GRU forward over them with the
-   current weights (``gru._forward_kernel``), its states written into the rows' ``memory`` columns;
-2. :meth:`MemoryPass.backward`: dL/dh_t of every row from both trunks' first layers (``D`` times the
+   current weights (``gru.forward_kernel``), its states written into the rows' ``memory`` columns;
+2. :func:`memory_backward`: dL/dh_t of every row from both trunks' first layers (``D`` times the
    state's rows of their weights, pi then v, one product per block), backward through time
-   (``gru._backward_kernel``) with one chunk per block, and each block's GRU gradient into that block's
+   (``gru.backward_kernel``) with one chunk per block, and each block's GRU gradient into that block's
    row of ``Work.block_grads``, where the finish pass's memory items add it along the block tree with the
    trunks' gradient (``fused.MEMORY``).
+
+Both are compiled steps of ``minibatch.minibatch_gradients``, so a recurrent minibatch runs inside the
+compiled minibatch loop as the MLP's does; :class:`MemoryPass` keeps the rollout's ``h0`` and ``starts``
+and the buffers, handed to the steps as one :data:`MemoryBufs`.
 
 A block's GRU gradient depends on its own rows only, so the sums, and the bits, are the same whatever the
 threads, shards or processes (docs/DETERMINISM.md). No gradient flows into ``h0``: backpropagation through
@@ -22,12 +26,16 @@ time runs over the rollout (as CleanRL's recurrent PPO does).
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit, prange
 
 from navi_nb.learn import gru
 from navi_nb.learn.blas import NO_TRANS, TRANS, address, gemm
 from navi_nb.learn.fused import DOFF, NOUT, WOFF, block_view
+
+_NO_OPS = np.zeros((0, 3), np.int64)  # the backward's chunk tree, unused: the finish pass adds the blocks
 
 
 @njit(cache=True)
@@ -93,9 +101,43 @@ def _state_grads(D, params, meta, n_pi, obs_dim, q, blk, n_blocks, DH, DHS):
                     DHS[t, k * q + i, e] = G[t * q + i, e]
 
 
+MemoryBufs = namedtuple(
+    "MemoryBufs",
+    (
+        "weights",  # gru.weight_bundle: the flat parameters and the GRU's offsets in them
+        "h0",  # (actors, H) the states before the rollout
+        "starts",  # (steps, actors) bool, the episode starts
+        "obs_dim",  # the rows' observation columns (the state's columns follow them)
+        "n_pi",  # the policy trunk's layers (the value trunk's first layer is layer n_pi)
+        "q",  # actors each block gives a minibatch
+        "g0",  # the GRU's first parameter (its gradient's place in a block's row)
+        # the forward's sequences (steps, q * blocks, .): inputs, initial states, starts, states, gates; scratch
+        "X",
+        "H0",
+        "S",
+        "HS",
+        "saved",
+        "Gi",
+        "Gh",
+        # the backward's: dL/dh of the rows (flat and per step), dL/dh0, the gate gradients, the inputs and
+        # previous states chunk-major, each block's gradient (blocks, GRU size); DX empty: no dL/dx
+        "DH",
+        "DHS",
+        "DX",
+        "DH0",
+        "DGi",
+        "DGh",
+        "XC",
+        "HPC",
+        "slots",
+    ),
+)
+"""What :func:`memory_forward` and :func:`memory_backward` read and write for one minibatch shape."""
+
+
 class MemoryPass:
     """The GRU's stages of the minibatches of one learner (``PPO``): its layout, the rollout's ``h0`` and
-    ``starts``, and scratch buffers per minibatch shape."""
+    ``starts``, and buffers per minibatch shape."""
 
     def __init__(self, layout, obs_dim, n_pi):
         self.layout = layout
@@ -108,59 +150,56 @@ class MemoryPass:
         """The rollout's states before its first step (actors, H) and its episode starts (steps, actors)."""
         self.h0, self.starts = h0, starts
 
-    def _buffers(self, n_steps, n_batch, dtype):
+    def buffers(self, w, params):
+        """The :data:`MemoryBufs` of a minibatch of ``w``'s shape (a ``fused.Work``) over ``params``, for the
+        rollout given to :meth:`use`; the arrays are kept for the next call of the same shape."""
+        n_steps, dtype, lay = self.starts.shape[0], params.dtype, self.layout
+        q = w.blk // n_steps
+        n_batch = w.n_blocks * q
         key = (n_steps, n_batch, np.dtype(dtype))
         b = self._bufs.get(key)
         if b is None:
-            lay = self.layout
             hid, g3, rows = lay.hidden, 3 * lay.hidden, n_steps * n_batch
-            b = {
-                "X": np.empty((n_steps, n_batch, lay.n_in), dtype),
-                "H0": np.empty((n_batch, hid), dtype),
-                "S": np.empty((n_steps, n_batch), np.bool_),
-                "HS": np.empty((n_steps, n_batch, hid), dtype),
-                "saved": np.empty((n_steps, n_batch, gru.N_GATES * hid), dtype),
-                "Gi": np.empty((n_batch, g3), dtype),
-                "Gh": np.empty((n_batch, g3), dtype),
-                "DH": np.empty(rows * hid, dtype),
-                "DHS": np.empty((n_steps, n_batch, hid), dtype),
-                "DX": np.empty((0, n_batch, lay.n_in), dtype),  # empty: no dL/dx is computed
-                "DH0": np.empty((n_batch, hid), dtype),
-                "DGi": np.empty((rows, g3), dtype),
-                "DGh": np.empty((rows, g3), dtype),
-                "XC": np.empty((rows, lay.n_in), dtype),
-                "HPC": np.empty((rows, hid), dtype),
-            }
+            b = (
+                np.empty((n_steps, n_batch, lay.n_in), dtype),
+                np.empty((n_batch, hid), dtype),
+                np.empty((n_steps, n_batch), np.bool_),
+                np.empty((n_steps, n_batch, hid), dtype),
+                np.empty((n_steps, n_batch, gru.N_GATES * hid), dtype),
+                np.empty((n_batch, g3), dtype),
+                np.empty((n_batch, g3), dtype),
+                np.empty(rows * hid, dtype),
+                np.empty((n_steps, n_batch, hid), dtype),
+                np.empty((0, n_batch, lay.n_in), dtype),
+                np.empty((n_batch, hid), dtype),
+                np.empty((rows, g3), dtype),
+                np.empty((rows, g3), dtype),
+                np.empty((rows, lay.n_in), dtype),
+                np.empty((rows, hid), dtype),
+                np.empty((w.n_blocks, lay.size), dtype),
+            )
             self._bufs = {key: b}  # one shape per run
-        return b
-
-    def _shape(self, w, dtype):
-        """``(q, buffers)``: the actors each block gives a minibatch of ``w``'s shape, and the buffers."""
-        n_steps = self.starts.shape[0]
-        q = w.blk // n_steps
-        return q, self._buffers(n_steps, w.n_blocks * q, dtype)
-
-    def forward(self, source, params, rows, w):
-        """The GRU's states of the minibatch ``rows`` (``w``'s shape) into their ``memory`` columns."""
-        q, b = self._shape(w, params.dtype)
-        lay = self.layout
-        _gather(source, rows, self.h0, self.starts, self.obs_dim, q, w.blk, b["X"], b["H0"], b["S"])
-        gru._forward_kernel(
-            gru._weights(lay, params), b["X"], b["H0"], b["S"], b["HS"], b["saved"], b["Gi"], b["Gh"], q
-        )
-        _scatter(source, rows, b["HS"], self.obs_dim, q, w.blk)
-
-    def backward(self, params, w):
-        """After the chunk pass: each block's GRU gradient into its row of ``w.block_grads``."""
-        q, b = self._shape(w, params.dtype)
-        lay = self.layout
-        _state_grads(w.D, params, w.meta, self.n_pi, self.obs_dim, q, w.blk, w.n_blocks, b["DH"], b["DHS"])
-        slots = np.empty((w.n_blocks, lay.size), params.dtype)
-        gru._backward_kernel(
-            gru._weights(lay, params), (b["X"], b["H0"], b["S"], b["HS"], b["saved"], b["DHS"]), b["DX"], b["DH0"],
-            b["DGi"], b["DGh"], b["XC"], b["HPC"], slots, q, (_NO_OPS, 0, 0, 0), slots[0],
-        )  # fmt: skip
-        w.block_grads[:, lay.offset : lay.end] = slots
+        head = (gru.weight_bundle(lay, params), self.h0, self.starts, self.obs_dim, self.n_pi, q, lay.offset)
+        return MemoryBufs(*head, *b)
 
 
-_NO_OPS = np.zeros((0, 3), np.int64)
+@njit(cache=True)
+def memory_forward(source, rows, w, m):
+    """The GRU's states of the minibatch ``rows`` (``w``'s shape) into their ``memory`` columns of
+    ``source``; ``m`` a :data:`MemoryBufs`."""
+    _gather(source, rows, m.h0, m.starts, m.obs_dim, m.q, w.blk, m.X, m.H0, m.S)
+    gru.forward_kernel(m.weights, m.X, m.H0, m.S, m.HS, m.saved, m.Gi, m.Gh, m.q)
+    _scatter(source, rows, m.HS, m.obs_dim, m.q, w.blk)
+
+
+@njit(cache=True)
+def memory_backward(params, w, m):
+    """After the chunk pass: each block's GRU gradient into its row of ``w.block_grads``."""
+    _state_grads(w.D, params, w.meta, m.n_pi, m.obs_dim, m.q, w.blk, w.n_blocks, m.DH, m.DHS)
+    seq = (m.X, m.H0, m.S, m.HS, m.saved, m.DHS)
+    no_tree = (_NO_OPS, 0, 0, 0)  # mode 0: each chunk's (block's) gradient stays in its slot
+    gru.backward_kernel(m.weights, seq, m.DX, m.DH0, m.DGi, m.DGh, m.XC, m.HPC, m.slots, m.q, no_tree, m.slots[0])
+    size = m.slots.shape[1]
+    for k in range(w.n_blocks):
+        for e in range(size):
+            w.block_grads[k, m.g0 + e] = m.slots[k, e]

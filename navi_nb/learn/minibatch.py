@@ -1,13 +1,21 @@
 """The minibatch update after ``fused.chunk_pass``: the finish pass, the block tree, the norm, the clip
 and Adam.
 
-``local_gradients`` runs one minibatch's part here (``fused.normalize_advantages``,
-``fused.chunk_pass``, then :func:`finish_pass`: a ``prange`` over the plan's fixed work items, each
-writing its own part of every block's gradient, adding it along the block tree and, when every block
-is here, settling it into the flat gradient with its sum of squares). ``reduce_nodes`` settles a tree
-whose top was added over processes; ``clip_and_step`` takes the global norm (the items' sums of squares
-in item order), the clip and one Adam step; ``minibatches_update`` runs several minibatches in one
-compiled call. The layer table, the work items and the ``Work`` buffers are ``fused.py``'s.
+``gradient_passes`` is the one gradient path of a minibatch (``fused.normalize_advantages``, a policy
+memory's states forward (``memory_pass.py``), ``fused.chunk_pass``, the memory's gradient through time,
+then :func:`finish_pass`: a ``prange`` over the plan's fixed work items, each writing its own part of
+every block's gradient, adding it along the block tree and, when every block is here, settling it into
+the flat gradient with its sum of squares). ``reduce_nodes`` settles a tree whose top was added over
+processes; ``clip_and_step`` takes the global norm (the items' sums of squares in item order), the clip
+and one Adam step.
+
+The minibatch loop is one sequence of compiled steps per minibatch: :func:`minibatch_moments` (the
+blocks' advantage moments), the moments' exchange, :func:`minibatch_gradients`, the gradients' exchange,
+:func:`minibatch_step` (the clip and Adam). :func:`minibatches_update` runs it with the local exchange
+(every block here: both exchanges are the block tree's sums inside the kernels), every minibatch of an
+epoch in one compiled call, with or without a memory; ``navi_nb.parallel.exchange_update`` runs the same
+steps with the MPI ranks' collectives between them. The layer table, the work items and the ``Work``
+buffers are ``fused.py``'s.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ from navi_nb.learn.fused import (
     normalize_advantages,
 )
 from navi_nb.learn.loss_reference import gaussian_entropy
+from navi_nb.learn.memory_pass import memory_backward, memory_forward
 
 _entropy = njit(cache=True)(gaussian_entropy)
 
@@ -89,7 +98,7 @@ def finish_args(w, ops, root, grad, hp, final):
 
 def compile_passes(names, source, rows, cols, params, log_std, hp, w, ops, root, grad):
     """Compile (or load from Numba's cache) the parallel passes in ``names`` (``"chunk"``, ``"finish"``) for
-    the types of these arguments, which :func:`minibatches_update` and :func:`local_gradients` give them,
+    the types of these arguments, which :func:`minibatches_update` and :func:`gradient_passes` give them,
     without running them. A warm-up process compiles one while another compiles the other
     (``navi_nb/train/warmup.py``); the chain that calls them then loads them."""
     if "chunk" in names:
@@ -250,27 +259,18 @@ def reduce_nodes(buf, stats_buf, ops, root, grad, w, hp):
     ``grad`` (with the entropy term), ``w.stat_sums`` and its sum of squares
     into ``w.sumsq``: the same additions, per element, as ``finish_pass`` with
     ``final`` over all blocks."""
-    _reduce_nodes(
-        w.items,
-        w.meta,
-        w.item_order,
-        buf,
-        stats_buf,
-        ops,
-        root,
-        grad,
-        w.log_std_off,
-        w.dlogstd.shape[1],
-        hp[ENT_COEF],
-        w.stat_sums,
-        w.sumsq,
-    )
+    table = (w.items, w.meta, w.item_order)
+    sizes = (w.log_std_off, w.dlogstd.shape[1], hp[ENT_COEF])
+    _reduce_nodes(table, buf, stats_buf, (ops, root), grad, sizes, w.stat_sums, w.sumsq)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _reduce_nodes(
-    items, meta, item_order, buf, stats_buf, ops, root, grad, log_std_off, k_act, ent_coef, stat_sums, sumsq
-):
+def _reduce_nodes(table, buf, stats_buf, tree, grad, sizes, stat_sums, sumsq):
+    """:func:`reduce_nodes`' region: ``table`` = (items, meta, item_order), ``tree`` = (ops, root), ``sizes`` =
+    (log_std_off, k_act, ent_coef); the arrays it writes come separately (as :func:`_finish_pass`'s)."""
+    items, meta, item_order = table
+    ops, root = tree
+    log_std_off, k_act, ent_coef = sizes
     for s in prange(items.shape[0]):
         t = item_order[s]
         _tree_item(items[t], meta, buf, stats_buf, ops, log_std_off, k_act)
@@ -338,58 +338,61 @@ def norm_from_items(sumsq):
 
 @njit(cache=True)
 def local_gradients(source, rows, cols, params, log_std, hp, w, moments, ops, root, grad, final):
-    """This process's part of one minibatch (rows ``rows``, block after block):
-    the advantages normalised by the whole minibatch's ``moments`` (count, mean,
-    M2), ``chunk_pass``, ``finish_pass`` (``ops``, ``root``, ``grad``,
-    ``final``: see there)."""
-    normalize_advantages(source, rows, cols[ADVANTAGES], moments, w.adv, hp[NORM_ADV] != 0.0)
-    chunk_pass(source, rows, cols, params, log_std, hp, w)
-    finish_pass(w, ops, root, grad, hp, final)
+    """This process's part of one minibatch (rows ``rows``, block after block) of a policy without memory:
+    :func:`gradient_passes` with none."""
+    gradient_passes(None, source, rows, cols, params, log_std, hp, w, moments, (ops, root), grad, final)
 
 
 @njit(cache=True)
-def chunk_gradients(source, rows, cols, params, log_std, hp, w, moments):
-    """:func:`local_gradients` up to the chunk pass (the advantages, then ``fused.chunk_pass``)."""
+def gradient_passes(memory, source, rows, cols, params, log_std, hp, w, moments, tree, grad, final):
+    """The one gradient path of a minibatch: the advantages normalised by the whole minibatch's ``moments``
+    (count, mean, M2), a policy memory's states forward (``memory``, a ``memory_pass.MemoryBufs``, or None),
+    ``chunk_pass``, the memory's gradient through time into the blocks' rows, ``finish_pass`` (``tree`` =
+    (ops, root), ``grad``, ``final``: see there). With ``memory`` None, Numba compiles no memory step."""
+    if memory is not None:
+        memory_forward(source, rows, w, memory)
     normalize_advantages(source, rows, cols[ADVANTAGES], moments, w.adv, hp[NORM_ADV] != 0.0)
     chunk_pass(source, rows, cols, params, log_std, hp, w)
+    if memory is not None:
+        memory_backward(params, w, memory)
+    finish_pass(w, tree[0], tree[1], grad, hp, final)
+
+
+# ---- the minibatch loop: its steps, one definition, run by the local loop below and the exchange's -------------
+@njit(cache=True)
+def minibatch_rows(job, b):
+    """Minibatch ``b``'s rows of ``job`` (a ``ppo.Job``): ``order[b * mb:(b + 1) * mb]``."""
+    mb = job.w.adv.shape[0]
+    return job.order[b * mb : (b + 1) * mb]
 
 
 @njit(cache=True)
-def finish_gradients(w, ops, root, grad, hp, final):
-    """:func:`local_gradients`' last pass (:func:`finish_pass`), as a call of its own."""
-    finish_pass(w, ops, root, grad, hp, final)
+def minibatch_moments(job, b):
+    """Step 1, before the moments' exchange: each block's advantage moments of minibatch ``b`` into
+    ``job.w.moments`` (block k in row k)."""
+    block_moments(job.source, minibatch_rows(job, b), job.cols[ADVANTAGES], job.w.blk, job.w.moments)
 
 
-def local_part(job, rows, moments, ops, root, final):
-    """This process's part of one minibatch of ``job`` (a ``ppo.Job``): :func:`local_gradients`, with a
-    policy memory's stages around the chunk pass (``job.memory``, a ``memory_pass.MemoryPass``: the GRU's
-    states forward before it, its gradient through time after it, into the blocks' rows that the finish
-    pass adds)."""
-    if job.memory is None:
-        local_gradients(job.source, rows, job.cols, job.params, job.log_std, job.hp, job.w, moments, ops, root,
-                        job.grad, final)  # fmt: skip
-        return
-    job.memory.forward(job.source, job.params, rows, job.w)
-    chunk_gradients(job.source, rows, job.cols, job.params, job.log_std, job.hp, job.w, moments)
-    job.memory.backward(job.params, job.w)
-    finish_gradients(job.w, ops, root, job.grad, job.hp, final)
+@njit(cache=True)
+def minibatch_gradients(job, memory, b, moments, ops, root, final):
+    """Step 2, between the exchanges: :func:`gradient_passes` over minibatch ``b`` with the whole
+    minibatch's ``moments``, the blocks' gradients added along ``ops`` (``final``: every block is here and
+    row ``root`` is the whole sum, settled into ``job.grad``). ``memory`` is ``job.memory`` (an argument of
+    its own, so that Numba drops the memory's steps where it is None)."""
+    rows = minibatch_rows(job, b)
+    tree = (ops, root)
+    gradient_passes(memory, job.source, rows, job.cols, job.params, job.log_std, job.hp, job.w, moments, tree,
+                    job.grad, final)  # fmt: skip
 
 
-def run_minibatches(job, ops, root):
-    """:func:`minibatches_update`'s loop with a Python step between the passes (:func:`local_part`, a
-    policy memory's stages): the same kernels and sums, all blocks in this process. Returns the
-    minibatches done."""
-    w, mb = job.w, job.w.adv.shape[0]
-    col = job.cols[ADVANTAGES]
-    for b in range(job.count):
-        rows = job.order[b * mb : (b + 1) * mb]
-        block_moments(job.source, rows, col, w.blk, w.moments)
-        tree_moments(w.moments, ops)
-        local_part(job, rows, w.moments[root], ops, root, np.bool_(True))
-        step = job.step0 + b + 1.0
-        if clip_and_step(w, job.log_std, job.hp, job.params, job.grad, job.adam_m, job.adam_v, step, job.out[b]):
-            return b + 1
-    return job.count
+@njit(cache=True)
+def minibatch_step(job, b):
+    """Step 3, after the gradients' exchange (the whole sum in ``job.grad``): :func:`clip_and_step` with
+    Adam step ``step0 + b + 1``, the statistics into ``job.out[b]``. True when the approximate KL stops
+    the update."""
+    return clip_and_step(
+        job.w, job.log_std, job.hp, job.params, job.grad, job.adam_m, job.adam_v, job.step0 + b + 1.0, job.out[b]
+    )
 
 
 @njit(cache=True)
@@ -410,30 +413,27 @@ def clip_and_step(w, log_std, hp, params, grad, adam_m, adam_v, step, out_row):
 
 @njit(cache=True)
 def minibatches_update(job, ops, root):
-    """``job``'s (a ``ppo.Job`` without a memory) ``count`` minibatches in one call, all blocks in this
-    process: with mb =
-    ``w.adv.shape[0]``, minibatch b is rows ``order[b * mb:(b + 1) * mb]``
-    (``w.n_blocks`` runs of ``w.blk`` rows, one per block); each is the blocks'
-    advantage moments combined along the block tree (``ops``, ``root``),
-    :func:`local_gradients` (the tree included), :func:`clip_and_step` with
-    Adam step ``step0 + b + 1``, with no Python between the parallel regions
-    (each gap would let idle threads fall asleep). The same kernels and sums whatever
-    ``count``, so the same bits as one call per minibatch. ``out[b]`` (columns
-    ``STEP_STAT_NAMES``): the statistics' means, the entropy before the step, the
-    gradient norm before clipping. Stops after a minibatch whose approximate KL
-    exceeds ``hp[TARGET_KL]`` (when >= 0). Returns the minibatches done."""
-    source, order, count, cols, params, log_std, hp, w = (
-        job.source, job.order, job.count, job.cols, job.params, job.log_std, job.hp, job.w
-    )  # fmt: skip
-    grad, adam_m, adam_v, step0, out = job.grad, job.adam_m, job.adam_v, job.step0, job.out
-    mb = w.adv.shape[0]
-    for b in range(count):
-        rows = order[b * mb : (b + 1) * mb]
-        block_moments(source, rows, cols[ADVANTAGES], w.blk, w.moments)
-        tree_moments(w.moments, ops)
+    """``job``'s (a ``ppo.Job``) ``count`` minibatches in one compiled call, all blocks in this process (the
+    local exchange: the moments and the gradients added along the block tree ``ops``, ``root``, inside the
+    kernels), for a policy with or without memory: with mb = ``w.adv.shape[0]``, minibatch b is rows
+    ``order[b * mb:(b + 1) * mb]`` (``w.n_blocks`` runs of ``w.blk`` rows, one per block), run as
+    :func:`minibatch_moments`, the tree's moments, :func:`minibatch_gradients` and :func:`minibatch_step`,
+    with no Python between the parallel regions (each gap would let idle threads fall asleep). The same
+    kernels and sums whatever ``count``, so the same bits as one call per minibatch. ``out[b]`` (columns
+    ``STEP_STAT_NAMES``): the statistics' means, the entropy before the step, the gradient norm before
+    clipping. Stops after a minibatch whose approximate KL exceeds ``hp[TARGET_KL]`` (when >= 0). Returns
+    the minibatches done."""
+    return _local_minibatches(job, job.memory, ops, root)
+
+
+@njit(cache=True)
+def _local_minibatches(job, memory, ops, root):
+    for b in range(job.count):
+        minibatch_moments(job, b)
+        tree_moments(job.w.moments, ops)
         # np.bool_: a bool, not the literal True, so the passes are typed as every other caller and
         # compile_passes types them (a literal would compile a variant of their own)
-        local_gradients(source, rows, cols, params, log_std, hp, w, w.moments[root], ops, root, grad, np.bool_(True))
-        if clip_and_step(w, log_std, hp, params, grad, adam_m, adam_v, step0 + b + 1.0, out[b]):
+        minibatch_gradients(job, memory, b, job.w.moments[root], ops, root, np.bool_(True))
+        if minibatch_step(job, b):
             return b + 1
-    return count
+    return job.count

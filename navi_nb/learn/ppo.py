@@ -47,10 +47,11 @@ Job = namedtuple(
         "adam_v",  # the flat gradient and Adam's moments (parameters' layout)
         "step0",  # Adam steps taken before the first minibatch
         "out",  # (count, len(fused.STEP_STAT_NAMES)) float64: each minibatch's statistics
-        "memory",  # the policy memory's stages (memory_pass.MemoryPass), or None
+        "memory",  # the policy memory's buffers (memory_pass.MemoryBufs), or None
     ),
 )
-"""What :meth:`PPO.minibatches` hands an exchange: the minibatches to run and where their results go."""
+"""What :meth:`PPO.minibatches` hands the minibatch loop (``minibatch.minibatches_update``, or an exchange's):
+the minibatches to run and where their results go."""
 
 
 @dataclass
@@ -209,13 +210,14 @@ class PPO:
         rows, one after the other; default one block), each the blocks' gradients
         added along the block tree (``navi_nb.learn.blocks``), clipped to
         ``max_grad_norm`` (global norm, the finish items' sums of squares added
-        in item order) and one Adam step of size ``lr``. ``exchange`` None: every
-        block is here, and the minibatches run in one compiled call
+        in item order) and one Adam step of size ``lr``: the one minibatch loop of
+        ``minibatch.py``, for a policy with or without memory. ``exchange`` None:
+        every block is here, and the minibatches run in one compiled call
         (``minibatch.minibatches_update``: no Python between the parallel regions).
         Otherwise the blocks are spread over processes (see ``self.exchange``):
         ``order`` holds this process's rows, and ``exchange.minibatches(job)``
-        (``navi_nb.parallel.exchange_update``) runs the same kernels with the
-        sums combined over the processes, the same bits. Stops after a
+        (``navi_nb.parallel.exchange_update``) runs the same compiled steps with the
+        sums combined over the processes between them, the same bits. Stops after a
         minibatch whose approximate KL exceeds ``target_kl``. Returns a list of
         (stats, gradient norm), one per minibatch done. After a call, ``grad``
         holds the last minibatch's gradient before clipping."""
@@ -251,15 +253,12 @@ class PPO:
             adam.v,
             float(adam.t),
             out,
-            self.memory,
+            None if self.memory is None else self.memory.buffers(w, pol.params),
         )
-        if exchange is not None:
-            done = exchange.minibatches(job)
-        elif self.memory is not None:  # the GRU's stages between the passes: one Python step per minibatch
-            done = minibatch.run_minibatches(job, *self._tree(w.n_blocks))
+        if exchange is None:
+            done = minibatch.minibatches_update(job, *self._tree(w.n_blocks))
         else:
-            ops, root = self._tree(w.n_blocks)
-            done = minibatch.minibatches_update(job, ops, root)
+            done = exchange.minibatches(job)
         adam.t += done
         return [
             (self._stats(out[b, : len(STAT_NAMES)], out[b, ENTROPY]), float(out[b, GRAD_NORM])) for b in range(done)

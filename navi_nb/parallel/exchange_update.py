@@ -1,13 +1,15 @@
-"""PPO minibatches with the actor blocks spread over processes: the per-minibatch choreography.
+"""PPO minibatches with the actor blocks spread over processes: the minibatch loop's MPI exchange.
 
 ``PPO.minibatches`` hands an exchange (``ranks.RankExchange``) a ``learn.ppo.Job``: this process's
-rows of each minibatch. Per minibatch, every process's block moments are combined along the block
-tree (the same two ways as the gradients), each process computes its blocks' gradients and its
-subtrees of the tree (``blocks.local_plan``), and the subtree sums are added along the top of the
-tree: point to point with the root broadcast (``mode`` ``"tree"``, ``RankExchange.tree_reduce``), or
-gathered in block order with every process adding the top itself (``"allgather"``); then
-``minibatch.reduce_nodes`` settles the sum into the gradient, and every process clips and steps: the same
-additions as one process holding every block, so the same bits (docs/DETERMINISM.md).
+rows of each minibatch. Per minibatch, the loop runs ``learn.minibatch``'s compiled steps, the ones its
+local loop runs, with the collectives between them: ``minibatch_moments``, then every process's block
+moments combined along the block tree (the same two ways as the gradients), ``minibatch_gradients``
+(this process's blocks' gradients, a policy memory's included, and its subtrees of the tree:
+``blocks.local_plan``), the subtree sums added along the top of the tree: point to point with the root
+broadcast (``mode`` ``"tree"``, ``RankExchange.tree_reduce``), or gathered in block order with every
+process adding the top itself (``"allgather"``); then ``minibatch.reduce_nodes`` settles the sum into the
+gradient, and every process clips and steps (``minibatch_step``): the same additions as one process
+holding every block, so the same bits (docs/DETERMINISM.md).
 """
 
 from __future__ import annotations
@@ -32,13 +34,11 @@ def exchange_plan(n_all, ranges, rank):
     return local_ops, node_rows, m_ops, m_root, top_ops, top_root
 
 
-def run_minibatches(ex, job, plan):
+def exchanged_minibatches(ex, job, plan):
     """Run ``job``'s minibatches over the exchange ``ex`` (``allgather``, ``tree_reduce``, ``schedule``,
     ``mode``) with ``plan`` from :func:`exchange_plan`. Returns the minibatches done."""
     w, grad, hp = job.w, job.grad, job.hp
     local_ops, node_rows, m_ops, m_root, top_ops, top_root = plan
-    mb, blk = w.adv.shape[0], w.blk
-    col = job.cols[fused.ADVANTAGES]
     n_params, n_stats = grad.shape[0], len(fused.STAT_NAMES)
     tree = getattr(ex, "mode", "allgather") == "tree"
     n_cover = node_rows.shape[0]
@@ -58,8 +58,7 @@ def run_minibatches(ex, job, plan):
     else:
         send = np.empty((n_cover, n_params + n_stats * 8 // grad.itemsize), grad.dtype)
     for i in range(job.count):
-        rows = job.order[i * mb : (i + 1) * mb]
-        fused.block_moments(job.source, rows, col, blk, w.moments)
+        minibatch.minibatch_moments(job, i)
         if tree:
             blocks.tree_moments(w.moments, local_ops)  # this rank's cover nodes, as the tree pairs them
             m_buf[:n_cover] = w.moments[node_rows]
@@ -67,7 +66,7 @@ def run_minibatches(ex, job, plan):
         else:
             moments, m_at = ex.allgather(w.moments), m_root
             blocks.tree_moments(moments, m_ops)
-        minibatch.local_part(job, rows, moments[m_at], local_ops, 0, np.bool_(False))
+        minibatch.minibatch_gradients(job, job.memory, i, moments[m_at], local_ops, 0, np.bool_(False))
         if tree:
             g_buf[:n_cover] = w.block_grads[node_rows]
             s_buf[:n_cover] = w.block_stats[node_rows]
@@ -81,7 +80,6 @@ def run_minibatches(ex, job, plan):
             nodes = np.ascontiguousarray(got[:, :n_params])
             stats = np.ascontiguousarray(got[:, n_params:]).view(np.float64)
             minibatch.reduce_nodes(nodes, stats, top_ops, top_root, grad, w, hp)
-        step = job.step0 + i + 1.0
-        if minibatch.clip_and_step(w, job.log_std, hp, job.params, grad, job.adam_m, job.adam_v, step, job.out[i]):
+        if minibatch.minibatch_step(job, i):
             return i + 1
     return job.count

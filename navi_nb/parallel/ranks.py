@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from navi_nb.errors import NaviError
-from navi_nb.parallel.exchange_update import exchange_plan, run_minibatches
+from navi_nb.parallel.exchange_update import exchange_plan, exchanged_minibatches
 
 LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS")
 """The world size as an MPI launcher tells the processes it starts: Open MPI's ``mpiexec``, MPICH's and
@@ -185,11 +185,11 @@ class RankExchange:
 
     def minibatches(self, job):
         """Run a ``learn.ppo.Job`` (``PPO.minibatches``' call) with the sums combined over the ranks
-        (``exchange_update.run_minibatches``). Returns the minibatches done."""
+        (``exchange_update.exchanged_minibatches``). Returns the minibatches done."""
         plan = self._schedules.get("update")
         if plan is None:
             plan = self._schedules["update"] = exchange_plan(self.n_blocks, tuple(self.ranges), self.rank)
-        return run_minibatches(self, job, plan)
+        return exchanged_minibatches(self, job, plan)
 
     @property
     def local_blocks(self):
