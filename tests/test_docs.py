@@ -350,6 +350,46 @@ def test_imports_make_no_circle():
     assert not circles, "import circles:\n  " + "\n  ".join(circles)
 
 
+# --- the code's shape: file and signature sizes ---------------------------------------------------------------------
+
+MAX_FILE_LINES = 700
+MAX_PARAMETERS = 12
+C_SIGNATURES = {
+    # cblas_sgemm's and cblas_dgemm's own arguments (order, transposes, sizes, scalars, operands, leading dimensions),
+    # declared as the C library declares them
+    ("navi_nb/learn/blas.py", "loop_gemm"),
+}
+
+
+def test_package_files_are_at_most_700_lines():
+    """No module of the package is longer than 700 lines: a longer one is split where its parts divide."""
+    long = []
+    for path in sorted((ROOT / "navi_nb").rglob("*.py")):
+        n = len(path.read_text().splitlines())
+        if n > MAX_FILE_LINES:
+            long.append(f"{path.relative_to(ROOT)}: {n} lines")
+    assert not long, f"modules over {MAX_FILE_LINES} lines:\n  " + "\n  ".join(long)
+
+
+def test_functions_take_at_most_12_parameters():
+    """No function or lambda of the package takes more than 12 parameters (``*args`` and ``**kwargs`` count one
+    each), but the C signatures of ``C_SIGNATURES``: more travel together as a tuple or a named tuple."""
+    import ast
+
+    wide = []
+    for path in sorted((ROOT / "navi_nb").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), filename=rel)):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            a = node.args
+            n = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + (a.vararg is not None) + (a.kwarg is not None)
+            name = getattr(node, "name", "<lambda>")
+            if n > MAX_PARAMETERS and (rel, name) not in C_SIGNATURES:
+                wide.append(f"{rel}:{node.lineno}: {name} takes {n} parameters")
+    assert not wide, f"functions over {MAX_PARAMETERS} parameters:\n  " + "\n  ".join(wide)
+
+
 def test_code_cites_only_the_repository():
     """Docstrings and comments point readers to docs/ in this repository, never to notes outside it."""
     cited = []

@@ -67,9 +67,12 @@ def _mlp_span(lo, hi, params, layers, x, acts, chunk):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _gru_span(lo, hi, params, layers, x, acts, chunk, w, obs, h_prev, reset, h_new, G, Gi, Gh):
-    """Chunks lo:hi of the GRU step (``h_new`` from ``obs`` and ``h_prev``, zero where ``reset``), then the
-    trunks over ``x`` = [obs, h_new] (B, obs_dim + H)."""
+def _gru_span(lo, hi, params, layers, x, acts, chunk, w, obs, state, scratch):
+    """Chunks lo:hi of the GRU step (``state`` = (h_prev, reset, h_new): ``h_new`` from ``obs`` and
+    ``h_prev``, zero where ``reset``; ``scratch`` = (G, Gi, Gh), ``gru.step_rows``' buffers), then the trunks
+    over ``x`` = [obs, h_new] (B, obs_dim + H)."""
+    h_prev, reset, h_new = state
+    G, Gi, Gh = scratch
     n_rows, n_obs = obs.shape
     hid = h_new.shape[1]
     for c in range(lo, hi):

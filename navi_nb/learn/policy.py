@@ -213,7 +213,7 @@ class ActorCritic:
         x, h_new, G, Gi, Gh = gru
         w = (self.params, self.gru.w_ih, self.gru.w_hh, self.gru.b_ih, self.gru.b_hh)
         acting.gru_forward_step(
-            self.params, table, x, acts, self.chunk, w, obs, memory.h, memory.start, h_new, G, Gi, Gh
+            self.params, table, x, acts, self.chunk, w, obs, (memory.h, memory.start, h_new), (G, Gi, Gh)
         )
         if advance:
             memory.h[...] = h_new
