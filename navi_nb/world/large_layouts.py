@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from navi_nb.world.scenes import (
+from navi_nb.world.scene_pieces import (
     DOOR_CLEARANCE,
     DOOR_WIDTH,
     EMBED,
