@@ -17,6 +17,7 @@ from navi_nb.train.baselines import compare, coverage_table, random_policy, wall
 from navi_nb.train.config import TrainConfig
 from navi_nb.train.evaluate import evaluate_policy, evaluation_env, run_episodes
 from navi_nb.train.intervals import bootstrap_interval
+from navi_nb.train.metrics import COLUMN_NAMES, read_metrics_csv, truncate_metrics
 from navi_nb.train.runs import RunError
 from navi_nb.world.world_set import WorldSet
 
@@ -149,6 +150,23 @@ def test_explore_render_names_coverage(explore_run, tmp_path):
     full, half = res["per_episode"]["coverage"][1], res["per_episode"]["coverage_half"][1]
     assert f"explored {full:.0%} of the reachable cells (after 10 steps {half:.0%})" in first
     assert main(["render", str(explore_run), "--episode", "1", "--output", str(tmp_path / "e.png")]) == 0
+
+
+def test_explore_metrics_have_a_coverage_in_every_update(explore_run):
+    """With 16-step rollouts and 20-step episodes the first update ends none: coverage_mean is NaN there, the
+    running episodes' coverage is not."""
+    rows = read_metrics_csv(explore_run / "metrics.csv")
+    assert rows[0]["episodes"] == 0 and np.isnan(rows[0]["coverage_mean"])
+    assert all(0 < r["coverage_in_progress_mean"] <= 1 for r in rows)
+
+
+def test_resume_writes_rows_from_before_the_column_under_todays_header(tmp_path):
+    old = [c for c in COLUMN_NAMES if c != "coverage_in_progress_mean"]
+    rows = [",".join(str(u) if c in ("update", "global_step", "episodes") else "0.5" for c in old) for u in (1, 2)]
+    (tmp_path / "metrics.csv").write_text("\n".join([",".join(old), *rows]) + "\n")
+    truncate_metrics(tmp_path, 1)
+    (row,) = read_metrics_csv(tmp_path / "metrics.csv")
+    assert list(row) == COLUMN_NAMES and np.isnan(row["coverage_in_progress_mean"]) and row["return_mean"] == 0.5
 
 
 def test_compare_puts_the_trained_policy_beside_both_baselines(explore_run):
