@@ -114,6 +114,13 @@ def test_wall_follower_keeps_the_wall_on_its_side():
     assert left(obs([5, 5, 0.6, 5, 5, 5, 5, 5]))[0][3] == -0.5  # no wall on the left: turn left
     with pytest.raises(RunError, match="side must be 'right' or 'left'"):
         wall_follower(sensor, max_distance, "up")
+    climbing = wall_follower(sensor, max_distance, climb_steps=2)  # up two calls, down two, up again
+    assert [climbing(obs([5] * 8))[0][1] for _ in range(5)] == [1.0, 1.0, -1.0, -1.0, 1.0]
+    climbing.reset()
+    assert climbing(obs([5] * 8))[0][1] == 1.0
+    assert wall_follower(sensor, max_distance, climb_steps=0)(obs([5] * 8))[0][1] == 0.0
+    with pytest.raises(RunError, match="climb_steps must be a count of steps"):
+        wall_follower(sensor, max_distance, climb_steps=-1)
 
 
 @pytest.fixture(scope="module")

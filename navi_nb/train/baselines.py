@@ -7,7 +7,8 @@ a run's trained policy and both baselines through ``evaluate.evaluate_policy`` o
 - ``random_policy``: uniform actions, from a generator seeded again at every ``reset()``;
 - ``wall_follower``: the right- (or left-) hand rule over the depth observation's horizontal ring: keep a
   wall on one side at about ``distance`` metres, turn away from a wall ahead, turn toward the side when
-  the wall there falls away. Deterministic; it reads only the depth columns, so it runs on either task.
+  the wall there falls away, while climbing and sinking in turn (the reachable cells lie at several
+  heights). Deterministic; it reads only the depth columns, so it runs on either task.
 """
 
 from __future__ import annotations
@@ -35,13 +36,17 @@ def random_policy(seed=0):
     return act
 
 
-def wall_follower(sensor, max_distance, side="right", distance=0.6):
+def wall_follower(sensor, max_distance, side="right", distance=0.6, climb_steps=30):
     """The wall-following rule over the depth rays of ``sensor`` (observation depth: ``log1p(d) /
-    log1p(max_distance)``, azimuth-major, azimuth 0 ahead and growing to the right)."""
+    log1p(max_distance)``, azimuth-major, azimuth 0 ahead and growing to the right). The reachable cells
+    lie at several heights, so it also climbs and sinks at full vertical speed, turning every
+    ``climb_steps`` calls (0: it keeps its height); ``reset()`` starts that count again."""
     if side not in ("right", "left"):
         raise RunError(f"wall_follower: side must be 'right' or 'left', got {side!r}")
     if not (np.isfinite(distance) and distance > 0):
         raise RunError(f"wall_follower: distance must be a positive number of metres, got {distance!r}")
+    if isinstance(climb_steps, bool) or not isinstance(climb_steps, int) or climb_steps < 0:
+        raise RunError(f"wall_follower: climb_steps must be a count of steps, got {climb_steps!r}")
     az, el = sensor.az_count, sensor.el_count
     ring = np.flatnonzero(np.abs(sensor.elevations) <= RING_HALF_WIDTH)
     ring = ring if ring.size else np.array([int(np.argmin(np.abs(sensor.elevations)))])
@@ -53,6 +58,7 @@ def wall_follower(sensor, max_distance, side="right", distance=0.6):
 
     ahead, beside = sector(0.0), sector(sign * np.pi / 2)
     scale = np.log1p(max_distance)
+    calls = [0]
 
     def act(obs):
         depth = np.asarray(obs)[:, : az * el].reshape(-1, az, el)[:, :, ring].min(axis=2)
@@ -63,8 +69,12 @@ def wall_follower(sensor, max_distance, side="right", distance=0.6):
         actions[:, 0] = np.where(blocked, 0.0, np.where(lost, 0.5, 1.0))
         follow = sign * np.clip((flank - distance) / distance, -1.0, 1.0) * 0.5  # steer to hold the distance
         actions[:, 3] = np.where(blocked, -sign, np.where(lost, 0.5 * sign, follow))
+        if climb_steps:
+            actions[:, 1] = 1.0 if calls[0] // climb_steps % 2 == 0 else -1.0
+        calls[0] += 1
         return actions
 
+    act.reset = lambda: calls.__setitem__(0, 0)
     return act
 
 
