@@ -567,6 +567,11 @@ class NavEnv:
         return v
 
     @property
+    def coverage(self):
+        """(A,) float64, a new array: each actor's episode so far as its record's ``coverage`` would be now."""
+        return self._cells / np.maximum(1, self._reachable[self._world_index])
+
+    @property
     def episodes_finished(self):
         return self._episodes
 

@@ -20,6 +20,11 @@ the same episodes give the same interval), return, length and collisions;
 written to ``RUN/eval.json`` with the per-episode values; the trajectories
 (position and yaw before every step, the goal, the world, the outcome) to
 ``RUN/eval_episodes.npz`` for ``navi-nb render RUN --episode K``.
+
+An explore run (no goal) is scored by coverage instead (``navi_nb.train.coverage``): the fraction of the
+reachable visit-grid cells entered after ``max_steps // 2`` and after ``max_steps`` steps, with 95 %
+percentile-bootstrap intervals, overall, per split and per family; no success, SPL, final distance or
+difficulty bins, and its generalization gap is the train minus held-out coverage.
 """
 
 from __future__ import annotations
@@ -34,6 +39,15 @@ import navi_nb
 from navi_nb.env.config import EPISODE_KEYS, EPISODE_RECORD, EPISODE_SETTINGS, EnvConfig
 from navi_nb.errors import NaviError
 from navi_nb.train import checkpoint as ck
+from navi_nb.train.coverage import (
+    COVERAGE_KEYS,
+    GOAL_KEYS,
+    check_coverages,
+    coverage_steps,
+    print_coverage_results,
+    summarize_coverage,
+)
+from navi_nb.train.intervals import bootstrap_interval, wilson_interval
 from navi_nb.train.runs import (
     CHECKPOINT_DIR,
     CHECKPOINT_LAYOUT,
@@ -60,8 +74,6 @@ SCORED_KEYS = tuple(k for k in EPISODE_KEYS if k not in ("coverage", "world"))
 """The episode record's entries an evaluation scores per episode (coverage is the explore task's; the world is
 kept beside them as an index)."""
 SEED_OFFSET = 1_000_003
-Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
-BOOTSTRAP_RESAMPLES = 2000
 SPLITS = ("train", "held-out")
 DISTANCE_BINS = ((0.0, 2.0), (2.0, 4.0), (4.0, 6.0), (6.0, np.inf))
 """Difficulty by the episode's shortest path from spawn to goal (metres)."""
@@ -74,37 +86,13 @@ class EvalError(RunError):
     """An evaluation request that cannot be run as asked (e.g. worlds overlapping the training set)."""
 
 
-# --------------------------------------------------------------------------
-# 95 % intervals
-# --------------------------------------------------------------------------
-
-
-def wilson_interval(successes, n, z=Z95):
-    """The Wilson score interval of a success rate (stays inside [0, 1], sensible at 0 % and 100 %)."""
-    if n <= 0:
-        return [float("nan"), float("nan")]
-    p = successes / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return [float(max(0.0, mid - half)), float(min(1.0, mid + half))]
-
-
-def bootstrap_interval(values, resamples=BOOTSTRAP_RESAMPLES, seed=0):
-    """The 95 % percentile-bootstrap interval of a mean; seeded, so the same values give the same interval."""
-    v = np.asarray(values, np.float64)
-    if v.size == 0:
-        return [float("nan"), float("nan")]
-    rng = np.random.default_rng(seed)
-    means = v[rng.integers(0, v.size, size=(resamples, v.size))].mean(axis=1)
-    lo, hi = np.quantile(means, [0.025, 0.975])
-    return [float(lo), float(hi)]
-
-
 def summarize(ep, rows=None):
     """Means and 95 % intervals of the episodes ``rows`` (default all) of per-episode arrays ``ep``: each
-    quantity's mean is ``NAME_mean`` (the success's is ``success_rate``), its interval ``..._ci95``."""
+    quantity's mean is ``NAME_mean`` (the success's is ``success_rate``), its interval ``..._ci95``. Episodes of
+    the explore task (``ep`` holds their coverages) get ``coverage.summarize_coverage``'s figures instead."""
     sel = slice(None) if rows is None else rows
+    if "coverage" in ep:  # an explore evaluation (``run_episodes``): coverage, no goal to score
+        return summarize_coverage(ep, sel)
     succ = ep["success"][sel]
     n = int(succ.size)
     out = {
@@ -209,7 +197,9 @@ def run_episodes(env, act, max_ticks):
     """One episode per actor, acting with ``act`` (observations (N, obs_dim) -> actions (N, 4): any policy,
     e.g. :func:`mean_action` of navi_nb's or a Stable-Baselines3 model's ``predict``). Returns per-episode
     arrays + trajectories. An ``act`` with a ``reset()`` (a policy's memory, as :func:`mean_action`'s) is reset
-    first: the same episodes give the same results however often ``act`` ran before."""
+    first: the same episodes give the same results however often ``act`` ran before. In an explore environment
+    the arrays hold each episode's coverage after ``max_steps // 2`` and ``max_steps`` steps
+    (``coverage.COVERAGE_KEYS``) and no final distance or difficulty: there is no goal."""
     if callable(getattr(act, "reset", None)):
         act.reset()
     A = env.n_actors
@@ -217,23 +207,29 @@ def run_episodes(env, act, max_ticks):
     pos_log = [env.positions.copy()]
     yaw_log = [env.yaws.copy()]
     goals = env.goals.copy()
-    geodesic = np.array(env.shortest_paths, np.float64) if hasattr(env, "shortest_paths") else None
+    explore = getattr(env, "task", "pointgoal") == "explore"
+    geodesic = np.array(env.shortest_paths, np.float64) if hasattr(env, "shortest_paths") and not explore else None
+    half = coverage_steps(env.config.max_steps)[0] if explore else -1
+    cover = {k: np.full(A, np.nan) for k in COVERAGE_KEYS}
     straight = np.linalg.norm(goals.astype(np.float64) - pos_log[0].astype(np.float64), axis=1)
     finished = np.zeros(A, bool)
     out = {k: np.zeros(A, np.float64) for k in SCORED_KEYS}
     world = np.zeros(A, np.int64)
     final_pos = np.zeros((A, 3), np.float32)
-    for _ in range(max_ticks):
+    for tick in range(1, max_ticks + 1):
         actions = act(obs)
         obs, _r, _te, _tr, info = env.step(actions)
         done = info["done"] & ~finished
         keep = ~finished & ~info["done"]
         pos_now = env.positions.copy()
+        if tick == half:  # the episodes still running have taken half their steps (one ending now has all)
+            cover["coverage_half"][keep] = env.coverage[keep]
         if done.any():
             ep = info["episode"]
             for k in out:
                 out[k][done] = np.asarray(ep[k])[done]
             world[done] = np.asarray(ep["world"])[done]
+            cover["coverage"][done] = np.asarray(ep["coverage"], np.float64)[done]
             fp = info.get("final_pos")
             final_pos[done] = np.asarray(fp)[done] if fp is not None else pos_log[-1][done]
             pos_now[done] = final_pos[done]
@@ -248,8 +244,12 @@ def run_episodes(env, act, max_ticks):
             break
     if not finished.all():
         raise RuntimeError(f"{int((~finished).sum())} evaluation episodes did not end in {max_ticks} steps")
-    out["final_distance"] = np.linalg.norm(final_pos.astype(np.float64) - goals.astype(np.float64), axis=1)
     out["world"] = world
+    if explore:  # an episode that ended by half its steps (none does: explore episodes last max_steps) kept its end
+        out["coverage_half"] = np.where(np.isnan(cover["coverage_half"]), cover["coverage"], cover["coverage_half"])
+        out["coverage"] = cover["coverage"]
+    else:
+        out["final_distance"] = np.linalg.norm(final_pos.astype(np.float64) - goals.astype(np.float64), axis=1)
     if geodesic is not None:  # the episode's difficulty: its shortest path and the detour it asks
         out["geodesic"] = geodesic
         out["ratio"] = geodesic / np.maximum(straight, 1e-9)
@@ -348,14 +348,20 @@ def check_eval_seed(seed) -> int:
 def evaluate_policy(act, world_set, cfg, episodes=100, seed=None):
     """Any policy ``act`` (see :func:`run_episodes`) on the episodes ``navi-nb eval`` runs for a run with
     config ``cfg`` in ``world_set`` (seed ``cfg.seed + SEED_OFFSET`` unless given). Returns
-    ``summarize``'s means and 95 % intervals plus ``per_episode`` (the arrays ``run_episodes`` returns)."""
+    ``summarize``'s means and 95 % intervals, overall and per family (``families``), plus ``per_episode``
+    (the arrays ``run_episodes`` returns); for the explore task also ``coverage_steps``."""
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
     eval_seed = check_eval_seed(cfg.seed + SEED_OFFSET if seed is None else seed)
     check_ram(f"evaluating {episodes} episodes", episodes_ram_estimate(cfg, episodes))
     env = evaluation_env(world_set, cfg, episodes, eval_seed)
     ep, _traj = run_episodes(env, act, env.config.max_steps + 1)
-    return {"seed": eval_seed, **summarize(ep), "difficulty": difficulty(ep), "per_episode": ep}
+    family = np.array(world_set.families)[ep["world"]]
+    res = {"seed": eval_seed, **summarize(ep), "difficulty": difficulty(ep), "per_episode": ep}
+    res["families"] = {f: summarize(ep, family == f) for f in dict.fromkeys(world_set.families) if (family == f).any()}
+    if cfg.task == "explore":
+        res["coverage_steps"] = coverage_steps(env.config.max_steps)
+    return res
 
 
 def evaluate(
@@ -404,6 +410,8 @@ def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_ove
     wall = time.perf_counter() - t0
     family_of = world_set.families
     world = ep["world"]
+    explore = cfg.task == "explore"
+    score = "coverage_mean" if explore else "success_rate"  # the figure of the generalization gap
     ep_split = np.array([split_of[w] for w in world])
     ep_family = np.array([family_of[w] for w in world])
     res = {
@@ -426,16 +434,16 @@ def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_ove
         "return_std": float(ep["return"].std()),
         "splits": {s: summarize(ep, ep_split == s) for s in SPLITS if (ep_split == s).any()},
         "families": {f: summarize(ep, ep_family == f) for f in dict.fromkeys(family_of) if (ep_family == f).any()},
-        "difficulty": difficulty(ep),
+        **({"coverage_steps": coverage_steps(env.config.max_steps)} if explore else {"difficulty": difficulty(ep)}),
         "per_episode": {
-            **{k: v.tolist() for k, v in ep.items() if k != "world"},
+            **{k: v.tolist() for k, v in ep.items() if k != "world" and not (explore and k in GOAL_KEYS)},
             "world": [world_set.names[w] for w in world],
             "split": ep_split.tolist(),
             "family": ep_family.tolist(),
         },
     }
     if "train" in res["splits"] and "held-out" in res["splits"]:
-        res["generalization_gap"] = res["splits"]["train"]["success_rate"] - res["splits"]["held-out"]["success_rate"]
+        res["generalization_gap"] = res["splits"]["train"][score] - res["splits"]["held-out"][score]
     if save:
         records = world_records(world_set, run_path if scenes is None else None)
         try:
@@ -456,6 +464,7 @@ def save_results(run_path, res, ep, traj, cfg, eval_seed, records):
             "yaws": traj["yaws"],
             "goals": traj["goals"],
             **{k: ep[k].astype(EPISODE_RECORD[k]) for k in SCORED_KEYS + ("world",)},
+            **{k: ep[k].astype(np.float32) for k in COVERAGE_KEYS if k in ep},  # explore's
         },
         {
             "kind": "eval_episodes",
@@ -500,9 +509,11 @@ def episodes_ram_estimate(cfg, episodes: int, overrides=None) -> int:
     return episodes * per_episode
 
 
-def episodes_spec(n_episodes, n_steps):
-    """What ``eval_episodes.npz`` must hold for ``n_episodes`` and ``n_steps`` logged positions."""
+def episodes_spec(n_episodes, n_steps, coverage=False):
+    """What ``eval_episodes.npz`` must hold for ``n_episodes`` and ``n_steps`` logged positions (``coverage``:
+    with an explore evaluation's coverages)."""
     return {
+        **{k: ((n_episodes,), np.float32) for k in COVERAGE_KEYS if coverage},
         "positions": ((n_steps, n_episodes, 3), np.float32),
         "yaws": ((n_steps, n_episodes), np.float32),
         "goals": ((n_episodes, 3), np.float32),
@@ -530,7 +541,7 @@ def load_episodes(run_path, world=None):
         and 0 < steps <= 1_000_000
     ):
         raise ck.CheckpointError(path, "meta.json has no valid episode/step counts")
-    eps = c.read_arrays(episodes_spec(n, steps))
+    eps = c.read_arrays(episodes_spec(n, steps, coverage=set(COVERAGE_KEYS) <= set(c.array_names)))
     check_episodes(path, eps, world)
     return eps, c.meta
 
@@ -555,6 +566,7 @@ def check_episodes(path, eps, world=None):
         raise ck.CheckpointError(path, "member 'collisions' holds negative counts")
     if eps["spl"].size and (eps["spl"].min() < 0 or eps["spl"].max() > 1):
         raise ck.CheckpointError(path, "member 'spl' holds values outside [0, 1]")
+    check_coverages(path, eps, ck.CheckpointError)
     if np.abs(eps["yaws"]).max(initial=0) > 4.0:  # yaws are kept in [-pi, pi)
         raise ck.CheckpointError(path, "member 'yaws' holds angles outside [-pi, pi]")
     if eps["world"].size and eps["world"].min() < 0:
@@ -595,6 +607,8 @@ def episode_world(meta, world_index, resolution):
 
 
 def print_results(console, res):
+    if res.get("task") == "explore":
+        return print_coverage_results(console, res)
     from rich import box
     from rich.table import Table
 

@@ -471,6 +471,8 @@ class Trainer:
             before_learn=before_learn,
             memory=self.policy_memory,
         )
+        if cfg.task == "explore":  # the running episodes' coverage: a figure also for updates where none ended
+            ep["coverage_in_progress"] = self.env.coverage
         if self.ranks is not None:
             ep = self.ranks.episodes(ep)
         t2, c2 = time.perf_counter(), time.process_time()
@@ -503,6 +505,7 @@ class Trainer:
             "success_rate": mean(ep["success"]) if cfg.task == "pointgoal" else float("nan"),
             "spl_mean": mean(ep["spl"]) if cfg.task == "pointgoal" else float("nan"),
             "coverage_mean": mean(ep["coverage"]) if cfg.task == "explore" else float("nan"),
+            "coverage_in_progress_mean": mean(ep["coverage_in_progress"]) if cfg.task == "explore" else float("nan"),
             "collisions_mean": mean(ep["collisions"]),
             "reward_mean": ep["reward_mean"],
             "learning_rate": lr,

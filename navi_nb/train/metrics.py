@@ -35,6 +35,12 @@ COLUMNS = [
     ("success_rate", "charts", "fraction of those episodes that reached the goal (point-goal; NaN if none)"),
     ("spl_mean", "charts", "mean success weighted by path length (point-goal; NaN if none)"),
     ("coverage_mean", "charts", "mean fraction of reachable visit cells covered per episode (explore; NaN otherwise)"),
+    (
+        "coverage_in_progress_mean",
+        "charts",
+        "mean coverage so far of the episodes still running at the rollout's end (explore, also when none ended; "
+        "partway through, so below coverage_mean; NaN otherwise)",
+    ),
     ("collisions_mean", "charts", "mean contacts per finished episode (NaN if none)"),
     ("reward_mean", "charts", "mean reward per actor-step over the rollout"),
     ("policy_loss", "losses", "clipped surrogate loss (mean over the update's minibatches)"),
@@ -145,7 +151,8 @@ def _open_tensorboard(folder):
 
 def truncate_metrics(run_dir, update: int):
     """Keep only rows with ``update <= update`` (and drop a torn last line); columns under earlier names
-    (``RENAMED_COLUMNS``) are renamed, so that a resumed run's rows go on under one header."""
+    (``RENAMED_COLUMNS``) are renamed, and CSV rows written before a column existed get it as ``nan``, so that a
+    resumed run's rows go on under one header."""
     run_dir = Path(run_dir)
     csv_path, jsonl_path = run_dir / "metrics.csv", run_dir / "metrics.jsonl"
     if csv_path.exists():
@@ -164,7 +171,7 @@ def truncate_metrics(run_dir, update: int):
             if u > update:
                 break
             keep.append(line)
-        write_atomic(csv_path, "".join(keep).encode("utf-8"))
+        write_atomic(csv_path, "".join(under_current_header(keep)).encode("utf-8"))
     if jsonl_path.exists():
         keep = []
         for line in read_regular(jsonl_path, "metrics file").decode("utf-8").splitlines(keepends=True):
@@ -181,6 +188,16 @@ def truncate_metrics(run_dir, update: int):
                 line = json.dumps({RENAMED_COLUMNS.get(k, k): v for k, v in row.items()}) + "\n"
             keep.append(line)
         write_atomic(jsonl_path, "".join(keep).encode("utf-8"))
+
+
+def under_current_header(lines: list) -> list:
+    """CSV ``lines`` (header first) under ``COLUMN_NAMES``, a column the header lacks written ``nan``; lines
+    whose header holds a column unknown today are kept as they are."""
+    header = lines[0].rstrip("\r\n").split(",") if lines else COLUMN_NAMES
+    if header == COLUMN_NAMES or not set(header) <= set(COLUMN_NAMES):
+        return lines
+    rows = [dict(zip(header, line.rstrip("\r\n").split(","))) for line in lines[1:]]
+    return [",".join(COLUMN_NAMES) + "\n"] + [",".join(r.get(c, "nan") for c in COLUMN_NAMES) + "\n" for r in rows]
 
 
 def read_metrics_csv(path) -> list:

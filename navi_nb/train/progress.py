@@ -1,7 +1,8 @@
 """The live training display, laid out for an 80-column terminal first.
 
 Line one always shows the bar, the update count, the actor-steps, the rate and
-the time left; line two starts with the success rate and the mean return; the
+the time left; line two starts with the success rate (explore: the coverage of the episodes that ended and
+of those running) and the mean return; the
 losses, KL and entropy follow, whole fields moved to the next line where the
 terminal is narrow (no figure is ever cut).
 
@@ -41,9 +42,13 @@ def key_fields(row, total_updates, seconds_left) -> list[str]:
 
 
 def stat_fields(row, elapsed=None) -> list[str]:
-    """Success and return first, then the learning figures."""
+    """Success (explore: the coverage of the episodes ended and of those running) and return first, then the
+    learning figures."""
+    running = row.get("coverage_in_progress_mean", math.nan)  # finite for explore runs alone
     out = [
-        f"success {_fmt(row['success_rate'], '.0%')}",
+        f"coverage {_fmt(row['coverage_mean'], '.0%')} running {_fmt(running, '.0%')}"
+        if math.isfinite(running)
+        else f"success {_fmt(row['success_rate'], '.0%')}",
         f"return {_fmt(row['return_mean'])}",
         f"len {_fmt(row.get('length_mean'), '.0f')}",
         f"pg {_fmt(row['policy_loss'])}",

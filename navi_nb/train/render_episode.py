@@ -4,7 +4,8 @@
 evaluation (``RUN/eval_episodes.npz``, written by ``navi-nb eval``) into one
 PNG that reads without the docs:
 
-- a title (success or failure, steps, return, SPL, collisions);
+- a title (success or failure, steps, return, SPL, collisions; for the explore
+  task the coverage at the end and after half the steps instead of success and SPL);
 - the map: the world sliced at the actor's mean height, seen from above (+x
   right, -z up; free space light blue, solid dark grey, surfaces black), the
   path coloured by time (the ramp in the legend), the start (blue square), the
@@ -93,6 +94,7 @@ class EpisodeData:
     def __init__(self, run_path, episode):
         from navi_nb.env.config import EnvConfig
         from navi_nb.sense.sensor import Sensor
+        from navi_nb.train.coverage import COVERAGE_KEYS
         from navi_nb.train.evaluate import EPISODES_FILE, check_in_world, episode_world, load_episodes
         from navi_nb.train.runs import read_run_config
 
@@ -120,6 +122,8 @@ class EpisodeData:
         self.ret = float(eps["return"][episode])
         self.spl = float(eps["spl"][episode])
         self.collisions = int(eps["collisions"][episode])
+        # an explore evaluation's coverage after half the steps and at the end (evaluations before it: None)
+        self.coverage = {k: float(eps[k][episode]) for k in COVERAGE_KEYS} if COVERAGE_KEYS[0] in eps else None
         env = EnvConfig.from_kwargs(**cfg.env)
         self.max_distance = float(env.max_distance)
         self.success_radius = float(env.success_radius)
@@ -393,6 +397,9 @@ def _title(ep: EpisodeData):
     if not ep.has_goal:
         outcome = "explored"
     spl = f"SPL {ep.spl:.2f}   " if ep.has_goal else ""
+    if ep.coverage is not None and not ep.has_goal:  # what an explore episode scores, after half its steps and all
+        half, full = ep.length // 2, ep.coverage["coverage"]
+        outcome += f" {full:.0%} of the reachable cells (after {half} steps {ep.coverage['coverage_half']:.0%})"
     return (
         f"episode {ep.episode} of run {ep.run_path.name}: {outcome} in {ep.length} steps",
         f"return {ep.ret:.2f}   {spl}{ep.collisions} of {ep.length} steps touching a wall",
