@@ -41,7 +41,8 @@ from navi_nb.env.footprint import RAY_BYTES
 from navi_nb.env.geodesic import GoalFields
 from navi_nb.env.motion import clearance_distances, field_cube, move_actors, world_motion_params
 from navi_nb.env.observation import obs_layout, obs_size, write_tail
-from navi_nb.env.spawn import SpawnSampler, default_pool_dir, region_of_interest
+from navi_nb.env.pool_file import default_pool_dir
+from navi_nb.env.spawn import SpawnSampler, region_of_interest
 from navi_nb.env.tasks import (
     TASK_CODES,
     TERMS,
