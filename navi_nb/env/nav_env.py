@@ -251,6 +251,7 @@ class NavEnv:
             self._grids.append(grid)
             reachable.append(int(reach.sum()))
         self._spawner = self._spawners[0]
+        self.pool_notes = [f"world {world_set.names[w]}: {sp.note}" for w, sp in enumerate(self._spawners) if sp.note]
         self._grid = self._grids[0]
         self._fields = GoalFields(self._spawners, self.n_actors, cfg.needs_field(self.task))
         if self._fields.enabled and cfg.goal_distance == "geodesic":

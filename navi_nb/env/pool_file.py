@@ -1,7 +1,7 @@
 """The spawn pool's cache files: ``spawn/KEY.npz`` beside the world cache, one per world and setting.
 
-A file holds a pool that :class:`navi_nb.env.spawn.SpawnSampler` computed (its cells and which listed spawn
-points keep their clearance) and a digest of them keyed with the file's name; KEY
+A file holds a pool that :class:`navi_nb.env.spawn.SpawnSampler` computed (its cells, which listed spawn
+points stay, the counts of its note) and a digest of them keyed with the file's name; KEY
 (:func:`pool_cache_key`) hashes the world's content, the settings, the listed spawn points and the sources
 of the code that computes the pool.
 """
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-POOL_CACHE_VERSION = 2  # 2: files hold the digest of their arrays
+SPLIT_SHAPE = (3,)  # a pool file's ``split``: parts holding spawn points, their free cells, spawn points dropped
+POOL_CACHE_VERSION = 3  # 2: files hold the digest of their arrays; 3: one component, and the note's counts
 POOL_SOURCES = (
     "env/spawn.py",
     "env/pool_file.py",
@@ -55,27 +56,31 @@ def default_pool_dir() -> Path:
     return default_cache_dir().parent / "spawn"
 
 
-def pool_digest(name, reach, keep) -> np.ndarray:
+def pool_digest(name, reach, keep, split) -> np.ndarray:
     """(32,) uint8: the SHA-256 of a pool file's name (its :func:`pool_cache_key`, which hashes the world's
     content digest and the settings) and of its arrays' shapes and bytes."""
     reach = np.ascontiguousarray(reach, np.bool_)
     keep = np.ascontiguousarray(keep, np.bool_)
+    split = np.ascontiguousarray(split, np.int64)
     h = hashlib.sha256(b"navi-nb spawn pool\0" + str(name).encode() + b"\0")
-    h.update(json.dumps([reach.shape, keep.shape]).encode())
+    h.update(json.dumps([reach.shape, keep.shape, split.shape]).encode())
     h.update(reach.view(np.uint8))
     h.update(keep.view(np.uint8))
+    h.update(split.astype("<i8").tobytes())
     return np.frombuffer(h.digest(), np.uint8).copy()
 
 
 def read_pool(path, n_cells, n_points):
-    """``(reach, keep)`` from a pool file, or None when it is not to be trusted: missing or unreadable, not a
-    pool of these sizes, arrays that do not match the digest stored with them, or a pool of no cell. A path
-    that is not a regular file (a FIFO, say) is never opened.
+    """``(reach, keep, split)`` from a pool file (``split``: :attr:`SpawnSampler.split`'s counts), or None
+    when it is not to be trusted: missing or unreadable, not a pool of these sizes, arrays that do not match
+    the digest stored with them, or a pool of no cell. A path that is not a regular file (a FIFO, say) is
+    never opened.
 
     Why a digest rather than re-querying a sample of cells: the damage to catch includes one cell more or
-    less, which a sample of cells finds only by luck, while a digest of ``(reach, keep)`` finds every change
+    less, which a sample of cells finds only by luck, while a digest of the arrays finds every change
     to them. The digest is keyed with the file's name, the pool's :func:`pool_cache_key` (the world's content
     digest and the settings), so a good pool of another world or setting copied under this name fails too.
+    A file without ``split`` (written before the pool was one component) is not one of this version's.
     It cannot catch a wrong pool written with its own digest (the writer is this module). A pool of no cell
     is never read back: computing it again costs a grid, while trusting it would refuse the world for good.
     """
@@ -87,24 +92,26 @@ def read_pool(path, n_cells, n_points):
         # flag), struct.error, BadZipFile, zlib.error, EOFError, OSError; np.load raises ValueError and
         # KeyError (a missing member), and others may follow from other damage
         with open_regular(path, "spawn pool file") as fh, np.load(fh, allow_pickle=False) as f:
-            reach, keep, stored = f["reach"], f["keep"], f["digest"]
+            reach, keep, split, stored = f["reach"], f["keep"], f["split"], f["digest"]
     except Exception:  # the one boundary where damage of any kind means "compute it again"
         return None
-    if not all(isinstance(a, np.ndarray) for a in (reach, keep, stored)):  # a member not in .npy form is bytes
+    if not all(isinstance(a, np.ndarray) for a in (reach, keep, split, stored)):  # a member not in .npy form is bytes
         return None
     if reach.dtype != np.bool_ or keep.dtype != np.bool_ or reach.shape != (n_cells,) or keep.shape != (n_points,):
         return None
-    if stored.dtype != np.uint8 or stored.shape != (32,):
+    if stored.dtype != np.uint8 or stored.shape != (32,) or split.dtype != np.int64 or split.shape != SPLIT_SHAPE:
         return None
-    if not np.array_equal(stored, pool_digest(Path(path).stem, reach, keep)) or not reach.any():
+    if not np.array_equal(stored, pool_digest(Path(path).stem, reach, keep, split)) or not reach.any():
         return None
-    return reach, keep
+    return reach, keep, split
 
 
-def write_pool(path, reach, keep):
+def write_pool(path, reach, keep, split=None):
     """Write a pool file atomically (a temporary file renamed over the name), with the digest of its arrays
-    keyed with its name (:func:`pool_digest`); False when it cannot."""
+    keyed with its name (:func:`pool_digest`); False when it cannot. ``split``: the note's counts
+    (:meth:`SpawnSampler.split`), none (zeros) when not given."""
     path = Path(path)
+    split = np.zeros(SPLIT_SHAPE, np.int64) if split is None else np.asarray(split, np.int64).reshape(SPLIT_SHAPE)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
@@ -112,7 +119,8 @@ def write_pool(path, reach, keep):
         return False
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, reach=reach, keep=keep, digest=pool_digest(path.stem, reach, keep))
+            digest = pool_digest(path.stem, reach, keep, split)
+            np.savez_compressed(f, reach=reach, keep=keep, split=split, digest=digest)
         os.replace(tmp, path)
         return True
     except OSError:

@@ -6,13 +6,18 @@ world cube shrunk by the actor's radius): a cell is free when the world's
 distance at its centre (the point query the collision uses,
 ``navi_nb/world/query.py``) is at least ``radius + margin + cell / 2``, which makes
 the straight segment between two free neighbouring centres safe for the actor.
-The free cells 6-connected to the world's listed spawn points (or, when it
-lists none, the largest such component) form the *pool*: every spawn and goal
-lies near a pool centre, so goals are reachable from spawns.
+The *pool* is one 6-connected component of the free cells: of the components
+that hold the world's listed spawn points, the one with the most cells (ties
+to the one of the earliest listed point), or, when no listed point lies in a
+free cell, the largest component. Listed points in other components are
+dropped, and the world's :attr:`SpawnSampler.note` says so in one line (a
+world whose free space the grid's clearance splits: two closed rooms, or a
+coarse world whose doorways close). Every spawn and goal lies near a pool
+centre, so every goal is reachable from every spawn.
 
 Building the grid queries every cell centre (about 50,000 a house at 128, 8 to 9
-ms), so its result, the pool's cells and which listed spawn points keep their
-clearance, is kept in ``spawn/KEY.npz`` beside the world cache (``NAVI_NB_CACHE``
+ms), so its result, the pool's cells, which listed spawn points stay and the
+counts of the note, is kept in ``spawn/KEY.npz`` beside the world cache (``NAVI_NB_CACHE``
 moves it), KEY hashing the world's bytes, every setting the grid depends on and
 the sources of the code that computes it: a start over 200 houses reads 200
 small files instead of querying ten million points. Each file holds, beside
@@ -101,6 +106,23 @@ def _flood(free, seeds, label_out, value):
                 stack[top] = n
                 top += 1
     return count
+
+
+@njit(cache=True)
+def _seed_parts(free, seeds, labels):
+    """Flood each component of ``free`` that holds a seed, in the seeds' order: the component of the
+    ``k``-th seed to reach a new one gets label ``k + 1`` in labels (X*Y*Z,) int32 (zeros on entry).
+    Returns (parts,) int64, each part's cell count (a seed outside ``free`` starts none)."""
+    counts = np.zeros(seeds.shape[0], dtype=np.int64)
+    one = np.empty(1, dtype=np.int64)
+    n = 0
+    flat = free.ravel()
+    for s in seeds:
+        if flat[s] and labels[s] == 0:
+            one[0] = s
+            counts[n] = _flood(free, one, labels, n + 1)
+            n += 1
+    return counts[:n]
 
 
 @njit(cache=True)
@@ -445,15 +467,16 @@ class SpawnSampler:
         found = read_pool(cache, int(np.prod(dims)), sp.shape[0]) if cache is not None else None
         if found is None:
             centres = grid_centres(lo, dims, cell)
-            reach, keep = self._reachable_cells(centres, sp)
+            reach, keep, split = self._reachable_cells(centres, sp)
             if cache is not None and reach.any():  # a pool of no cell is refused below, and never read back
-                write_pool(cache, reach, keep)
+                write_pool(cache, reach, keep, split)
             self.pool = centres[reach]
         else:
-            reach, keep = found
+            reach, keep, split = found
             self.pool = cell_centres(lo, dims, cell, np.flatnonzero(reach))
         self.spawn_points = sp[keep].astype(np.float32)
         self.reach = np.ascontiguousarray(reach)  # (X*Y*Z,) bool: the pool's cells (path_lengths)
+        self.split = split  # (3,) int64: components holding listed spawn points, their cells, points dropped
         if self.pool.shape[0] == 0:
             raise EnvConfigError(
                 f"spawn: no free space with clearance {radius + margin + 0.5 * cell:.3g} m "
@@ -463,28 +486,29 @@ class SpawnSampler:
             self.mode = "free"
 
     def _reachable_cells(self, centres, sp):
-        """``(reach, keep)``: the pool's cells, flat (X*Y*Z,) bool, and which listed spawn points keep
-        the clearance (k,) bool."""
+        """``(reach, keep, split)``: the pool's cells, flat (X*Y*Z,) bool (one component: the largest that
+        holds listed spawn points, else the largest), which listed spawn points stay (k,) bool (those with
+        the clearance whose cell is in the pool) and :attr:`split`'s counts."""
         lo, dims, cell, distance_fn = self.lo, self.dims, self.cell, self.distance_fn
         dist = np.asarray(distance_fn(centres), dtype=np.float64)
         free = (dist >= self.radius + self.margin + 0.5 * cell).reshape(tuple(dims))
         keep = np.zeros(sp.shape[0], dtype=bool)
         if sp.shape[0]:
             keep = np.asarray(distance_fn(sp), dtype=np.float64) >= self.radius + self.margin
-        kept = sp[keep].astype(np.float32)
         label = np.zeros(int(np.prod(dims)), dtype=np.int32)
-        seeds = np.zeros(0, dtype=np.int64)
-        if kept.shape[0]:
-            c = np.floor((kept - lo) / cell).astype(np.int64)
-            inside = np.all((c >= 0) & (c < dims), axis=1)
-            c = c[inside]
-            seeds = (c[:, 0] * dims[1] + c[:, 1]) * dims[2] + c[:, 2]
-        if seeds.shape[0] and _flood(free, seeds, label, 1) > 0:
-            reach = label.astype(bool)
+        seeds = np.full(sp.shape[0], -1, dtype=np.int64)  # each listed point's cell (-1: dropped or outside)
+        c = np.floor((sp.astype(np.float32) - lo) / cell).astype(np.int64)  # the float32 points actors get
+        inside = keep & np.all((c >= 0) & (c < dims), axis=1)
+        seeds[inside] = (c[inside, 0] * dims[1] + c[inside, 1]) * dims[2] + c[inside, 2]
+        parts = _seed_parts(free, seeds[inside], label)
+        if parts.shape[0]:
+            reach = label == int(np.argmax(parts)) + 1  # the most cells; ties to the earliest listed point's
         else:
             labels, best = _largest_component(free)
             reach = (labels == best) & (best > 0)
-        return np.ascontiguousarray(reach.ravel()), keep
+        in_pool = inside & reach[np.maximum(seeds, 0)]
+        split = np.array([parts.shape[0], parts.sum(), np.sum(keep & ~in_pool)], np.int64)
+        return np.ascontiguousarray(reach.ravel()), in_pool, split
 
     def compile_kernels(self):
         """Compile (or load from Numba's cache) the grid's kernels, the flood fill and the clearance query,
@@ -493,8 +517,25 @@ class SpawnSampler:
         compiled for the run's worlds whose pools are not cached."""
         free = np.ones((1, 1, 1), dtype=bool)
         _flood(free, np.zeros(1, np.int64), np.zeros(1, np.int32), 1)
+        _seed_parts(free, np.zeros(1, np.int64), np.zeros(1, np.int32))
         _largest_component(free)
         self.distance_fn(self.pool[:1])
+
+    @property
+    def note(self):
+        """One line when the listed spawn points fall in several components of the free space (the pool
+        keeps one, :meth:`_reachable_cells`) or some with the clearance lie outside the pool, else None."""
+        parts, cells, dropped = (int(v) for v in self.split)
+        clearance = f"{self.radius + self.margin + 0.5 * self.cell:.3g} m"
+        if parts > 1:
+            return (
+                f"its free space at clearance {clearance} splits the spawn points over {parts} parts: the pool "
+                f"keeps the largest ({self.pool.shape[0]} of their {cells} cells of {self.cell:.3g} m) and drops "
+                f"the {dropped} spawn point(s) outside it"
+            )
+        if dropped:
+            return f"{dropped} spawn point(s) lie outside the pool's cells (clearance {clearance}) and are dropped"
+        return None
 
     @property
     def nbytes(self) -> int:

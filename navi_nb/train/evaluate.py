@@ -384,6 +384,8 @@ def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_ove
     world_set, split_of = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
     policy, origin = load_run_policy(run_path, cfg, source)  # a damaged policy is refused before any world is traced
     env = evaluation_env(world_set, cfg, episodes, eval_seed, overrides)
+    for line in env.pool_notes if console is not None else ():
+        console.print(line, style="dim", markup=False)  # a world whose spawn points the pool splits
     t0 = time.perf_counter()
     ep, traj = run_episodes(env, mean_action(policy), env.config.max_steps + 1)
     wall = time.perf_counter() - t0

@@ -79,6 +79,8 @@ class Trainer:
         self.world_set = world_set
         self.ranks = ranks  # a navi_nb.parallel.ranks.RankContext under MPI: this rank's blocks only
         self.env = make_env(world_set, cfg, ranks=ranks)
+        for line in self.env.pool_notes if console is not None and (ranks is None or ranks.is_root) else ():
+            console.print(line, style="dim", markup=False)  # a world whose spawn points the pool splits
         self.policy = make_policy(cfg, self.env.obs_dim, self.env.action_dim)
         self.ppo = PPO(self.policy, PPOConfig.of(cfg), seed=cfg.seed)  # owns the minibatch-shuffle generator
         self.slab = RolloutSlab(
