@@ -1,6 +1,7 @@
 """A world whose free space is split (two closed rooms; a house at resolution 32, whose grid closes its
 doorways): the spawn pool is one component, spawn points in the others are dropped and said so in one line,
-and every drawn goal is reachable from its spawn."""
+every drawn goal is reachable from its spawn, and a pair no path joins is unknown (NaN), never the straight
+line, in the path search, SPL, the step limit and evaluation's difficulty bins."""
 
 import functools
 
@@ -74,6 +75,58 @@ def test_two_closed_rooms_every_goal_is_reachable(draw):
         paths = np.asarray(env.shortest_paths)
         assert np.all(np.isfinite(paths))
         assert np.all(paths >= np.linalg.norm(goal - pos, axis=1) - 1e-9)
+
+
+def test_a_pair_no_path_joins_is_unknown_not_the_straight_line():
+    """Across the sealed wall, on a grid that pools both rooms: NaN. In one room: the straight line (in sight)."""
+    world, _scene = two_rooms()
+    sp = make(world, n=1)._spawner
+    free, centres = free_cells(sp)
+    s, g, h = [-2.0, 1.0, 0.0], [2.7, 1.0, 0.0], [-3.0, 1.0, 1.0]
+    length = spawn.path_lengths(free, sp.dims, sp.lo, sp.cell, np.array([s, s]), np.array([g, h]))
+    assert np.isnan(length[0])
+    np.testing.assert_allclose(length[1], np.linalg.norm(np.subtract(h, s)), rtol=1e-12)
+    assert np.isnan(sp.path_lengths(np.array([s]), np.array([g]))[0])  # its pool: the goal is in no pool cell
+
+
+def test_an_unknown_shortest_path_gets_the_full_step_limit_and_an_unknown_spl():
+    from navi_nb.env.tasks import step_limit
+
+    rule = (500, 100, 20.0)
+    assert step_limit(rule, np.nan) == 500  # not ceil(NaN) cast to an integer
+    assert step_limit(rule, 3.0) == 160
+    world, _scene = two_rooms()
+    env = make(world, n=2, max_steps=3)
+    env.reset(seed=0)
+    assert np.isfinite(env.shortest_paths).all()  # settled: the environment's own pairs always have one
+    env._start_dist[0] = np.nan  # as if an episode's shortest path were unknown
+    for _ in range(3):
+        _obs, _r, _te, _tr, info = env.step(np.zeros((2, 4), np.float32))
+    assert info["done"].all()
+    spl = np.asarray(info["episode"]["spl"])
+    assert np.isnan(spl[0]) and spl[1] == 0.0  # unknown, not 0 (a failure) nor a ratio to the straight line
+
+
+def test_evaluation_bins_and_spl_leave_an_unknown_shortest_path_out():
+    from navi_nb.train.evaluate import difficulty, summarize
+
+    ep = {
+        "success": np.array([1.0, 1.0, 0.0, 1.0]),
+        "spl": np.array([0.5, np.nan, 0.0, 1.0]),
+        "final_distance": np.array([0.1, 0.2, 3.0, 0.3]),
+        "return": np.zeros(4),
+        "length": np.ones(4),
+        "collisions": np.zeros(4),
+        "geodesic": np.array([3.0, np.nan, 5.0, 1.0]),
+        "ratio": np.array([1.2, np.nan, 1.05, 1.0]),
+    }
+    assert summarize(ep)["spl_mean"] == pytest.approx(0.5)  # (0.5 + 0.0 + 1.0) / 3: the unknown one left out
+    assert summarize(ep)["success_rate"] == 0.75  # success counts every episode
+    d = difficulty(ep)
+    assert d["unknown_shortest_path"] == 1
+    assert sum(g["episodes"] for g in d["geodesic_m"].values()) == 3
+    assert sum(g["episodes"] for g in d["ratio"].values()) == 3
+    assert d["ratio"]["1-1.1"]["episodes"] == 2  # not the unknown one "in sight"
 
 
 def test_a_pool_file_of_the_old_rule_is_never_read(own_cache):

@@ -575,7 +575,8 @@ class NavEnv:
             succ = self._success[rows]
             ep["success"][rows] = succ
             l = self._start_dist[rows]
-            ep["spl"][rows] = np.where(succ, l / np.maximum(np.maximum(self._path_len[rows], l), 1e-12), 0.0)
+            scored = succ | np.isnan(l)  # a success's SPL, or NaN where the shortest path is unknown
+            ep["spl"][rows] = np.where(scored, l / np.maximum(np.maximum(self._path_len[rows], l), 1e-12), 0.0)
             ep["coverage"][rows] = self._cells[rows] / np.maximum(1, self._reachable[self._world_index[rows]])
             ep["collisions"][rows] = self._collisions[rows]
             ep["world"][rows] = self._world_index[rows]  # the finished episode's world (before the reset)

@@ -351,8 +351,10 @@ def path_lengths(reach, dims, lo, cell, starts, goals):
     """Shortest path length (metres) from each start to its goal through the reachable cells.
 
     A* over the cells' 26 neighbours (:func:`_a_star`), then the cell path pulled taut
-    (:func:`_taut_length`). A pair whose start or goal is not in a reachable cell, or that no path
-    joins, gets the straight distance. Never below the straight distance.
+    (:func:`_taut_length`). Never below the straight distance. A pair whose start or goal is not in a
+    reachable cell, or that no path joins, gets NaN: its shortest path is unknown (the straight line
+    would cross walls). The environment draws neither: its spawns and goals lie in the pool's cells,
+    one component, which a path joins.
     """
     n_cells = dims[0] * dims[1] * dims[2]
     out = np.empty(starts.shape[0], np.float64)
@@ -380,11 +382,13 @@ def path_lengths(reach, dims, lo, cell, starts, goals):
         s_cell = _cell_at(dims, lo, cell, sx, sy, sz)
         g_cell = _cell_at(dims, lo, cell, gx, gy, gz)
         if s_cell < 0 or g_cell < 0 or not (reach[s_cell] and reach[g_cell]):
+            out[q] = np.nan
             continue
         if _segment_free(reach, dims, lo, cell, sx, sy, sz, gx, gy, gz):
             continue  # in sight: the straight line is the path
         outcome, heap = _search(dims, cell, s_cell, g_cell, search, heap)
         if outcome == NO_PATH:
+            out[q] = np.nan
             continue
         length = _taut_length(reach, dims, lo, cell, search[1], g_cell, start, goal, points)
         if length > straight:

@@ -502,7 +502,7 @@ class Trainer:
             "return_mean": mean(ep["return"]),
             "length_mean": mean(ep["length"]),
             "success_rate": mean(ep["success"]) if cfg.task == "pointgoal" else float("nan"),
-            "spl_mean": mean(ep["spl"]) if cfg.task == "pointgoal" else float("nan"),
+            "spl_mean": mean(ep["spl"][~np.isnan(ep["spl"])]) if cfg.task == "pointgoal" else float("nan"),
             "coverage_mean": mean(ep["coverage"]) if cfg.task == "explore" else float("nan"),
             "collisions_mean": mean(ep["collisions"]),
             "reward_mean": ep["reward_mean"],
