@@ -7,7 +7,7 @@ from conftest import compiled_scene
 
 import navi_nb.env.nav_env as nav_env
 import navi_nb.env.worlds as env_worlds
-from navi_nb.env import spawn
+from navi_nb.env import pool_file, spawn
 from navi_nb.env.nav_env import NavEnv
 from navi_nb.sense.sensor import Sensor
 
@@ -82,7 +82,7 @@ def test_another_setting_or_another_source_is_another_file(cache, queries, monke
     build()
     build(radius=0.25)
     assert len(list(cache.glob("*.npz"))) == 2
-    monkeypatch.setattr(spawn, "_sources_digest", "an edited source")
+    monkeypatch.setattr(pool_file, "_sources_digest", "an edited source")
     queries[0] = 0
     build()
     assert len(list(cache.glob("*.npz"))) == 3 and queries[0] > 1000
@@ -103,21 +103,21 @@ def test_a_damaged_or_foreign_file_is_computed_again_and_replaced(cache, queries
     }
     for why, data in bad_files.items():
         path.write_bytes(data)
-        assert spawn.read_pool(path, n_cells, n_points) is None, why
+        assert pool_file.read_pool(path, n_cells, n_points) is None, why
         queries[0] = 0
         env = build()
         assert queries[0] > 1000, why
         assert_same_pool(env._spawner, good._spawner)
-        assert spawn.read_pool(path, n_cells, n_points) is not None, why  # replaced by a good one
+        assert pool_file.read_pool(path, n_cells, n_points) is not None, why  # replaced by a good one
     # a readable pool of another grid's size
-    spawn.write_pool(path, np.ones(n_cells + 1, bool), np.ones(n_points, bool))
-    assert spawn.read_pool(path, n_cells, n_points) is None
+    pool_file.write_pool(path, np.ones(n_cells + 1, bool), np.ones(n_points, bool))
+    assert pool_file.read_pool(path, n_cells, n_points) is None
     env = build()
     assert_same_pool(env._spawner, good._spawner)
     # wrong dtype
     np.savez(path.with_suffix(".tmp.npz"), reach=np.zeros(n_cells, np.int8), keep=np.ones(n_points, bool))
     path.with_suffix(".tmp.npz").replace(path)
-    assert spawn.read_pool(path, n_cells, n_points) is None
+    assert pool_file.read_pool(path, n_cells, n_points) is None
 
 
 def test_a_cache_that_cannot_be_written_only_costs_time(tmp_path, monkeypatch, queries):
@@ -127,7 +127,7 @@ def test_a_cache_that_cannot_be_written_only_costs_time(tmp_path, monkeypatch, q
     env = build()
     assert queries[0] > 1000 and not (blocker / "spawn").exists()
     assert_same_pool(env._spawner, computed(env))
-    assert not spawn.write_pool(blocker / "spawn" / "x.npz", env._spawner.reach, np.ones(0, bool))
+    assert not pool_file.write_pool(blocker / "spawn" / "x.npz", env._spawner.reach, np.ones(0, bool))
 
 
 def test_a_cache_folder_without_the_world_hash_is_refused(tmp_path):
@@ -177,12 +177,12 @@ def test_every_zip_field_flip_is_a_silent_recompute_of_the_same_pool(cache, quer
             with pytest.raises(raised):
                 with np.load(path) as f:
                     f["reach"]
-            assert spawn.read_pool(path, n_cells, n_points) is None
+            assert pool_file.read_pool(path, n_cells, n_points) is None
         queries[0] = 0
         env = build()  # no traceback, no message: computed again (or read, where the flip is harmless)
         assert queries[0] > 1000 or raised is None
         assert_same_pool(env._spawner, good._spawner)
-        assert spawn.read_pool(path, n_cells, n_points) is not None
+        assert pool_file.read_pool(path, n_cells, n_points) is not None
     out = capfd.readouterr()
     assert out.out == "" and out.err == ""
 
@@ -200,14 +200,14 @@ def test_a_pool_with_wrong_cells_is_computed_again(cache, queries):
     for why, cells in wrong.items():
         np.savez_compressed(path.with_suffix(".tmp.npz"), reach=cells, keep=keep, digest=digest)  # the old digest
         path.with_suffix(".tmp.npz").replace(path)
-        assert spawn.read_pool(path, reach.size, keep.size) is None, why
+        assert pool_file.read_pool(path, reach.size, keep.size) is None, why
         queries[0] = 0
         env = build()
         assert queries[0] > 1000, why
         assert_same_pool(env._spawner, good._spawner)
     # a pool of no cell is never read back, even with its own digest: computed again, not "no free space"
-    spawn.write_pool(path, np.zeros_like(reach), keep)
-    assert spawn.read_pool(path, reach.size, keep.size) is None
+    pool_file.write_pool(path, np.zeros_like(reach), keep)
+    assert pool_file.read_pool(path, reach.size, keep.size) is None
     assert_same_pool(build()._spawner, good._spawner)
     # a good pool of another world (or setting) copied under this one's name
     build(radius=0.25)  # its pool file: the same grid, other cells
@@ -215,7 +215,7 @@ def test_a_pool_with_wrong_cells_is_computed_again(cache, queries):
     path.write_bytes(other_path.read_bytes())
     with np.load(path) as f:
         assert f["reach"].shape == reach.shape  # the same grid: only the digest's key tells them apart
-    assert spawn.read_pool(path, reach.size, keep.size) is None
+    assert pool_file.read_pool(path, reach.size, keep.size) is None
     assert_same_pool(build()._spawner, good._spawner)
 
 
@@ -256,7 +256,7 @@ def test_a_pool_member_that_is_no_npy_array_is_computed_again(cache, queries, me
     with np.load(path) as f:
         assert isinstance(f[member], bytes)
     n_points = np.asarray(good.world.spawn_points).reshape(-1, 3).shape[0]  # the listed points, kept or not
-    assert spawn.read_pool(path, good._spawner.reach.size, n_points) is None
+    assert pool_file.read_pool(path, good._spawner.reach.size, n_points) is None
     queries[0] = 0
     env = build()
     assert queries[0] > 1000

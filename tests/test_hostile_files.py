@@ -185,14 +185,14 @@ def test_a_gmdag_link_to_a_file_named_obj_is_read_as_a_world(tmp_path):
 
 
 def test_a_fifo_spawn_pool_file_is_treated_as_missing_and_replaced(tmp_path):
-    from navi_nb.env import spawn
+    from navi_nb.env import pool_file
 
     path = fifo(tmp_path / "pool.npz")
-    assert spawn.read_pool(path, 4, 2) is None  # never opened
+    assert pool_file.read_pool(path, 4, 2) is None  # never opened
     reach, keep = np.array([True, False, True, True]), np.array([True, False])
-    assert spawn.write_pool(path, reach, keep)  # what the sampler does after computing the pool
+    assert pool_file.write_pool(path, reach, keep)  # what the sampler does after computing the pool
     assert stat.S_ISREG(os.stat(path).st_mode)
-    got = spawn.read_pool(path, 4, 2)
+    got = pool_file.read_pool(path, 4, 2)
     assert got is not None and np.array_equal(got[0], reach) and np.array_equal(got[1], keep)
 
 

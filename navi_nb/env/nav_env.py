@@ -42,7 +42,7 @@ from navi_nb.env.footprint import RAY_BYTES
 from navi_nb.env.geodesic import GoalFields
 from navi_nb.env.motion import field_cube, move_actors, world_motion_params
 from navi_nb.env.observation import obs_layout, obs_size, write_tail
-from navi_nb.env.spawn import default_pool_dir
+from navi_nb.env.pool_file import default_pool_dir
 from navi_nb.env.state import RNG_NAMES, checked_state, copied_state, state_spec
 from navi_nb.env.tasks import (
     TASK_CODES,
@@ -169,6 +169,7 @@ class NavEnv:
             self._grids.append(grid)
             reachable.append(int(reach.sum()))
         self._spawner = self._spawners[0]
+        self.pool_notes = [f"world {world_set.names[w]}: {sp.note}" for w, sp in enumerate(self._spawners) if sp.note]
         self._grid = self._grids[0]
         self._fields = GoalFields(self._spawners, self.n_actors, cfg.needs_field(self.task))
         if self._fields.enabled and cfg.goal_distance == "geodesic":
@@ -479,7 +480,8 @@ class NavEnv:
             succ = self._success[rows]
             ep["success"][rows] = succ
             l = self._start_dist[rows]
-            ep["spl"][rows] = np.where(succ, l / np.maximum(np.maximum(self._path_len[rows], l), 1e-12), 0.0)
+            scored = succ | np.isnan(l)  # a success's SPL, or NaN where the shortest path is unknown
+            ep["spl"][rows] = np.where(scored, l / np.maximum(np.maximum(self._path_len[rows], l), 1e-12), 0.0)
             ep["coverage"][rows] = self._cells[rows] / np.maximum(1, self._reachable[self._world_index[rows]])
             ep["collisions"][rows] = self._collisions[rows]
             ep["world"][rows] = self._world_index[rows]  # the finished episode's world (before the reset)

@@ -6,13 +6,18 @@ world cube shrunk by the actor's radius): a cell is free when the world's
 distance at its centre (the point query the collision uses,
 ``navi_nb/world/query.py``) is at least ``radius + margin + cell / 2``, which makes
 the straight segment between two free neighbouring centres safe for the actor.
-The free cells 6-connected to the world's listed spawn points (or, when it
-lists none, the largest such component) form the *pool*: every spawn and goal
-lies near a pool centre, so goals are reachable from spawns.
+The *pool* is one 6-connected component of the free cells: of the components
+that hold the world's listed spawn points, the one with the most cells (ties
+to the one of the earliest listed point), or, when no listed point lies in a
+free cell, the largest component. Listed points in other components are
+dropped, and the world's :attr:`SpawnSampler.note` says so in one line (a
+world whose free space the grid's clearance splits: two closed rooms, or a
+coarse world whose doorways close). Every spawn and goal lies near a pool
+centre, so every goal is reachable from every spawn.
 
 Building the grid queries every cell centre (about 50,000 a house at 128, 8 to 9
-ms), so its result, the pool's cells and which listed spawn points keep their
-clearance, is kept in ``spawn/KEY.npz`` beside the world cache (``NAVI_NB_CACHE``
+ms), so its result, the pool's cells, which listed spawn points stay and the
+counts of the note, is kept in ``spawn/KEY.npz`` beside the world cache (``NAVI_NB_CACHE``
 moves it), KEY hashing the world's bytes, every setting the grid depends on and
 the sources of the code that computes it: a start over 200 houses reads 200
 small files instead of querying ten million points. Each file holds, beside
@@ -44,115 +49,16 @@ on thread counts or on the order of kernels.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 from numba import njit
 
 from navi_nb.env.config import EnvConfigError
+from navi_nb.env.pool_file import pool_cache_key, read_pool, write_pool
 
 GOAL_CANDIDATES = 64
 MAX_GRID_CELLS = 160  # per axis
-POOL_CACHE_VERSION = 2  # 2: files hold the digest of their arrays
-POOL_SOURCES = ("env/spawn.py", "env/motion.py", "world/field.py", "world/layout.py", "world/world_set.py")
-"""The sources whose code decides a pool (the grid, the clearance query, the layout it reads): an edit to
-any of them starts new cache files."""
-_sources_digest = None
-
-
-def pool_cache_key(world_digest, cube_lo, cube_hi, roi_lo, roi_hi, radius, margin, cell, spawn_points) -> str:
-    """The name of a pool's cache file: a hash of the world's content (``world_digest``), the sampler's
-    settings (exact float bits), the listed spawn points and the sources that compute it."""
-    global _sources_digest
-    if _sources_digest is None:
-        from navi_nb.jit_cache import PACKAGE_DIR, sources_hash
-
-        _sources_digest = sources_hash([PACKAGE_DIR / name for name in POOL_SOURCES])
-    settings = np.concatenate(
-        [np.ravel(np.asarray(v, np.float64)) for v in (cube_lo, cube_hi, roi_lo, roi_hi, radius, margin, cell)]
-    )
-    h = hashlib.blake2b(digest_size=20)
-    h.update(json.dumps([POOL_CACHE_VERSION, _sources_digest, str(world_digest)]).encode())
-    h.update(json.dumps([float(x).hex() for x in settings]).encode())
-    h.update(np.ascontiguousarray(spawn_points, np.float64).reshape(-1, 3).tobytes())
-    return h.hexdigest()
-
-
-def default_pool_dir() -> Path:
-    """``spawn/`` beside the world cache's ``worlds/`` (``NAVI_NB_CACHE`` moves both)."""
-    from navi_nb.world.world_cache import default_cache_dir
-
-    return default_cache_dir().parent / "spawn"
-
-
-def pool_digest(name, reach, keep) -> np.ndarray:
-    """(32,) uint8: the SHA-256 of a pool file's name (its :func:`pool_cache_key`, which hashes the world's
-    content digest and the settings) and of its arrays' shapes and bytes."""
-    reach = np.ascontiguousarray(reach, np.bool_)
-    keep = np.ascontiguousarray(keep, np.bool_)
-    h = hashlib.sha256(b"navi-nb spawn pool\0" + str(name).encode() + b"\0")
-    h.update(json.dumps([reach.shape, keep.shape]).encode())
-    h.update(reach.view(np.uint8))
-    h.update(keep.view(np.uint8))
-    return np.frombuffer(h.digest(), np.uint8).copy()
-
-
-def read_pool(path, n_cells, n_points):
-    """``(reach, keep)`` from a pool file, or None when it is not to be trusted: missing or unreadable, not a
-    pool of these sizes, arrays that do not match the digest stored with them, or a pool of no cell. A path
-    that is not a regular file (a FIFO, say) is never opened.
-
-    Why a digest rather than re-querying a sample of cells: the damage to catch includes one cell more or
-    less, which a sample of cells finds only by luck, while a digest of ``(reach, keep)`` finds every change
-    to them. The digest is keyed with the file's name, the pool's :func:`pool_cache_key` (the world's content
-    digest and the settings), so a good pool of another world or setting copied under this name fails too.
-    It cannot catch a wrong pool written with its own digest (the writer is this module). A pool of no cell
-    is never read back: computing it again costs a grid, while trusting it would refuse the world for good.
-    """
-    from navi_nb.files import open_regular
-
-    try:
-        # every failure of the zip and npz layers is "not to be trusted", never an error: zipfile raises
-        # NotImplementedError (a compression method or zip version flipped), RuntimeError (the encryption
-        # flag), struct.error, BadZipFile, zlib.error, EOFError, OSError; np.load raises ValueError and
-        # KeyError (a missing member), and others may follow from other damage
-        with open_regular(path, "spawn pool file") as fh, np.load(fh, allow_pickle=False) as f:
-            reach, keep, stored = f["reach"], f["keep"], f["digest"]
-    except Exception:  # the one boundary where damage of any kind means "compute it again"
-        return None
-    if not all(isinstance(a, np.ndarray) for a in (reach, keep, stored)):  # a member not in .npy form is bytes
-        return None
-    if reach.dtype != np.bool_ or keep.dtype != np.bool_ or reach.shape != (n_cells,) or keep.shape != (n_points,):
-        return None
-    if stored.dtype != np.uint8 or stored.shape != (32,):
-        return None
-    if not np.array_equal(stored, pool_digest(Path(path).stem, reach, keep)) or not reach.any():
-        return None
-    return reach, keep
-
-
-def write_pool(path, reach, keep):
-    """Write a pool file atomically (a temporary file renamed over the name), with the digest of its arrays
-    keyed with its name (:func:`pool_digest`); False when it cannot."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    except OSError:
-        return False
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, reach=reach, keep=keep, digest=pool_digest(path.stem, reach, keep))
-        os.replace(tmp, path)
-        return True
-    except OSError:
-        return False
-    finally:
-        Path(tmp).unlink(missing_ok=True)
 
 
 @njit(cache=True)
@@ -200,6 +106,23 @@ def _flood(free, seeds, label_out, value):
                 stack[top] = n
                 top += 1
     return count
+
+
+@njit(cache=True)
+def _seed_parts(free, seeds, labels):
+    """Flood each component of ``free`` that holds a seed, in the seeds' order: the component of the
+    ``k``-th seed to reach a new one gets label ``k + 1`` in labels (X*Y*Z,) int32 (zeros on entry).
+    Returns (parts,) int64, each part's cell count (a seed outside ``free`` starts none)."""
+    counts = np.zeros(seeds.shape[0], dtype=np.int64)
+    one = np.empty(1, dtype=np.int64)
+    n = 0
+    flat = free.ravel()
+    for s in seeds:
+        if flat[s] and labels[s] == 0:
+            one[0] = s
+            counts[n] = _flood(free, one, labels, n + 1)
+            n += 1
+    return counts[:n]
 
 
 @njit(cache=True)
@@ -428,8 +351,10 @@ def path_lengths(reach, dims, lo, cell, starts, goals):
     """Shortest path length (metres) from each start to its goal through the reachable cells.
 
     A* over the cells' 26 neighbours (:func:`_a_star`), then the cell path pulled taut
-    (:func:`_taut_length`). A pair whose start or goal is not in a reachable cell, or that no path
-    joins, gets the straight distance. Never below the straight distance.
+    (:func:`_taut_length`). Never below the straight distance. A pair whose start or goal is not in a
+    reachable cell, or that no path joins, gets NaN: its shortest path is unknown (the straight line
+    would cross walls). The environment draws neither: its spawns and goals lie in the pool's cells,
+    one component, which a path joins.
     """
     n_cells = dims[0] * dims[1] * dims[2]
     out = np.empty(starts.shape[0], np.float64)
@@ -457,11 +382,13 @@ def path_lengths(reach, dims, lo, cell, starts, goals):
         s_cell = _cell_at(dims, lo, cell, sx, sy, sz)
         g_cell = _cell_at(dims, lo, cell, gx, gy, gz)
         if s_cell < 0 or g_cell < 0 or not (reach[s_cell] and reach[g_cell]):
+            out[q] = np.nan
             continue
         if _segment_free(reach, dims, lo, cell, sx, sy, sz, gx, gy, gz):
             continue  # in sight: the straight line is the path
         outcome, heap = _search(dims, cell, s_cell, g_cell, search, heap)
         if outcome == NO_PATH:
+            out[q] = np.nan
             continue
         length = _taut_length(reach, dims, lo, cell, search[1], g_cell, start, goal, points)
         if length > straight:
@@ -544,15 +471,16 @@ class SpawnSampler:
         found = read_pool(cache, int(np.prod(dims)), sp.shape[0]) if cache is not None else None
         if found is None:
             centres = grid_centres(lo, dims, cell)
-            reach, keep = self._reachable_cells(centres, sp)
+            reach, keep, split = self._reachable_cells(centres, sp)
             if cache is not None and reach.any():  # a pool of no cell is refused below, and never read back
-                write_pool(cache, reach, keep)
+                write_pool(cache, reach, keep, split)
             self.pool = centres[reach]
         else:
-            reach, keep = found
+            reach, keep, split = found
             self.pool = cell_centres(lo, dims, cell, np.flatnonzero(reach))
         self.spawn_points = sp[keep].astype(np.float32)
         self.reach = np.ascontiguousarray(reach)  # (X*Y*Z,) bool: the pool's cells (path_lengths)
+        self.split = split  # (3,) int64: components holding listed spawn points, their cells, points dropped
         if self.pool.shape[0] == 0:
             raise EnvConfigError(
                 f"spawn: no free space with clearance {radius + margin + 0.5 * cell:.3g} m "
@@ -562,28 +490,29 @@ class SpawnSampler:
             self.mode = "free"
 
     def _reachable_cells(self, centres, sp):
-        """``(reach, keep)``: the pool's cells, flat (X*Y*Z,) bool, and which listed spawn points keep
-        the clearance (k,) bool."""
+        """``(reach, keep, split)``: the pool's cells, flat (X*Y*Z,) bool (one component: the largest that
+        holds listed spawn points, else the largest), which listed spawn points stay (k,) bool (those with
+        the clearance whose cell is in the pool) and :attr:`split`'s counts."""
         lo, dims, cell, distance_fn = self.lo, self.dims, self.cell, self.distance_fn
         dist = np.asarray(distance_fn(centres), dtype=np.float64)
         free = (dist >= self.radius + self.margin + 0.5 * cell).reshape(tuple(dims))
         keep = np.zeros(sp.shape[0], dtype=bool)
         if sp.shape[0]:
             keep = np.asarray(distance_fn(sp), dtype=np.float64) >= self.radius + self.margin
-        kept = sp[keep].astype(np.float32)
         label = np.zeros(int(np.prod(dims)), dtype=np.int32)
-        seeds = np.zeros(0, dtype=np.int64)
-        if kept.shape[0]:
-            c = np.floor((kept - lo) / cell).astype(np.int64)
-            inside = np.all((c >= 0) & (c < dims), axis=1)
-            c = c[inside]
-            seeds = (c[:, 0] * dims[1] + c[:, 1]) * dims[2] + c[:, 2]
-        if seeds.shape[0] and _flood(free, seeds, label, 1) > 0:
-            reach = label.astype(bool)
+        seeds = np.full(sp.shape[0], -1, dtype=np.int64)  # each listed point's cell (-1: dropped or outside)
+        c = np.floor((sp.astype(np.float32) - lo) / cell).astype(np.int64)  # the float32 points actors get
+        inside = keep & np.all((c >= 0) & (c < dims), axis=1)
+        seeds[inside] = (c[inside, 0] * dims[1] + c[inside, 1]) * dims[2] + c[inside, 2]
+        parts = _seed_parts(free, seeds[inside], label)
+        if parts.shape[0]:
+            reach = label == int(np.argmax(parts)) + 1  # the most cells; ties to the earliest listed point's
         else:
             labels, best = _largest_component(free)
             reach = (labels == best) & (best > 0)
-        return np.ascontiguousarray(reach.ravel()), keep
+        in_pool = inside & reach[np.maximum(seeds, 0)]
+        split = np.array([parts.shape[0], parts.sum(), np.sum(keep & ~in_pool)], np.int64)
+        return np.ascontiguousarray(reach.ravel()), in_pool, split
 
     def compile_kernels(self):
         """Compile (or load from Numba's cache) the grid's kernels, the flood fill and the clearance query,
@@ -592,8 +521,25 @@ class SpawnSampler:
         compiled for the run's worlds whose pools are not cached."""
         free = np.ones((1, 1, 1), dtype=bool)
         _flood(free, np.zeros(1, np.int64), np.zeros(1, np.int32), 1)
+        _seed_parts(free, np.zeros(1, np.int64), np.zeros(1, np.int32))
         _largest_component(free)
         self.distance_fn(self.pool[:1])
+
+    @property
+    def note(self):
+        """One line when the listed spawn points fall in several components of the free space (the pool
+        keeps one, :meth:`_reachable_cells`) or some with the clearance lie outside the pool, else None."""
+        parts, cells, dropped = (int(v) for v in self.split)
+        clearance = f"{self.radius + self.margin + 0.5 * self.cell:.3g} m"
+        if parts > 1:
+            return (
+                f"its free space at clearance {clearance} splits the spawn points over {parts} parts: the pool "
+                f"keeps the largest ({self.pool.shape[0]} of their {cells} cells of {self.cell:.3g} m) and drops "
+                f"the {dropped} spawn point(s) outside it"
+            )
+        if dropped:
+            return f"{dropped} spawn point(s) lie outside the pool's cells (clearance {clearance}) and are dropped"
+        return None
 
     @property
     def nbytes(self) -> int:

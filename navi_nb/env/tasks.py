@@ -104,10 +104,11 @@ def score_rules(coefs, cfg) -> tuple:
 @njit(inline="always", cache=True)
 def step_limit(step_rule, length):
     """An episode's step limit under ``step_rule = (max_steps, base, per_metre)``: max_steps when per_metre
-    is 0, else ``min(max_steps, ceil(base + per_metre * length))``, length (metres, float64) the episode's
-    shortest path from spawn to goal. Computed in float64, so no value overflows before the cap."""
+    is 0 or the length unknown (NaN), else ``min(max_steps, ceil(base + per_metre * length))``, length (metres,
+    float64) the episode's shortest path from spawn to goal. Computed in float64, so no value overflows before
+    the cap."""
     max_steps, base, per_metre = step_rule
-    if per_metre <= 0.0:
+    if per_metre <= 0.0 or np.isnan(length):
         return max_steps
     v = math.ceil(np.float64(base) + per_metre * length)
     return max_steps if v >= max_steps else v

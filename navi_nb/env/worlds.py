@@ -73,7 +73,7 @@ def contact_margin(cfg: EnvConfig, voxel: float) -> float:
 
 def world_spawner(world_set, w, cfg: EnvConfig, voxel, margin, pool_dir) -> SpawnSampler:
     """World ``w``'s spawn sampler as every environment over ``world_set`` builds it: its pool read from the
-    pool cache in ``pool_dir`` (``spawn.default_pool_dir()``), or computed and written there."""
+    pool cache in ``pool_dir`` (``pool_file.default_pool_dir()``), or computed and written there."""
     wd = world_set.worlds[w]
     cube_lo, cube_hi = field_cube(wd)
     roi = region_of_interest(wd)

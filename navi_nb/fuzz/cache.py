@@ -83,7 +83,7 @@ def load_from_caches(items, resolution, env_cfg) -> dict:
     """The set ``items`` loaded from the caches under ``$NAVI_NB_CACHE`` as a run loads it (building what is
     missing or damaged): ``{"worlds": [world_digest, ...], "pools": [(reach, spawn_points, pool), ...],
     "layout": the packed arrays, "pool_files": [...], "layout_file": ...}``."""
-    from navi_nb.env.spawn import default_pool_dir
+    from navi_nb.env.pool_file import default_pool_dir
     from navi_nb.env.worlds import contact_margin, world_spawner, world_voxel
     from navi_nb.train.runs import load_scene_set
     from navi_nb.world.gmdag import world_digest

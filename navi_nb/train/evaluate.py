@@ -102,7 +102,8 @@ def summarize(ep, rows=None):
     }
     for k in ("spl", "final_distance"):
         v = ep[k][sel]
-        out[k + "_mean"] = float(v.mean()) if n else float("nan")
+        v = v[~np.isnan(v)] if k == "spl" else v  # SPL over the episodes whose shortest path is known
+        out[k + "_mean"] = float(v.mean()) if v.size else float("nan")
         out[k + "_mean_ci95"] = bootstrap_interval(v)
     for k in ("return", "length", "collisions"):
         out[k + "_mean"] = float(ep[k][sel].mean()) if n else float("nan")
@@ -115,10 +116,12 @@ def bin_label(lo, hi) -> str:
 
 def difficulty(ep) -> dict:
     """``summarize`` per difficulty bin: by the shortest path (``DISTANCE_BINS``, metres) and by the detour
-    ratio (``RATIO_BINS``); bins without episodes are left out. Empty without the per-episode geodesic."""
+    ratio (``RATIO_BINS``); bins without episodes are left out. An episode whose shortest path is unknown
+    (NaN: no path joins its spawn and goal) is in no bin, and ``unknown_shortest_path`` counts them. Empty
+    without the per-episode geodesic."""
     if "geodesic" not in ep:
         return {}
-    out = {}
+    out = {"unknown_shortest_path": int(np.isnan(ep["geodesic"]).sum())}
     for key, column, bins in (("geodesic_m", "geodesic", DISTANCE_BINS), ("ratio", "ratio", RATIO_BINS)):
         v = ep[column]
         groups = {}
@@ -405,6 +408,8 @@ def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_ove
     world_set, split_of = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
     policy, origin = load_run_policy(run_path, cfg, source)  # a damaged policy is refused before any world is traced
     env = evaluation_env(world_set, cfg, episodes, eval_seed, overrides)
+    for line in env.pool_notes if console is not None else ():
+        console.print(line, style="dim", markup=False)  # a world whose spawn points the pool splits
     t0 = time.perf_counter()
     ep, traj = run_episodes(env, mean_action(policy), env.config.max_steps + 1)
     wall = time.perf_counter() - t0
@@ -525,8 +530,8 @@ def load_episodes(run_path, world=None):
     """The saved trajectories of the last evaluation (checked like any checkpoint).
 
     Beyond the checkpoint reader's checks (members, shapes, sizes, CRCs), the
-    values are checked: finite, lengths within the logged steps, counters not
-    negative, SPL in [0, 1], and, when ``world`` is given, every position and
+    values are checked: finite (SPL may be NaN: the shortest path unknown), lengths within the logged steps,
+    counters not negative, SPL in [0, 1], and, when ``world`` is given, every position and
     goal inside the world's cube (an evaluation in one world; ``check_in_world`` checks one episode).
     """
     path = Path(run_path) / EPISODES_FILE
@@ -550,7 +555,7 @@ def check_episodes(path, eps, world=None):
     """Raise CheckpointError unless the loaded episode arrays hold possible values."""
     steps = eps["positions"].shape[0]
     for name in ("positions", "yaws", "goals", "return", "spl"):
-        bad = ~np.isfinite(eps[name])
+        bad = ~np.isfinite(eps[name]) & ~((name == "spl") & np.isnan(eps[name]))  # NaN SPL: path unknown
         if bad.any():
             raise ck.CheckpointError(path, f"member {name!r} holds {int(bad.sum())} non-finite value(s)")
     if eps["success"].view(np.uint8).max(initial=0) > 1:
@@ -564,7 +569,7 @@ def check_episodes(path, eps, world=None):
         )
     if eps["collisions"].size and eps["collisions"].min() < 0:
         raise ck.CheckpointError(path, "member 'collisions' holds negative counts")
-    if eps["spl"].size and (eps["spl"].min() < 0 or eps["spl"].max() > 1):
+    if np.any(eps["spl"] < 0) or np.any(eps["spl"] > 1):
         raise ck.CheckpointError(path, "member 'spl' holds values outside [0, 1]")
     check_coverages(path, eps, ck.CheckpointError)
     if np.abs(eps["yaws"]).max(initial=0) > 4.0:  # yaws are kept in [-pi, pi)

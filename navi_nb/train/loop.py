@@ -80,6 +80,8 @@ class Trainer:
         self.world_set = world_set
         self.ranks = ranks  # a navi_nb.parallel.ranks.RankContext under MPI: this rank's blocks only
         self.env = make_env(world_set, cfg, ranks=ranks)
+        for line in self.env.pool_notes if console is not None and (ranks is None or ranks.is_root) else ():
+            console.print(line, style="dim", markup=False)  # a world whose spawn points the pool splits
         self.policy = make_policy(cfg, self.env.obs_dim, self.env.action_dim)
         self.ppo = PPO(self.policy, PPOConfig.of(cfg), seed=cfg.seed)  # owns the minibatch-shuffle generator
         self.slab = RolloutSlab(
@@ -503,7 +505,7 @@ class Trainer:
             "return_mean": mean(ep["return"]),
             "length_mean": mean(ep["length"]),
             "success_rate": mean(ep["success"]) if cfg.task == "pointgoal" else float("nan"),
-            "spl_mean": mean(ep["spl"]) if cfg.task == "pointgoal" else float("nan"),
+            "spl_mean": mean(ep["spl"][~np.isnan(ep["spl"])]) if cfg.task == "pointgoal" else float("nan"),
             "coverage_mean": mean(ep["coverage"]) if cfg.task == "explore" else float("nan"),
             "coverage_in_progress_mean": mean(ep["coverage_in_progress"]) if cfg.task == "explore" else float("nan"),
             "collisions_mean": mean(ep["collisions"]),
