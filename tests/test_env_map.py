@@ -213,7 +213,7 @@ def test_a_map_too_large_for_the_memory_is_refused_with_its_size():
     with pytest.raises(
         EnvConfigError,
         match=r"the map \(map_cell=0.05: 102,400 cells a grid, 1,000 actors\) would "
-        r"need about 195.3 MiB of memory, more than the 1.0 MiB available",
+        r"need about 195.3 MiB of RAM, more than the 1.0 MiB available",
     ):
         EpisodicMap(ws, Sensor(16, 8), cfg, 1000, available=2**20)
 
