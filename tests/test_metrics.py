@@ -143,3 +143,26 @@ def test_plot_metrics_draws_raw_and_smoothed_series_with_axes(tmp_path):
     assert dark[:, :60].sum() > 50 and dark[-48:, :].sum() > 100  # the y axis's labels and title; the x axis's
     small = plot_metrics(rows[:3], tmp_path / "s.png", width=320, height=160)
     assert np.asarray(Image.open(small)).shape[:2] == (160, 320)
+
+
+def test_plot_metrics_title_has_a_row_of_its_own_above_the_legend(tmp_path):
+    pytest.importorskip("PIL", reason="Pillow (the image extra) is not installed")
+    import numpy as np
+    from PIL import Image
+
+    from navi_nb.train.metrics import plot_metrics
+
+    rows = [dict(_row(u), global_step=4096 * u, success_rate=0.5, spl_mean=0.4) for u in range(1, 41)]
+
+    def ink_rows(path):  # the rows above the plot's frame that hold any dark pixel
+        rgb = np.asarray(Image.open(path).convert("RGB")).astype(int)
+        frame = int(np.argmax((rgb[:, 200] < 60).all(-1)))  # the frame's top edge, in a column the text misses
+        dark = (rgb[:frame] < 120).all(-1).any(1)
+        return frame, np.flatnonzero(dark)
+
+    frame_plain, ink_plain = ink_rows(plot_metrics(rows, tmp_path / "plain.png"))
+    frame_titled, ink_titled = ink_rows(plot_metrics(rows, tmp_path / "titled.png", title="a long title " * 4))
+    assert frame_titled > frame_plain  # the plot moves down to make room
+    legend_rows = set(ink_plain.tolist())
+    title_rows = set(ink_titled.tolist()) - {r + frame_titled - frame_plain for r in legend_rows}
+    assert title_rows and max(title_rows) < min(r + frame_titled - frame_plain for r in legend_rows)

@@ -284,7 +284,9 @@ def plot_metrics(rows, out, columns=("success_rate", "spl_mean"), width=720, hei
     font, small = _font(max(10, height // 26)), _font(max(9, height // 30))
     img = Image.new("RGB", (width, height), "white")
     dr = ImageDraw.Draw(img)
-    left, right, top, bottom = 62, width - 16, 36, height - 48
+    title_h = font.size + 10 if title else 0  # a title has a row of its own, above the legend's
+    left, right, top, bottom = 62, width - 16, 36 + title_h, height - 48
+    legend_y = title_h + 18
     xs = [float(r["global_step"]) for r in rows]
     x_max = max(xs) if xs and max(xs) > 0 else 1.0
     window = smoothing_window(len(rows))
@@ -316,7 +318,8 @@ def plot_metrics(rows, out, columns=("success_rate", "spl_mean"), width=720, hei
     ImageDraw.Draw(label).text((2, 2), y_title, fill=(0, 0, 0), font=font)
     label = label.rotate(90, expand=True)
     img.paste(label, (4, int((top + bottom - label.height) / 2)))
-    dr.text((left, top / 2), title, fill=(0, 0, 0), font=font, anchor="lm")
+    if title:
+        dr.text((left, title_h / 2 + 4), title, fill=(0, 0, 0), font=font, anchor="lm")
 
     # legend, right-aligned above the plot: each column, then how its lines are drawn
     grey = (90, 90, 90)
@@ -325,8 +328,8 @@ def plot_metrics(rows, out, columns=("success_rate", "spl_mean"), width=720, hei
     legend_x = right
     for name, col, w in reversed(entries):
         legend_x -= dr.textlength(name, font=small) + 36
-        dr.line([legend_x, top / 2, legend_x + 22, top / 2], fill=col, width=w)
-        dr.text((legend_x + 27, top / 2), name, fill=(0, 0, 0), font=small, anchor="lm")
+        dr.line([legend_x, legend_y, legend_x + 22, legend_y], fill=col, width=w)
+        dr.text((legend_x + 27, legend_y), name, fill=(0, 0, 0), font=small, anchor="lm")
     for i, c in enumerate(columns):
         col = SERIES_COLOURS[i % len(SERIES_COLOURS)]
         _polyline(dr, [px(x, v) for x, v in zip(xs, raw[c])], _faint(col), 1)
