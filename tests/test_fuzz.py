@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from navi_nb.errors import NaviError
-from navi_nb.fuzz import cache, checkpoint, gmdag, mesh, runner
+from navi_nb.fuzz import cache, checkpoint, gmdag, mesh, runfolder, runner
 from navi_nb.fuzz.cases import Case, Target
 from navi_nb.fuzz.outcomes import FAILURES, OUTCOMES, NonFinite, classify
 
@@ -195,6 +195,11 @@ def _patch_reader(name, monkeypatch, exc):
         bases = cache.cache_bases()
         monkeypatch.setattr(cache, "load_from_caches", _raiser(exc, bases.clean))
         return bases
+    if name == "run-folder":  # the command raises or warns; its result then is the clean one
+        bases = runfolder.run_folder_bases()
+        monkeypatch.setattr(runfolder, "run_command", _raiser(exc))
+        monkeypatch.setattr(runfolder, "result_of", lambda command, run, out: bases.clean[command])
+        return bases
     stub = _StubFuzzer()
     monkeypatch.setattr(stub, "load_bytes", _raiser(exc, {}))
     return stub
@@ -203,9 +208,10 @@ def _patch_reader(name, monkeypatch, exc):
 def test_every_target_has_its_cases_classified_by_the_one_classifier(tmp_path, monkeypatch):
     """The same fault in any target's reader is the same outcome, and the one ``classify`` gives it; but for
     the cache target a one-line refusal is ``refused`` (its cache is writable: a damaged file is rebuilt), and
-    for the gmdag target one that does not name the case's input is a ``traceback`` (``Unnamed``)."""
-    assert set(runner.TARGETS) == {"gmdag", "mesh", "checkpoint", "cache"}
-    for module in (gmdag, mesh, checkpoint, cache, runner):  # one vocabulary: no target keeps its own
+    for the gmdag and run-folder targets one that does not name the case's input is a ``traceback``
+    (``Unnamed``)."""
+    assert set(runner.TARGETS) == {"gmdag", "mesh", "checkpoint", "cache", "run-folder"}
+    for module in (gmdag, mesh, checkpoint, cache, runfolder, runner):  # one vocabulary: no target keeps its own
         assert not hasattr(module, "OUTCOMES") and not hasattr(module, "FAILURES"), module.__name__
     assert set(FAILURES) < set(OUTCOMES)
     for what, (exc, expected) in FAULTS.items():
@@ -215,7 +221,7 @@ def test_every_target_has_its_cases_classified_by_the_one_classifier(tmp_path, m
                 bases = _patch_reader(name, m, exc)
                 outcome, _mutator, _mode, detail = runner.run_case(name, bases, 0, 1, str(tmp_path))
             want = "refused" if name == "cache" and expected == "rejected" else expected
-            if name == "gmdag" and expected == "rejected":
+            if name in ("gmdag", "run-folder") and expected == "rejected":
                 assert outcome == "traceback" and detail.startswith("a rejection not naming "), detail
                 continue
             assert outcome == want, (name, what, outcome, detail)
