@@ -27,7 +27,6 @@ The command runs on a fresh copy of the base as ``navi-nb`` runs it. Then:
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import importlib
@@ -35,7 +34,6 @@ import io
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +41,7 @@ import numpy as np
 
 from navi_nb.fuzz import checkpoint
 from navi_nb.fuzz.cache import cache_folder
-from navi_nb.fuzz.cases import Case, Target
+from navi_nb.fuzz.cases import Case, Target, bases_once
 from navi_nb.fuzz.outcomes import Unnamed, WrongAnswer
 
 CUT = "checkpoints/ckpt_00000002.npz"  # the base run's newest checkpoint, removed: resume trains it again
@@ -167,11 +165,7 @@ _BASES = {}  # the process's RunFolderBases, made once
 
 def run_folder_bases() -> RunFolderBases:
     """The process's base run (built the first time, in a temporary folder removed when the process ends)."""
-    if "bases" not in _BASES:
-        root = tempfile.mkdtemp(prefix="navi_nb_fuzz_run_folder_")
-        atexit.register(shutil.rmtree, root, True)
-        _BASES["bases"] = build_bases(root)
-    return _BASES["bases"]
+    return bases_once(_BASES, "navi_nb_fuzz_run_folder_", build_bases)
 
 
 def fresh_copy(bases, where: Path):
