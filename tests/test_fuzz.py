@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from navi_nb.errors import NaviError
-from navi_nb.fuzz import cache, checkpoint, gmdag, mesh, runner
+from navi_nb.fuzz import cache, checkpoint, gmdag, mesh, runfolder, runner
 from navi_nb.fuzz.cases import Case, Target
 from navi_nb.fuzz.outcomes import FAILURES, OUTCOMES, NonFinite, classify
 
@@ -195,6 +195,11 @@ def _patch_reader(name, monkeypatch, exc):
         bases = cache.cache_bases()
         monkeypatch.setattr(cache, "load_from_caches", _raiser(exc, bases.clean))
         return bases
+    if name == "run-folder":  # the command raises or warns; its result then is the clean one
+        bases = runfolder.run_folder_bases()
+        monkeypatch.setattr(runfolder, "run_command", _raiser(exc))
+        monkeypatch.setattr(runfolder, "result_of", lambda command, run, out: bases.clean[command])
+        return bases
     stub = _StubFuzzer()
     monkeypatch.setattr(stub, "load_bytes", _raiser(exc, {}))
     return stub
@@ -203,9 +208,10 @@ def _patch_reader(name, monkeypatch, exc):
 def test_every_target_has_its_cases_classified_by_the_one_classifier(tmp_path, monkeypatch):
     """The same fault in any target's reader is the same outcome, and the one ``classify`` gives it; but for
     the cache target a one-line refusal is ``refused`` (its cache is writable: a damaged file is rebuilt), and
-    for the gmdag target one that does not name the case's input is a ``traceback`` (``Unnamed``)."""
-    assert set(runner.TARGETS) == {"gmdag", "mesh", "checkpoint", "cache"}
-    for module in (gmdag, mesh, checkpoint, cache, runner):  # one vocabulary: no target keeps its own
+    for the gmdag and run-folder targets one that does not name the case's input is a ``traceback``
+    (``Unnamed``)."""
+    assert set(runner.TARGETS) == {"gmdag", "mesh", "checkpoint", "cache", "run-folder"}
+    for module in (gmdag, mesh, checkpoint, cache, runfolder, runner):  # one vocabulary: no target keeps its own
         assert not hasattr(module, "OUTCOMES") and not hasattr(module, "FAILURES"), module.__name__
     assert set(FAILURES) < set(OUTCOMES)
     for what, (exc, expected) in FAULTS.items():
@@ -215,7 +221,7 @@ def test_every_target_has_its_cases_classified_by_the_one_classifier(tmp_path, m
                 bases = _patch_reader(name, m, exc)
                 outcome, _mutator, _mode, detail = runner.run_case(name, bases, 0, 1, str(tmp_path))
             want = "refused" if name == "cache" and expected == "rejected" else expected
-            if name == "gmdag" and expected == "rejected":
+            if name in ("gmdag", "run-folder") and expected == "rejected":
                 assert outcome == "traceback" and detail.startswith("a rejection not naming "), detail
                 continue
             assert outcome == want, (name, what, outcome, detail)
@@ -241,6 +247,52 @@ def test_checkpoint_target_cycles_kinds_or_keeps_one():
         assert policy.label(4, i)[2:] == (checkpoint.case_mutator(4, "policy", i)[1], "policy")
     with pytest.raises(ValueError):
         checkpoint.checkpoint_target(kinds=("weights",))
+
+
+def test_checkpoint_target_mutates_a_recurrent_runs_memory(tmp_path, monkeypatch):
+    """The checkpoint target's run has a GRU memory, so its checkpoints hold ``memory.h`` and ``memory.start``;
+    ``memory_state`` damages them: a state within [-1, 1] and 8 float32 ulps loads, one ulp more, NaN or another
+    dtype or shape is one line; a reader that let such a state through would be a failure."""
+    from navi_nb.fuzz.checkpoint import MEMORY_SIZE, read_members, write_members
+
+    fuzzer = runner.TARGETS["checkpoint"].bases()
+    assert fuzzer._ctx["cfg"].memory_size == MEMORY_SIZE > 0
+    members = read_members(fuzzer.originals["checkpoint"])
+    names = [n for n, _ in members]
+    assert {"memory.h.npy", "memory.start.npy"} <= set(names)
+
+    def with_h(value):
+        h = np.full((fuzzer._ctx["cfg"].actors, MEMORY_SIZE), value, np.float32)
+        buf = __import__("io").BytesIO()
+        np.save(buf, h)
+        return write_members([(n, buf.getvalue() if n == "memory.h.npy" else b) for n, b in members])
+
+    ulp = 2.0**-23
+    loaded = fuzzer.load_bytes("checkpoint", with_h(np.float32(-(1 + 8 * ulp))))
+    assert np.all(loaded["memory.h"] == np.float32(-(1 + 8 * ulp)))
+    for bad in (np.float32(1 + 9 * ulp), 1.5, np.nan):
+        with pytest.raises(NaviError, match="memory state h"):
+            fuzzer.load_bytes("checkpoint", with_h(bad))
+    # the mutator's own cases: both ends, no failure, the rejections about the memory members
+    results = [
+        runner.run_case("checkpoint", fuzzer, 0, i, str(tmp_path))
+        for i in range(0, 9000, 3)
+        if checkpoint.checkpoint_label(0, i)[2] == "memory_state"
+    ][:60]
+    outcomes = [r[0] for r in results]
+    assert len(results) == 60 and "ok" in outcomes and "rejected" in outcomes, outcomes
+    assert not set(outcomes) & set(FAILURES), [r for r in results if r[0] in FAILURES][:3]
+    assert all("memory" in r[3] for r in results if r[0] == "rejected"), [r[3] for r in results][:5]
+    # a restore that checked nothing would show: the loaded state is one no GRU can hold
+    from navi_nb.learn.policy import PolicyMemory
+
+    def unchecked(self, state):
+        self.h[...] = np.asarray(state["h"], dtype=self.h.dtype)
+
+    monkeypatch.setattr(PolicyMemory, "set_state", unchecked)
+    case = checkpoint.Case(0, "memory_state", "checkpoint", with_h(1.5))
+    outcome, detail = classify(lambda: checkpoint.run_checkpoint_case(case, str(tmp_path), None, fuzzer))
+    assert outcome == "non-finite" and "memory.h" in detail, detail
 
 
 @pytest.mark.parametrize(

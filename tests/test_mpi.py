@@ -352,6 +352,41 @@ def test_ranks_with_different_configs_are_refused(tmp_path):
     assert out.returncode != 0 and "rank 1 was started with checkpoint_every 2, rank 0 with 1" in out.stderr
 
 
+@pytest.mark.parametrize(
+    "rank0, rank1, said",
+    [
+        (["--print-config"], [], "rank 1 was started with action 'a new run', rank 0 with '--print-config'"),
+        (["--resume", "RUN"], ["--name", "r"], "rank 1 was started with action 'a new run', rank 0 with '--resume'"),
+        (["--name", "a"], ["--name", "b"], "rank 1 was started with run folder"),
+    ],
+    ids=["print-config", "resume-or-new", "folders"],
+)
+def test_ranks_given_different_commands_are_refused_together(tmp_path, rank0, rank1, said):
+    """Ranks with one config but different commands (one prints the config, one resumes where the other starts
+    a new run, two folders) compare what they are about to do before any other collective: one line from
+    rank 0, exit 2, nothing written, instead of ranks waiting in different collectives until killed."""
+    runs = tmp_path / "runs"
+    base = [sys.executable, "-m", "navi_nb", *TINY, "--run-dir", str(runs)]
+    rank0 = [str(runs / "r") if a == "RUN" else a for a in rank0]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
+    if "--resume" in rank0:
+        base0 = [sys.executable, "-m", "navi_nb", "train", "--no-progress"]
+    else:
+        base0 = base
+    out = subprocess.run(
+        [MPIEXEC, "-n", "1", *base0, *rank0, ":", "-n", "1", *base, *rank1],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,  # the ranks used to wait for each other until killed
+    )
+    assert out.returncode == 2, (out.returncode, out.stderr[-3000:])
+    lines = [line for line in out.stderr.splitlines() if "rank" in line]
+    assert len(lines) == 1 and said in lines[0], out.stderr[-3000:]
+    assert "Traceback" not in out.stderr
+    assert not runs.exists() or not any(runs.iterdir())  # nothing written
+
+
 def test_ranks_that_load_different_worlds_are_refused(tmp_path):
     """Each rank with its own world cache, rank 1's holding another compile of the box (a valid entry whose
     sidecar names seed 1): the ranks compare world digests at start and stop with one line naming the world

@@ -96,6 +96,29 @@ def test_render_command(tmp_path):
     assert main(["render", str(path), "-o", str(out)]) == 2  # no spawn points and no pose
 
 
+def test_a_sensor_too_large_for_the_ram_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    """``render --sensor-az 65536 --sensor-el 65536`` (and the earlier ``--az/--el``) is refused before the
+    Sensor allocates its 4.3 billion rays' directions (a 32 GiB MemoryError before), naming the flags; the
+    estimate is the Sensor's own construction peak, and the Sensor refuses it by itself in any command."""
+    from navi_nb.cli import main
+    from navi_nb.sense.sensor import BUILD_BYTES_PER_RAY, SenseError, Sensor, sensor_ram_estimate
+
+    monkeypatch.setattr("navi_nb.ram.available_ram", lambda: 64 * 2**30)  # the same on a larger machine
+    out = tmp_path / "view.png"
+    for flags in (["--sensor-az", "65536", "--sensor-el", "65536"], ["--az", "65536", "--el", "65536"]):
+        assert main(["render", "box", "-o", str(out), *flags]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "--sensor-az 65536 --sensor-el 65536" in err, err
+        assert "would need about 192.00 GiB of RAM, more than the 64.00 GiB available" in err, err
+        assert not out.exists()
+    assert sensor_ram_estimate(1000, 100) == 100_000 * BUILD_BYTES_PER_RAY == 4_800_000
+    assert sensor_ram_estimate(1000, 100, actors=10) == 100_000 * (12 + 10 * 7)
+    monkeypatch.setattr("navi_nb.ram.available_ram", lambda: 4_000_000)  # the 1000 x 100 sensor no longer fits
+    with pytest.raises(SenseError, match=r"^Sensor: 1000 x 100 rays would need about 4\.6 MiB of RAM"):
+        Sensor(1000, 100)
+    assert Sensor(100, 100).n_rays == 10_000  # 480 kB fits
+
+
 # --------------------------------------------------------------------------
 # a trained run's episode: the picture and the animation
 # --------------------------------------------------------------------------

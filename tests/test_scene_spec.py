@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -252,3 +253,23 @@ def test_cli_spec_and_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "empty range 3-1" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "c").exists()
+
+
+def test_too_many_worlds_names_the_list_file_that_named_them(tmp_path):
+    """A list file of 200,001 one-seed lines is blamed as one source (not its first line, "house:0 (1 worlds)"),
+    a nested list file for its own lines, a range for itself; and the family with the most seeds is named."""
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("".join(f"house:{i}\n" for i in range(MAX_WORLDS + 1)))
+    with pytest.raises(SceneSpecError) as exc:
+        parse_spec(f"maze:0-9,@{seeds}")
+    assert str(exc.value) == (
+        f"scene spec names {MAX_WORLDS + 11:,} worlds, more than the limit of {MAX_WORLDS:,}; the most from list "
+        f"file {seeds} ({MAX_WORLDS + 1:,} worlds); the family with the most seeds is house ({MAX_WORLDS + 1:,})"
+    )
+    outer = tmp_path / "outer.txt"
+    outer.write_text(f"maze:0-5\n@{seeds}\n")
+    with pytest.raises(SceneSpecError, match=f"the most from list file {re.escape(str(seeds))} "):
+        parse_spec(f"@{outer}")
+    half = MAX_WORLDS // 2
+    with pytest.raises(SceneSpecError, match=rf"the most from item 'maze:0-{half}' \({half + 1:,} worlds\)"):
+        parse_spec(f"house:0-{half - 1},maze:0-{half},clutter:0-9")

@@ -5,6 +5,7 @@
     navi-nb fuzz --target checkpoint --cases 3000       # a tiny run's checkpoint, policy.npz, eval_episodes.npz
     navi-nb fuzz --target checkpoint --run RUN --kind policy   # that run's policy.npz only
     navi-nb fuzz --target cache --cases 100000 --jobs 2  # world cache entries, spawn pools, the layout file
+    navi-nb fuzz --target run-folder --cases 280         # links, FIFOs, folders in a run folder's places
     navi-nb fuzz --target gmdag --seed 0 --case 1234     # replay one case here, with its traceback
 
 Exit status (EXIT_STATUSES, printed by --help): 0 when no case failed; 1 when any case failed (with --case:
@@ -25,11 +26,12 @@ def add_arguments(parser) -> None:
     parser.epilog = EXIT_STATUSES
     parser.add_argument(
         "--target",
-        choices=("gmdag", "mesh", "checkpoint", "cache"),
+        choices=("gmdag", "mesh", "checkpoint", "cache", "run-folder"),
         default="gmdag",
-        help="what to fuzz: worlds, meshes, a run's checkpoint, policy.npz and eval_episodes.npz, or the caches a "
+        help="what to fuzz: worlds, meshes, a run's checkpoint, policy.npz and eval_episodes.npz, the caches a "
         "run loads its scene set from (world cache entries and sidecars, spawn pools, the layout file; in a "
-        "private temporary NAVI_NB_CACHE) (default gmdag)",
+        "private temporary NAVI_NB_CACHE), or a run folder's files and folders replaced by links, FIFOs and "
+        "folders under a resume, an evaluation and an episode's picture (default gmdag)",
     )
     parser.add_argument("--cases", type=int, default=10000, help="number of cases (default 10000)")
     parser.add_argument("--seed", type=int, default=0, help="seed: the same seed gives the same cases (default 0)")

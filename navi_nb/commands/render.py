@@ -95,7 +95,7 @@ def run(args) -> int:
 
     from navi_nb.errors import CliError
     from navi_nb.sense.render import parse_pose, pillow, render_view
-    from navi_nb.sense.sensor import Sensor
+    from navi_nb.sense.sensor import Sensor, check_sensor_ram
 
     console = Console()
     pillow()  # say which extra is missing before any long compile
@@ -116,6 +116,9 @@ def run(args) -> int:
         raise CliError(f"--max-distance must be finite and > 0, got {args.max_distance}")
     if args.size < 64 or args.size > 4096:
         raise CliError(f"--size must be in 64..4096, got {args.size}")
+    if args.sensor_az >= 1 and args.sensor_el >= 1:  # the Sensor refuses other counts itself, by name
+        what = f"--sensor-az {args.sensor_az} --sensor-el {args.sensor_el} ({args.sensor_az * args.sensor_el:,} rays)"
+        check_sensor_ram(args.sensor_az, args.sensor_el, what, actors=1)
     sensor = Sensor(args.sensor_az, args.sensor_el)
     pose = parse_pose(args.pose) if args.pose is not None else None
     world, label = _world(args)

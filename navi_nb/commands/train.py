@@ -146,10 +146,24 @@ def check_final_evaluation(cfg) -> None:
         check_ram(what, episodes_ram_estimate(cfg, cfg.eval_episodes))
 
 
+def start_plan(args, cfg) -> dict:
+    """What this call is about to do, which every MPI rank must be given alike: the action (a new run,
+    ``--resume`` or ``--print-config``) and the run folder (``cfg``: a new run's resolved config, None on
+    resume)."""
+    action = "--print-config" if args.print_config else ("--resume" if args.resume else "a new run")
+    if args.resume:
+        folder = os.path.normpath(args.resume)
+    elif cfg.name:
+        folder = os.path.normpath(os.path.join(cfg.run_dir, cfg.name))
+    else:
+        folder = f"a new folder in {os.path.normpath(cfg.run_dir)}"
+    return {"action": action, "run folder": folder}
+
+
 def _run(args) -> int:
     from rich.console import Console
 
-    from navi_nb.parallel.ranks import launched_by_mpi
+    from navi_nb.parallel.ranks import check_same_start, launched_by_mpi
     from navi_nb.train.loop import Trainer
     from navi_nb.train.report import print_config, print_summary
 
@@ -159,11 +173,13 @@ def _run(args) -> int:
 
         if world().Get_rank() != 0:
             console = Console(file=open(os.devnull, "w"))
-    if args.resume:
-        if args.config:
-            from navi_nb.errors import CliError
+    if args.resume and args.config:
+        from navi_nb.errors import CliError
 
-            raise CliError("--resume uses the run's own config.json; --config cannot be combined with it")
+        raise CliError("--resume uses the run's own config.json; --config cannot be combined with it")
+    cfg = None if args.resume else resolve_config(args)
+    check_same_start(start_plan(args, cfg))  # under MPI: every rank about to do the same, before any collective
+    if args.resume:
         from navi_nb.train.config import overrides_from_args
 
         if args.print_config:
@@ -174,7 +190,6 @@ def _run(args) -> int:
         announce_cold_kernels(console)
         trainer = Trainer.resume(args.resume, overrides_from_args(args), console=console, progress=not args.no_progress)
     else:
-        cfg = resolve_config(args)
         if args.print_config:
             print_config(console, cfg, full=True)
             return 0

@@ -34,21 +34,19 @@ and compares the policy's bits).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import io
 import json
 import os
 import shutil
 import struct
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from navi_nb.fuzz import checkpoint
-from navi_nb.fuzz.cases import Case, Target, case_rng
+from navi_nb.fuzz.cases import Case, Target, bases_once, case_rng
 from navi_nb.fuzz.outcomes import Refused, WrongAnswer
 
 KINDS = ("world", "sidecar", "pool", "layout")
@@ -202,11 +200,7 @@ _BASES = {}  # the process's CacheBases, made once
 
 def cache_bases() -> CacheBases:
     """The process's clean cache (built the first time, in a temporary folder removed when the process ends)."""
-    if "bases" not in _BASES:
-        root = tempfile.mkdtemp(prefix="navi_nb_fuzz_cache_")
-        atexit.register(shutil.rmtree, root, True)
-        _BASES["bases"] = build_bases(root)
-    return _BASES["bases"]
+    return bases_once(_BASES, "navi_nb_fuzz_cache_", build_bases)
 
 
 # --------------------------------------------------------------------------

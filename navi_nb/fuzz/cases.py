@@ -4,7 +4,10 @@ pieces the targets share (the case generator, a case's input file, hostile float
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,3 +83,13 @@ def query_points(world, rng, n=32):
     u = rng.uniform(-0.25, 1.25, size=(n, 3))
     u[:4] = [[0, 0, 0], [1, 1, 1], [0.5, 0.5, 0.5], [1e-9, 0.999999, 0.5]]
     return lo + u * ext
+
+
+def bases_once(store: dict, prefix: str, build):
+    """The bases ``build(root)`` makes in a new temporary folder named ``prefix...`` the first time in this
+    process (kept in ``store``; the folder removed when the process ends), the same ones afterwards."""
+    if "bases" not in store:
+        root = tempfile.mkdtemp(prefix=prefix)
+        atexit.register(shutil.rmtree, root, True)
+        store["bases"] = build(root)
+    return store["bases"]

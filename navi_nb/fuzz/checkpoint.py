@@ -10,9 +10,11 @@ one kind asked for):
 - ``policy``: ``load_run_policy(source="final")`` (what ``eval`` runs);
 - ``episodes``: ``load_episodes`` with the run's world (what ``render RUN --episode K`` runs).
 
-A load that returns NaN or infinite values is ``non-finite``. By default the run is a tiny one trained in
-a temporary folder (once per process); ``checkpoint_target(run)`` fuzzes another run's files (its scratch
-copy; the run itself is never written).
+A load that returns NaN or infinite values, or a recurrent state no GRU can hold (``memory.h`` past
+[-1, 1] and a few ulps), is ``non-finite``. By default the run is a tiny recurrent one (a GRU memory of
+:data:`MEMORY_SIZE` units, so its checkpoints hold ``memory.h`` and ``memory.start``, which the
+``memory_state`` mutator damages) trained in a temporary folder (once per process);
+``checkpoint_target(run)`` fuzzes another run's files (its scratch copy; the run itself is never written).
 """
 
 from __future__ import annotations
@@ -232,6 +234,47 @@ def m_values(rng, members, raw):
     return write_members(members)
 
 
+_MEMORY_H = (1.0, -1.0, 0.0, 1.0 + 8 * 2.0**-23, 1.0 + 9 * 2.0**-23, -1.0001, 1.5, -2.0, 1e30, np.nan, np.inf)
+"""Values put in ``memory.h``: a GRU's state lies within [-1, 1] (plus a few float32 ulps of rounding, which
+``PolicyMemory.set_state`` allows: ``learn.policy.STATE_BOUND``), the rest must be refused."""
+
+
+def m_memory_state(rng, members, raw):
+    """A recurrent run's memory members (``memory.h``, ``memory.start``): ``h`` values at and past a GRU's
+    bound, NaN or infinite; ``start`` flags that are neither 0 nor 1; either member in another dtype or shape.
+    A file without them (a run without memory, ``policy.npz``, ``eval_episodes.npz``) gets ``m_values``."""
+    names = [n for n, _ in members]
+    mine = [n for n in ("memory.h.npy", "memory.start.npy") if n in names]
+    if not mine:
+        return m_values(rng, members, raw)
+    members = list(members)
+    i = names.index(mine[int(rng.integers(len(mine)))])
+    hdr, data = split_npy(members[i][1])
+    arr = np.frombuffer(data, dtype=np.dtype(hdr["descr"])).copy()
+    k = int(rng.integers(4))
+    if k == 0 and arr.size:  # values: h's at and past its bound, start's raw bytes 2..255
+        where = rng.choice(arr.size, size=int(rng.integers(1, min(arr.size, 3) + 1)), replace=False)
+        if arr.dtype.kind == "f":
+            arr[where] = [_MEMORY_H[int(rng.integers(len(_MEMORY_H)))] for _ in where]
+        else:
+            arr.view(np.uint8)[where] = int(rng.integers(2, 256))
+        body = arr.tobytes()
+    elif k == 1:  # the same values in another dtype (float64 h, uint8 or int32 start)
+        new = ["<f8", "<f2", "|u1", "<i4", "|b1"][int(rng.integers(5))]
+        body = arr.astype(np.dtype(new)).tobytes()
+        hdr = {**hdr, "descr": new}
+    elif k == 2:  # a row more or fewer (another actor count)
+        shape = list(hdr["shape"]) or [1]
+        shape[0] = max(0, shape[0] + int(rng.choice([-1, 1])))
+        body = bytes(int(np.prod(shape)) * arr.itemsize)
+        hdr = {**hdr, "shape": tuple(shape)}
+    else:  # every value just inside or just past the bound
+        edge = np.float32(1.0 + int(rng.integers(0, 12)) * 2.0**-23) * np.float32(rng.choice([-1, 1]))
+        body = (np.full(arr.shape, edge, arr.dtype) if arr.dtype.kind == "f" else np.ones_like(arr)).tobytes()
+    members[i] = (members[i][0], npy_with_header(header_text(hdr), body))
+    return write_members(members)
+
+
 def m_meta_value(rng, members, raw):
     members = list(members)
     i = _meta_index(members)
@@ -326,6 +369,7 @@ MUTATORS = {
         m_header_field,
         m_header_version,
         m_values,
+        m_memory_state,
         m_meta_value,
         m_meta_text,
         m_deflate,
@@ -367,12 +411,17 @@ def tiny_config(root, scenes="box", name="run", **overrides):
     return TrainConfig(**{**settings, **overrides}).validate()
 
 
+MEMORY_SIZE = 4
+"""The GRU units of the tiny run whose files are fuzzed: its checkpoints hold the actors' memory members."""
+
+
 def make_tiny_run(root) -> Path:
-    """Train and evaluate a tiny run (box scene, 4 actors, 2 updates) in ``root/run``."""
+    """Train and evaluate a tiny recurrent run (box scene, 4 actors, a GRU of :data:`MEMORY_SIZE` units, 2
+    updates) in ``root/run``."""
     from navi_nb.train.evaluate import evaluate
     from navi_nb.train.loop import Trainer
 
-    trainer = Trainer.create(tiny_config(root))
+    trainer = Trainer.create(tiny_config(root, memory_size=MEMORY_SIZE))
     try:
         trainer.train(progress=False)
         evaluate(trainer.run_path, episodes=4)
@@ -492,10 +541,32 @@ def make_checkpoint_case(fuzzer, seed, index, kinds=KINDS) -> Case:
     return Case(index, name, kind, data)
 
 
+def impossible_memory(arrays: dict) -> list:
+    """What a loaded recurrent state holds that a GRU cannot: ``memory.h`` past ``[-1, 1]`` and its few ulps of
+    rounding (``learn.policy.STATE_BOUND``), or ``memory.start`` not bool. (A bool's byte other than 0 and 1
+    reads as True in NumPy and in the compiled kernels alike, as the environment's flags do.)"""
+    from navi_nb.learn.policy import STATE_BOUND
+
+    out = []
+    h, start = arrays.get("memory.h"), arrays.get("memory.start")
+    if h is not None and np.asarray(h).size:
+        h = np.asarray(h)
+        bound = STATE_BOUND.get(h.dtype.type)
+        if bound is None or not np.isfinite(h).all() or np.abs(h).max() > bound:
+            out.append(f"memory.h ({h.dtype}, largest |value| {float(np.nanmax(np.abs(h.astype(np.float64)))):.9g})")
+    if start is not None and np.asarray(start).dtype != np.bool_:
+        out.append(f"memory.start ({np.asarray(start).dtype}, not bool)")
+    return out
+
+
 def run_checkpoint_case(case: Case, folder, rng, fuzzer):
-    bad = non_finite_members(fuzzer.load_bytes(case.mode, case.data))
+    arrays = fuzzer.load_bytes(case.mode, case.data)
+    bad = non_finite_members(arrays)
     if bad:
         raise NonFinite(f"loaded non-finite values in {bad}")
+    impossible = impossible_memory(arrays)
+    if impossible:
+        raise NonFinite(f"loaded a memory state a GRU cannot hold: {', '.join(impossible)}")
 
 
 def checkpoint_target(run=None, kinds=KINDS) -> Target:

@@ -18,11 +18,17 @@ from collections import deque
 
 import numpy as np
 
-from navi_nb.fuzz import cache, checkpoint, gmdag, mesh
+from navi_nb.fuzz import cache, checkpoint, gmdag, mesh, runfolder
 from navi_nb.fuzz.cases import write_case
 from navi_nb.fuzz.outcomes import Report, classify
 
-TARGETS = {"gmdag": gmdag.TARGET, "mesh": mesh.TARGET, "checkpoint": checkpoint.TARGET, "cache": cache.TARGET}
+TARGETS = {
+    "gmdag": gmdag.TARGET,
+    "mesh": mesh.TARGET,
+    "checkpoint": checkpoint.TARGET,
+    "cache": cache.TARGET,
+    "run-folder": runfolder.TARGET,
+}
 
 
 def _clear(folder):

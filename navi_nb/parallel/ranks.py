@@ -54,6 +54,30 @@ def launched_by_mpi(environ=None) -> bool:
     return False
 
 
+def refuse_unless_same(every, why):
+    """Raise :class:`RanksDisagree` naming the first rank whose dict in ``every`` (one per rank, gathered by
+    one collective, so every rank raises it together) differs from rank 0's, the key and both values."""
+    for r, theirs in enumerate(every):
+        for key in dict.fromkeys([*every[0], *theirs]):
+            if theirs.get(key) != every[0].get(key):
+                raise RanksDisagree(
+                    f"rank {r} was started with {key} {theirs.get(key)!r}, rank 0 with {every[0].get(key)!r}: {why}"
+                )
+
+
+def check_same_start(plan: dict):
+    """Under an MPI launcher with more than one rank: refuse to start unless every rank is about to do the same
+    (``plan``: a new run or a resume, the run folder, printing the config), compared in one allgather before any
+    other collective. Ranks given different commands then end together with one line (exit 2) instead of
+    waiting in different collectives, or one waiting for a rank that has already ended. Nothing otherwise."""
+    if not launched_by_mpi():
+        return
+    comm = world()
+    if comm.Get_size() < 2:
+        return
+    refuse_unless_same(comm.allgather(dict(plan)), "every rank must be given the same command")
+
+
 def world():
     """``mpi4py``'s ``COMM_WORLD`` (imports ``mpi4py``), or a :class:`RankError` that says how to install it."""
     try:
@@ -286,14 +310,7 @@ class RankContext:
 
     def check_same(self, facts: dict):
         """Refuse to start unless every rank reports the same ``facts`` (config hash, package versions)."""
-        every = self.comm.allgather(dict(facts))
-        for r, theirs in enumerate(every):
-            for key, value in every[0].items():
-                if theirs.get(key) != value:
-                    raise RanksDisagree(
-                        f"rank {r} was started with {key} {theirs.get(key)!r}, rank 0 with "
-                        f"{value!r}: every rank must run the same configuration and versions"
-                    )
+        refuse_unless_same(self.comm.allgather(dict(facts)), "every rank must run the same configuration and versions")
 
     def check_worlds(self, world_set):
         """Refuse to start unless every rank loaded the same worlds: each rank's world digests

@@ -25,6 +25,12 @@ import numpy as np
 from navi_nb.errors import NaviError
 
 HALF_PI = math.pi / 2
+BUILD_BYTES_PER_RAY = 48
+"""Bytes per ray a Sensor holds at the peak of its construction: three float64 direction components and
+their float64 stack (the float32 directions it keeps are 12)."""
+DIRECTION_BYTES_PER_RAY = 12
+TRACE_BYTES_PER_RAY = 4 + 2 + 1
+"""Per actor and ray, a trace's outputs: the depth (float32), the class (uint16) and the hit flag (bool)."""
 
 
 class SenseError(NaviError, ValueError):
@@ -48,6 +54,21 @@ def _angle(name, value):
     return min(max(value, -HALF_PI), HALF_PI)
 
 
+def sensor_ram_estimate(az: int, el: int, actors: int = 0) -> int:
+    """A lower bound on the bytes a Sensor of ``az`` x ``el`` rays holds, traced for ``actors`` actors: the
+    peak of building its directions, or the directions and the actors' trace outputs, the larger."""
+    per_ray = max(BUILD_BYTES_PER_RAY, DIRECTION_BYTES_PER_RAY + int(actors) * TRACE_BYTES_PER_RAY)
+    return int(az) * int(el) * per_ray
+
+
+def check_sensor_ram(az: int, el: int, what: str, actors: int = 0) -> None:
+    """Raise :class:`SenseError` (``what`` names the setting, e.g. ``--sensor-az 65536 --sensor-el 65536``)
+    when :func:`sensor_ram_estimate` exceeds the available RAM (``navi_nb.ram``), before anything is allocated."""
+    from navi_nb.ram import check_fits
+
+    check_fits(sensor_ram_estimate(az, el, actors), what, error=SenseError)
+
+
 class Sensor:
     """The rays of one actor: ``az`` azimuth bins x ``el`` elevation rows.
 
@@ -62,6 +83,7 @@ class Sensor:
     def __init__(self, az=64, el=16, fov_up=HALF_PI, fov_down=-HALF_PI):
         self.az_count = _count("az", az)
         self.el_count = _count("el", el)
+        check_sensor_ram(self.az_count, self.el_count, f"Sensor: {self.az_count} x {self.el_count} rays")
         self.fov_up = _angle("fov_up", fov_up)
         self.fov_down = _angle("fov_down", fov_down)
         if self.fov_down > self.fov_up:

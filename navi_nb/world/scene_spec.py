@@ -49,7 +49,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from navi_nb.errors import NaviError
@@ -126,6 +126,7 @@ class _SeedRange:
     first: int
     last: int
     origin: str
+    listed_in: str = ""  # the list file whose line named it ("": the spec itself), for the count's message
 
     def __len__(self):
         return self.last - self.first + 1
@@ -187,9 +188,9 @@ def parse_spec(spec, base_dir=None, *, check_files=True, actor_radius=0.2) -> li
             )
         count += len(p) if isinstance(p, _SeedRange) else 1
     if count > MAX_WORLDS:
-        big = max((p for p in pieces if isinstance(p, _SeedRange)), key=len, default=None)
-        where = f"; the largest item is {big.origin!r} ({len(big):,} worlds)" if big is not None else ""
-        raise SceneSpecError(f"scene spec names {count:,} worlds, more than the limit of {MAX_WORLDS:,}{where}")
+        raise SceneSpecError(
+            f"scene spec names {count:,} worlds, more than the limit of {MAX_WORLDS:,}{_largest_shares(pieces)}"
+        )
     items, keys = [], set()
     for p in pieces:
         if isinstance(p, _SeedRange):
@@ -275,6 +276,24 @@ def _seed_range(family, text, origin):
     return _SeedRange(family, first, last, origin)
 
 
+def _largest_shares(pieces) -> str:
+    """The part of the count's message that says where most worlds come from: the list file or spec item that
+    names the most (a list file of one-seed lines counts as one source), and the family with the most seeds."""
+    sources, families = {}, {}
+    for p in pieces:
+        n = len(p) if isinstance(p, _SeedRange) else 1
+        key = f"list file {p.listed_in}" if getattr(p, "listed_in", "") else f"item {p.origin!r}"
+        sources[key] = sources.get(key, 0) + n
+        if isinstance(p, _SeedRange):
+            families[p.family] = families.get(p.family, 0) + n
+    source = max(sources, key=sources.get)
+    text = f"; the most from {source} ({sources[source]:,} worlds)"
+    if families:
+        family = max(families, key=families.get)
+        text += f"; the family with the most seeds is {family} ({families[family]:,})"
+    return text
+
+
 def _path_items(tok, base, depth, seen_lists):
     is_list = tok.startswith("@")
     raw = tok[1:] if is_list else tok
@@ -335,7 +354,8 @@ def _list_file(tok, path, depth, seen_lists):
             raise SceneSpecError(f"{path}:{n}: {exc}") from None
     if not out:
         raise SceneSpecError(f"scene spec item {tok!r}: list file {path} names no worlds")
-    return out
+    # seeds named here count as this file's (a nested list file's keep theirs)
+    return [replace(p, listed_in=str(path)) if isinstance(p, _SeedRange) and not p.listed_in else p for p in out]
 
 
 # --------------------------------------------------------------------------
