@@ -173,7 +173,7 @@ def test_compiles_at_the_scaled_resolution_with_the_standard_voxel():
 
 def test_largest_seed_fits_the_memory_estimate():
     """The largest rooms world among seeds 0-2999 by interior (seed 438, 34 x 37.5 m) compiled at 128
-    stays under the per-world estimate of a spec (check_memory)."""
+    stays under the per-world estimate of a spec (check_ram)."""
     from navi_nb.world.compiler import compile_scene
     from navi_nb.world.scene_spec import BUILTIN_BYTES_AT_128, WORLD_OVERHEAD_BYTES, estimated_bytes, parse_spec
 
@@ -185,12 +185,12 @@ def test_largest_seed_fits_the_memory_estimate():
 
 
 def test_a_resolution_the_large_families_cannot_compile_is_refused_by_the_spec():
-    from navi_nb.world.scene_spec import SceneSpecError, check_memory, estimated_bytes, parse_spec
+    from navi_nb.world.scene_spec import SceneSpecError, check_ram, estimated_bytes, parse_spec
 
     items = parse_spec("house:1,rooms:3")
     assert estimated_bytes(items[0], 8192) > 0 and estimated_bytes(items[1], 2048) > 0
     with pytest.raises(SceneSpecError, match="'rooms:3': rooms compiles .* up to 2048"):
-        check_memory(items, 4096, available=2**60)
+        check_ram(items, 4096, available=2**60)
 
 
 def _scene_digest(name, seeds):

@@ -180,3 +180,24 @@ def test_a_folder_that_cannot_be_written_is_refused_with_the_commands_way_out(ru
     monkeypatch.setattr(run_lock.os, "open", read_only)
     with pytest.raises(RunError, match=r"Read-only file system; evaluate with --no-save, which writes nothing"):
         run_lock.acquire(run, "navi-nb eval", "wait", "evaluate with --no-save, which writes nothing")
+
+
+def test_what_a_command_writes_is_checked_before_it_writes_anything(run, victim):
+    from navi_nb.train.runs import check_run_entries
+
+    check_run_entries(run, ("run.json", "metrics.csv"), ("checkpoints",))  # absent: nothing to refuse
+    (run / "checkpoints").symlink_to(victim.parent, target_is_directory=True)
+    with pytest.raises(RunError, match=r"checkpoints is a symbolic link, not a folder of its own; remove it"):
+        check_run_entries(run, (), ("checkpoints",))
+    (run / "policy.npz").mkdir()
+    with pytest.raises(RunError, match=r"policy.npz is a folder, not a regular file; remove it"):
+        check_run_entries(run, ("policy.npz",))
+    os.mkfifo(run / "metrics.jsonl")
+    with pytest.raises(RunError, match=r"metrics.jsonl is a FIFO, not a regular file"):
+        check_run_entries(run, ("metrics.jsonl",))
+    (run / "eval.json").symlink_to(run / "nowhere")
+    with pytest.raises(RunError, match=r"eval.json is a symbolic link"):
+        check_run_entries(run, ("eval.json",))
+    (run / "run.json").write_text("{}")
+    check_run_entries(run, ("run.json",))  # a regular file: fine
+    assert victim.read_bytes() == VICTIM

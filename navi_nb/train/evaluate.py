@@ -54,6 +54,7 @@ from navi_nb.train.runs import (
     POLICY_FILE,
     RunError,
     check_ram,
+    check_run_entries,
     load_run_worlds,
     load_scene_set,
     make_env,
@@ -393,6 +394,7 @@ def evaluate(
         no_save = "evaluate with --no-save, which writes nothing"
         lock = acquire(run_path, "navi-nb eval", "wait for it, or evaluate with --no-save", no_save)
     try:
+        check_run_entries(run_path, (EVAL_FILE, EPISODES_FILE) if save else ())  # both before either is written
         return _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_overlap, overrides)
     finally:
         if lock is not None:

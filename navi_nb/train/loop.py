@@ -43,9 +43,11 @@ from navi_nb.train.runs import (
     CHECKPOINT_LAYOUT,
     CONFIG_FILE,
     POLICY_FILE,
+    RUN_FILE,
     RunError,
     changed_settings,
     check_ram,
+    check_run_entries,
     claim_run_path,
     load_run_worlds,
     load_scene_set,
@@ -63,6 +65,9 @@ from navi_nb.train.runs import (
 from navi_nb.train.warmup import Warmup
 from navi_nb.train.warmup import start as start_warmup
 from navi_nb.world.heldout import check_training_worlds
+
+# The run folder's entries a resume writes or appends to (the checkpoints go into CHECKPOINT_DIR)
+RESUME_WRITES = (RUN_FILE, POLICY_FILE, "metrics.csv", "metrics.jsonl")
 
 
 class Trainer:
@@ -210,6 +215,8 @@ class Trainer:
                 raise RunError(f"run folder {run_path} does not exist")
             lock = acquire(run_path, "navi-nb train --resume", "wait for it to finish before resuming")
         try:
+            if lock is not None:  # what a resume writes, checked before it reads or writes anything
+                check_run_entries(run_path, RESUME_WRITES, (CHECKPOINT_DIR,))
             self = cls._resume(run_path, overrides, console, progress)
         except BaseException:
             if lock is not None:

@@ -36,10 +36,12 @@ shown). Needs Pillow, the ``image`` extra (``pip install -e ".[image]"``).
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
 
+from navi_nb.files import file_kind
 from navi_nb.sense.render import (
     MISS_COLOUR,
     RenderError,
@@ -100,8 +102,18 @@ class EpisodeData:
 
         run_path = Path(run_path)
         cfg = read_run_config(run_path)
-        if not (run_path / EPISODES_FILE).is_file():
-            raise RenderError(f"run {run_path} has no evaluation episodes yet: run `navi-nb eval {run_path}` first")
+        episodes_path = run_path / EPISODES_FILE
+        if not episodes_path.is_file():
+            if os.path.lexists(episodes_path):
+                kind = "a link to nothing" if episodes_path.is_symlink() else file_kind(os.lstat(episodes_path).st_mode)
+                raise RenderError(
+                    f"run {run_path}: {EPISODES_FILE} is {kind}, not a regular file; remove it and run "
+                    f"`navi-nb eval {run_path}`"
+                )
+            raise RenderError(
+                f"run {run_path} has no evaluation episodes yet (no {EPISODES_FILE}): "
+                f"run `navi-nb eval {run_path}` first"
+            )
         eps, meta = load_episodes(run_path)
         n = eps["length"].shape[0]
         if isinstance(episode, bool) or not isinstance(episode, int) or not 0 <= episode < n:

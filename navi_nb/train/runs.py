@@ -484,6 +484,30 @@ def _name_max(folder: Path) -> int:
 # --------------------------------------------------------------------------
 
 
+def check_run_entries(run_path, files=(), folders=()) -> None:
+    """Before a command writes into the run folder ``run_path``: each of ``files`` (names it writes or
+    appends to) is absent or a regular file, and each of ``folders`` absent or a real folder. A link, FIFO,
+    folder or device in their place is refused in one line naming it, before anything is written (a writer
+    that met it later would have written the folder's other files first, or written through a linked folder)."""
+    import stat
+
+    from navi_nb.files import file_kind
+
+    for names, want, words in ((files, stat.S_ISREG, "a regular file"), (folders, stat.S_ISDIR, "a folder")):
+        for name in names:
+            path = Path(run_path) / name
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise os_error(exc, f"cannot use the run folder {run_path}") from None
+            if stat.S_ISLNK(mode):
+                raise RunError(f"run folder {run_path}: {name} is a symbolic link, not {words} of its own; remove it")
+            if not want(mode):
+                raise RunError(f"run folder {run_path}: {name} is {file_kind(mode)}, not {words}; remove it")
+
+
 def check_ram(what: str, need: int) -> None:
     """Raise RunError when ``need`` bytes (a lower bound of what ``what`` allocates) exceed the RAM available
     (``navi_nb.ram.check_fits``, the one RAM check)."""
