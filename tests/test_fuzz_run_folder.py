@@ -74,6 +74,9 @@ def test_a_writer_that_follows_a_link_is_wrong(bases, tmp_path, monkeypatch):
     """The target sees a writer that writes through a link planted in a run folder: eval.json written through
     the link changes the file it points to."""
     i = runfolder.COMBOS.index(("eval.json", "link", "eval"))
+    assert runner.run_case("run-folder", bases, 0, i, str(tmp_path))[0] == "rejected"  # refused before writing
+    # without that check the link is replaced by the atomic write ("ok"); a writer that follows it is "wrong"
+    monkeypatch.setattr("navi_nb.train.evaluate.check_run_entries", lambda *args, **kwargs: None)
     assert runner.run_case("run-folder", bases, 0, i, str(tmp_path))[0] == "ok"
     monkeypatch.setattr("navi_nb.train.runs.write_atomic", lambda path, data: Path(path).write_bytes(data))
     outcome, _mutator, _mode, detail = runner.run_case("run-folder", bases, 0, i, str(tmp_path))
