@@ -46,7 +46,8 @@ def test_bench_env_runs_end_to_end(capsys):
     data = json.loads(out[out.index("{") :])
     row = data["env"]["main"]["1"]
     assert row["actor_steps_per_s"] > 0 and row["trace_ms"] > 0 and row["rest_ms"] > 0, row
-    assert row["no_trace_actor_steps_per_s"] > row["actor_steps_per_s"]  # the replayed trace costs nothing
+    # the replayed trace's rate is a figure of its own (which of two 0.05 s timings is faster is no test)
+    assert 0 < row["no_trace_actor_steps_per_s"] < float("inf"), row
 
 
 def test_bench_train_warmup_count_and_bad_value(tmp_path, capsys):
