@@ -137,7 +137,7 @@ def test_env_and_tracer_warmup_on_the_stand_in_leave_a_run_on_other_worlds_nothi
         from navi_nb.train import warmup
         from navi_nb.train.config import TrainConfig
         from navi_nb.train.runs import make_env
-        cfg = TrainConfig(scenes="house:1,maze:2", resolution=32, actors=6, sensor_az=8, sensor_el=4)
+        cfg = TrainConfig(scenes="house:1,clutter:2", resolution=32, actors=6, sensor_az=8, sensor_el=4)
         make_env(warmup.stand_in_set(tempfile.mkdtemp()), cfg)
         print(json.dumps(True))
     """,
@@ -153,7 +153,7 @@ def test_env_and_tracer_warmup_on_the_stand_in_leave_a_run_on_other_worlds_nothi
         from numba.core import event
         from navi_nb.train import warmup
         from navi_nb.train.config import TrainConfig
-        cfg = TrainConfig(scenes="house:1,maze:2", resolution=32, actors=6, sensor_az=8, sensor_el=4)
+        cfg = TrainConfig(scenes="house:1,clutter:2", resolution=32, actors=6, sensor_az=8, sensor_el=4)
         warmup.GROUPS = {k: warmup.GROUPS[k] for k in ("env", "tracer")}  # this test's groups only
         w = warmup.start(cfg)
         groups = w.groups
@@ -162,7 +162,7 @@ def test_env_and_tracer_warmup_on_the_stand_in_leave_a_run_on_other_worlds_nothi
         from navi_nb.train.runs import make_env
         from navi_nb.world.compiler import compile_scene
         from navi_nb.world.world_set import WorldSet
-        world_set = WorldSet([compile_scene("house", 32, seed=1), compile_scene("maze", 32, seed=2)])
+        world_set = WorldSet([compile_scene("house", 32, seed=1), compile_scene("clutter", 32, seed=2)])
         world_set.map_layouts(tempfile.mkdtemp() + "/layouts")
         modules = {}
 
