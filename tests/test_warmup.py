@@ -278,6 +278,39 @@ def test_a_child_ends_when_the_process_that_started_it_is_killed(tmp_path):
         pytest.fail("the warm-up child kept running after its parent was killed")
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_child_whose_parent_ended_before_it_started_ends_at_once(tmp_path):
+    """The kernel's signal covers only a parent that ends after the child asked for it: a child that finds its
+    parent already gone (its parent pid is not the one that started it: a trainer killed while the child was
+    still starting on a loaded machine) kills itself as the signal would have, before compiling anything."""
+    import signal
+
+    from navi_nb.train import warmup
+    from navi_nb.train.config import TrainConfig
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=ROOT)
+    env[warmup.PARENT_VAR] = str(os.getpid() + 1)  # not this process, the child's real parent
+    child = subprocess.run(
+        [sys.executable, "-c", warmup._CHILD, "learn", json.dumps(TrainConfig().to_dict())],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
+    assert child.returncode == -signal.SIGKILL, child
+    assert not list(tmp_path.rglob("*.nbc"))  # it compiled nothing
+    env[warmup.PARENT_VAR] = str(os.getpid())  # its parent, alive: it goes on (here: a group of no modules)
+    child = subprocess.run(
+        [sys.executable, "-c", "from navi_nb.train import warmup; warmup._end_with_parent(); print('on')"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert child.returncode == 0 and child.stdout.strip() == "on", child
+
+
 def test_warm_cache_starts_no_child(tmp_path):
     """Nothing cold, or the warm-up turned off: ``start`` starts no process."""
     out = _run(

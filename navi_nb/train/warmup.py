@@ -108,6 +108,9 @@ LAYOUT_MODULES = ("navi_nb.world.layout",)
 GROUP_NAMES = {"env": "environment", "tracer": "tracer", "learn": "learning"}  # as the console names them
 
 _CHILD = "from navi_nb.train.warmup import child_main\nchild_main()\n"
+PARENT_VAR = "NAVI_NB_WARMUP_PARENT"
+"""The pid of the process that started a warm-up child, in the child's environment: the child ends at once
+if its parent is already gone when it asks to end with it."""
 
 
 def cold_groups(cfg=None) -> list[str]:
@@ -187,6 +190,7 @@ class Warmup:
 def _spawn(group, cfg):
     """A child compiling ``group`` for the run ``cfg``: (group, Popen, stderr file), or None."""
     env = dict(os.environ)
+    env[PARENT_VAR] = str(os.getpid())
     env["PYTHONPATH"] = os.pathsep.join(
         [str(PACKAGE_DIR.parent)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
@@ -393,13 +397,18 @@ def _end_with_parent() -> None:
     no compile running behind it. Elsewhere, or if the call fails, a child ends when its compile does."""
     if not sys.platform.startswith("linux"):
         return
+    import signal
+
     try:
         import ctypes
-        import signal
 
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1: PR_SET_PDEATHSIG
     except (OSError, AttributeError):
-        pass
+        return
+    # the signal only covers a parent that ends after the call: one killed while this child was still starting
+    # (a loaded machine can take seconds) has left it to init already, so end as the signal would have
+    if os.environ.get(PARENT_VAR, str(os.getppid())) != str(os.getppid()):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def child_main() -> None:
