@@ -126,6 +126,8 @@ def test_report_prints_every_field(tmp_path):
             "quota (cores)",
             "allowed cores",
             "measured at 1",
+            "PPO ",
+            "ms, step",  # the collection tick's acting and stepping, each timed
             "choice",
             "reason",
             "measured fastest",
@@ -134,6 +136,7 @@ def test_report_prints_every_field(tmp_path):
         top = min(2, numba.config.NUMBA_NUM_THREADS)
         assert set(rep.rates) == set(range(1, top + 1))
         assert rep.choice in rep.rates and numba.get_num_threads() == rep.choice
+        assert rep.learner == "PPO" and all(r["t_act_s"] > 0.0 for r in rep.rates.values())
     finally:
         numba.set_num_threads(before)
 

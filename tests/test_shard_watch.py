@@ -204,9 +204,12 @@ def test_a_tick_that_reports_its_seconds_is_timed_by_them():
     def slow_call():
         time.sleep(0.05)
 
-    reported = measure(ppo, slab, 8, [1], budget_s=0.0, tick=slow_restore)[1]["t_collect_s"]
-    whole = measure(ppo, slab, 8, [1], budget_s=0.0, tick=slow_call)[1]["t_collect_s"]
-    assert reported < 0.04 < 0.05 <= whole
+    reported = measure(ppo, slab, 8, [1], budget_s=0.0, tick=slow_restore)[1]
+    whole = measure(ppo, slab, 8, [1], budget_s=0.0, tick=slow_call)[1]
+    assert reported["t_collect_s"] < 0.04 < 0.05 <= whole["t_collect_s"]
+    # the tick's two parts: the step is what the tick reported (else its whole call), the acting forward the rest
+    assert reported["t_tick_s"] == 0.001 and whole["t_tick_s"] >= 0.05 > whole["t_act_s"] > 0.0
+    assert reported["t_collect_s"] == pytest.approx(reported["t_act_s"] + 0.001)
     nav = make_env()
     nav.reset(seed=0)
     before = snapshot(nav)

@@ -74,6 +74,7 @@ class ShardReport:
     numba_max: int
     rates: dict = field(default_factory=dict)  # shards -> {"minibatch": samples/s, "collect": actors/s}
     warnings: list = field(default_factory=list)
+    learner: str = "PPO"  # what the minibatch rate timed: "PPO" (the MLP's), "PPO with GRU" (whole sequences)
 
     def as_dict(self):
         return {
@@ -104,9 +105,13 @@ class ShardReport:
             for k in sorted(self.rates):
                 r = self.rates[k]
                 mark = "  <- chosen" if k == self.choice else ""
+                split = ""
+                if "t_act_s" in r:  # what a collection tick spends acting and stepping the worlds
+                    split = f" (acting {1e3 * r['t_act_s']:.2f} ms, step {1e3 * r['t_tick_s']:.2f} ms)"
                 t.add_row(
                     f"measured at {k}",
-                    f"PPO {r['minibatch']:,.0f} samples/s, collect {r['collect']:,.0f} actor-steps/s{mark}",
+                    f"{self.learner} {r['minibatch']:,.0f} samples/s, "
+                    f"collect {r['collect']:,.0f} actor-steps/s{split}{mark}",
                 )
         else:
             t.add_row("measured", f"skipped ({self.source})")
@@ -180,22 +185,32 @@ def measure(ppo, slab, minibatch_size, counts, budget_s=1.0, tick=None, minibatc
             _set_threads(k)
             t_mbs = _time_call(lambda: ppo.minibatches(order, mb, count, 0.0, blk=blk), per) / count
 
-            def collect():
+            parts = {"act": [], "tick": []}
+
+            def collect(parts=parts):
                 t0 = time.perf_counter()
                 policy.forward(obs0, memory)
                 spent = time.perf_counter() - t0
+                parts["act"].append(spent)
                 if tick is not None:
                     t1 = time.perf_counter()
                     tick_spent = tick()
-                    spent += time.perf_counter() - t1 if tick_spent is None else tick_spent
+                    tick_spent = time.perf_counter() - t1 if tick_spent is None else tick_spent
+                    parts["tick"].append(tick_spent)
+                    spent += tick_spent
                 return spent
 
             t_col = _time_call(collect, per, reports_seconds=True)
+            act, step = parts["act"][1:], parts["tick"][1:]  # as _time_call, without its warm call
             rates[k] = {
                 "minibatch": mb / t_mbs,
                 "collect": obs0.shape[0] / t_col,
                 "t_minibatch_s": t_mbs,
                 "t_collect_s": t_col,
+                # the collection tick's two parts (medians of the same calls): the policy's acting forward and
+                # the environment's step
+                "t_act_s": float(np.median(act)),
+                "t_tick_s": float(np.median(step)) if step else 0.0,
             }
     finally:
         ppo.set_state(saved)
@@ -297,7 +312,8 @@ def choose_shards(
             choice = k
     reason = f"{cores.reason}; {choice} shard{'s' if choice > 1 else ''} measured fastest"
     _set_threads(choice)
-    return ShardReport(cores, choice, reason, "measured", cap, rates, warnings)
+    learner = "PPO" if ppo.memory is None else "PPO with GRU"
+    return ShardReport(cores, choice, reason, "measured", cap, rates, warnings, learner)
 
 
 SWITCH_MARGIN = 0.10
