@@ -42,7 +42,7 @@ def test_path_term_charges_each_metre_moved():
     # off by default: the term is there and zero
     env = make_env("box", n=1)
     env.reset()
-    assert env.reward_names[-1] == "path"
+    assert env.reward_names[4] == "path"
     assert env.step(act(1, f=1.0))[4]["reward_terms"]["path"][0] == 0.0
 
 
@@ -111,7 +111,7 @@ def test_explore_new_cell_reward_and_coverage():
     x_mid = g.lo[0] + g.cell * 8.5
     y_mid = g.lo[1] + g.cell * 7.5
     place(env, [[x_mid, y_mid, z_edge + 0.1], [x_mid, y_mid, z_edge + 0.5]], [0.0, math.pi / 2])
-    assert set(env.reward_names) == {"new_cell", "contact", "time"}
+    assert set(env.reward_names) == {"new_cell", "contact", "time", "count"}
     rews = []
     for _ in range(2):
         obs, rew, term, trunc, info = env.step(act(2, f=1.0))

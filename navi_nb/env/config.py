@@ -53,6 +53,7 @@ REWARD_TERMS = (
     "penalty_contact",
     "penalty_time",
     "penalty_path",
+    "reward_count",
 )
 FLOAT32_MAX = 3.4028234663852886e38
 REWARD_HEADROOM = 1e4  # a step's reward terms scale with metres (progress, path) and cells: room for that
@@ -163,6 +164,10 @@ class EnvConfig:
     """Subtracted on every step."""
     penalty_path: float = 0.0
     """pointgoal: subtracted per metre the actor moves (the path length SPL divides by)."""
+    reward_count: float = 0.0
+    """Meant for explore (either task takes it): above 0, a count-based bonus of ``reward_count / sqrt(n)`` each
+    step, n the episodic map's visit count of the actor's cell after the step (this visit included, so n >= 1;
+    the count saturates at 255); needs the map (``map_cell`` > 0). 0: off (the ``count`` term reads 0)."""
 
     # --- observation -----------------------------------------------------
     max_distance: float = 10.0
@@ -289,7 +294,8 @@ class EnvConfig:
             )
 
     def _validate_map(self):
-        """The map settings' ranges (each error names the setting and its valid range)."""
+        """The map settings' ranges (each error names the setting and its valid range), and the map that the count
+        bonus (``reward_count`` > 0) reads."""
         cell, crop, channels, band = self.map_cell, self.map_crop, self.map_channels, self.map_band
         if not (isinstance(cell, (int, float)) and not isinstance(cell, bool) and (cell == 0 or 0.05 <= cell <= 10)):
             raise EnvConfigError(f"env config: map_cell must be 0 (off) or metres in 0.05..10, got {cell!r}")
@@ -299,6 +305,11 @@ class EnvConfig:
             raise EnvConfigError(f"env config: map_channels must be 2 or 3, got {channels!r}")
         if not (isinstance(band, (int, float)) and not isinstance(band, bool) and 0 <= band <= math.pi / 2):
             raise EnvConfigError(f"env config: map_band must be a number of radians in 0..pi/2, got {band!r}")
+        if self.reward_count > 0 and cell == 0:
+            raise EnvConfigError(
+                f"env config: reward_count ({self.reward_count}) is a bonus from the episodic map's visit counts and "
+                "needs the map: set map_cell > 0 (it is 0, off)"
+            )
 
     def needs_field(self, task: str) -> bool:
         """Whether episodes of ``task`` need a geodesic field (the progress reward or the goal draw)."""

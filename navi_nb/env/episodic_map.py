@@ -153,6 +153,18 @@ def _walk(maps, i, cells, x0, z0, x1, z1, hit):
 
 
 @njit(inline="always", cache=True)
+def _centre_cell(grid, w, x0, z0):
+    """The cell of world ``w``'s grid that a visit of a centre at ``(x0, z0)`` (float64) counts in (clamped to
+    the grid: a centre is never off it by more than the cube's margin)."""
+    lo, dims, cell = grid
+    nx, nz = dims[w, 0], dims[w, 1]
+    inv_cell = 1.0 / cell
+    ix = min(max(_cell(x0, lo[w, 0], inv_cell), 0), nx - 1)
+    iz = min(max(_cell(z0, lo[w, 1], inv_cell), 0), nz - 1)
+    return ix * nz + iz
+
+
+@njit(inline="always", cache=True)
 def _update(maps, i, grid, rays, traced, r):
     """Actor ``i``'s grid after trace row ``r``'s observation: the visit of its centre, then its rays' walks."""
     lo, dims, cell = grid
@@ -164,10 +176,8 @@ def _update(maps, i, grid, rays, traced, r):
     inv_cell = 1.0 / cell
     x0 = np.float64(origins[r, 0])
     z0 = np.float64(origins[r, 2])
-    ix = min(max(_cell(x0, lo0, inv_cell), 0), nx - 1)
-    iz = min(max(_cell(z0, lo1, inv_cell), 0), nz - 1)
-    c = ix * nz + iz
-    if maps[i, c, 0] < 255:
+    c = _centre_cell(grid, w, x0, z0)
+    if maps[i, c, 0] < VISIT_CAP:
         maps[i, c, 0] += 1
     psi = np.float64(yaws[r])
     s, co = math.sin(psi), math.cos(psi)
@@ -234,6 +244,18 @@ def map_span(i0, i1, grid, rays, traced, jobs, maps, out):
                 maps[i, c, 1] = 0
             _update(maps, i, grid, rays, traced, fresh[i])
             _crop(maps, i, grid, traced, fresh[i], out, fresh_dest[i])
+
+
+@njit(cache=True)
+def visits_after(grid, maps, world_index, pos, out):
+    """Each actor's visit count of the cell its centre is in, as its grid will hold it once the observation from
+    ``pos`` is recorded (:func:`map_span`'s update from the same pose): the count there now plus 1, saturating
+    at 255, so >= 1. grid: :meth:`MapGrid.tables`; maps (A, cells, 2) uint8; world_index (A,) int32; pos (A, 3)
+    float32; writes out (A,) int32. The count bonus's n (``reward_count``, ``tasks.score_step``)."""
+    for i in range(pos.shape[0]):
+        c = _centre_cell(grid, world_index[i], np.float64(pos[i, 0]), np.float64(pos[i, 2]))
+        v = np.int32(maps[i, c, 0])
+        out[i] = v + 1 if v < VISIT_CAP else VISIT_CAP
 
 
 def _actors(grid, rays, traced, jobs, maps, out):

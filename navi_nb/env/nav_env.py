@@ -2,7 +2,8 @@
 
 All state is plain arrays, one row per actor (``get_state``/``set_state`` save
 and restore it exactly). A step is: validate actions (before anything
-changes) -> clip -> ``move_actors`` (kinematics + collision) ->
+changes) -> clip -> ``move_actors`` (kinematics + collision) -> (with
+``reward_count`` > 0, the map's visit counts, ``episodic_map.visits_after``) ->
 ``score_step`` (reward terms, flags, counters) -> finished actors reset in the
 same call (autoreset, Gymnasium's SAME_STEP mode; their new episodes' geodesic
 fields on a worker thread meanwhile) -> one batched trace of every actor where
@@ -37,7 +38,7 @@ import numpy as np
 
 from navi_nb.env.checks import check_actions, check_straight_band
 from navi_nb.env.config import EPISODE_RECORD, EnvConfig, EnvConfigError, StateError
-from navi_nb.env.episodic_map import EpisodicMap, map_columns
+from navi_nb.env.episodic_map import EpisodicMap, map_columns, visits_after
 from navi_nb.env.footprint import RAY_BYTES
 from navi_nb.env.geodesic import GoalFields
 from navi_nb.env.motion import field_cube, move_actors, world_motion_params
@@ -194,6 +195,7 @@ class NavEnv:
         self._contact = np.zeros(A, bool)
         self._moved = np.zeros(A, np.float32)
         self._terms = np.zeros((len(self.reward_names), A), np.float32)
+        self._count_visits = np.zeros(A, np.int32)  # the count bonus's n (0: off), written before each score
         self._reward = np.zeros(A, np.float32)
         self._terminated = np.zeros(A, bool)
         self._truncated = np.zeros(A, bool)
@@ -405,6 +407,7 @@ class NavEnv:
             self._visits,
             self._counters,
             self._outcome,
+            self._count_visits,
         )
 
     def compile_kernels(self):
@@ -428,6 +431,9 @@ class NavEnv:
         self._spawner.compile_kernels()  # the spawn grid's, which a cached pool did not run
         if self._episodic_map is not None:
             self._episodic_map.compile(self._map, self._obs_pair, self.obs_layout["map"].start)
+        if self.config.reward_count > 0:
+            args = (self._episodic_map.grid.tables(), self._map, self._world_index, self._pos, self._count_visits)
+            visits_after.compile(tuple(typeof(a) for a in args))
 
     def check_actions(self, actions) -> np.ndarray:
         """The actions as an array, or an :class:`ActionError`; changes nothing."""
@@ -455,6 +461,8 @@ class NavEnv:
             )
         if self.task == "pointgoal" and self.config.max_steps_per_metre > 0:
             self._settle_paths()  # the step limits follow the shortest paths (start_dist)
+        if self.config.reward_count > 0:  # n from the map before this step's visit is recorded (+1)
+            visits_after(self._episodic_map.grid.tables(), self._map, self._world_index, self._pos, self._count_visits)
         score_step(*self._score_args())
         self._prev_action[:] = self._act
         np.logical_or(self._terminated, self._truncated, out=self._done)
@@ -594,6 +602,7 @@ class NavEnv:
             + self._contact.nbytes
             + self._moved.nbytes
             + self._terms.nbytes
+            + self._count_visits.nbytes
             + self._reward.nbytes
             + self._terminated.nbytes
             + self._truncated.nbytes

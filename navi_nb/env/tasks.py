@@ -17,11 +17,18 @@ pointgoal
     path      ``-penalty_path`` per metre the step moved the actor (what SPL
               divides by: the time term alone favours the fastest way, which
               with the slow turn and slow sideways motion is a longer arc)
+    count     as below
 explore
     new_cell  ``reward_new_cell`` per visit-grid cell entered for the first time
               this episode (the spawn cell counts as visited, unrewarded)
     contact   as above
     time      as above
+    count     ``reward_count / sqrt(n)``, n the episodic map's visit count of the
+              cell the actor's centre is in after the step, this step's visit
+              included (n >= 1; the map's count saturates at 255), read by
+              ``episodic_map.visits_after``; 0 with ``reward_count`` 0 (the
+              default, off: the other terms and the reward keep their bits).
+              Meant for explore, taken by both tasks; needs the map
 
 Either task is truncated when the episode reaches its step limit without
 terminating: ``max_steps``, or for a point-goal episode with ``max_steps_per_metre`` on,
@@ -44,7 +51,10 @@ from numba import njit
 
 POINTGOAL = 0
 EXPLORE = 1
-TERMS = {"pointgoal": ("progress", "success", "contact", "time", "path"), "explore": ("new_cell", "contact", "time")}
+TERMS = {
+    "pointgoal": ("progress", "success", "contact", "time", "path", "count"),
+    "explore": ("new_cell", "contact", "time", "count"),
+}
 TASK_CODES = {"pointgoal": POINTGOAL, "explore": EXPLORE}
 
 
@@ -54,6 +64,7 @@ def reward_coefficients(task: str, cfg) -> np.ndarray:
         c = (cfg.reward_progress, cfg.reward_success, -cfg.penalty_contact, -cfg.penalty_time, -cfg.penalty_path)
     else:
         c = (cfg.reward_new_cell, -cfg.penalty_contact, -cfg.penalty_time)
+    c += (cfg.reward_count,)
     return np.asarray(c, dtype=np.float64)
 
 
@@ -172,7 +183,7 @@ def start_episodes(rows, grids, pose, goals, visits, counters, prev_action):
 
 
 @njit(cache=True)
-def score_step(task, rules, grids, pose, goals, potential, moves, visits, counters, outcome):
+def score_step(task, rules, grids, pose, goals, potential, moves, visits, counters, outcome, count_visits):
     """Rewards, flags and counters for one step of every actor.
 
     task: POINTGOAL or EXPLORE. rules ``(coefs, success_radius, step_rule)`` (:func:`score_rules`): coefs
@@ -187,7 +198,8 @@ def score_step(task, rules, grids, pose, goals, potential, moves, visits, counte
     (A,) bool, moved (A,) float32 metres; visits ``(visit, cells)``, visit (A,B) uint8 bits, cells
     (A,) int32 visited count. Writes outcome ``(terms, reward, terminated, truncated, success)``:
     terms (T,A) float32, reward (A,) float32, the flags (A,) bool; adds to counters ``(ep_return,
-    ep_len, path_len, collisions)``: float64, int32, float64, int32.
+    ep_len, path_len, collisions)``: float64, int32, float64, int32. count_visits (A,) int32: the count
+    term's n (``episodic_map.visits_after``), 0 where the count bonus is off (the term 0, not summed).
     """
     coefs, success_radius, step_rule = rules
     max_steps = step_rule[0]
@@ -232,6 +244,12 @@ def score_step(task, rules, grids, pose, goals, potential, moves, visits, counte
             terms[1, i] = np.float32(t1)
             terms[2, i] = np.float32(t2)
             total = t0 + t1 + t2
+        last = coefs.shape[0] - 1
+        tc = 0.0
+        if count_visits[i] > 0:  # (off: not summed, so the sum keeps its bits even where it is -0.0)
+            tc = coefs[last] / math.sqrt(np.float64(count_visits[i]))
+            total += tc
+        terms[last, i] = np.float32(tc)
         reward[i] = np.float32(total)
         success[i] = ok
         ep_return[i] += np.float64(np.float32(total))
