@@ -145,3 +145,37 @@ def test_set_state_checks_everything_first(env):
         assert states_equal(before, snapshot(env))
     with pytest.raises(StateError):
         env.set_state([1, 2])
+
+
+def test_an_unknown_start_dist_round_trips_and_infinities_and_negatives_are_refused(env):
+    """``start_dist`` holds NaN where a shortest path is unknown: set_state takes it and get_state gives it back
+    bit for bit; an infinity, or a negative length beside a NaN (a NaN must not hide it), is refused in one line
+    naming start_dist, before anything changes."""
+    good = env.get_state()
+    unknown = {k: v.copy() for k, v in good.items()}
+    unknown["start_dist"][0] = np.nan
+    unknown["start_dist"][2] = 2.5
+    env.set_state(unknown)
+    back = env.get_state()
+    assert back["start_dist"].tobytes() == unknown["start_dist"].tobytes()  # NaN, the untouched value, 2.5
+    assert np.isnan(back["start_dist"][0]) and back["start_dist"][1] == good["start_dist"][1]
+    assert back.keys() == unknown.keys()
+    assert all(np.asarray(back[k]).tobytes() == np.asarray(unknown[k]).tobytes() for k in back)  # NaN == NaN
+    before = {k: np.asarray(v).tobytes() for k, v in back.items()}
+    for value, words in [(np.inf, "start_dist holds infinite"), (-np.inf, "start_dist holds infinite")]:
+        bad = {k: v.copy() for k, v in unknown.items()}
+        bad["start_dist"][1] = value
+        with pytest.raises(StateError, match=words) as err:
+            env.set_state(bad)
+        assert "\n" not in str(err.value)
+        assert before == {k: np.asarray(v).tobytes() for k, v in env.get_state().items()}
+    for at in (0, 1, 2):  # the negative value before, at and after the NaN
+        bad = {k: v.copy() for k, v in unknown.items()}
+        bad["start_dist"][1 if at == 0 else 0] = np.nan
+        bad["start_dist"][at] = -0.5
+        with pytest.raises(StateError, match="start_dist holds negative values") as err:
+            env.set_state(bad)
+        assert "\n" not in str(err.value)
+        assert before == {k: np.asarray(v).tobytes() for k, v in env.get_state().items()}
+    env.set_state(good)
+    assert states_equal(good, snapshot(env))

@@ -66,7 +66,7 @@ def check_state_ranges(v, cfg, wparams, n_cells, n_worlds) -> None:
     if np.any(np.abs(v["vel"]) > extent / cfg.dt):
         refuse("vel", "holds velocities no step can reach")
     for name in ("goal_dist", "start_dist", "path_len", "collisions", "episodes", "cells", "ep_len"):
-        if v[name].size and v[name].min() < 0:
+        if np.any(v[name] < 0):  # elementwise: a NaN (start_dist's unknown length) hides nothing
             refuse(name, "holds negative values")
     if v["ep_len"].size and v["ep_len"].max() > cfg.max_steps:
         refuse("ep_len", f"holds episode lengths over max_steps ({cfg.max_steps})")

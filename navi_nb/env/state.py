@@ -11,8 +11,10 @@ from navi_nb.rng_state import STATE_DTYPE, STATE_SHAPE, GeneratorStateError, gen
 
 RNG_NAMES = ("rng_spawn", "rng_goal")
 """The generators' states in a state dict (``rng_state`` arrays, one per actor block when blocked)."""
-FINITE_NAMES = ("pos", "yaw", "vel", "prev_action", "goal", "goal_dist", "start_dist", "ep_return", "path_len", "obs")
+FINITE_NAMES = ("pos", "yaw", "vel", "prev_action", "goal", "goal_dist", "ep_return", "path_len", "obs")
 """The float arrays of a state dict, which must hold finite values only."""
+NAN_NAMES = ("start_dist",)
+"""The float arrays of a state dict that may hold NaN (an unknown shortest path) but no infinity."""
 
 
 def state_spec(A, obs_dim, visit_bytes, n_blocks, map_cells=0) -> dict:
@@ -79,6 +81,9 @@ def checked_state(state, spec, cfg, wparams, n_cells, n_worlds, blocked):
     for name in FINITE_NAMES:
         if not np.isfinite(values[name]).all():
             raise StateError(f"NavEnv.set_state: {name} holds non-finite values")
+    for name in NAN_NAMES:
+        if np.isinf(values[name]).any():
+            raise StateError(f"NavEnv.set_state: {name} holds infinite values (NaN, an unknown length, is allowed)")
     wi = values["world_index"]
     if wi.size and (int(wi.min()) < 0 or int(wi.max()) >= n_worlds):
         raise StateError(f"NavEnv.set_state: world_index values must lie in [0, {n_worlds})")

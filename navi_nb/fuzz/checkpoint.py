@@ -504,9 +504,10 @@ def case_mutator(seed: int, target: str, index: int):
     return rng, names[int(rng.integers(len(names)))]
 
 
-NAN_MEANS_UNKNOWN = {"episodes": ("spl",)}
+NAN_MEANS_UNKNOWN = {"episodes": ("spl",), "checkpoint": ("env.start_dist",)}
 """Members a file kind may hold NaN in, where NaN is a value: an episode's SPL when its shortest path is unknown
-(``eval_episodes.npz``); infinities stay failures there too."""
+(``eval_episodes.npz``), an actor's shortest path when unknown (a checkpoint's ``env.start_dist``, which
+``NavEnv.set_state`` takes); infinities stay failures there too."""
 
 
 def non_finite_members(arrays: dict, kind: str = "") -> list:
