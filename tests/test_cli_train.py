@@ -233,6 +233,25 @@ def test_resume_of_finished_run_is_a_no_op(trained, tmp_path, capsys):
     assert ((run / "metrics.csv").read_bytes(), (run / "metrics.jsonl").read_bytes()) == before
 
 
+def test_resume_takes_env_values_the_run_already_has_and_refuses_a_changed_one(trained, tmp_path, capsys):
+    """``--resume --env K=V`` repeating the run's own values (max_steps=20 its config names, spawn=free and
+    goal_max_distance=8 the defaults it leaves unnamed) is no change; one changed value is refused in one line
+    naming that setting, the run's value and the one given, and the folder is left as it was."""
+    run = copy_run(trained, tmp_path)
+    config_before = (run / "config.json").read_bytes()
+    same = ["--env", "max_steps=20", "--env", "spawn=free", "--env", "goal_max_distance=8.0"]
+    assert main(["train", "--resume", str(run), *same, "--no-progress", "--eval-episodes", "0"]) == 0
+    assert "already complete" in " ".join(capsys.readouterr().out.split())
+    assert (run / "config.json").read_bytes() == config_before  # the run's env table as it was: {"max_steps": 20}
+    assert json.loads(config_before)["config"]["env"] == {"max_steps": 20}
+    changed = ["--env", "max_steps=20", "--env", "success_radius=0.7"]
+    err = fails_cleanly(["train", "--resume", str(run), *changed], capsys, "env success_radius=0.5 (asked 0.7)", run)
+    assert "cannot change env" in err and "max_steps" not in err
+    # a number is not the boolean it equals (semantic_obs is False by default)
+    as_number = ["train", "--resume", str(run), "--env", "semantic_obs=0"]
+    fails_cleanly(as_number, capsys, "semantic_obs=False (asked 0)", run)
+
+
 def test_info_command(capsys):
     assert main(["info", "--json"]) == 0
     facts = json.loads(capsys.readouterr().out)

@@ -49,6 +49,7 @@ from navi_nb.train.runs import (
     check_ram,
     check_run_entries,
     claim_run_path,
+    env_changes,
     load_run_worlds,
     load_scene_set,
     make_env,
@@ -239,6 +240,9 @@ class Trainer:
     def _resume(cls, run_path: Path, overrides, console, progress, read_only=False) -> Trainer:
         cfg = read_run_config(run_path)
         changed = {k: v for k, v in (overrides or {}).items() if getattr(cfg, k) != v}
+        asked_env = changed.get("env")
+        if isinstance(asked_env, dict) and isinstance(cfg.env, dict) and not env_changes(cfg.env, asked_env):
+            del changed["env"]  # --env repeating the run's own values (some of them): no change
         moved = sorted(k for k in changed if k in ("run_dir", "name"))
         if moved:
             raise RunError(

@@ -251,18 +251,29 @@ def changed_settings(cfg, asked: dict, names) -> list:
     """``"name=<the run's value> (asked <value>)"`` for each of ``names`` that ``asked`` sets otherwise than the
     run's config ``cfg``; for ``env``, one per environment setting asked for that differs from the run's (the
     default where the run's config does not name it)."""
-    from navi_nb.env.config import EnvConfig
-
-    default, out = EnvConfig(), []
+    out = []
     for k in names:
         run, new = getattr(cfg, k), asked[k]
         if k == "env" and isinstance(run, dict) and isinstance(new, dict):
-            was = {e: run.get(e, getattr(default, e, None)) for e in new}
-            diff = [f"env {e}={was[e]!r} (asked {new[e]!r})" for e in sorted(new) if was[e] != new[e]]
+            diff = [f"env {e}={was!r} (asked {new[e]!r})" for e, was in env_changes(run, new).items()]
             if diff:
                 out += diff
                 continue
         out.append(f"{k}={run!r} (asked {new!r})")
+    return out
+
+
+def env_changes(run_env: dict, asked: dict) -> dict:
+    """name -> the run's value, sorted by name, of each environment setting in ``asked`` whose value differs
+    from the run's (``run_env``, the run's ``env`` table; the default where it does not name the setting). A
+    value equal to the run's is no change (20 and 20.0 alike; a boolean differs from a number)."""
+    from navi_nb.env.config import EnvConfig
+
+    default, out = EnvConfig(), {}
+    for e in sorted(asked):
+        was, new = run_env.get(e, getattr(default, e, None)), asked[e]
+        if was != new or isinstance(was, bool) != isinstance(new, bool):
+            out[e] = was
     return out
 
 
