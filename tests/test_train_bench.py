@@ -219,3 +219,27 @@ def test_a_trainers_cores_busy_is_cpu_seconds_per_wall_second_after_the_first_up
     finally:
         numba.set_num_threads(with_threads)
     assert abs(third["cores_busy"] - 1.5) < 1e-3, third
+
+
+def test_bench_train_takes_trains_env_flags_into_the_timed_environment(tmp_path, capsys):
+    """``bench train --env KEY=VALUE`` as ``train --env``: with max_steps=8 every actor ends an episode at least
+    every 8 steps, so the timed update's 64 steps of 4 actors end at least 4 * 64 / 8 = 32 episodes (the
+    default 500-step limit ends hardly any); the setting is in the JSON. With --from-run it is refused."""
+    import json
+
+    from navi_nb.cli import main
+
+    argv = ["bench", "--json", "-", "train", "--scenes", "box", "--resolution", "32", "--actors", "4"]
+    argv += ["--sensor-az", "8", "--sensor-el", "4", "--shards", "1", "--updates", "1", "--warmup", "1"]
+    assert main([*argv, "--env", "max_steps=8", "--env", "spawn=free"]) == 0
+    out = capsys.readouterr().out
+    data = json.loads(out[out.index("\n{") + 1 :])["train"]
+    assert data["setting"]["env"] == {"max_steps": 8, "spawn": "free"}
+    (row,) = data["runs"]
+    assert row["actor_steps"] == 4 * 64 and row["episodes"] >= 32, row
+    assert main(["bench", "train", "--from-run", str(tmp_path / "none"), "--env", "max_steps=8"]) == 2
+    err = capsys.readouterr().err
+    assert "the run's settings are timed; leave out --env" in err and "Traceback" not in err
+    assert main([*argv, "--env", "max_steps=0"]) == 2  # checked as train checks it, before anything runs
+    err = " ".join(capsys.readouterr().err.split())
+    assert "max_steps must be an integer >= 1, got 0" in err and "Traceback" not in err

@@ -10,8 +10,8 @@ drawn, the geodesic fields of new episodes), and splits the time between
 
 - tracing: the batched sphere tracing inside ``NavEnv.step`` / reset,
 - environment: the rest of ``NavEnv.step`` (kinematics, collision, rewards, resets, observations),
-- map: with the episodic map on (a ``--from-run`` run's ``map_cell``), its update and crop (``NavEnv.map_seconds``;
-  a column of its own only then),
+- map: with the episodic map on (``--env map_cell=X``, or a ``--from-run`` run's), its update and crop
+  (``NavEnv.map_seconds``; a column of its own only then),
 - policy: the batched policy forward for acting (and the critic's values of final observations),
 - PPO: GAE and the epochs of minibatches,
 
@@ -20,6 +20,9 @@ read from the trainer's timing hook (``Trainer.times``, a
 Nothing is written to disk: a real run also writes its metrics every update
 and a checkpoint every ``checkpoint_every`` updates, and re-checks its shard
 count (PERFORMANCE compares the two).
+
+``--env KEY=VALUE`` (repeatable) sets the environment as ``navi-nb train --env`` does; the settings are in the
+table's title and the JSON's ``setting``.
 
 ``--ranks 1,2`` adds rank counts: each count above 1 runs the same measurement
 under ``mpiexec -n R`` (the one next to this Python, else on the PATH; the
@@ -55,12 +58,13 @@ RUN_SETTINGS = {
     "resolution": 128,
     "ranks": "1",
     "memory_size": "0",
+    "env": None,
 }
 """The defaults of the flags that set what is trained: ``--from-run`` takes them from the run instead."""
 
 
 def add_arguments(parser) -> None:
-    from navi_nb.commands.flags import add_scenes, add_sensor
+    from navi_nb.commands.flags import add_env, add_scenes, add_sensor
 
     d = RUN_SETTINGS
     add_scenes(parser, d["scenes"], f"the worlds, a scene spec (default {d['scenes']})")
@@ -91,8 +95,8 @@ def add_arguments(parser) -> None:
         help="time the run folder RUN's own updates from its newest checkpoint (its settings, worlds, policy "
         "and episodes: late in training, where a trained policy's short episodes reset actors every few "
         "ticks), each shard count from the same state, one process; nothing in RUN is written. The run's own "
-        "settings take the place of --scenes, --actors, --memory-size, --sensor-az, --sensor-el, --resolution "
-        "and --ranks",
+        "settings take the place of --scenes, --actors, --memory-size, --sensor-az, --sensor-el, --resolution, "
+        "--env and --ranks",
     )
     parser.add_argument(
         "--memory-size",
@@ -101,6 +105,7 @@ def add_arguments(parser) -> None:
         help="policy GRU memory sizes to run side by side (default 0: the MLP alone; 0,64: the MLP and a "
         "64-unit GRU, with the ratio)",
     )
+    add_env(parser, "an environment setting of the timed runs, as train's --env (repeatable)")
 
 
 def warm_up(tr, warmup, ranks=None) -> int:
@@ -277,7 +282,9 @@ def split_table(cfg, rows):
     t = Table(
         title=f"bench train: {cfg.scenes}, {cfg.actors} actors, {cfg.sensor_az}x{cfg.sensor_el} rays, "
         f"hidden {cfg.hidden}, {cfg.rollout_steps} steps x {cfg.update_epochs} epochs x "
-        f"{cfg.num_minibatches} minibatches; steps/s: actor-steps per second; time split in % of wall"
+        f"{cfg.num_minibatches} minibatches"
+        + "".join(f", {k}={v}" for k, v in sorted(cfg.env.items()))
+        + "; steps/s: actor-steps per second; time split in % of wall"
     )
     ranks = any(r.get("ranks", 1) > 1 for r in rows)  # a ranks column only when several were run
     memory = len({r.get("memory_size", 0) for r in rows}) > 1  # a memory column only when sizes are compared
@@ -376,20 +383,20 @@ def run(args) -> dict:
         TrainConfig(
             scenes=args.scenes, actors=args.actors, sensor_az=args.sensor_az, sensor_el=args.sensor_el,
             resolution=args.resolution,
-            eval_episodes=0, memory_size=m,
+            eval_episodes=0, memory_size=m, env=dict(args.env or ()),
         ).validate("bench train")
         for m in sizes
     ]  # fmt: skip
     cfg = configs[0]
     shard_counts, warmup, updates = timing_args(args)
+    import json
+
     from navi_nb.parallel.ranks import launched_by_mpi, run_under_mpiexec, world
 
     if launched_by_mpi():  # one rank count, this one; rank 0 prints
         rows = [r for c in configs for r in measure(c, shard_counts, updates, console, warmup)]
         if world().Get_rank() != 0:
             return {}
-        import json
-
         for r in rows:
             print("bench-train-row " + json.dumps(r), flush=True)
     else:
@@ -421,6 +428,7 @@ def run(args) -> dict:
                         str(warmup),
                         "--memory-size",
                         str(args.memory_size),
+                        *[a for k, v in cfg.env.items() for a in ("--env", f"{k}={json.dumps(v)}")],
                     ],
                     "bench-train-row ",
                 )
@@ -501,6 +509,7 @@ def report(console, cfg, rows, sizes, shard_counts) -> dict:
             "update_epochs": cfg.update_epochs,
             "num_minibatches": cfg.num_minibatches,
             "memory_sizes": sizes,
+            "env": dict(cfg.env),
         },
         "runs": rows,
         "phase_speedups": phase_speedups([r for r in rows if r.get("memory_size", 0) == sizes[0]]),

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from rich.markup import escape
 
+from navi_nb.commands.flags import add_env
 from navi_nb.env.config import EPISODE_SETTINGS
-from navi_nb.train.config import env_setting
 
 
 def add_arguments(parser) -> None:
@@ -51,13 +51,8 @@ def add_arguments(parser) -> None:
         help="also write the results as JSON (to FILE, or stdout with no FILE)",
     )
     parser.add_argument("--no-save", action="store_true", help="do not write eval.json / eval_episodes.npz")
-    parser.add_argument(
-        "--env",
-        type=env_setting,
-        action="append",
-        default=None,
-        metavar="KEY=VALUE",
-        help="an episode setting to evaluate with instead of the run's (repeatable): " + ", ".join(EPISODE_SETTINGS),
+    add_env(
+        parser, "an episode setting to evaluate with instead of the run's (repeatable): " + ", ".join(EPISODE_SETTINGS)
     )
 
 

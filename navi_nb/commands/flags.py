@@ -1,7 +1,8 @@
 """The flags that several commands share, each spelled one way everywhere.
 
-The sensor is ``--sensor-az N --sensor-el M`` and the world set ``--scenes SPEC`` in every command that takes
-them, as in ``navi-nb train`` (whose flags come from ``TrainConfig``'s fields). The spellings that some
+The sensor is ``--sensor-az N --sensor-el M``, the world set ``--scenes SPEC`` and an environment setting
+``--env KEY=VALUE`` in every command that takes them, as in ``navi-nb train`` (whose flags come from
+``TrainConfig``'s fields; its ``--env`` reads its values with the same ``env_setting``). The spellings that some
 commands used before (``--az``/``--el``, ``--sensor AZxEL``, ``--scene``) are still read, into the same
 setting, with one line on stderr naming the flag that replaces each; they are left out of ``--help`` and
 docs/CLI.md.
@@ -58,3 +59,11 @@ def add_scenes(parser, default: str, help: str) -> None:
     """``--scenes SPEC`` (a scene spec, docs/WORLDS.md) and the earlier ``--scene``."""
     parser.add_argument("--scenes", default=default, metavar="SPEC", help=help)
     parser.add_argument("--scene", dest="scenes", action=Deprecated, new_flag="--scenes")
+
+
+def add_env(parser, help: str) -> None:
+    """``--env KEY=VALUE``, repeatable, read as ``navi-nb train``'s is (``navi_nb.train.config.env_setting``):
+    ``args.env`` is None or a list of ``(key, value)``; ``help`` is the help line."""
+    from navi_nb.train.config import env_setting
+
+    parser.add_argument("--env", type=env_setting, action="append", default=None, metavar="KEY=VALUE", help=help)
