@@ -61,7 +61,11 @@ def main(argv=None) -> int:
     # Import only the chosen command's module to build its arguments.
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(only=chosen if chosen in COMMANDS else None)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except NaviError as exc:  # a flag's reader that says what is wrong in one line (--env's)
+        print_error(exc)
+        return 2
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
         return int(module.run(args) or 0)

@@ -152,6 +152,38 @@ def test_bad_values_and_config(tmp_path, capsys):
     fails_cleanly(["train", "--config", str(bad)], capsys, "not valid TOML")
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["train"], ["train", "--resume", "RUN"], ["eval", "RUN"], ["bench", "train"]],
+    ids=["train", "resume", "eval", "bench-train"],
+)
+@pytest.mark.parametrize(
+    "given,words",
+    [
+        ("max_steps", "--env 'max_steps': expected KEY=VALUE"),
+        ("=3", "--env '=3': expected KEY=VALUE"),
+        ("max_stepz=30", "--env max_stepz=30: max_stepz is not an environment setting; known: contact_margin, dt,"),
+        ("max_steps=abc", "--env max_steps=abc: max_steps takes a whole number, got 'abc'"),
+        ("max_steps=1.5", "--env max_steps=1.5: max_steps takes a whole number, got '1.5'"),
+        ("goal_max_distance=far", "--env goal_max_distance=far: goal_max_distance takes a number, got 'far'"),
+        ("semantic_obs=1", "--env semantic_obs=1: semantic_obs takes true or false, got '1'"),
+        ("spawn=3", "--env spawn=3: spawn takes a word, got '3'"),
+    ],
+)
+def test_a_malformed_env_flag_is_one_line_in_every_command(command, given, words, tmp_path, capsys):
+    """``--env`` without ``=``, with an unknown setting or a value of the wrong type: one line naming the flag and
+    what is wrong, exit 2, no usage block, nothing created; the same in every command that takes the flag."""
+    runs = tmp_path / "runs"
+    argv = [str(runs / "r") if a == "RUN" else a for a in command]
+    argv += ["--env", given] + (["--run-dir", str(runs)] if argv == ["train"] else [])
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())
+    assert err.startswith("error: ") and err.count("error:") == 1 and words in err, err
+    assert "usage:" not in captured.err and "Traceback" not in captured.err and captured.out == ""
+    assert not runs.exists()
+
+
 def test_existing_name_refused(trained, tmp_path, capsys):
     run = copy_run(trained, tmp_path)
     fails_cleanly(["train", *TINY, "--run-dir", str(tmp_path), "--name", "run"], capsys, "already exists", run)
@@ -237,6 +269,8 @@ def test_resume_takes_env_values_the_run_already_has_and_refuses_a_changed_one(t
     """``--resume --env K=V`` repeating the run's own values (max_steps=20 its config names, spawn=free and
     goal_max_distance=8 the defaults it leaves unnamed) is no change; one changed value is refused in one line
     naming that setting, the run's value and the one given, and the folder is left as it was."""
+    from navi_nb.train.runs import env_changes
+
     run = copy_run(trained, tmp_path)
     config_before = (run / "config.json").read_bytes()
     same = ["--env", "max_steps=20", "--env", "spawn=free", "--env", "goal_max_distance=8.0"]
@@ -247,9 +281,11 @@ def test_resume_takes_env_values_the_run_already_has_and_refuses_a_changed_one(t
     changed = ["--env", "max_steps=20", "--env", "success_radius=0.7"]
     err = fails_cleanly(["train", "--resume", str(run), *changed], capsys, "env success_radius=0.5 (asked 0.7)", run)
     assert "cannot change env" in err and "max_steps" not in err
-    # a number is not the boolean it equals (semantic_obs is False by default)
+    # a number is not the boolean it equals (semantic_obs is False by default): --env's reader refuses it first,
+    # and the comparison itself tells them apart
     as_number = ["train", "--resume", str(run), "--env", "semantic_obs=0"]
-    fails_cleanly(as_number, capsys, "semantic_obs=False (asked 0)", run)
+    fails_cleanly(as_number, capsys, "semantic_obs takes true or false, got '0'", run)
+    assert env_changes({"max_steps": 20}, {"semantic_obs": 0, "max_steps": 20.0}) == {"semantic_obs": False}
 
 
 def test_info_command(capsys):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from navi_nb.env.config import EnvConfig, EnvConfigError
 from navi_nb.env.footprint import actor_bytes
-from navi_nb.errors import NaviError
+from navi_nb.errors import CliError, NaviError
 from navi_nb.learn.policy import MAX_MEMORY
 from navi_nb.learn.ppo import PPOConfig, PPOConfigError
 from navi_nb.train.checkpoint import config_hash
@@ -338,16 +338,37 @@ def _int_list(text):
     return sizes
 
 
+ENV_VALUE_KINDS = {"int": "a whole number", "float": "a number", "str": "a word", "bool": "true or false"}
+"""What an environment setting of each type takes, as ``--env``'s refusal says it."""
+
+
 def env_setting(text):
-    """``KEY=VALUE`` as ``(key, value)``, the value read as JSON where it is JSON, else as a bare string."""
-    if "=" not in text:
-        raise ValueError(text)
-    key, value = text.split("=", 1)
+    """``--env KEY=VALUE`` as ``(key, value)``, the value read as JSON where it is JSON, else as a bare string;
+    the one reader of every command's ``--env``. A text without ``=``, a key that is no EnvConfig setting and a
+    value of the wrong type raise CliError, one line naming the flag (not ValueError: argparse would print its
+    usage block; ``navi_nb.cli.main`` prints the line and exits 2). The ranges are checked with the whole
+    environment config, as a config file's ``[env]`` table's are."""
+    key, eq, value = str(text).partition("=")
+    key = key.strip()
+    if not eq or not key:
+        raise CliError(f"--env {text!r}: expected KEY=VALUE, e.g. --env max_steps=300")
+    fields = {f.name: f.type for f in dataclasses.fields(EnvConfig)}
+    if key not in fields:
+        raise CliError(f"--env {text}: {key} is not an environment setting; known: {', '.join(sorted(fields))}")
     try:
         parsed = json.loads(value)
     except ValueError:
         parsed = value  # a bare string such as spawn=points
-    return key.strip(), parsed
+    kind = fields[key]
+    fits = {
+        "int": isinstance(parsed, int) and not isinstance(parsed, bool),
+        "float": isinstance(parsed, (int, float)) and not isinstance(parsed, bool),
+        "str": isinstance(parsed, str),
+        "bool": isinstance(parsed, bool),
+    }[kind]
+    if not fits:
+        raise CliError(f"--env {text}: {key} takes {ENV_VALUE_KINDS[kind]}, got {value!r}")
+    return key, parsed
 
 
 _whole_number.__name__ = "whole number"
