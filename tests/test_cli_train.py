@@ -392,7 +392,7 @@ def test_cold_kernel_notice(tmp_path, monkeypatch):
     monkeypatch.setattr(jit_cache, "cache_dir_for", lambda path: tmp_path)  # an empty cache
     monkeypatch.setattr("os.getloadavg", lambda: (0.5, 0.5, 0.5))  # an idle machine
     assert jit_cache.cold_sources(TRAIN_KERNELS) == list(TRAIN_KERNELS)
-    assert round(sum(COLD_COMPILE_CPU_S.values()), 1) == 62.8
+    assert round(sum(COLD_COMPILE_CPU_S[k] for k in TRAIN_KERNELS), 1) == 62.8
     # all cold on two cores: 62.8 CPU-s over two cores, 31.4 s (more than the largest module, 28.2 s),
     # plus 4 s of imports, packing the worlds and building the environment: 35.4 s
     assert notice() == (True, "compiling kernels, first run only: ~40 s (an estimate; cached afterwards)\n")
@@ -406,6 +406,48 @@ def test_cold_kernel_notice(tmp_path, monkeypatch):
     assert "~10 s" in notice()[1]  # the tracer alone: 8.2 s on one core, plus 4 s (12.2 s)
     (tmp_path / "tracer.kernel-42.py311.nbi").write_bytes(b"")
     assert notice() == (False, "")
+
+
+def test_the_cold_compile_estimate_counts_a_grus_and_a_maps_kernels_when_the_run_has_them(tmp_path, monkeypatch):
+    """A run with memory adds the GRU's 24.9 CPU-s to an all-cold estimate (39.9 where the minibatch passes
+    are cached without it: their memory signatures compile anyway); a run with the map adds its 3.8; a run
+    with neither counts neither, and a cache holding only the plain run's kernels is cold for both."""
+    import io
+
+    from rich.console import Console
+
+    from navi_nb import cores, jit_cache
+    from navi_nb.commands.train import TRAIN_KERNELS, announce_cold_kernels, cold_compile_estimate, train_kernels
+    from navi_nb.train.config import TrainConfig
+
+    def notice(cfg):
+        out = io.StringIO()
+        announce_cold_kernels(Console(file=out, width=80), cfg)
+        return out.getvalue()
+
+    plain, memory, mapped = TrainConfig(), TrainConfig(memory_size=64), TrainConfig(env={"map_cell": 0.5})
+    gru, mem_pass, map_ = "navi_nb.learn.gru", "navi_nb.learn.memory_pass", "navi_nb.env.episodic_map"
+    assert train_kernels(plain) == train_kernels() == TRAIN_KERNELS
+    assert train_kernels(memory) == TRAIN_KERNELS + (gru, mem_pass)
+    assert train_kernels(mapped) == TRAIN_KERNELS + (map_,)
+    assert train_kernels(TrainConfig(memory_size=8, env={"map_cell": 1.0})) == TRAIN_KERNELS + (map_, gru, mem_pass)
+    assert train_kernels(TrainConfig(env={"map_cell": 0})) == TRAIN_KERNELS  # map_cell 0: the map is off
+    # two cores, all cold: (62.8 + 24.9) / 2 = 43.85 s (more than the largest module, 28.2 s), + 4 s: 47.85 s
+    assert cold_compile_estimate(list(train_kernels(memory)), 2) == pytest.approx(47.85)
+    assert cold_compile_estimate(list(train_kernels(mapped)), 2) == pytest.approx((62.8 + 3.8) / 2 + 4)
+    # the plain kernels cached: the GRU's 39.9 s on one core, + 4 s; the map's 3.8 s, + 4 s
+    assert cold_compile_estimate([gru, mem_pass], 2) == pytest.approx(43.9)
+    assert cold_compile_estimate([map_], 2) == pytest.approx(7.8)
+
+    allowed = cores.allowed_cores(affinity=[0, 1])
+    monkeypatch.setattr(cores, "allowed_cores", lambda: allowed)
+    monkeypatch.setattr(jit_cache, "cache_dir_for", lambda path: tmp_path)
+    monkeypatch.setattr("os.getloadavg", lambda: (0.5, 0.5, 0.5))
+    for name in TRAIN_KERNELS:  # the cache a run without memory or map leaves
+        (tmp_path / f"{name.rsplit('.', 1)[1]}.kernel-42.py311.nbi").write_bytes(b"")
+    assert notice(plain) == ""
+    assert notice(memory) == "compiling kernels, first run only: ~40 s (an estimate; cached afterwards)\n"
+    assert notice(mapped) == "compiling kernels, first run only: ~10 s (an estimate; cached afterwards)\n"
 
 
 def test_a_trained_run_leaves_every_training_kernel_cached(trained):

@@ -441,3 +441,28 @@ def test_a_run_with_memory_counts_the_grus_modules_in_the_learn_group(monkeypatc
     assert warmup.cold_groups(TrainConfig(memory_size=16)) == ["learn"]
     assert warmup.cold_groups(TrainConfig()) == []
     assert not any("navi_nb.learn.gru" in m for m in asked[-3:])
+
+
+def test_a_run_with_the_map_counts_its_module_in_the_env_group(monkeypatch):
+    """The env group (whose child builds the run's environment, map included) is cold for a run with the episodic
+    map (map_cell > 0) while the map's kernels are not cached; a run without it, or with map_cell 0, never waits
+    on them. The GRU's and the map's modules are asked for exactly when the run has them."""
+    from navi_nb.train import warmup
+    from navi_nb.train.config import TrainConfig
+
+    asked = []
+    cold = ("navi_nb.env.episodic_map", "navi_nb.learn.gru", "navi_nb.learn.memory_pass")
+    monkeypatch.setattr(
+        "navi_nb.jit_cache.cold_sources", lambda modules: asked.append(modules) or [m for m in modules if m in cold]
+    )
+    assert warmup.cold_groups(TrainConfig(env={"map_cell": 0.5})) == ["env"]
+    assert warmup.cold_groups(TrainConfig(env={"map_cell": 0.5}, memory_size=8)) == ["env", "learn"]
+    assert warmup.cold_groups(TrainConfig(env={"map_cell": 0})) == []
+    assert warmup.cold_groups(TrainConfig(memory_size=8)) == ["learn"]
+    asked.clear()
+    assert warmup.cold_groups(TrainConfig()) == []
+    assert not any(m in cold for modules in asked for m in modules)
+    modules = warmup.run_modules(TrainConfig(env={"map_cell": 0.25}, memory_size=4))
+    assert modules["env"] == warmup.GROUPS["env"] + ("navi_nb.env.episodic_map",)
+    assert modules["learn"] == warmup.GROUPS["learn"] + ("navi_nb.learn.gru", "navi_nb.learn.memory_pass")
+    assert modules["tracer"] == warmup.GROUPS["tracer"]

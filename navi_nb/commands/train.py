@@ -32,6 +32,8 @@ import os
 
 from rich.markup import escape
 
+from navi_nb.train.warmup import MAP_MODULES, MEMORY_MODULES
+
 COLD_COMPILE_CPU_S = {
     "navi_nb.learn.fused": 28.2,
     "navi_nb.env.motion": 11.3,  # with the field's point query (navi_nb.world.field), compiled inside it
@@ -47,22 +49,45 @@ COLD_COMPILE_CPU_S = {
     "navi_nb.learn.blocks": 0.1,
     "navi_nb.learn.loss_reference": 0.1,
     "navi_nb.world.field": 0.0,  # compiled inside the collision's and the tracer's kernels, counted there
+    # a run's further modules (navi_nb.train.warmup.MEMORY_MODULES and MAP_MODULES), only when it asks for them
+    "navi_nb.learn.gru": 24.9,  # a policy with memory: the GRU's kernels and the memory signatures of the
+    # minibatch passes and of acting's kernels, over what a run without memory compiles (both all cold)
+    "navi_nb.learn.memory_pass": 0.0,  # compiled inside the minibatch passes with the GRU's, counted there
+    "navi_nb.env.episodic_map": 3.8,  # the episodic map's update and crop (env setting map_cell > 0)
 }
 """The modules whose compiled kernels a training run uses (each leaves an index in Numba's cache), with the
 CPU-seconds of each one's cold compile in one process: Numba's compile events, each counted under the
 module of the kernel whose first call compiled it, in a defaults run without the warm-up
 (``NAVI_NB_WARMUP=0``) on a 2-core AMD EPYC (Zen 3) of docs/PERFORMANCE.md, the mean of two runs
-(about 63 in all)."""
-TRAIN_KERNELS = tuple(COLD_COMPILE_CPU_S)
+(about 63 in all). The GRU's and the map's: user + sys CPU-seconds of a tiny run with a fresh Numba cache
+less those of the same run without them (the GRU: a cold run with memory against a cold one without; the
+map: a run with it, the rest cached, against its warm rerun), the mean of two, on a 2-core AMD EPYC (Zen 3)
+beside another job (which made the rest of this table about 6 % slower there)."""
+TRAIN_KERNELS = tuple(k for k in COLD_COMPILE_CPU_S if k not in MEMORY_MODULES + MAP_MODULES)
+"""The modules every training run compiles; ``train_kernels`` adds those of a GRU and of the map."""
+MEMORY_ALONE_CPU_S = 39.9
+"""A first run with memory where runs without it have cached their kernels: the GRU's and the minibatch passes'
+memory signatures, none of which those runs compiled (measured as the GRU's figure above, the rest cached)."""
 COLD_START_FIXED_S = 4.0
 """What a cold first tick adds to the compiling: imports, packing the worlds, building the environment."""
+
+
+def train_kernels(cfg=None) -> tuple:
+    """The modules whose kernels the run ``cfg`` (a TrainConfig; None: any run) compiles: ``TRAIN_KERNELS``, and
+    the GRU's with memory and the map's with ``map_cell`` > 0 (``navi_nb.train.warmup.run_modules``)."""
+    from navi_nb.train.warmup import run_modules
+
+    extra = [m for modules in run_modules(cfg).values() for m in modules if m in MEMORY_MODULES + MAP_MODULES]
+    return TRAIN_KERNELS + tuple(extra)
 
 
 def cold_compile_estimate(cold, cores: int) -> float:
     """Wall seconds to compile the ``cold`` modules on an idle machine with ``cores`` cores: the warm-up
     compiles in up to three processes side by side (``navi_nb.train.warmup``), and Numba compiles each
-    module on one thread, so the largest module bounds it from below."""
-    work = [COLD_COMPILE_CPU_S[name] for name in cold]
+    module on one thread, so the largest module bounds it from below. The GRU's modules cold where the
+    minibatch passes' are cached count ``MEMORY_ALONE_CPU_S``."""
+    alone = "navi_nb.learn.gru" in cold and "navi_nb.learn.fused" not in cold
+    work = [MEMORY_ALONE_CPU_S if alone and name == "navi_nb.learn.gru" else COLD_COMPILE_CPU_S[name] for name in cold]
     if not work:
         return 0.0
     return max(max(work), sum(work) / max(1, min(cores, 3))) + COLD_START_FIXED_S
@@ -99,12 +124,13 @@ def resolve_config(args):
     return from_dict(data, source=f"config file {args.config}" if args.config else "settings")
 
 
-def announce_cold_kernels(console) -> bool:
-    """Say once, before the first compile, that kernels are compiling and about how long it takes."""
+def announce_cold_kernels(console, cfg=None) -> bool:
+    """Say once, before the first compile, that kernels are compiling and about how long it takes (for the run
+    ``cfg``: with its GRU's and map's kernels)."""
     from navi_nb.cores import allowed_cores
     from navi_nb.jit_cache import cold_sources
 
-    cold = cold_sources(TRAIN_KERNELS)
+    cold = cold_sources(train_kernels(cfg))
     if cold:
         seconds = cold_compile_estimate(cold, allowed_cores().allowed)
         busy = os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else 0.0
@@ -160,6 +186,17 @@ def start_plan(args, cfg) -> dict:
     return {"action": action, "run folder": folder}
 
 
+def _run_config_or_none(run_path):
+    """The run's config for the compile estimate, or None where it cannot be read (the resume then says why)."""
+    from navi_nb.errors import NaviError
+    from navi_nb.train.runs import read_run_config
+
+    try:
+        return read_run_config(run_path)
+    except (NaviError, OSError):
+        return None
+
+
 def _run(args) -> int:
     from rich.console import Console
 
@@ -187,14 +224,14 @@ def _run(args) -> int:
 
             print_config(console, read_run_config(args.resume), args.resume, full=True)
             return 0
-        announce_cold_kernels(console)
+        announce_cold_kernels(console, _run_config_or_none(args.resume))
         trainer = Trainer.resume(args.resume, overrides_from_args(args), console=console, progress=not args.no_progress)
     else:
         if args.print_config:
             print_config(console, cfg, full=True)
             return 0
         check_final_evaluation(cfg)  # found now, not after the whole training
-        announce_cold_kernels(console)
+        announce_cold_kernels(console, cfg)
         trainer = Trainer.create(cfg, console=console, progress=not args.no_progress)
     try:  # the run folder stays locked through the evaluation (the same process: navi_nb.train.run_lock)
         summary = trainer.train(progress=not args.no_progress)

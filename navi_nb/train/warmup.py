@@ -101,6 +101,9 @@ GROUPS = {
 one of them (``navi_nb.jit_cache.cold_sources``)."""
 MEMORY_MODULES = ("navi_nb.learn.gru", "navi_nb.learn.memory_pass")
 """The learn group's further modules for a policy with memory (a run without one never compiles them)."""
+MAP_MODULES = ("navi_nb.env.episodic_map",)
+"""The env group's further module for a run with the episodic map (``map_cell`` > 0 in its ``env``; a run without
+it never compiles them): the ``env`` child compiles its kernels (``NavEnv.compile_kernels``)."""
 
 LAYOUT_MODULES = ("navi_nb.world.layout",)
 """The layout decoder, compiled in a thread of the trainer itself (:func:`compile_layout_decoder`)."""
@@ -113,20 +116,29 @@ PARENT_VAR = "NAVI_NB_WARMUP_PARENT"
 if its parent is already gone when it asks to end with it."""
 
 
+def run_modules(cfg=None) -> dict:
+    """Group name -> the modules whose kernels the run ``cfg`` calls: ``GROUPS``, with ``MEMORY_MODULES`` in the
+    learn group for a policy with memory and ``MAP_MODULES`` in the env group with the episodic map on (neither
+    without ``cfg``)."""
+    from navi_nb.env.episodic_map import map_columns
+
+    env = cfg.env if cfg is not None and isinstance(cfg.env, dict) else {}
+    extra = {
+        "learn": MEMORY_MODULES if cfg is not None and cfg.memory_size else (),
+        "env": MAP_MODULES if map_columns(env) else (),
+    }
+    return {name: modules + extra.get(name, ()) for name, modules in GROUPS.items()}
+
+
 def cold_groups(cfg=None) -> list[str]:
     """The cold groups (for the run ``cfg``: the tracer group only with the CPU backend, whose kernel it
-    compiles)."""
+    compiles; the GRU's and the map's modules with the groups of ``run_modules``)."""
     from navi_nb.jit_cache import cold_sources
 
     if os.environ.get("NUMBA_DISABLE_CACHE", "0") not in ("", "0"):
         return []  # nothing a child compiles would reach this process
     skip = {"tracer"} if cfg is not None and cfg.backend != "cpu" else set()
-    memory = MEMORY_MODULES if cfg is not None and cfg.memory_size else ()
-    return [
-        name
-        for name, modules in GROUPS.items()
-        if name not in skip and cold_sources(modules + (memory if name == "learn" else ()))
-    ]
+    return [name for name, modules in run_modules(cfg).items() if name not in skip and cold_sources(modules)]
 
 
 def enabled() -> bool:
