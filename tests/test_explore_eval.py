@@ -4,6 +4,7 @@ the metrics' running-episode column, the CLI's eval and render of an explore run
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -125,9 +126,38 @@ def test_wall_follower_keeps_the_wall_on_its_side():
 
 @pytest.fixture(scope="module")
 def explore_run(tmp_path_factory):
+    """The tiny explore run; what `train` printed is kept beside it (``x.stdout``)."""
+    import contextlib
+    import io
+
     root = tmp_path_factory.mktemp("explore")
-    assert main(["train", *tiny_run_args(task="explore"), "--run-dir", str(root), "--name", "x"]) == 0
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["train", *tiny_run_args(task="explore"), "--run-dir", str(root), "--name", "x"]) == 0
+    (root / "x.stdout").write_text(out.getvalue())
     return root / "x"
+
+
+def test_an_explore_runs_summary_gives_the_last_updates_coverage_not_success(explore_run):
+    """The end-of-training summary (printed, and in run.json) of an explore run: the mean over the last 10
+    updates of coverage_mean (finite updates only: the first of 16 steps ends no 20-step episode) and of
+    coverage_in_progress_mean, as the metrics file has them; no success rate."""
+    rows = read_metrics_csv(explore_run / "metrics.csv")[-10:]
+    ended = [r["coverage_mean"] for r in rows if np.isfinite(r["coverage_mean"])]
+    assert len(rows) == 2 and len(ended) == 1  # 128 actor-steps of 4 x 16: two updates, the second ends some
+    want = {
+        "coverage_mean_last10": sum(ended) / len(ended),
+        "coverage_in_progress_mean_last10": sum(r["coverage_in_progress_mean"] for r in rows) / len(rows),
+    }
+    summary = json.loads((explore_run / "run.json").read_text())["segments"][-1]["summary"]
+    assert "success_rate_last10" not in summary
+    for key, value in want.items():
+        assert 0 < value <= 1 and summary[key] == pytest.approx(value, rel=1e-6), (key, summary[key], value)
+    printed = (explore_run.parent / "x.stdout").read_text()
+    table = printed[printed.index("training summary") :]
+    assert "success_rate_last10" not in table
+    for key in want:  # a row of the table: the name, then the value as the table writes a float
+        assert re.search(rf"│ {key} +│ {re.escape(f'{summary[key]:,.4g}')} +│", table), table
 
 
 def test_explore_run_eval_reports_coverage(explore_run, capsys):

@@ -20,8 +20,9 @@ from navi_nb.train.runs import RUN_FILE, os_error, write_json_atomic
 
 def run_summary(trainer, rows) -> dict:
     """What one ``train`` call did: its updates and actor-steps, their rate over the update seconds, the first
-    tick, the last ten updates' success rate and mean return, the time split, the cores kept busy and the
-    shard count (``rows``: the call's metrics rows)."""
+    tick, the last ten updates' success rate (an explore run: their mean coverage of the episodes that ended
+    and of those still running, ``coverage_mean`` and ``coverage_in_progress_mean``) and mean return, the time
+    split, the cores kept busy and the shard count (``rows``: the call's metrics rows)."""
 
     def last_finite(key, n=10):
         vals = [r[key] for r in rows[-n:] if math.isfinite(r[key])]
@@ -36,7 +37,14 @@ def run_summary(trainer, rows) -> dict:
         "wall_s": wall,
         "actor_steps_per_s": steps / wall if wall else float("nan"),
         "first_tick_s": trainer.first_tick_s,
-        "success_rate_last10": last_finite("success_rate"),
+        **(
+            {
+                "coverage_mean_last10": last_finite("coverage_mean"),
+                "coverage_in_progress_mean_last10": last_finite("coverage_in_progress_mean"),
+            }
+            if trainer.cfg.task == "explore"
+            else {"success_rate_last10": last_finite("success_rate")}
+        ),
         "return_mean_last10": last_finite("return_mean"),
         "t_collect_s": trainer.timing["collect"],
         "t_learn_s": trainer.timing["learn"],
