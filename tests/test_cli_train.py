@@ -392,12 +392,12 @@ def test_cold_kernel_notice(tmp_path, monkeypatch):
     monkeypatch.setattr(jit_cache, "cache_dir_for", lambda path: tmp_path)  # an empty cache
     monkeypatch.setattr("os.getloadavg", lambda: (0.5, 0.5, 0.5))  # an idle machine
     assert jit_cache.cold_sources(TRAIN_KERNELS) == list(TRAIN_KERNELS)
-    assert round(sum(COLD_COMPILE_CPU_S[k] for k in TRAIN_KERNELS), 1) == 62.8
-    # all cold on two cores: 62.8 CPU-s over two cores, 31.4 s (more than the largest module, 28.2 s),
-    # plus 4 s of imports, packing the worlds and building the environment: 35.4 s
+    assert round(sum(COLD_COMPILE_CPU_S[k] for k in TRAIN_KERNELS), 1) == 66.7
+    # all cold on two cores: 66.7 CPU-s over two cores, 33.35 s (more than the largest module, 28.2 s),
+    # plus 4 s of imports, packing the worlds and building the environment: 37.35 s
     assert notice() == (True, "compiling kernels, first run only: ~40 s (an estimate; cached afterwards)\n")
     monkeypatch.setattr("os.getloadavg", lambda: (4.0 * os.cpu_count(),) * 3)  # four jobs per core
-    assert "~140 s" in notice()[1]  # 4 x 35.4 s
+    assert "~150 s" in notice()[1]  # 4 x 37.35 s
     monkeypatch.setattr("os.getloadavg", lambda: (0.5, 0.5, 0.5))
     for name in TRAIN_KERNELS:  # every kernel's index in the cache but the tracer's
         (tmp_path / f"{name.rsplit('.', 1)[1]}.kernel-42.py311.nbi").write_bytes(b"")
@@ -432,9 +432,9 @@ def test_the_cold_compile_estimate_counts_a_grus_and_a_maps_kernels_when_the_run
     assert train_kernels(mapped) == TRAIN_KERNELS + (map_,)
     assert train_kernels(TrainConfig(memory_size=8, env={"map_cell": 1.0})) == TRAIN_KERNELS + (map_, gru, mem_pass)
     assert train_kernels(TrainConfig(env={"map_cell": 0})) == TRAIN_KERNELS  # map_cell 0: the map is off
-    # two cores, all cold: (62.8 + 24.9) / 2 = 43.85 s (more than the largest module, 28.2 s), + 4 s: 47.85 s
-    assert cold_compile_estimate(list(train_kernels(memory)), 2) == pytest.approx(47.85)
-    assert cold_compile_estimate(list(train_kernels(mapped)), 2) == pytest.approx((62.8 + 3.8) / 2 + 4)
+    # two cores, all cold: (66.7 + 24.9) / 2 = 45.8 s (more than the largest module, 28.2 s), + 4 s: 49.8 s
+    assert cold_compile_estimate(list(train_kernels(memory)), 2) == pytest.approx(49.8)
+    assert cold_compile_estimate(list(train_kernels(mapped)), 2) == pytest.approx((66.7 + 3.8) / 2 + 4)
     # the plain kernels cached: the GRU's 39.9 s on one core, + 4 s; the map's 3.8 s, + 4 s
     assert cold_compile_estimate([gru, mem_pass], 2) == pytest.approx(43.9)
     assert cold_compile_estimate([map_], 2) == pytest.approx(7.8)

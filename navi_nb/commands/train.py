@@ -39,6 +39,7 @@ COLD_COMPILE_CPU_S = {
     "navi_nb.env.motion": 11.3,  # with the field's point query (navi_nb.world.field), compiled inside it
     "navi_nb.sense.tracer": 8.2,  # with its refinement, compiled from sense/trace_math.py
     "navi_nb.env.spawn": 4.4,
+    "navi_nb.env.geodesic": 3.9,  # the goals' shortest-path fields (geodesic progress, the default)
     "navi_nb.learn.acting": 3.7,  # the layer-by-layer kernels it replaced; it compiles in about 0.8x their time
     "navi_nb.env.tasks": 1.5,
     "navi_nb.world.layout": 1.5,
@@ -59,10 +60,11 @@ COLD_COMPILE_CPU_S = {
 CPU-seconds of each one's cold compile in one process: Numba's compile events, each counted under the
 module of the kernel whose first call compiled it, in a defaults run without the warm-up
 (``NAVI_NB_WARMUP=0``) on a 2-core AMD EPYC (Zen 3) of docs/PERFORMANCE.md, the mean of two runs
-(about 63 in all). The GRU's and the map's: user + sys CPU-seconds of a tiny run with a fresh Numba cache
-less those of the same run without them (the GRU: a cold run with memory against a cold one without; the
-map: a run with it, the rest cached, against its warm rerun), the mean of two, on a 2-core AMD EPYC (Zen 3)
-beside another job (which made the rest of this table about 6 % slower there)."""
+(about 63 in all); the geodesic fields' the same way in one tiny run, beside another job. The GRU's and the
+map's: user + sys CPU-seconds of a tiny run with a fresh Numba cache less those of the same run without them
+(the GRU: a cold run with memory against a cold one without; the map: a run with it, the rest cached, against
+its warm rerun), the mean of two, on a 2-core AMD EPYC (Zen 3) beside another job (which made the rest of this
+table about 6 % slower there)."""
 TRAIN_KERNELS = tuple(k for k in COLD_COMPILE_CPU_S if k not in MEMORY_MODULES + MAP_MODULES)
 """The modules every training run compiles; ``train_kernels`` adds those of a GRU and of the map."""
 MEMORY_ALONE_CPU_S = 39.9

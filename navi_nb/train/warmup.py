@@ -86,6 +86,7 @@ GROUPS = {
         "navi_nb.env.spawn",
         "navi_nb.env.tasks",
         "navi_nb.env.observation",
+        "navi_nb.env.geodesic",
     ),
     "tracer": ("navi_nb.sense.tracer",),
     "learn": (
