@@ -8,7 +8,6 @@ from peer_helpers import need_peer
 from run_helpers import tiny_run_args
 
 from navi_nb.cli import main
-from navi_nb.env.sb3_adapter import ppo_kwargs
 from navi_nb.learn.policy import ActorCritic, PolicyError, PolicyMemory
 from navi_nb.train.config import ConfigError, TrainConfig
 from navi_nb.train.evaluate import check_eval_seed, evaluate_policy
@@ -65,6 +64,15 @@ def test_states_a_gru_writes_are_accepted_even_saturated():
     PolicyMemory(5, 8).set_state(state)  # what the GRU wrote is accepted
     state["h"][...] = np.float32(1.0) + np.finfo(np.float32).eps  # one ulp over 1: rounding, not a bad file
     PolicyMemory(5, 8).set_state(state)
+
+
+def ppo_kwargs(cfg):
+    """``sb3_adapter.ppo_kwargs``: the module needs Stable-Baselines3 (a peer), so it is imported only here,
+    and the README's test command, which installs no peers, still collects this file."""
+    need_peer("stable_baselines3")
+    from navi_nb.env.sb3_adapter import ppo_kwargs as kwargs_of
+
+    return kwargs_of(cfg)
 
 
 def test_ppo_kwargs_refuses_a_config_with_memory():
