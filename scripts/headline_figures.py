@@ -2,8 +2,8 @@
 
     python scripts/headline_figures.py [runs/house-quickstart --wall-s 254] [--held-out heldout.json] \\
         [--corpus runs/houses-mazes --corpus-held-out runs/houses-mazes/eval.json --corpus-wall-s 1100] \\
-        [--ablation ROW FILE ...] [--bench bench1.json bench2.json ...] [--out docs/headline.json] \\
-        [--docs README.md docs/TRAINING.md ...]
+        [--ablation ROW FILE ...] [--long-ablation ROW FILE [FILE ...] ...] [--bench bench1.json ...] \\
+        [--out docs/headline.json] [--docs README.md docs/TRAINING.md ...]
 
 The README and the docs quote real runs' figures. Each quoted figure sits between markers that Markdown
 renders as nothing::
@@ -18,10 +18,12 @@ house:1000000-1000099 --episodes 200 --no-save --json heldout.json``). ``corpus.
 ``--corpus-held-out`` and ``--corpus-wall-s``, the README's quick start over 200 houses and 100 mazes (its
 config, its last metrics row, its held-out evaluation in houses and in mazes, per family, and the whole
 command's time). ``ablation.*``: with ``--ablation ROW FILE`` (repeated), TRAINING's table, each row a
-held-out evaluation in both families of a run with the quick start's worlds. It writes every figure, its text
-and where it came from (commands, machine, date) to ``docs/headline.json``, then replaces the text inside every
-marker of the docs with the figure's text. A block not given keeps its figures from the existing ``docs/headline.json``
-(they name their own run).
+held-out evaluation in both families of a run with the quick start's worlds. ``longway.*``: with
+``--long-ablation ROW FILE [FILE ...]`` (repeated), TRAINING's long-way-round table, each row one run's held-out
+evaluations that together hold houses, mazes, rooms and big mazes, with each family's long-detour bin. It
+writes every figure, its text and where it came from (commands, machine, date) to ``docs/headline.json``,
+then replaces the text inside every marker of the docs with the figure's text. A block not given keeps its
+figures from the existing ``docs/headline.json`` (they name their own run).
 
 ``bench.*``: with ``--bench FILE ...``, the ``navi-nb bench --json FILE`` outputs of runs of every benchmark on
 one machine: each figure is the median over the files, with its range when there are several (the issue
@@ -125,6 +127,11 @@ def text(v):
     return str(v)
 
 
+def percent_or_dash(v):
+    """A rate as ``percent`` gives it, or a dash where no episode fell in the group (``None``)."""
+    return "–" if v is None else percent(v)
+
+
 def over_runs(fmt):
     """A figure measured in several benchmark runs (a list, one value per run): the median, and the range
     when the runs differ in it."""
@@ -148,6 +155,7 @@ FORMATS = {
     "seconds1": seconds1,
     "minutes": minutes,
     "text": text,
+    "percent_or_dash": percent_or_dash,
     "runs_mrays": over_runs(mrays),
     "runs_ratio": over_runs(ratio),
     "runs_two": over_runs(two),
@@ -170,6 +178,20 @@ EVAL_DETAIL_FIGURES = (
     ("length", "length_mean", "sig3", "mean episode length, steps"),
 )
 """The figures of the quick starts' evaluations besides ``EVAL_FIGURES``."""
+
+LONGWAY_ROWS = ("mlp", "gru", "map", "mapgru")
+"""TRAINING's long-way-round table: one recipe over houses, mazes, rooms and big mazes with the MLP, the GRU
+memory, the episodic map, and the map with the GRU, each judged on the same held-out episodes per family."""
+LONGWAY_FAMILIES = ("house", "maze", "rooms", "bigmaze")
+LONG_DETOUR_BIN = "1.5+"
+"""The difficulty bin of the episodes whose shortest path is 1.5 times the straight line or more."""
+LONGWAY_FIGURES = (
+    ("success", "success_rate", "percent", "success rate"),
+    ("success_ci", "success_rate_ci95", "percent_range", "its 95 % Wilson interval"),
+    ("spl", "spl_mean", "two", "mean SPL"),
+    ("spl_ci", "spl_mean_ci95", "two_range", "its 95 % bootstrap interval"),
+)
+"""The figures of each row and family of the long-way-round table besides the detour bin's."""
 
 # key -> (format, what it is)
 FIGURES = {
@@ -214,6 +236,24 @@ FIGURES = {
     **{
         f"ablation.{row}.{k}": (fmt, f"{row}: {what}")
         for row in ABLATION_ROWS
+        for k, fmt, what in (
+            ("train_time", "minutes", "training wall time of the evaluated run"),
+            ("actor_steps_per_s", "whole", "its actor-steps per second over the whole training"),
+        )
+    },
+    **{
+        f"longway.{row}.{family}.{k}": (fmt, f"{row} in held-out {family} worlds: {what}")
+        for row in LONGWAY_ROWS
+        for family in LONGWAY_FAMILIES
+        for k, _, fmt, what in LONGWAY_FIGURES
+        + (
+            ("detour_success", None, "percent_or_dash", f"success rate of its episodes in the {LONG_DETOUR_BIN} bin"),
+            ("detour_episodes", None, "whole", f"its episodes in the {LONG_DETOUR_BIN} bin"),
+        )
+    },
+    **{
+        f"longway.{row}.{k}": (fmt, f"{row}: {what}")
+        for row in LONGWAY_ROWS
         for k, fmt, what in (
             ("train_time", "minutes", "training wall time of the evaluated run"),
             ("actor_steps_per_s", "whole", "its actor-steps per second over the whole training"),
@@ -268,27 +308,106 @@ def ablation(pairs):
             raise HeadlineError(f"--ablation {row}: not a row of the table ({', '.join(ABLATION_ROWS)})")
         res, families = held_out_families(path, "a held-out evaluation")
         run = Path(str(need(res, "run", path)))
-        try:
-            last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
-        except (OSError, IndexError, ValueError) as exc:
-            raise HeadlineError(f"{run / 'metrics.jsonl'}: cannot read the last metrics row ({exc})") from None
-        steps, seconds = need(last, "global_step", run), need(last, "time_s", run)
+        steps, seconds = last_metrics(run)
         for family, fres in families.items():
             figs.update(eval_figures(f"ablation.{row}.{family}", fres, path, EVAL_FIGURES))
         figs[f"ablation.{row}.train_time"] = figure(f"ablation.{row}.train_time", seconds)
         figs[f"ablation.{row}.actor_steps_per_s"] = figure(f"ablation.{row}.actor_steps_per_s", steps / seconds)
-        config = read_json(run / "config.json", "the run's config")
-        segments = read_json(run / "run.json", "the run's record").get("segments") or [{}]
-        sources[row] = {
-            "from": f"{Path(path).name}: navi-nb eval of {run.name}; its metrics.jsonl",
-            "machine": machine_line(segments[-1]),
-            "commands": [
-                train_command(config.get("config"), run / "config.json"),
-                f"navi-nb eval runs/{run.name} --scenes {res.get('scenes')} --episodes {res.get('episodes')}",
-            ],
-            "evaluation": {"episodes": res.get("episodes"), "seed": res.get("seed"), "scenes": res.get("scenes")},
-            "date": config.get("created"),
-        }
+        sources[row] = run_source(run, res, path)
+    return figs, sources
+
+
+def run_source(run, res, path):
+    """Where a table row came from: the evaluation, the run's train command, its machine and date."""
+    config = read_json(run / "config.json", "the run's config")
+    segments = read_json(run / "run.json", "the run's record").get("segments") or [{}]
+    return {
+        "from": f"{Path(path).name}: navi-nb eval of {run.name}; its metrics.jsonl",
+        "machine": machine_line(segments[-1]),
+        "commands": [
+            train_command(config.get("config"), run / "config.json"),
+            f"navi-nb eval runs/{run.name} --scenes {res.get('scenes')} --episodes {res.get('episodes')}",
+        ],
+        "evaluation": {"episodes": res.get("episodes"), "seed": res.get("seed"), "scenes": res.get("scenes")},
+        "date": config.get("created"),
+    }
+
+
+def last_metrics(run):
+    """The actor-steps and seconds of a run's last metrics row."""
+    try:
+        last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    except (OSError, IndexError, ValueError) as exc:
+        raise HeadlineError(f"{run / 'metrics.jsonl'}: cannot read the last metrics row ({exc})") from None
+    return need(last, "global_step", run), need(last, "time_s", run)
+
+
+def long_detours(res, family, path):
+    """The episodes of one family whose shortest path is ``LONG_DETOUR_BIN`` times the straight line or more,
+    from the evaluation's per-episode record: their count and success rate (``None`` when there are none)."""
+    ep = res.get("per_episode") or {}
+    try:
+        fam, ratio, success = ep["family"], ep["ratio"], ep["success"]
+    except KeyError as exc:
+        raise HeadlineError(f"{path}: its per_episode record has no {exc.args[0]!r}") from None
+    low = float(LONG_DETOUR_BIN.rstrip("+"))
+    picked = [bool(s) for f, r, s in zip(fam, ratio, success) if f == family and r is not None and r >= low]
+    return len(picked), (sum(picked) / len(picked) if picked else None)
+
+
+def longway(groups):
+    """The long-way-round table: ``[ROW, FILE, ...]`` groups, each a row of ``LONGWAY_ROWS`` and the held-out
+    evaluations (``navi-nb eval --json``) of one run that together hold every family of ``LONGWAY_FAMILIES``
+    once. Per family: success, SPL, their intervals and the success in the long-detour bin with its episode
+    count; per row the run's training time and rate."""
+    figs, sources = {}, {}
+    for group in groups:
+        row, paths = group[0], group[1:]
+        if row not in LONGWAY_ROWS:
+            raise HeadlineError(f"--long-ablation {row}: not a row of the table ({', '.join(LONGWAY_ROWS)})")
+        if not paths:
+            raise HeadlineError(f"--long-ablation {row}: names no evaluation file")
+        if row in sources:
+            raise HeadlineError(f"--long-ablation {row}: given twice")
+        run, found, evals = None, {}, []
+        for path in paths:
+            res = read_eval(path, "a held-out evaluation")
+            splits = res.get("splits") or {}
+            if set(splits) != {"held-out"}:
+                raise HeadlineError(f"{path}: is not a held-out evaluation (its splits: {', '.join(splits) or 'none'})")
+            this = Path(str(need(res, "run", path)))
+            if run is not None and this.name != run.name:
+                raise HeadlineError(f"{path}: evaluates run {this.name}, not {run.name} as the row's other files")
+            run = this
+            evals.append((path, res))
+            for family, fres in (res.get("families") or {}).items():
+                if family in found:
+                    raise HeadlineError(f"{path}: holds {family} episodes, as {found[family][0]} does")
+                found[family] = (path, fres)
+        missing = [f for f in LONGWAY_FAMILIES if f not in found]
+        if missing:
+            raise HeadlineError(f"--long-ablation {row}: no file holds {missing[0]} episodes")
+        for family in LONGWAY_FAMILIES:
+            path, fres = found[family]
+            prefix = f"longway.{row}.{family}"
+            for name, key, _, _ in LONGWAY_FIGURES:
+                figs[f"{prefix}.{name}"] = figure(f"{prefix}.{name}", need(fres, key, path))
+            n, rate = long_detours(dict(evals)[path], family, path)
+            figs[f"{prefix}.detour_episodes"] = figure(f"{prefix}.detour_episodes", n)
+            figs[f"{prefix}.detour_success"] = figure(f"{prefix}.detour_success", rate)
+        steps, seconds = last_metrics(run)
+        figs[f"longway.{row}.train_time"] = figure(f"longway.{row}.train_time", seconds)
+        figs[f"longway.{row}.actor_steps_per_s"] = figure(f"longway.{row}.actor_steps_per_s", steps / seconds)
+        source = run_source(run, evals[0][1], evals[0][0])
+        source["from"] = f"{', '.join(Path(p).name for p, _ in evals)}: navi-nb eval of {run.name}; its metrics.jsonl"
+        source["commands"][1:] = [
+            f"navi-nb eval runs/{run.name} --scenes {res.get('scenes')} --episodes {res.get('episodes')}"
+            for _, res in evals
+        ]
+        source["evaluation"] = [
+            {"episodes": res.get("episodes"), "seed": res.get("seed"), "scenes": res.get("scenes")} for _, res in evals
+        ]
+        sources[row] = source
     return figs, sources
 
 
@@ -599,6 +718,7 @@ def build(
     corpus_wall_s=None,
     bench_files=None,
     ablation_pairs=None,
+    longway_groups=None,
 ):
     if (run is None) != (wall_s is None):
         raise HeadlineError("the quick start's run folder and --wall-s go together")
@@ -629,7 +749,13 @@ def build(
             if row in ABLATION_ROWS and row not in sources["ablation"]:  # a row of today's table
                 sources["ablation"][row] = src
                 afigs.update({k: v for k, v in old["figures"].items() if k.startswith(f"ablation.{row}.")})
-    return {"figures": {**figs, **hfigs, **cfigs, **bfigs, **afigs}, "sources": sources}
+    lfigs, sources["longway"] = longway(longway_groups or ())
+    if old and "longway" in old.get("sources", {}):  # rows not given this time keep their figures
+        for row, src in old["sources"]["longway"].items():
+            if row in LONGWAY_ROWS and row not in sources["longway"]:
+                sources["longway"][row] = src
+                lfigs.update({k: v for k, v in old["figures"].items() if k.startswith(f"longway.{row}.")})
+    return {"figures": {**figs, **hfigs, **cfigs, **bfigs, **afigs, **lfigs}, "sources": sources}
 
 
 def kept(block, old, flag):
@@ -655,6 +781,14 @@ def main(argv=None):
         metavar=("ROW", "FILE"),
         help=f"a row of TRAINING's ablation table and its held-out evaluation JSON ({', '.join(ABLATION_ROWS)})",
     )
+    p.add_argument(
+        "--long-ablation",
+        nargs="+",
+        action="append",
+        metavar="ROW FILE",
+        help=f"a row of TRAINING's long-way-round table ({', '.join(LONGWAY_ROWS)}) and the held-out evaluation "
+        f"JSONs that hold its families ({', '.join(LONGWAY_FAMILIES)})",
+    )
     p.add_argument("--out", default=str(HEADLINE), help="headline JSON to write (default docs/headline.json)")
     p.add_argument("--docs", nargs="*", default=None, help="Markdown files to rewrite (default README and docs)")
     args = p.parse_args(argv)
@@ -671,6 +805,7 @@ def main(argv=None):
             args.corpus_wall_s,
             args.bench,
             args.ablation,
+            args.long_ablation,
         )
         docs = [Path(d) for d in args.docs] if args.docs is not None else [ROOT / d for d in DOCS]
         new_texts = {d: rewrite(d.read_text(), data["figures"], d) for d in docs}  # all checked before writing
