@@ -123,6 +123,22 @@ def test_a_faster_count_is_switched_to_and_reported(tmp_path):
     assert segment["shards"]["start"]["choice"] == 1 and segment["summary"]["updates"] == UPDATES
 
 
+def test_the_start_probe_names_a_recurrent_learner_and_splits_the_tick(tmp_path):
+    """With a GRU the probe times minibatches of whole actor sequences and says so ("PPO with GRU"), in its
+    table and in run.json; each count's collection tick is split into the acting forward and the step."""
+    console = Console(width=120, record=True, file=io.StringIO(), color_system=None)
+    tr = Trainer.create(tiny_config(tmp_path, "gru", memory_size=4), console=console)
+    tr.train(progress=False, stop_after=1, shard_timer=Rounds(lambda r: 1))
+    assert tr.shard_report.learner == "PPO with GRU"
+    text = console.export_text()
+    assert "PPO with GRU" in text and "acting" in text, text
+    start = json.loads((tmp_path / "gru" / RUN_FILE).read_text())["segments"][0]["shards"]["start"]
+    assert start["learner"] == "PPO with GRU"
+    for rate in start["rates"].values():
+        assert rate["t_act_s"] > 0.0 and rate["t_tick_s"] > 0.0  # the run's env stepped in every tick timed
+        assert rate["t_act_s"] + rate["t_tick_s"] == pytest.approx(rate["t_collect_s"], rel=0.5)
+
+
 def test_equal_timings_never_switch(tmp_path):
     tr = Trainer.create(tiny_config(tmp_path, "equal"))
     tr.train(progress=False, shard_timer=Rounds(lambda r: None))

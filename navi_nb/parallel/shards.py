@@ -84,6 +84,7 @@ class ShardReport:
             "source": self.source,
             "numba_max_threads": self.numba_max,
             "rates": {int(k): v for k, v in self.rates.items()},
+            "learner": self.learner,
             "warnings": list(self.warnings),
         }
 
