@@ -66,3 +66,23 @@ def snapshot(env):
 
 def states_equal(a, b):
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def record_kernel(monkeypatch, module, name):
+    """Put a recorder in place of the kernel ``module.name``: every call's and every ``compile``'s argument
+    types land in the two sets it returns, ``(called, compiled)``, and the real kernel still runs."""
+    from numba import typeof
+
+    real, called, compiled = getattr(module, name), set(), set()
+
+    class Recording:
+        def __call__(self, *args):
+            called.add(tuple(typeof(a) for a in args))
+            return real(*args)
+
+        def compile(self, sig):
+            compiled.add(tuple(sig))
+            return real.compile(sig)
+
+    monkeypatch.setattr(module, name, Recording())
+    return called, compiled

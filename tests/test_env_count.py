@@ -9,7 +9,7 @@ import math
 import numba
 import numpy as np
 import pytest
-from env_helpers import act, make_env
+from env_helpers import act, make_env, record_kernel
 from run_helpers import tiny_run_args
 
 from navi_nb.cli import main
@@ -190,22 +190,9 @@ def test_train_refuses_a_bad_count_bonus_writing_nothing(tmp_path, capsys, setti
 def test_compile_kernels_compiles_the_count_kernel_a_step_runs(monkeypatch):
     """``NavEnv.compile_kernels`` (the warm-up's call) compiles ``visits_after`` for the argument types the steps
     hand it; with the bonus off no step calls it."""
-    from numba import typeof
-
     import navi_nb.env.nav_env as nav_env
 
-    real, called, compiled = nav_env.visits_after, set(), set()
-
-    class Recording:
-        def __call__(self, *args):
-            called.add(tuple(typeof(a) for a in args))
-            return real(*args)
-
-        def compile(self, sig):
-            compiled.add(tuple(sig))
-            return real.compile(sig)
-
-    monkeypatch.setattr(nav_env, "visits_after", Recording())
+    called, compiled = record_kernel(monkeypatch, nav_env, "visits_after")
     env = make_env("box", n=3, task="explore", max_steps=2, reward_count=0.3, **MAP)
     env.compile_kernels()
     env.reset(seed=1)

@@ -6,7 +6,7 @@ import math
 import numba
 import numpy as np
 import pytest
-from env_helpers import act, make_env, scene_world, states_equal
+from env_helpers import act, make_env, record_kernel, scene_world, states_equal
 
 from navi_nb.env.config import EnvConfig, EnvConfigError, StateError
 from navi_nb.env.episodic_map import EpisodicMap, map_columns, replay_map
@@ -232,22 +232,9 @@ def test_set_state_refuses_a_map_of_other_flags():
 def test_compile_kernels_compiles_the_map_kernel_a_step_runs(monkeypatch):
     """``NavEnv.compile_kernels`` (the warm-up's call) compiles the map's kernel for the argument types the
     reset's and the steps' calls (with and without episodes ending) hand it."""
-    from numba import typeof
-
     import navi_nb.env.episodic_map as episodic_map
 
-    real, called, compiled = episodic_map.update_maps, set(), set()
-
-    class Recording:
-        def __call__(self, *args):
-            called.add(tuple(typeof(a) for a in args))
-            return real(*args)
-
-        def compile(self, sig):
-            compiled.add(tuple(sig))
-            return real.compile(sig)
-
-    monkeypatch.setattr(episodic_map, "update_maps", Recording())
+    called, compiled = record_kernel(monkeypatch, episodic_map, "update_maps")
     env = make_env("box", n=3, sensor=HORIZON, max_steps=2, **MAP)
     env.compile_kernels()
     env.reset(seed=1)
