@@ -135,7 +135,7 @@ class Trainer:
         items = resolve_scenes(cfg.scenes, cfg)
         check_ram(f"actors={cfg.actors} with rollout_steps={cfg.rollout_steps}", cfg.ram_estimate())
         ranks = _rank_context(cfg)
-        lock, made = None, False
+        lock, made = None, ()
         if ranks is None or ranks.is_root:
             run_path, lock, made = claim_run_path(cfg, items, run_path)
         warmup = Warmup()

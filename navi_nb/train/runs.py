@@ -433,8 +433,9 @@ def _holds_run(path: Path) -> RunError:
 
 def claim_run_path(cfg: TrainConfig, items, run_path=None, command="navi-nb train"):
     """The new run's folder (``run_path``, else ``pick_run_path``), made and locked before anything is written
-    into it: ``(path, RunLock, made)``, ``made`` when this call made the folder (``release_new_run`` removes
-    it again if the run stops before writing). Raises RunError when another process holds the folder
+    into it: ``(path, RunLock, made)``, ``made`` the folders this call made, the run folder first, then any of
+    its parents (``--run-dir``) that were missing (empty when it made none; ``release_new_run`` removes them
+    again while empty if the run stops before writing). Raises RunError when another process holds the folder
     (``navi_nb.train.run_lock``) or it filled since it was picked; writes nothing then."""
     from navi_nb.train.run_lock import acquire
 
@@ -442,14 +443,15 @@ def claim_run_path(cfg: TrainConfig, items, run_path=None, command="navi-nb trai
         path = Path(run_path) if run_path is not None else pick_run_path(cfg, items)
         fixed = run_path is not None or bool(cfg.name)
         try:
+            parents = _missing_parents(path.parent)
             path.parent.mkdir(parents=True, exist_ok=True)
             try:
                 path.mkdir()
-                made = True
+                made = (path, *parents)
             except FileExistsError:
                 if not fixed:
                     continue
-                made = False
+                made = parents
         except OSError as exc:
             raise os_error(exc, "cannot make the run folder") from None
         lock = acquire(path, command, BUSY_HINT_NEW)
@@ -468,15 +470,24 @@ def claim_run_path(cfg: TrainConfig, items, run_path=None, command="navi-nb trai
     raise RunError(f"--run-dir {cfg.run_dir}: no free run folder name found (other runs keep taking them)")
 
 
-def release_new_run(path: Path, lock, made: bool) -> None:
-    """Give up a new run's folder after a failure before its first write: the lock released, and the folder
-    removed when ``claim_run_path`` made it and it is still empty."""
+def _missing_parents(folder: Path) -> tuple:
+    """The folders of ``folder`` and its parents that do not exist yet, deepest first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return tuple(missing)
+
+
+def release_new_run(path: Path, lock, made) -> None:
+    """Give up a new run's folder after a failure before its first write: the lock released, and the folders
+    ``claim_run_path`` made (the run folder, a missing ``--run-dir``) removed while they are still empty."""
     lock.release()
-    if made:
+    for folder in made or ():
         try:
-            path.rmdir()
+            folder.rmdir()
         except OSError:
-            pass
+            break  # not empty (another run came in), or gone: leave it and its parents
 
 
 def _name_max(folder: Path) -> int:
