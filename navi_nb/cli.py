@@ -72,6 +72,12 @@ def main(argv=None) -> int:
     except NaviError as exc:
         print_error(exc)
         return 2
+    except MemoryError:  # what no command names itself: the size checks are lower bounds
+        print_error(
+            f"navi-nb {args.command}: ran out of RAM past the size checks (they are lower bounds); smaller "
+            "settings need less"
+        )
+        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -78,6 +78,7 @@ def run(args) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
+    from navi_nb.errors import CliError
     from navi_nb.world.compiler import compile_mesh, compile_scene
     from navi_nb.world.gmdag import save_world, with_sample_convention
 
@@ -105,12 +106,19 @@ def run(args) -> int:
             )
 
         t0 = time.perf_counter()
-        if args.scene:
-            world = compile_scene(args.scene, res, args.seed, margin=args.margin, progress=tick)
-            triangles = "-"
-        else:
-            world = compile_mesh(args.mesh, res, args.margin, progress=tick)
-            triangles = f"{world.sidecar.get('triangles', 0):,}"
+        try:
+            if args.scene:
+                world = compile_scene(args.scene, res, args.seed, margin=args.margin, progress=tick)
+                triangles = "-"
+            else:
+                world = compile_mesh(args.mesh, res, args.margin, progress=tick)
+                triangles = f"{world.sidecar.get('triangles', 0):,}"
+        except MemoryError:  # the size checks before the compile are lower bounds
+            source = f"scene {args.scene} (seed {args.seed})" if args.scene else f"mesh {args.mesh}"
+            raise CliError(
+                f"compiling {source} at --resolution {res} ran out of RAM (the size checks are lower bounds): "
+                "a lower --resolution needs less"
+            ) from None
         seconds = time.perf_counter() - t0
     world = with_sample_convention(world, args.sample)
     save_world(world, out)

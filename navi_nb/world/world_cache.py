@@ -415,6 +415,8 @@ def _run(missing, resolution, jobs, progress):
                     fn(*args)
                 except NaviError as exc:
                     raise _item_error(it, exc) from None
+                except MemoryError:
+                    raise _item_error(it, _out_of_ram_words(resolution)) from None
                 done += 1
                 tick(done)
             return
@@ -437,11 +439,21 @@ def _run(missing, resolution, jobs, progress):
                         raise _item_error(futures[f], exc) from None
                     except BrokenProcessPool:
                         raise _item_error(futures[f], _died_words()) from None
+                    except MemoryError:  # raised in the process and passed back, not a process killed
+                        raise _item_error(futures[f], _out_of_ram_words(resolution)) from None
                     done += 1
                     tick(done)
     finally:
         if bar is not None:
             bar.stop()
+
+
+def _out_of_ram_words(resolution: int) -> str:
+    """Why a compile that raised MemoryError stopped (the RAM checks before it are lower bounds)."""
+    return (
+        f"compiling it at resolution {resolution} ran out of RAM (the size checks are lower bounds): a lower "
+        "resolution needs less; entries finished so far are kept"
+    )
 
 
 def _died_words() -> str:
