@@ -164,6 +164,15 @@ def run(args) -> int:
         raise
 
 
+def check_sensor(cfg) -> None:
+    """Refuse, by its flags, a sensor whose rays for one actor would not fit in RAM (the run's and the
+    evaluation's RAM checks would otherwise name the actors or the episodes for it)."""
+    from navi_nb.sense.sensor import check_sensor_ram
+
+    az, el = cfg.sensor_az, cfg.sensor_el
+    check_sensor_ram(az, el, f"--sensor-az {az} --sensor-el {el} ({az * el:,} rays)", actors=1)
+
+
 def check_final_evaluation(cfg) -> None:
     """Refuse, before anything is written, an end-of-run evaluation (``eval_episodes``) that would not fit in RAM."""
     if cfg.eval_episodes:
@@ -232,6 +241,7 @@ def _run(args) -> int:
         if args.print_config:
             print_config(console, cfg, full=True)
             return 0
+        check_sensor(cfg)  # named as render names it, before the sizes it multiplies
         check_final_evaluation(cfg)  # found now, not after the whole training
         announce_cold_kernels(console, cfg)
         trainer = Trainer.create(cfg, console=console, progress=not args.no_progress)
