@@ -15,7 +15,8 @@ file as missing or damaged (the caches) treats these the same way.
 
 ``write_atomic(path, data)`` writes through a temporary file beside ``path``
 (``.NAME.XXXXXXXX.tmp``, made with ``mkstemp``: a new name, created exclusively,
-so a link planted in the folder is never written through), flushed to disk,
+so a link planted in the folder is never written through; its mode then set
+to what ``open`` gives a new file under the umask), flushed to disk,
 then renamed over ``path`` (a link at ``path`` is replaced, not followed): a
 reader, or a run that resumes after a crash, sees the old file or the new one,
 never a part of one. The world files, run records and metrics tables all write
@@ -117,6 +118,20 @@ def read_regular(path, what="file", max_bytes=None) -> bytes:
     return data
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux /proc), else by setting and restoring it."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path, data: bytes) -> Path:
     """Replace ``path`` with ``data`` in one rename; a failure leaves ``path`` as it was and no temporary. An
     OSError that names no file (a full disk on write or fsync) is raised naming ``path``."""
@@ -125,6 +140,7 @@ def write_atomic(path, data: bytes) -> Path:
     try:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         tmp = Path(name)
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 -> what open() would give the file
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

@@ -1,7 +1,8 @@
 """Refusals that leave nothing behind and name their cause: a new run refused after its folder was claimed
 removes the --run-dir it made; a compile that runs out of RAM is one line naming the world and the
 resolution (in this process, in a worker process, under `navi-nb compile`), and any other command's is one
-line too; `train` names a sensor too large for RAM by its flags, as `render` does."""
+line too; `train` names a sensor too large for RAM by its flags, as `render` does; an atomic write gives its
+file the mode the umask gives."""
 
 import concurrent.futures
 
@@ -86,3 +87,22 @@ def test_train_names_a_sensor_too_large_for_ram_by_its_flags(tmp_path, capsys):
     err = one_line_error(capsys, main(argv))
     assert "--sensor-az 65536 --sensor-el 65536 (4,294,967,296 rays) would need about" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_an_atomic_write_gives_the_file_the_mode_open_would(tmp_path):
+    """mkstemp makes its temporary 0600; the renamed file (a run's config.json, a world cache entry) gets the
+    umask's mode, as files opened for writing do, so a shared cache or run folder stays readable."""
+    import os
+
+    from navi_nb.files import write_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "a.json", b"{}\n")
+        (tmp_path / "b.json").write_bytes(b"{}\n")
+        os.umask(0o077)
+        write_atomic(tmp_path / "c.json", b"{}\n")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == (tmp_path / "b.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "c.json").stat().st_mode & 0o777 == 0o600
