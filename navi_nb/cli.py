@@ -30,9 +30,23 @@ COMMANDS = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal of a flag is one line naming it and where the flags are listed (not the
+    usage block that argparse prints above it); exit 2, as argparse's. Subcommands' parsers are of this class."""
+
+    help_prog = None
+    """Whose ``--help`` the refusal names, when not this parser's own: the root parser's refusals of
+    unrecognized flags come after a subcommand was chosen, so they name that subcommand's."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (`{self.help_prog or self.prog} --help` lists the flags)\n")
+
+
 def build_parser(only=None):
-    parser = argparse.ArgumentParser(prog="navi-nb", description="Many-actor navigation RL in compiled 3-D worlds.")
+    parser = Parser(prog="navi-nb", description="Many-actor navigation RL in compiled 3-D worlds.")
     parser.add_argument("--version", action="version", version=f"navi-nb {navi_nb.__version__}")
+    if only in COMMANDS:
+        parser.help_prog = f"navi-nb {only}"
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, (module, help_) in COMMANDS.items():

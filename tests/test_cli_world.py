@@ -119,3 +119,30 @@ def test_inspect_reports_an_invalid_file(tmp_path, capsys):
     path.write_bytes(w.to_bytes())
     assert main(["inspect", str(path)]) == 1
     assert "INVALID" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, named, help_of",
+    [
+        (["train", "--total-steps", "inf"], "--total-steps", "navi-nb train"),
+        (["train", "--total-steps", "nan"], "--total-steps", "navi-nb train"),
+        (["train", "--actors", "many"], "--actors", "navi-nb train"),
+        (["eval", "runs/x", "--episodes"], "--episodes", "navi-nb eval"),
+        (["scenes", "--bogus"], "--bogus", "navi-nb scenes"),
+        (["render", "box", "--sensor-az", "x"], "--sensor-az", "navi-nb render"),
+        (["bench", "train", "--shards", "two"], "--shards", "navi-nb bench train"),
+        (["frobnicate"], "frobnicate", "navi-nb"),
+        ([], "COMMAND", "navi-nb"),
+    ],
+)
+def test_a_refused_flag_is_one_line_naming_it_and_where_the_flags_are_listed(tmp_path, capsys, argv, named, help_of):
+    """argparse's refusals (a value of the wrong type, an unknown flag or command) are one line, exit 2, without
+    the usage block argparse prints above them, naming the flag and the help that lists the flags."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert "usage:" not in captured.err and captured.out == ""
+    assert named in lines[0] and f"`{help_of} --help`" in lines[0]

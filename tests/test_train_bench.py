@@ -169,7 +169,7 @@ def test_bench_train_timed_updates_default_and_bad_value(capsys):
     from navi_nb.cli import main
 
     def given(updates):
-        return Namespace(shards="1,2", warmup="auto", updates=updates)
+        return Namespace(shards=[1, 2], warmup="auto", updates=updates)
 
     assert timing_args(given(None)) == ([1, 2], "auto", 3)
     assert timing_args(given(None), 48) == ([1, 2], "auto", 48)

@@ -40,10 +40,12 @@ minibatches), run as ``PPO.update`` runs it (``PPO.minibatches``)."""
 
 
 def add_arguments(parser):
+    from navi_nb.commands.flags import shard_counts
+
     parser.add_argument(
         "--nets", default="default,wide,small", help="networks to run (comma list of " + ", ".join(NETS) + ")"
     )
-    parser.add_argument("--shards", default="1,2", help="shard counts to measure (comma list)")
+    parser.add_argument("--shards", type=shard_counts, default="1,2", help="shard counts to measure (comma list)")
     parser.add_argument("--seconds", type=float, default=2.0, help="timing budget per measurement")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch peer")
     parser.add_argument(
@@ -393,7 +395,7 @@ def run(args) -> dict:
     if not hasattr(args, "bench_name"):  # called directly, not through `navi-nb bench`
         print_machine(console)
     cap = numba.config.NUMBA_NUM_THREADS
-    shards = [int(s) for s in str(args.shards).split(",") if s.strip()]
+    shards = list(args.shards)
     shards = [s for s in shards if 1 <= s <= cap] or [1]
     # PyTorch runs in a child process (navi_nb.bench.peers): its thread pools stay out of this one
     have_torch = not args.no_torch and peer_available("torch")

@@ -64,7 +64,7 @@ RUN_SETTINGS = {
 
 
 def add_arguments(parser) -> None:
-    from navi_nb.commands.flags import add_env, add_scenes, add_sensor
+    from navi_nb.commands.flags import add_env, add_scenes, add_sensor, shard_counts
 
     d = RUN_SETTINGS
     add_scenes(parser, d["scenes"], f"the worlds, a scene spec (default {d['scenes']})")
@@ -82,7 +82,7 @@ def add_arguments(parser) -> None:
         help="warm-up updates before timing: a count, or auto (default): until every actor has finished an "
         f"episode, at most {MAX_WARMUP_UPDATES}",
     )
-    parser.add_argument("--shards", default="1,2", help="shard counts to run (default 1,2)")
+    parser.add_argument("--shards", type=shard_counts, default="1,2", help="shard counts to run (default 1,2)")
     parser.add_argument(
         "--resolution", type=int, default=d["resolution"], help=f"scene resolution (default {d['resolution']})"
     )
@@ -421,7 +421,7 @@ def run(args) -> dict:
                         "--updates",
                         str(updates),
                         "--shards",
-                        str(args.shards),
+                        ",".join(map(str, args.shards)),
                         "--resolution",
                         str(args.resolution),
                         "--warmup",
@@ -440,14 +440,14 @@ def timing_args(args, default_updates=UPDATES):
     (``default_updates`` when not given) checked (>= 1)."""
     from navi_nb.errors import NaviError
 
-    shard_counts = [int(s) for s in str(args.shards).split(",") if s.strip()]
+    counts = list(args.shards)
     warmup = str(args.warmup).strip().lower()
     if warmup != "auto" and not (warmup.isdigit() and int(warmup) >= 1):
         raise NaviError(f"bench train --warmup {args.warmup!r}: a count of updates (>= 1) or auto")
     updates = default_updates if args.updates is None else args.updates
     if updates < 1:
         raise NaviError(f"bench train --updates {updates}: a count of timed updates (>= 1)")
-    return shard_counts, warmup, updates
+    return counts, warmup, updates
 
 
 def run_from(args, console) -> dict:

@@ -61,6 +61,19 @@ def add_scenes(parser, default: str, help: str) -> None:
     parser.add_argument("--scene", dest="scenes", action=Deprecated, new_flag="--scenes")
 
 
+def shard_counts(text) -> list:
+    """``--shards 1,2,4``: the counts as a list of whole numbers >= 1 (argparse names the flag when one is not)."""
+    counts = []
+    for part in str(text).split(","):
+        if part.strip():
+            if not part.strip().isdigit() or int(part) < 1:
+                raise argparse.ArgumentTypeError(f"expected shard counts >= 1 such as 1,2,4, got {text!r}")
+            counts.append(int(part))
+    if not counts:
+        raise argparse.ArgumentTypeError(f"expected shard counts >= 1 such as 1,2,4, got {text!r}")
+    return counts
+
+
 def add_env(parser, help: str) -> None:
     """``--env KEY=VALUE``, repeatable, read as ``navi-nb train``'s is (``navi_nb.train.config.env_setting``):
     ``args.env`` is None or a list of ``(key, value)``; ``help`` is the help line."""
