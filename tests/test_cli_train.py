@@ -28,7 +28,7 @@ def trained(tmp_path_factory):
     """One tiny finished run (2 updates, evaluated on 4 episodes), copied by the tests that damage it."""
     root = tmp_path_factory.mktemp("runs")
     mp = pytest.MonkeyPatch()
-    mp.setenv("NAVI_NB_CACHE", str(root / "cache"))
+    mp.setenv("NAVI_NB_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))  # _cache's: its world stays compiled
     assert main(["train", *TINY, "--run-dir", str(root), "--name", "r"]) == 0
     mp.undo()
     return root / "r"
