@@ -115,10 +115,14 @@ def test_evaluations_own_max_steps_is_in_its_memory_estimate():
     base = episodes_ram_estimate(cfg, 10)
     long = episodes_ram_estimate(cfg, 10, {"max_steps": 10**9})
     assert long - base == 10 * 3 * 16 * (10**9 - 500)  # the logged poses of the longer episodes
-    with pytest.raises(RunError, match="evaluating 10 episodes would need about"):
-        from navi_nb.train.runs import check_ram
+    from navi_nb.train.evaluate import episodes_ram_label
+    from navi_nb.train.runs import check_ram
 
-        check_ram("evaluating 10 episodes", long)
+    label = episodes_ram_label(cfg, 10, {"max_steps": 10**9})
+    assert label == "evaluating 10 episodes of up to 1,000,000,000 steps (--env max_steps=1000000000)"
+    with pytest.raises(RunError, match=r"evaluating 10 episodes of up to .* \(--env max_steps=1000000000\) would"):
+        check_ram(label, long)
+    assert episodes_ram_label(cfg, 1) == "evaluating 1 episode of up to 500 steps (the run's max_steps=500)"
 
 
 @pytest.mark.parametrize(

@@ -357,7 +357,7 @@ def evaluate_policy(act, world_set, cfg, episodes=100, seed=None):
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
     eval_seed = check_eval_seed(cfg.seed + SEED_OFFSET if seed is None else seed)
-    check_ram(f"evaluating {episodes} episodes", episodes_ram_estimate(cfg, episodes))
+    check_ram(episodes_ram_label(cfg, episodes), episodes_ram_estimate(cfg, episodes))
     env = evaluation_env(world_set, cfg, episodes, eval_seed)
     ep, _traj = run_episodes(env, act, env.config.max_steps + 1)
     family = np.array(world_set.families)[ep["world"]]
@@ -406,7 +406,7 @@ def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_ove
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise RunError(f"episodes must be a positive integer, got {episodes!r}")
     eval_seed = check_eval_seed(cfg.seed + SEED_OFFSET if seed is None else seed)
-    check_ram(f"evaluating {episodes} episodes", episodes_ram_estimate(cfg, episodes, overrides))
+    check_ram(episodes_ram_label(cfg, episodes, overrides), episodes_ram_estimate(cfg, episodes, overrides))
     world_set, split_of = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
     policy, origin = load_run_policy(run_path, cfg, source)  # a damaged policy is refused before any world is traced
     env = evaluation_env(world_set, cfg, episodes, eval_seed, overrides)
@@ -514,6 +514,16 @@ def episodes_ram_estimate(cfg, episodes: int, overrides=None) -> int:
         actor_bytes(cfg.obs_dim(), cfg.sensor_az * cfg.sensor_el) + 8 * sum(cfg.hidden) + 3 * 16 * (max_steps + 2)
     )
     return episodes * per_episode
+
+
+def episodes_ram_label(cfg, episodes: int, overrides=None) -> str:
+    """What an evaluation's RAM refusal names: the episodes and their step limit, with the flag that set it
+    when the evaluation's own ``--env`` did (the two sizes ``episodes_ram_estimate`` multiplies)."""
+    from navi_nb.env.config import EnvConfig
+
+    max_steps = EnvConfig.from_kwargs(**{**cfg.env, **(overrides or {})}).max_steps
+    limit = f"--env max_steps={max_steps}" if "max_steps" in (overrides or {}) else f"the run's max_steps={max_steps}"
+    return f"evaluating {episodes} episode{'s' if episodes != 1 else ''} of up to {max_steps:,} steps ({limit})"
 
 
 def episodes_spec(n_episodes, n_steps, coverage=False):
