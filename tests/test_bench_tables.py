@@ -374,7 +374,7 @@ def test_ppo_tables():
 
 def test_eval_table_with_families_reads_whole_at_80_columns():
     """`navi-nb eval` over several scene families: every split's and family's row whole at 80 columns."""
-    from navi_nb.train.evaluate import print_results
+    from navi_nb.train.report import print_results
 
     def group(n, rate):
         return {

@@ -262,3 +262,83 @@ def test_a_run_recorded_without_fingerprints_still_evaluates(trained, training_f
     res = json.loads(out.out)
     for world, split in zip(res["per_episode"]["world"], res["per_episode"]["split"]):
         assert split == ("train" if world == "copy.gmdag" else "held-out"), (world, split)
+
+
+# ---------------------------------------------------------------- the package's reference held-out worlds
+def test_the_shipped_reference_file_is_the_scenes_own():
+    """The reference file holds this code's lattice, seeds and generator versions, and its records are the
+    analytic scenes' fingerprints (first and last reference seed of every seeded family, recomputed)."""
+    import gzip
+
+    from navi_nb.world.fingerprint import scene_fingerprint
+    from navi_nb.world.heldout import REFERENCE_FILE, REFERENCE_SEEDS, reference_geometry, reference_labels
+    from navi_nb.world.scene_spec import HELDOUT_SEED_START
+    from navi_nb.world.scenes import SEEDED_FAMILIES
+
+    labels, prints, _packed = reference_geometry()
+    assert labels == reference_labels() and len(labels) == REFERENCE_SEEDS * len(SEEDED_FAMILIES)
+    records = json.loads(gzip.decompress(REFERENCE_FILE.read_bytes()))["records"]
+    for family in SEEDED_FAMILIES:
+        for seed in (HELDOUT_SEED_START, HELDOUT_SEED_START + REFERENCE_SEEDS - 1):
+            assert records[f"{family}:{seed}"] == scene_fingerprint(get_scene(family, seed)).to_record()
+
+
+@pytest.mark.parametrize("family, seed, resolutions", [("house", 1000003, (32, 64, 128)), ("rooms", 1000001, (32,))])
+def test_a_scenes_fingerprint_is_what_its_compiled_worlds_hold(family, seed, resolutions):
+    """The analytic scene's fingerprint over its layout equals its compiled worlds' samples there at every
+    resolution (difference 0), and another seed's is far from them."""
+    from navi_nb.world.fingerprint import difference_within, scene_fingerprint
+
+    own, other = scene_fingerprint(get_scene(family, seed)), scene_fingerprint(get_scene(family, seed + 1))
+    for res in resolutions:
+        world = fingerprint(compile_scene(family, res, seed))
+        assert difference_within(world, own) == 0.0, res
+        assert difference_within(world, other) > 100 * TOLERANCE, res
+    assert difference_within(own, fingerprint(compile_scene(family, resolutions[0], seed))) == float("inf")
+
+
+def test_the_compiled_search_agrees_with_difference_within():
+    """first_within (one compiled pass, leaving a part early) finds the first part difference_within accepts,
+    over parts at the tolerance's edge: one sample flipped in a part of the world, then more and more."""
+    from navi_nb.world.fingerprint import difference_within, first_within, pack_parts, scene_fingerprint
+
+    world = fingerprint(compile_scene("house", 32, 1000005))
+    own = scene_fingerprint(get_scene("house", 1000005))
+    changed = np.flatnonzero(own.definite & ~own.solid)  # definite free samples, made solid one by one
+    parts = [scene_fingerprint(get_scene("house", s)) for s in (1000006, 1000007)]
+    for n in (1, 2, 4, 8, 16, 32, 64):
+        solid = own.solid.copy().reshape(-1)
+        solid[changed[:: max(1, changed.size // n)][:n]] = True
+        parts.append(Fingerprint(own.lo, solid.reshape(own.shape), own.definite))
+    parts.append(Fingerprint((own.lo[0] - 1, *own.lo[1:]), own.solid, own.definite))  # a box the world may not hold
+    for k in range(len(parts)):
+        want = next((i for i in range(k, len(parts)) if difference_within(world, parts[i]) <= TOLERANCE), None)
+        got = first_within(world, pack_parts(parts[k:]))
+        assert (None if got is None else got + k) == want, k
+    assert first_within(world, pack_parts(parts[:2])) is None
+    assert first_within(world, pack_parts(parts[2:3])) == 0  # one sample flipped: within the tolerance
+
+
+def test_training_refuses_a_heldout_world_no_cache_holds(tmp_path, monkeypatch, capsys):
+    """With an empty world cache (a machine that never compiled it), a held-out house or big maze compiled at
+    any resolution and passed without a name is refused as the held-out world it is, by the package's
+    reference geometry; one line, exit 2, nothing written. A training house is not."""
+    from navi_nb.world.heldout import heldout_twin
+
+    monkeypatch.setenv("NAVI_NB_CACHE", str(tmp_path / "empty_cache"))
+    runs = tmp_path / "runs"
+    for family, seed, res in (("house", 1000042, 64), ("bigmaze", 1000007, 32)):
+        path = tmp_path / f"{family}.gmdag"
+        save_world(unnamed(compile_scene(family, res, seed)), path)
+        fails_cleanly(
+            ["train", "--scenes", f"box,{path}", *tiny_run_args(scenes=None), "--run-dir", str(runs), "--name", "x"],
+            capsys,
+            f"scene {path} (from '{path}') is held-out world {family}:{seed} (its geometry holds that world's "
+            "layout, one of the held-out worlds the package fingerprints)",
+        )
+        assert not (runs / "x").exists()
+    assert heldout_twin(unnamed(compile_scene("house", 64, 5))) is None
+    from navi_nb.world.scene_spec import HELDOUT_SEED_START
+    from navi_nb.world.world_cache import builtin_entries
+
+    assert all(e.seed < HELDOUT_SEED_START for e in builtin_entries(tmp_path / "empty_cache" / "worlds"))

@@ -70,7 +70,8 @@ def run(args) -> int:
 def _run(args) -> int:
     from rich.console import Console
 
-    from navi_nb.train.evaluate import evaluate, print_results, results_json
+    from navi_nb.train.evaluate import evaluate, results_json
+    from navi_nb.train.report import print_results
 
     console = Console(stderr=args.json == "-")
     res = evaluate(

@@ -250,7 +250,8 @@ def _run(args) -> int:
         print_summary(console, trainer, summary)
         cfg = trainer.cfg
         if cfg.eval_episodes and trainer.update >= cfg.num_updates and (trainer.ranks is None or trainer.ranks.is_root):
-            from navi_nb.train.evaluate import evaluate, print_results
+            from navi_nb.train.evaluate import evaluate
+            from navi_nb.train.report import print_results
 
             console.rule(f"evaluation: {cfg.eval_episodes} episodes, mean action, fresh seeds")
             print_results(console, evaluate(trainer.run_path, episodes=cfg.eval_episodes))

@@ -44,7 +44,6 @@ from navi_nb.train.coverage import (
     GOAL_KEYS,
     check_coverages,
     coverage_steps,
-    print_coverage_results,
     summarize_coverage,
 )
 from navi_nb.train.intervals import bootstrap_interval, wilson_interval
@@ -349,15 +348,22 @@ def check_eval_seed(seed) -> int:
     return int(seed)
 
 
+def check_evaluation(cfg, episodes, seed=None, overrides=None) -> int:
+    """The evaluation's seed (``cfg.seed + SEED_OFFSET`` unless given), once its episode count, its seed and the
+    RAM its episodes need (with ``overrides``' step limit) are checked: RunError naming what does not hold."""
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise RunError(f"episodes must be a positive integer, got {episodes!r}")
+    eval_seed = check_eval_seed(cfg.seed + SEED_OFFSET if seed is None else seed)
+    check_ram(episodes_ram_label(cfg, episodes, overrides), episodes_ram_estimate(cfg, episodes, overrides))
+    return eval_seed
+
+
 def evaluate_policy(act, world_set, cfg, episodes=100, seed=None):
     """Any policy ``act`` (see :func:`run_episodes`) on the episodes ``navi-nb eval`` runs for a run with
     config ``cfg`` in ``world_set`` (seed ``cfg.seed + SEED_OFFSET`` unless given). Returns
     ``summarize``'s means and 95 % intervals, overall and per family (``families``), plus ``per_episode``
     (the arrays ``run_episodes`` returns); for the explore task also ``coverage_steps``."""
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise RunError(f"episodes must be a positive integer, got {episodes!r}")
-    eval_seed = check_eval_seed(cfg.seed + SEED_OFFSET if seed is None else seed)
-    check_ram(episodes_ram_label(cfg, episodes), episodes_ram_estimate(cfg, episodes))
+    eval_seed = check_evaluation(cfg, episodes, seed)
     env = evaluation_env(world_set, cfg, episodes, eval_seed)
     ep, _traj = run_episodes(env, act, env.config.max_steps + 1)
     family = np.array(world_set.families)[ep["world"]]
@@ -403,10 +409,7 @@ def evaluate(
 
 def _evaluate(run_path, episodes, seed, source, save, console, scenes, allow_overlap, overrides):
     cfg = read_run_config(run_path)
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise RunError(f"episodes must be a positive integer, got {episodes!r}")
-    eval_seed = check_eval_seed(cfg.seed + SEED_OFFSET if seed is None else seed)
-    check_ram(episodes_ram_label(cfg, episodes, overrides), episodes_ram_estimate(cfg, episodes, overrides))
+    eval_seed = check_evaluation(cfg, episodes, seed, overrides)
     world_set, split_of = evaluation_set(run_path, cfg, scenes, allow_overlap, console)
     policy, origin = load_run_policy(run_path, cfg, source)  # a damaged policy is refused before any world is traced
     env = evaluation_env(world_set, cfg, episodes, eval_seed, overrides)
@@ -621,60 +624,6 @@ def episode_world(meta, world_index, resolution):
     else:
         raise RunError(f"{EPISODES_FILE}: meta.json world {world_index} is damaged")
     return load_worlds([item], resolution)[0]
-
-
-def print_results(console, res):
-    if res.get("task") == "explore":
-        return print_coverage_results(console, res)
-    from rich import box
-    from rich.table import Table
-
-    overlap = f", {res['overlap_worlds']} overlapping training" if res.get("overlap_worlds") else ""
-    drawn = ", ".join(f"{k}={v}" for k, v in res.get("episode_settings", {}).items())
-    t = Table(
-        title=f"evaluation: {res['episodes']} episodes, {res['task']} in {res['scenes']} "
-        f"({res['worlds']} worlds, {res['worlds_visited']} visited{overlap}; mean action, "
-        f"seed {res['seed']}" + (f"; episodes drawn with {drawn}" if drawn else "") + ")",
-        caption="(95% intervals; distance: final distance to the goal, m"
-        + ("; then by scene family" if len(res["families"]) > 1 else "")
-        + (
-            "; then by difficulty: the shortest path in m, and it over the straight line)"
-            if res.get("difficulty")
-            else ")"
-        ),
-        caption_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-    )
-    t.add_column("worlds", no_wrap=True)
-    for col in ("episodes", "success", "SPL", "distance"):
-        t.add_column(col, justify="right", no_wrap=True)
-    groups = [("all", res)] + list(res["splits"].items())
-    families = list(res["families"].items()) if len(res["families"]) > 1 else []
-    # labels short enough for the first column at 80 columns: "2-4 m" (the shortest path), "1.1-1.5x" (the detour)
-    bins = [(f"{k} m", g) for k, g in res.get("difficulty", {}).get("geodesic_m", {}).items()]
-    bins += [(f"{k}x", g) for k, g in res.get("difficulty", {}).get("ratio", {}).items()]
-    sections = {len(groups), len(groups) + len(families)} if families else {len(groups)}
-    for i, (name, g) in enumerate(groups + families + bins):
-        if i in sections and i < len(groups + families + bins):
-            t.add_section()
-        (slo, shi), (plo, phi), (dlo, dhi) = g["success_rate_ci95"], g["spl_mean_ci95"], g["final_distance_mean_ci95"]
-        t.add_row(  # sized to read whole at 80 columns with a family's name in the first column
-            name,
-            str(g["episodes"]),
-            f"{g['success_rate']:.1%} ({100 * slo:.0f}-{100 * shi:.0f}%)",
-            f"{g['spl_mean']:.2f} ({plo:.2f}-{phi:.2f})",
-            f"{g['final_distance_mean']:.2f} ({dlo:.2f}-{dhi:.2f})",
-        )
-    console.print(t)
-    if "generalization_gap" in res:
-        console.print(f"generalization gap (train minus held-out success): {res['generalization_gap']:+.1%}")
-    console.print(
-        f"return {res['return_mean']:.3f} +- {res['return_std']:.3f}, length {res['length_mean']:.1f} "
-        f"steps, {res['collisions_mean']:.2f} collisions per episode; policy {res['policy']['source']} "
-        f"(update {res['policy']['update']}); {res['wall_s']:.1f} s"
-    )
 
 
 RENAMED_RESULTS = {

@@ -1,4 +1,5 @@
-"""What `navi-nb train` prints around a run: the config it starts with and the summary it ends with.
+"""What `navi-nb train` prints around a run (the config it starts with and the summary it ends with) and what an
+evaluation prints.
 
 A run starts with the settings that define it (scenes, task, actors, steps,
 seed) and those that differ from the defaults, a dozen lines at most;
@@ -84,3 +85,61 @@ def print_summary(console, trainer, summary: dict):
     for k, v in summary.items():
         t.add_row(k, f"{v:,.4g}" if isinstance(v, float) else str(v))
     console.print(t)
+
+
+def print_results(console, res):
+    """An evaluation's results (``evaluate``'s) as `navi-nb eval` prints them: the table of success, SPL and
+    distance overall, per split, family and difficulty bin, then the return and the policy's origin."""
+    if res.get("task") == "explore":
+        from navi_nb.train.coverage import print_coverage_results
+
+        return print_coverage_results(console, res)
+    from rich import box
+    from rich.table import Table
+
+    overlap = f", {res['overlap_worlds']} overlapping training" if res.get("overlap_worlds") else ""
+    drawn = ", ".join(f"{k}={v}" for k, v in res.get("episode_settings", {}).items())
+    t = Table(
+        title=f"evaluation: {res['episodes']} episodes, {res['task']} in {res['scenes']} "
+        f"({res['worlds']} worlds, {res['worlds_visited']} visited{overlap}; mean action, "
+        f"seed {res['seed']}" + (f"; episodes drawn with {drawn}" if drawn else "") + ")",
+        caption="(95% intervals; distance: final distance to the goal, m"
+        + ("; then by scene family" if len(res["families"]) > 1 else "")
+        + (
+            "; then by difficulty: the shortest path in m, and it over the straight line)"
+            if res.get("difficulty")
+            else ")"
+        ),
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
+    t.add_column("worlds", no_wrap=True)
+    for col in ("episodes", "success", "SPL", "distance"):
+        t.add_column(col, justify="right", no_wrap=True)
+    groups = [("all", res)] + list(res["splits"].items())
+    families = list(res["families"].items()) if len(res["families"]) > 1 else []
+    # labels short enough for the first column at 80 columns: "2-4 m" (the shortest path), "1.1-1.5x" (the detour)
+    bins = [(f"{k} m", g) for k, g in res.get("difficulty", {}).get("geodesic_m", {}).items()]
+    bins += [(f"{k}x", g) for k, g in res.get("difficulty", {}).get("ratio", {}).items()]
+    sections = {len(groups), len(groups) + len(families)} if families else {len(groups)}
+    for i, (name, g) in enumerate(groups + families + bins):
+        if i in sections and i < len(groups + families + bins):
+            t.add_section()
+        (slo, shi), (plo, phi), (dlo, dhi) = g["success_rate_ci95"], g["spl_mean_ci95"], g["final_distance_mean_ci95"]
+        t.add_row(  # sized to read whole at 80 columns with a family's name in the first column
+            name,
+            str(g["episodes"]),
+            f"{g['success_rate']:.1%} ({100 * slo:.0f}-{100 * shi:.0f}%)",
+            f"{g['spl_mean']:.2f} ({plo:.2f}-{phi:.2f})",
+            f"{g['final_distance_mean']:.2f} ({dlo:.2f}-{dhi:.2f})",
+        )
+    console.print(t)
+    if "generalization_gap" in res:
+        console.print(f"generalization gap (train minus held-out success): {res['generalization_gap']:+.1%}")
+    console.print(
+        f"return {res['return_mean']:.3f} +- {res['return_std']:.3f}, length {res['length_mean']:.1f} "
+        f"steps, {res['collisions_mean']:.2f} collisions per episode; policy {res['policy']['source']} "
+        f"(update {res['policy']['update']}); {res['wall_s']:.1f} s"
+    )

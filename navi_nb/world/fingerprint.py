@@ -44,6 +44,7 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+from numba import njit
 
 from navi_nb.errors import NaviError
 from navi_nb.files import read_regular, write_atomic
@@ -58,6 +59,7 @@ MIN_OVERLAP = 0.25  # two boxes are compared where they overlap, when that holds
 MAX_SAMPLES = 1 << 21  # a cube holding more lattice points (a 64 m side: a second or more) has no fingerprint
 MAX_RECORD_CHARS = 1 << 22  # a record's encoded bits longer than this are damaged
 FINGERPRINT_DIR = "fingerprints"
+SCENE_PAD = 1.0  # metres around a scene's region of interest that its fingerprint (scene_fingerprint) covers
 
 
 class FingerprintError(NaviError, ValueError):
@@ -178,6 +180,21 @@ def fingerprint(world) -> Fingerprint | None:
     return Fingerprint(lo, (d < 0).reshape(shape), (np.abs(d) >= MARGIN).reshape(shape))
 
 
+def scene_fingerprint(scene) -> Fingerprint:
+    """The fingerprint of an analytic scene (``scene_pieces.Scene``) from its own field, over the lattice points
+    of its region of interest widened by ``SCENE_PAD`` (its walls and what lies just outside them) and kept in
+    its cube: what a compiled world of it matches with :func:`difference_within` at any resolution, with no
+    compile. The box is the layout's, not the cube's, so a large family's costs its layout's samples."""
+    lo_m = np.maximum(np.asarray(scene.bounds_min, np.float64) - SCENE_PAD, scene.cube_min)
+    hi_m = np.minimum(np.asarray(scene.bounds_max, np.float64) + SCENE_PAD, scene.cube_min + scene.cube_side)
+    lo = np.ceil(lo_m / CELL - SAMPLE_AT).astype(np.int64)
+    shape = np.maximum(np.floor(hi_m / CELL - SAMPLE_AT).astype(np.int64) - lo + 1, 1)
+    axes = [(np.arange(shape[k], dtype=np.float64) + lo[k] + SAMPLE_AT) * CELL for k in range(3)]
+    d, _ = scene.evaluate(np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3))
+    shape = tuple(int(n) for n in shape)
+    return Fingerprint(tuple(int(x) for x in lo), (d < 0).reshape(shape), (np.abs(d) >= MARGIN).reshape(shape))
+
+
 # --------------------------------------------------------------------------
 # the store beside the world cache
 # --------------------------------------------------------------------------
@@ -264,21 +281,21 @@ def _window(bits: np.ndarray, own_lo, lo, hi) -> np.ndarray:
     return bits[tuple(slice(lo[k] - own_lo[k], hi[k] - own_lo[k]) for k in range(3))]
 
 
-def difference(a: Fingerprint, b: Fingerprint) -> float:
-    """The samples whose solidity differs, definite in either world, where the two boxes overlap, as a fraction
-    of the smaller phase there (see the module doc); 0.0 for identical geometry, infinity when the overlap
-    holds less than ``MIN_OVERLAP`` of either box (the worlds are not compared)."""
+def _overlap_box(a: Fingerprint, b: Fingerprint) -> tuple:
+    """``(lo, hi, points)``: the lattice box both fingerprints cover."""
+    lo = tuple(max(a.lo[k], b.lo[k]) for k in range(3))
+    hi = tuple(min(a.lo[k] + a.shape[k], b.lo[k] + b.shape[k]) for k in range(3))
+    return lo, hi, int(np.prod([max(0, hi[k] - lo[k]) for k in range(3)]))
+
+
+def _differing_share(a: Fingerprint, b: Fingerprint, lo, hi, overlap) -> float:
+    """The samples of the box lo:hi whose solidity differs, definite in either world, as a fraction of the
+    smaller phase there (see the module doc)."""
     if a.lo == b.lo and a.shape == b.shape:  # one box (built-ins, one cube): on the packed bits
-        overlap = a.solid.size
         sides = a.solid_words ^ b.solid_words
         differ, changed = _bit_count(sides & (a.definite_words | b.definite_words)), _bit_count(sides)
         both = _bit_count(a.solid_words & b.solid_words)
     else:
-        lo = tuple(max(a.lo[k], b.lo[k]) for k in range(3))
-        hi = tuple(min(a.lo[k] + a.shape[k], b.lo[k] + b.shape[k]) for k in range(3))
-        overlap = int(np.prod([max(0, hi[k] - lo[k]) for k in range(3)]))
-        if overlap < MIN_OVERLAP * max(a.solid.size, b.solid.size):
-            return float("inf")
         sa, sb = _window(a.solid, a.lo, lo, hi), _window(b.solid, b.lo, lo, hi)
         definite = _window(a.definite, a.lo, lo, hi) | _window(b.definite, b.lo, lo, hi)
         differ, changed = int(np.count_nonzero((sa != sb) & definite)), int(np.count_nonzero(sa != sb))
@@ -287,6 +304,83 @@ def difference(a: Fingerprint, b: Fingerprint) -> float:
         return 0.0
     smaller = min(both + changed, overlap - both)  # solid in either world, or free in either
     return differ / smaller
+
+
+def difference(a: Fingerprint, b: Fingerprint) -> float:
+    """The samples whose solidity differs, definite in either world, where the two boxes overlap, as a fraction
+    of the smaller phase there (see the module doc); 0.0 for identical geometry, infinity when the overlap
+    holds less than ``MIN_OVERLAP`` of either box (the worlds are not compared)."""
+    lo, hi, overlap = _overlap_box(a, b)
+    if overlap < MIN_OVERLAP * max(a.solid.size, b.solid.size):
+        return float("inf")
+    return _differing_share(a, b, lo, hi, overlap)
+
+
+def difference_within(world: Fingerprint, part: Fingerprint) -> float:
+    """:func:`difference` over the box of `part` alone (a scene's layout, :func:`scene_fingerprint`), when the
+    box of `world` holds all of it; infinity otherwise (a world that holds the layout only in part is not
+    compared, whatever else its cube holds)."""
+    lo, hi, overlap = _overlap_box(world, part)
+    if overlap < part.solid.size:
+        return float("inf")
+    return _differing_share(world, part, lo, hi, overlap)
+
+
+def pack_parts(parts) -> tuple:
+    """Fingerprints as :func:`first_within` reads them: ``(solid, definite)`` of all of them end to end (uint8,
+    C order), their boxes' lows and shapes (int64 (R, 3)) and starts in those arrays (int64 (R + 1,))."""
+    sizes = np.array([p.solid.size for p in parts], np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    solid = np.concatenate([p.solid.reshape(-1) for p in parts] or [np.zeros(0, bool)]).view(np.uint8)
+    definite = np.concatenate([p.definite.reshape(-1) for p in parts] or [np.zeros(0, bool)]).view(np.uint8)
+    lows = np.array([p.lo for p in parts], np.int64).reshape(-1, 3)
+    shapes = np.array([p.shape for p in parts], np.int64).reshape(-1, 3)
+    return solid, definite, lows, shapes, starts
+
+
+def first_within(world: Fingerprint, packed, tolerance=TOLERANCE) -> int | None:
+    """The index of the first of the packed parts (:func:`pack_parts`) that `world` holds within `tolerance`
+    (:func:`difference_within`), or None. One compiled pass that leaves a part as soon as its differing
+    samples exceed `tolerance` of its box (more than of its smaller phase): a few milliseconds for 600 layouts."""
+    solid, definite, lows, shapes, starts = packed
+    k = _first_within(
+        world.solid.view(np.uint8), world.definite.view(np.uint8), np.asarray(world.lo, np.int64),
+        (solid, definite, lows, shapes, starts), float(tolerance),
+    )  # fmt: skip
+    return None if k < 0 else int(k)
+
+
+@njit(cache=True, nogil=True)
+def _first_within(solid, definite, lo, parts, tolerance):
+    """:func:`first_within`'s pass (``parts`` = :func:`pack_parts`' tuple); -1 when no part matches."""
+    part_solid, part_definite, lows, shapes, starts = parts
+    nx, ny, nz = solid.shape
+    for r in range(lows.shape[0]):
+        ox, oy, oz = lows[r, 0] - lo[0], lows[r, 1] - lo[1], lows[r, 2] - lo[2]
+        sx, sy, sz = shapes[r, 0], shapes[r, 1], shapes[r, 2]
+        if ox < 0 or oy < 0 or oz < 0 or ox + sx > nx or oy + sy > ny or oz + sz > nz:
+            continue  # the world does not hold this part's box
+        overlap = sx * sy * sz
+        differ, changed, both = 0, 0, 0
+        k = starts[r]
+        for i in range(sx):
+            for j in range(sy):
+                for m in range(sz):
+                    a, b = solid[ox + i, oy + j, oz + m], part_solid[k]
+                    if a != b:
+                        changed += 1
+                        if definite[ox + i, oy + j, oz + m] or part_definite[k]:
+                            differ += 1
+                    elif a:
+                        both += 1
+                    k += 1
+            if differ > tolerance * overlap:
+                break
+        if differ == 0:
+            return r
+        if differ <= tolerance * overlap and differ <= tolerance * min(both + changed, overlap - both):
+            return r
+    return -1
 
 
 def matches(a: Fingerprint, b: Fingerprint, tolerance=TOLERANCE) -> bool:

@@ -9,18 +9,22 @@ seed, before anything loads). A world file is the same world under another name 
   entry, its sidecar dropped or edited, its header moved): entries of the file's exact size are hashed, the
   others only listed, or
 - its geometry is that of a held-out entry of the world cache at any resolution (``navi_nb.world.fingerprint``:
-  the world compiled at another resolution or sample convention, a few leaves changed).
+  the world compiled at another resolution or sample convention, a few leaves changed), or
+- its geometry holds the layout of one of the reference held-out worlds whose fingerprints ship with the package
+  (``REFERENCE_FILE``: the first ``REFERENCE_SEEDS`` held-out seeds of every seeded family, from their analytic
+  scenes), whatever the world cache holds.
 
 ``check_training_worlds`` refuses such a world in a training set as it refuses the seed, after the worlds
-are loaded and before the run writes anything. Only held-out worlds the cache holds (compiled by an
-evaluation or ``navi-nb scenes --compile``, at any resolution) are known by geometry: the seeds are
-unbounded, so a held-out world never compiled on this machine is known only by its sidecar. Evaluation
+are loaded and before the run writes anything. Past the reference seeds, only held-out worlds the cache holds
+(compiled by an evaluation or ``navi-nb scenes --compile``, at any resolution) are known by geometry: the
+seeds are unbounded, so such a world never compiled on this machine is known only by its sidecar. Evaluation
 compares content and geometry with the run's own record instead (``navi_nb.train.evaluate.evaluation_set``):
 a copy of a training world, or it at another resolution, is in the ``train`` split.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import stat
@@ -30,6 +34,11 @@ import numpy as np
 
 from navi_nb.files import read_regular
 from navi_nb.world.scene_spec import HELDOUT_SEED_START, SceneSpecError
+
+REFERENCE_SEEDS = 100
+"""Held-out seeds per seeded family whose geometry the package ships (``REFERENCE_FILE``): the first hundred,
+the evaluation sets the docs use (``heldout_spec(family, 100)`` and fewer)."""
+REFERENCE_FILE = Path(__file__).resolve().parent.parent / "data" / "heldout" / "reference.json.gz"
 
 
 def sidecar_claim(world):
@@ -116,7 +125,89 @@ def heldout_twin(world, cache_dir=None, known=None):
     twin = geometry_twin(world, known if known is not None else heldout_geometry(cache_dir))
     if twin is not None:
         return twin[0], f"its geometry is that world's, compiled at resolution {twin[1]} in the world cache"
+    twin = reference_twin(world)
+    if twin is not None:
+        return twin, "its geometry holds that world's layout, one of the held-out worlds the package fingerprints"
     return None
+
+
+def reference_spec() -> dict:
+    """What the reference file holds: the fingerprint lattice and, per seeded family, its generator version and
+    the seeds (``REFERENCE_SEEDS`` from ``HELDOUT_SEED_START``). A file whose spec differs is out of date."""
+    from navi_nb.world.fingerprint import CELL, FINGERPRINT_VERSION, MARGIN, SAMPLE_AT, SCENE_PAD
+    from navi_nb.world.scenes import GENERATOR_VERSION, SEEDED_FAMILIES
+
+    return {
+        "lattice": [FINGERPRINT_VERSION, CELL, SAMPLE_AT, MARGIN, SCENE_PAD],
+        "seeds": [HELDOUT_SEED_START, REFERENCE_SEEDS],
+        "generators": {family: GENERATOR_VERSION[family] for family in SEEDED_FAMILIES},
+    }
+
+
+def reference_labels() -> list:
+    """``"house:1000000"``, ...: the held-out worlds the reference file fingerprints, in its order."""
+    spec = reference_spec()
+    start, count = spec["seeds"]
+    return [f"{family}:{seed}" for family in spec["generators"] for seed in range(start, start + count)]
+
+
+def build_reference() -> bytes:
+    """The reference file's bytes (gzip of one JSON object: ``reference_spec()`` and a record per label),
+    each world's fingerprint from its analytic scene (``fingerprint.scene_fingerprint``); deterministic.
+    ``scripts/heldout_reference.py`` writes them to ``REFERENCE_FILE``."""
+    import gzip
+    import json
+
+    from navi_nb.world.fingerprint import scene_fingerprint
+    from navi_nb.world.scenes import get_scene
+
+    records = {}
+    for label in reference_labels():
+        family, seed = label.split(":")
+        records[label] = scene_fingerprint(get_scene(family, int(seed))).to_record()
+    body = json.dumps({**reference_spec(), "records": records}, sort_keys=True, separators=(",", ":"))
+    return gzip.compress(body.encode(), 9, mtime=0)
+
+
+@functools.cache
+def reference_geometry() -> tuple:
+    """``(labels, fingerprints, packed)`` of the reference file: the first ``REFERENCE_SEEDS`` held-out worlds of
+    every seeded family, known by geometry on any machine, whatever its world cache holds (``packed``: the
+    fingerprints as ``fingerprint.first_within`` reads them). SceneSpecError naming
+    the file when it is missing, damaged or out of date (a broken install: reinstall the package)."""
+    import gzip
+    import json
+
+    from navi_nb.world.fingerprint import FingerprintError, from_record, pack_parts
+
+    where = f"held-out reference file {REFERENCE_FILE}"
+    try:
+        stored = json.loads(gzip.decompress(read_regular(REFERENCE_FILE, "held-out reference file", 1 << 24)))
+    except (OSError, ValueError, EOFError) as exc:
+        raise SceneSpecError(f"{where} cannot be read ({exc}); reinstall navi-nb") from None
+    if not isinstance(stored, dict) or {k: stored.get(k) for k in reference_spec()} != reference_spec():
+        raise SceneSpecError(f"{where} is not this version's (its lattice, seeds or generators differ); reinstall")
+    labels, records = reference_labels(), stored.get("records")
+    if not isinstance(records, dict) or sorted(records) != sorted(labels):
+        raise SceneSpecError(f"{where} does not hold the records of {labels[0]} ... {labels[-1]}; reinstall")
+    try:
+        prints = [from_record(records[label], f"{where}, {label}") for label in labels]
+    except FingerprintError as exc:
+        raise SceneSpecError(f"{exc}; reinstall navi-nb") from None
+    return labels, prints, pack_parts(prints)
+
+
+def reference_twin(world):
+    """The label of the reference held-out world (:func:`reference_geometry`) whose layout `world` holds
+    (``fingerprint.difference_within``), or None (also for a world without a fingerprint)."""
+    from navi_nb.world.fingerprint import fingerprints, first_within
+
+    fp = fingerprints([world])[0]
+    if fp is None:
+        return None
+    labels, _prints, packed = reference_geometry()
+    k = first_within(fp, packed)
+    return None if k is None else labels[k]
 
 
 def check_training_worlds(items, worlds, allow_heldout=False, cache_dir=None):
