@@ -201,6 +201,7 @@ def test_without_flock_a_pid_file_locks_and_a_dead_holders_file_is_taken_over(tm
     assert json.loads(pid_file.read_text())["pid"] == os.getpid()
     lock.release()
     assert not pid_file.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no empty .lock left where flock is refused
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
         pid_file.write_text(json.dumps({**record, "pid": sleeper.pid}))

@@ -189,9 +189,11 @@ def _take(path: Path, key: str, command: str, hint: str) -> _Held:
             os.close(fd)
             raise busy_error(path, record, hint) from None
         except OSError as exc:
-            os.close(fd)
             if exc.errno in _NO_FLOCK:
+                _drop_empty(fd, lock_path)  # no lock on this file system: the O_CREAT above left an empty file
+                os.close(fd)
                 return _take_pid_file(path, key, command, hint)
+            os.close(fd)
             raise
         try:
             same = os.stat(lock_path).st_ino == os.fstat(fd).st_ino
@@ -208,6 +210,17 @@ def _take(path: Path, key: str, command: str, hint: str) -> _Held:
             raise
         return _Held(key, fd=fd)
     raise RunError(f"run folder {path}: cannot take its lock ({LOCK_FILE} keeps being replaced)")
+
+
+def _drop_empty(fd: int, lock_path: str) -> None:
+    """Remove ``lock_path`` when it is still the empty file ``fd`` has open: where flock is refused, a ``.lock``
+    holds nothing (the pid file is the lock), so the folder keeps no file the command did not write."""
+    try:
+        st = os.fstat(fd)
+        if st.st_size == 0 and os.stat(lock_path, follow_symlinks=False).st_ino == st.st_ino:
+            os.unlink(lock_path)
+    except OSError:
+        pass
 
 
 _NO_FOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a link is refused; a FIFO cannot block the open
