@@ -342,3 +342,29 @@ def test_training_refuses_a_heldout_world_no_cache_holds(tmp_path, monkeypatch, 
     from navi_nb.world.world_cache import builtin_entries
 
     assert all(e.seed < HELDOUT_SEED_START for e in builtin_entries(tmp_path / "empty_cache" / "worlds"))
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        (b"not gzip", "cannot be read"),
+        (None, "is not this version's"),  # another spec: a generator version changed since it was written
+        (b"", "cannot be read"),
+    ],
+)
+def test_a_damaged_or_stale_reference_file_is_one_line_naming_it(tmp_path, monkeypatch, content, match):
+    import gzip
+
+    from navi_nb.world import heldout
+
+    path = tmp_path / "reference.json.gz"
+    if content is None:
+        content = gzip.compress(json.dumps({**heldout.reference_spec(), "seeds": [1000000, 99]}).encode())
+    path.write_bytes(content)
+    monkeypatch.setattr(heldout, "REFERENCE_FILE", path)
+    heldout.reference_geometry.cache_clear()
+    try:
+        with pytest.raises(heldout.SceneSpecError, match=f"held-out reference file {path} {match}.*reinstall"):
+            heldout.reference_geometry()
+    finally:
+        heldout.reference_geometry.cache_clear()
