@@ -52,6 +52,17 @@ def coverage_cell(g, key) -> str:
     return f"{g[key + '_mean']:.1%} ({100 * lo:.1f}-{100 * hi:.1f}%)"
 
 
+def evaluation_title(res, task) -> str:
+    """The title of an evaluation's console table: episodes, task, scenes, worlds, seed, episode settings."""
+    overlap = f", {res['overlap_worlds']} overlapping training" if res.get("overlap_worlds") else ""
+    drawn = ", ".join(f"{k}={v}" for k, v in res.get("episode_settings", {}).items())
+    return (
+        f"evaluation: {res['episodes']} episodes, {task} in {res['scenes']} "
+        f"({res['worlds']} worlds, {res['worlds_visited']} visited{overlap}; mean action, "
+        f"seed {res['seed']}" + (f"; episodes drawn with {drawn}" if drawn else "") + ")"
+    )
+
+
 def print_coverage_results(console, res):
     """The console table of an explore evaluation (``res``: ``evaluate``'s results): coverage after each of
     ``res["coverage_steps"]`` steps, overall, per split and per family."""
@@ -59,12 +70,8 @@ def print_coverage_results(console, res):
     from rich.table import Table
 
     half, full = res["coverage_steps"]
-    overlap = f", {res['overlap_worlds']} overlapping training" if res.get("overlap_worlds") else ""
-    drawn = ", ".join(f"{k}={v}" for k, v in res.get("episode_settings", {}).items())
     t = Table(
-        title=f"evaluation: {res['episodes']} episodes, explore in {res['scenes']} "
-        f"({res['worlds']} worlds, {res['worlds_visited']} visited{overlap}; mean action, "
-        f"seed {res['seed']}" + (f"; episodes drawn with {drawn}" if drawn else "") + ")",
+        title=evaluation_title(res, "explore"),
         caption="(coverage: the fraction of the reachable visit-grid cells entered after that many steps; "
         "95% intervals" + ("; then by scene family)" if len(res["families"]) > 1 else ")"),
         caption_justify="left",

@@ -90,19 +90,15 @@ def print_summary(console, trainer, summary: dict):
 def print_results(console, res):
     """An evaluation's results (``evaluate``'s) as `navi-nb eval` prints them: the table of success, SPL and
     distance overall, per split, family and difficulty bin, then the return and the policy's origin."""
-    if res.get("task") == "explore":
-        from navi_nb.train.coverage import print_coverage_results
+    from navi_nb.train.coverage import evaluation_title, print_coverage_results
 
+    if res.get("task") == "explore":
         return print_coverage_results(console, res)
     from rich import box
     from rich.table import Table
 
-    overlap = f", {res['overlap_worlds']} overlapping training" if res.get("overlap_worlds") else ""
-    drawn = ", ".join(f"{k}={v}" for k, v in res.get("episode_settings", {}).items())
     t = Table(
-        title=f"evaluation: {res['episodes']} episodes, {res['task']} in {res['scenes']} "
-        f"({res['worlds']} worlds, {res['worlds_visited']} visited{overlap}; mean action, "
-        f"seed {res['seed']}" + (f"; episodes drawn with {drawn}" if drawn else "") + ")",
+        title=evaluation_title(res, res["task"]),
         caption="(95% intervals; distance: final distance to the goal, m"
         + ("; then by scene family" if len(res["families"]) > 1 else "")
         + (

@@ -152,17 +152,27 @@ def from_record(rec, where="fingerprint") -> Fingerprint:
     return Fingerprint(tuple(lo), solid, definite)
 
 
+def _points_in(lo_m, hi_m) -> tuple:
+    """``(lo, shape)``: the lattice points from ``lo_m`` to ``hi_m`` metres (each axis), at least one per axis."""
+    lo = np.ceil(np.asarray(lo_m) / CELL - SAMPLE_AT).astype(np.int64)
+    hi = np.floor(np.asarray(hi_m) / CELL - SAMPLE_AT).astype(np.int64)
+    return tuple(int(x) for x in lo), tuple(int(x) for x in np.maximum(hi - lo + 1, 1))
+
+
+def _sampled(lo, shape, field) -> Fingerprint:
+    """The Fingerprint of the box (``lo``, ``shape``) from ``field(points) -> (distance, ...)`` at its points."""
+    axes = [(np.arange(shape[k], dtype=np.float64) + lo[k] + SAMPLE_AT) * CELL for k in range(3)]
+    d = field(np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3))[0]
+    return Fingerprint(lo, (d < 0).reshape(shape), (np.abs(d) >= MARGIN).reshape(shape))
+
+
 def lattice_box(world) -> tuple:
     """``(lo, shape)``: the lattice points that lie in the world's field cube (``layout.field_origin`` to it plus
     resolution voxels; the cube the field's voxel centres span), at least one per axis."""
     from navi_nb.world.layout import field_origin
 
     origin = field_origin(world)
-    top = origin + float(np.float32(world.resolution) * np.float32(world.voxel_size))
-    lo = np.ceil(origin / CELL - SAMPLE_AT).astype(np.int64)
-    hi = np.floor(top / CELL - SAMPLE_AT).astype(np.int64)
-    shape = np.maximum(hi - lo + 1, 1)
-    return tuple(int(x) for x in lo), tuple(int(x) for x in shape)
+    return _points_in(origin, origin + float(np.float32(world.resolution) * np.float32(world.voxel_size)))
 
 
 def fingerprint(world) -> Fingerprint | None:
@@ -171,13 +181,9 @@ def fingerprint(world) -> Fingerprint | None:
     from navi_nb.world.query import distance
 
     lo, shape = lattice_box(world)
-    n = int(np.prod(shape))
-    if n > MAX_SAMPLES:
+    if int(np.prod(shape)) > MAX_SAMPLES:
         return None
-    axes = [(np.arange(shape[k], dtype=np.float64) + lo[k] + SAMPLE_AT) * CELL for k in range(3)]
-    points = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
-    d, _ = distance(world, points)
-    return Fingerprint(lo, (d < 0).reshape(shape), (np.abs(d) >= MARGIN).reshape(shape))
+    return _sampled(lo, shape, lambda points: distance(world, points))
 
 
 def scene_fingerprint(scene) -> Fingerprint:
@@ -185,14 +191,11 @@ def scene_fingerprint(scene) -> Fingerprint:
     of its region of interest widened by ``SCENE_PAD`` (its walls and what lies just outside them) and kept in
     its cube: what a compiled world of it matches with :func:`difference_within` at any resolution, with no
     compile. The box is the layout's, not the cube's, so a large family's costs its layout's samples."""
-    lo_m = np.maximum(np.asarray(scene.bounds_min, np.float64) - SCENE_PAD, scene.cube_min)
-    hi_m = np.minimum(np.asarray(scene.bounds_max, np.float64) + SCENE_PAD, scene.cube_min + scene.cube_side)
-    lo = np.ceil(lo_m / CELL - SAMPLE_AT).astype(np.int64)
-    shape = np.maximum(np.floor(hi_m / CELL - SAMPLE_AT).astype(np.int64) - lo + 1, 1)
-    axes = [(np.arange(shape[k], dtype=np.float64) + lo[k] + SAMPLE_AT) * CELL for k in range(3)]
-    d, _ = scene.evaluate(np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3))
-    shape = tuple(int(n) for n in shape)
-    return Fingerprint(tuple(int(x) for x in lo), (d < 0).reshape(shape), (np.abs(d) >= MARGIN).reshape(shape))
+    lo, shape = _points_in(
+        np.maximum(np.asarray(scene.bounds_min, np.float64) - SCENE_PAD, scene.cube_min),
+        np.minimum(np.asarray(scene.bounds_max, np.float64) + SCENE_PAD, scene.cube_min + scene.cube_side),
+    )
+    return _sampled(lo, shape, scene.evaluate)
 
 
 # --------------------------------------------------------------------------

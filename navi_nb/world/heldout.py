@@ -79,15 +79,15 @@ def cached_twin(world, cache_dir=None):
     return None
 
 
-def geometry_twin(world, known) -> tuple | None:
+def geometry_twin(fp, known) -> tuple | None:
     """``("house:1000003", resolution)`` when one of the held-out entries `known` (:func:`heldout_geometry`)
-    has the world's geometry (``fingerprint.matches``), else None."""
-    from navi_nb.world.fingerprint import fingerprints, first_match
+    has the geometry of the world whose fingerprint is `fp` (``fingerprint.matches``), else None."""
+    from navi_nb.world.fingerprint import first_match
 
     entries, prints = known
     if not entries:
         return None
-    k = first_match(fingerprints([world])[0], prints)
+    k = first_match(fp, prints)
     return None if k is None else (f"{entries[k].family}:{entries[k].seed}", entries[k].resolution)
 
 
@@ -122,10 +122,13 @@ def heldout_twin(world, cache_dir=None, known=None):
     twin = cached_twin(world, cache_dir)
     if twin is not None:
         return twin, "its node words are that world's in the world cache"
-    twin = geometry_twin(world, known if known is not None else heldout_geometry(cache_dir))
+    from navi_nb.world.fingerprint import fingerprints
+
+    fp = fingerprints([world])[0]  # None for a cube too large: known by its content alone
+    twin = geometry_twin(fp, known if known is not None else heldout_geometry(cache_dir))
     if twin is not None:
         return twin[0], f"its geometry is that world's, compiled at resolution {twin[1]} in the world cache"
-    twin = reference_twin(world)
+    twin = reference_twin(fp)
     if twin is not None:
         return twin, "its geometry holds that world's layout, one of the held-out worlds the package fingerprints"
     return None
@@ -197,12 +200,11 @@ def reference_geometry() -> tuple:
     return labels, prints, pack_parts(prints)
 
 
-def reference_twin(world):
-    """The label of the reference held-out world (:func:`reference_geometry`) whose layout `world` holds
-    (``fingerprint.difference_within``), or None (also for a world without a fingerprint)."""
-    from navi_nb.world.fingerprint import fingerprints, first_within
+def reference_twin(fp):
+    """The label of the reference held-out world (:func:`reference_geometry`) whose layout the world with
+    fingerprint `fp` holds (``fingerprint.difference_within``), or None (also for `fp` None: no fingerprint)."""
+    from navi_nb.world.fingerprint import first_within
 
-    fp = fingerprints([world])[0]
     if fp is None:
         return None
     labels, _prints, packed = reference_geometry()
