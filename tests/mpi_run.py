@@ -6,7 +6,8 @@ the SHA-256 of the weights, Adam's state, the PPO and action generators and the 
 Arguments: ``THREADS UPDATES [save:K:PATH | load:PATH] [block:B] [actors:N]``: save the whole state after K
 updates (then stop), or start from a saved state (written at any rank count); ``block:B`` blocks of B
 actors (default 4), ``actors:N`` N actors (default 16), ``memory:H`` a policy with an H-unit GRU memory
-(its actors' states gathered into the environment hash), ``map:C`` the episodic map with cells of C metres.
+(its actors' states gathered into the environment hash), ``map:C`` the episodic map with cells of C metres,
+``trunks:skip-map`` a GRU policy whose trunks do not read the map's crop (``map_input`` memory).
 The reduction is ``NAVI_NB_REDUCE``'s
 (``navi_nb.parallel.ranks.reduce_mode``)."""
 
@@ -56,7 +57,8 @@ def main():
         actor_block=block,
         first_block=ex.first_block,
     )
-    pol = ActorCritic(env.obs_dim, 4, hidden=(32, 32), seed=SEED, memory_size=memory_size)
+    trunk_obs = env.obs_layout["map"].start if "trunks:skip-map" in extra else None
+    pol = ActorCritic(env.obs_dim, 4, hidden=(32, 32), seed=SEED, memory_size=memory_size, trunk_obs=trunk_obs)
     memory = pol.new_memory(n_local)
     cfg = PPOConfig(
         update_epochs=2,

@@ -218,6 +218,9 @@ def test_map_same_bits_at_one_and_two_ranks():
     assert two["ranks"] == 2 and two["ranks_agree"] and two["bytes_sent"] > 0
     assert (two["learner"], two["env"]) == (one["learner"], one["env"])
     assert one["env"] != mpirun(1, 1, 3, "memory:8")["env"]  # the maps are in the state
+    skip = mpirun(1, 1, 3, "memory:8", "map:0.5", "trunks:skip-map")  # the GRU alone reads the crop
+    assert mpirun(2, 1, 3, "memory:8", "map:0.5", "trunks:skip-map")["learner"] == skip["learner"]
+    assert skip["learner"] != one["learner"]
 
 
 def test_ranks_with_different_reductions_are_refused():

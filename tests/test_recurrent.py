@@ -1,7 +1,8 @@
 """The policy with memory (a GRU core before both trunks) and its PPO minibatches of whole actor
 sequences, against independent answers: the minibatch gradient against central finite differences of a
 plain NumPy float64 reference (the GRU of PyTorch's equations run over each actor's rollout from its
-starting state with resets at episode starts, then ``loss_reference.ppo_loss`` on ``obs | state``);
+starting state with resets at episode starts, then ``loss_reference.ppo_loss`` on ``obs | state``, or on
+the observation's first ``trunk_obs`` columns and the state where the trunks read only those);
 acting step by step against the sequence the learner recomputes; the same bits at any thread count and
 any split of the blocks; and the bad settings it refuses."""
 
@@ -39,6 +40,11 @@ def reference_states(policy, flat, obs, h0, starts):
     return np.stack(out)
 
 
+def trunk_input(policy, obs, hs):
+    """What the trunks read: the observation's first ``trunk_obs`` columns, then the GRU's state."""
+    return np.concatenate([obs[..., : policy.trunk_obs], hs], axis=-1)
+
+
 def make_rollout(policy, n_steps, n_actors, seed):
     """A synthetic rollout whose ratios and value moves fall inside and outside the clip range."""
     rng = np.random.default_rng(seed)
@@ -47,7 +53,7 @@ def make_rollout(policy, n_steps, n_actors, seed):
     slab.h0[...] = 0.5 * rng.standard_normal(slab.h0.shape)
     slab.starts[...] = rng.random(slab.starts.shape) < 0.2
     hs = reference_states(policy, policy.params, slab.obs, slab.h0, slab.starts)
-    x = np.concatenate([slab.obs, hs], axis=2).reshape(n_steps * n_actors, -1)
+    x = trunk_input(policy, slab.obs, hs).reshape(n_steps * n_actors, -1)
     mu, v, log_std = actor_critic_forward(policy, policy.params.astype(np.float64), x)
     act = mu + rng.standard_normal(mu.shape)
     n = n_steps * n_actors
@@ -61,7 +67,7 @@ def make_rollout(policy, n_steps, n_actors, seed):
 
 def reference_loss(policy, flat, slab, rows, cfg):
     hs = reference_states(policy, flat, slab.obs.astype(np.float64), slab.h0, slab.starts)
-    x = np.concatenate([slab.obs, hs], axis=2).reshape(slab.n_samples, -1)[rows]
+    x = trunk_input(policy, slab.obs, hs).reshape(slab.n_samples, -1)[rows]
     f, c = slab.flat[rows], slab.col
     batch = {
         "obs": x,
@@ -83,8 +89,10 @@ def fd_gradient(fn, x, h):
     return g
 
 
-def small_policy(dtype=np.float64, seed=3, memory_size=3):
-    policy = ActorCritic(5, 2, hidden=(6, 4), seed=seed, dtype=dtype, log_std_init=-0.3, memory_size=memory_size)
+def small_policy(dtype=np.float64, seed=3, memory_size=3, trunk_obs=None):
+    policy = ActorCritic(
+        5, 2, hidden=(6, 4), seed=seed, dtype=dtype, log_std_init=-0.3, memory_size=memory_size, trunk_obs=trunk_obs
+    )
     rng = np.random.default_rng(9)
     for name in policy.layout.names():
         if name.endswith(".b"):
@@ -92,9 +100,9 @@ def small_policy(dtype=np.float64, seed=3, memory_size=3):
     return policy
 
 
-@pytest.mark.parametrize("grad_mode", ["chunk", "tile"])
-def test_sequence_minibatch_gradient_matches_finite_differences(grad_mode):
-    policy = small_policy()
+@pytest.mark.parametrize("grad_mode, trunk_obs", [("chunk", None), ("tile", None), ("chunk", 3), ("tile", 2)])
+def test_sequence_minibatch_gradient_matches_finite_differences(grad_mode, trunk_obs):
+    policy = small_policy(trunk_obs=trunk_obs)
     cfg = PPOConfig(grad_mode=grad_mode, chunk_size=5, tile_rows=3, tile_cols=2, actor_block=4, num_minibatches=2)
     ppo = PPO(policy, cfg)
     slab = make_rollout(policy, 6, 8, seed=11)  # two blocks of four actors, two of each per minibatch
@@ -152,8 +160,8 @@ def test_acting_states_are_the_learners_sequence():
     assert v.shape == (A,) and np.isfinite(v).all()
 
 
-@pytest.mark.parametrize("memory_size", [0, 3])
-def test_acting_forward_against_the_reference_at_any_thread_count(memory_size):
+@pytest.mark.parametrize("memory_size, trunk_obs", [(0, None), (3, None), (3, 2)])
+def test_acting_forward_against_the_reference_at_any_thread_count(memory_size, trunk_obs):
     """Acting's one-call forward (the GRU step, then both trunks, chunk by chunk: ``learn/acting.py``) against
     the float64 reference over [obs, state], with a last chunk shorter than the others; in float32 the
     same bits at one and two threads."""
@@ -161,27 +169,27 @@ def test_acting_forward_against_the_reference_at_any_thread_count(memory_size):
     A = 11
     obs = rng.standard_normal((A, 5))
     starts = rng.random(A) < 0.4
-    policy = small_policy(memory_size=memory_size)
+    policy = small_policy(memory_size=memory_size, trunk_obs=trunk_obs)
     policy.chunk = 4
     h0 = 0.3 * rng.standard_normal((A, memory_size))
     x = obs
     memory = policy.new_memory(A)
     if memory_size:
         memory.h[...], memory.start[...] = h0, starts
-        x = np.concatenate([obs, reference_states(policy, policy.params, obs[None], h0, starts[None])[0]], axis=1)
+        x = trunk_input(policy, obs, reference_states(policy, policy.params, obs[None], h0, starts[None])[0])
     mu, v = policy.forward(obs, memory)
     ref_mu, ref_v, _ = actor_critic_forward(policy, policy.params, x)
     np.testing.assert_allclose(mu, ref_mu, rtol=0, atol=1e-12)
     np.testing.assert_allclose(v, ref_v, rtol=0, atol=1e-12)
     if memory_size:
-        np.testing.assert_allclose(memory.h, x[:, 5:], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(memory.h, x[:, policy.trunk_obs :], rtol=0, atol=1e-12)
         assert not memory.start.any()
     base = numba.get_num_threads()
     bits = []
     try:
         for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
             numba.set_num_threads(threads)
-            p32 = small_policy(np.float32, memory_size=memory_size)
+            p32 = small_policy(np.float32, memory_size=memory_size, trunk_obs=trunk_obs)
             p32.chunk = 4
             m32 = p32.new_memory(A)
             if memory_size:
@@ -193,24 +201,25 @@ def test_acting_forward_against_the_reference_at_any_thread_count(memory_size):
     assert bits[0] == bits[1]
 
 
-def run_update(threads, first_blocks=None):
+def run_update(threads, first_blocks=None, trunk_obs=None):
     numba.set_num_threads(threads)
-    policy = small_policy(np.float32, memory_size=4)
+    policy = small_policy(np.float32, memory_size=4, trunk_obs=trunk_obs)
     ppo = PPO(policy, PPOConfig(actor_block=4, num_minibatches=2, chunk_size=4, update_epochs=2))
     slab = make_rollout(policy, 6, 8, seed=5)
     ppo.update(slab, np.zeros(8, np.float32))
     return policy.params.copy()
 
 
-def test_same_bits_at_one_and_two_threads():
+@pytest.mark.parametrize("trunk_obs", [None, 3])
+def test_same_bits_at_one_and_two_threads(trunk_obs):
     base = numba.get_num_threads()
     try:
-        a = run_update(1)
-        b = run_update(min(2, numba.config.NUMBA_NUM_THREADS))
+        a = run_update(1, trunk_obs=trunk_obs)
+        b = run_update(min(2, numba.config.NUMBA_NUM_THREADS), trunk_obs=trunk_obs)
     finally:
         numba.set_num_threads(base)
     assert a.tobytes() == b.tobytes()
-    assert not np.array_equal(a, small_policy(np.float32, memory_size=4).params)
+    assert not np.array_equal(a, small_policy(np.float32, memory_size=4, trunk_obs=trunk_obs).params)
 
 
 def test_bad_memory_settings_are_refused():
@@ -222,6 +231,9 @@ def test_bad_memory_settings_are_refused():
         policy.forward(np.zeros((2, 5)))
     with pytest.raises(PolicyError, match="no memory"):
         small_policy(memory_size=0).forward(np.zeros((2, 5)), policy.new_memory(2))
+    for memory_size, bad in ((3, 0), (3, 6), (3, 2.0), (0, 4)):  # the trunks read 1..5 columns; all without memory
+        with pytest.raises(PolicyError, match="trunk_obs"):
+            ActorCritic(5, 2, hidden=(4,), memory_size=memory_size, trunk_obs=bad)
     ppo = PPO(policy, PPOConfig(actor_block=4, num_minibatches=3))
     with pytest.raises(PPOConfigError, match="whole actor sequences"):
         ppo.block_layout(6, 8)

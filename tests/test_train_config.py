@@ -43,6 +43,7 @@ def test_defaults_are_valid_and_hash_is_stable():
     assert "shards" not in RESULT_FIELDS and "seed" in RESULT_FIELDS
     # a setting at its default of 0 stays out of the hash (runs written before it existed resume)
     assert "log_std_init" not in a.result_dict() and "memory_size" not in a.result_dict()
+    assert "map_input" not in a.result_dict()
     b.seed, b.log_std_init = 0, -1.0
     assert b.hash() != a.hash()
 
@@ -52,6 +53,22 @@ def test_log_std_init_reaches_the_policy():
 
     cfg = from_dict({"log_std_init": -1.0, "hidden": [8]})
     assert np.all(make_policy(cfg, obs_dim=5).p["log_std"] == np.float32(-1.0))
+
+
+def test_map_input_memory_keeps_the_crop_from_the_trunks():
+    """With map_input memory the GRU reads the whole observation and the trunks all of it but the map's crop
+    (its last columns): their first layers are that much narrower, the GRU's input is not."""
+    from navi_nb.train.runs import make_policy
+
+    env = {"map_cell": 1.0, "map_crop": 4, "map_channels": 2}  # a crop of 32 columns
+    both = from_dict({"hidden": [8], "memory_size": 3, "env": env, "sensor_az": 4, "sensor_el": 2})
+    gru_only = from_dict({**both.to_dict(), "map_input": "memory"})
+    obs_dim = both.obs_dim()
+    a, b = make_policy(both, obs_dim), make_policy(gru_only, obs_dim)
+    assert (a.trunk_obs, b.trunk_obs) == (obs_dim, obs_dim - 32)
+    assert a.p["pi.0.W"].shape == (obs_dim + 3, 8) and b.p["pi.0.W"].shape == (obs_dim - 32 + 3, 8)
+    assert b.p["v.0.W"].shape == b.p["pi.0.W"].shape and a.p["gru.W_ih"].shape == b.p["gru.W_ih"].shape
+    assert gru_only.hash() != both.hash() and gru_only.result_dict()["map_input"] == "memory"
 
 
 def test_file_then_flags_override(tmp_path):
@@ -89,6 +106,9 @@ def test_file_then_flags_override(tmp_path):
         ({"chunk_size": 0}, "chunk_size"),
         ({"log_std_init": 3.0}, "log_std_init"),
         ({"log_std_init": float("inf")}, "log_std_init"),
+        ({"map_input": "trunks"}, "map_input must be one of all, memory"),
+        ({"map_input": "memory", "env": {"map_cell": 1.0}}, "map_input memory needs a memory"),
+        ({"map_input": "memory", "memory_size": 8}, "map_input memory needs the episodic map"),
         ({"epochs": 2}, "epochs is now update_epochs"),
         ({"minibatches": 2}, "minibatches is now num_minibatches"),
     ],

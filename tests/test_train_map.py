@@ -28,12 +28,16 @@ def _files(folder):
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.name != ".lock")
 
 
-def test_same_bits_at_1_and_2_shards_and_an_exact_resume(tmp_path):
-    """A GRU policy over observations with the map: 2 shards give the bytes of 1, and a run stopped after 2
-    updates and resumed ends with the bytes of the uninterrupted one (the maps are in the checkpoint)."""
+@pytest.mark.parametrize("map_input", ["all", "memory"])
+def test_same_bits_at_1_and_2_shards_and_an_exact_resume(tmp_path, map_input):
+    """A GRU policy over observations with the map (read by the GRU and both trunks, or by the GRU alone): 2
+    shards give the bytes of 1, and a run stopped after 2 updates and resumed ends with the bytes of the
+    uninterrupted one (the maps are in the checkpoint)."""
     runs = {}
     for name, shards in (("one", 1), ("two", 2)):
-        t = Trainer.create(tiny_config(tmp_path, memory_size=8, env=MAP_ENV, shards=shards), run_path=tmp_path / name)
+        cfg = tiny_config(tmp_path, memory_size=8, env=MAP_ENV, shards=shards, map_input=map_input)
+        t = Trainer.create(cfg, run_path=tmp_path / name)
+        assert t.policy.trunk_obs == (t.env.obs_layout["map"].start if map_input == "memory" else t.env.obs_dim)
         t.train(progress=False)
         assert t.update == 4 and t.env.obs_layout["map"].stop - t.env.obs_layout["map"].start == 6 * 6 * 3
         runs[name] = _state_bytes(t)
@@ -42,7 +46,9 @@ def test_same_bits_at_1_and_2_shards_and_an_exact_resume(tmp_path):
         assert runs["one"][k] == runs["two"][k], k
     assert np.frombuffer(runs["one"]["env.map"], np.uint8).any()
 
-    part = Trainer.create(tiny_config(tmp_path, memory_size=8, env=MAP_ENV), run_path=tmp_path / "part")
+    part = Trainer.create(
+        tiny_config(tmp_path, memory_size=8, env=MAP_ENV, map_input=map_input), run_path=tmp_path / "part"
+    )
     part.train(progress=False, stop_after=2)
     del part
     resumed = Trainer.resume(tmp_path / "part")

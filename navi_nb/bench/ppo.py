@@ -143,15 +143,14 @@ def thread_cpu_ns():
 def bench_navi(obs, hidden, mb, shards, seconds, repeats):
     import numba
 
+    from navi_nb.learn.fused import SOURCE_FIELDS
     from navi_nb.learn.policy import ActorCritic
     from navi_nb.learn.ppo import PPO, PPOConfig
 
     pol = ActorCritic(obs, 4, hidden=hidden, seed=0)
     ppo = PPO(pol, PPOConfig())
     slab = synthetic(pol, mb * MINIBATCHES)
-    ppo.set_source(
-        slab.flat, slab.obs_dim, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")}
-    )
+    ppo.set_source(slab.flat, slab.input_dim, {k: slab.col(k) for k in SOURCE_FIELDS})
     order = np.random.default_rng(1).permutation(slab.n_samples)
     params0 = pol.params.copy()
 

@@ -58,6 +58,7 @@ RUN_SETTINGS = {
     "resolution": 128,
     "ranks": "1",
     "memory_size": "0",
+    "map_input": "all",
     "env": None,
 }
 """The defaults of the flags that set what is trained: ``--from-run`` takes them from the run instead."""
@@ -95,8 +96,8 @@ def add_arguments(parser) -> None:
         help="time the run folder RUN's own updates from its newest checkpoint (its settings, worlds, policy "
         "and episodes: late in training, where a trained policy's short episodes reset actors every few "
         "ticks), each shard count from the same state, one process; nothing in RUN is written. The run's own "
-        "settings take the place of --scenes, --actors, --memory-size, --sensor-az, --sensor-el, --resolution, "
-        "--env and --ranks",
+        "settings take the place of --scenes, --actors, --memory-size, --map-input, --sensor-az, --sensor-el, "
+        "--resolution, --env and --ranks",
     )
     parser.add_argument(
         "--memory-size",
@@ -104,6 +105,12 @@ def add_arguments(parser) -> None:
         metavar="SIZES",
         help="policy GRU memory sizes to run side by side (default 0: the MLP alone; 0,64: the MLP and a "
         "64-unit GRU, with the ratio)",
+    )
+    parser.add_argument(
+        "--map-input",
+        choices=("all", "memory"),
+        default=d["map_input"],
+        help="what reads the episodic map's crop in the runs with a memory, as train's --map-input (default all)",
     )
     add_env(parser, "an environment setting of the timed runs, as train's --env (repeatable)")
 
@@ -284,6 +291,7 @@ def split_table(cfg, rows):
         f"hidden {cfg.hidden}, {cfg.rollout_steps} steps x {cfg.update_epochs} epochs x "
         f"{cfg.num_minibatches} minibatches"
         + "".join(f", {k}={v}" for k, v in sorted(cfg.env.items()))
+        + (f", map_input={cfg.map_input}" if cfg.map_input != "all" else "")
         + "; steps/s: actor-steps per second; time split in % of wall"
     )
     ranks = any(r.get("ranks", 1) > 1 for r in rows)  # a ranks column only when several were run
@@ -383,11 +391,11 @@ def run(args) -> dict:
         TrainConfig(
             scenes=args.scenes, actors=args.actors, sensor_az=args.sensor_az, sensor_el=args.sensor_el,
             resolution=args.resolution,
-            eval_episodes=0, memory_size=m, env=dict(args.env or ()),
+            eval_episodes=0, memory_size=m, map_input=args.map_input if m else "all", env=dict(args.env or ()),
         ).validate("bench train")
         for m in sizes
     ]  # fmt: skip
-    cfg = configs[0]
+    cfg = next((c for c in configs if c.memory_size), configs[0])  # the title's settings: a memory's map_input
     shard_counts, warmup, updates = timing_args(args)
     import json
 
@@ -428,6 +436,8 @@ def run(args) -> dict:
                         str(warmup),
                         "--memory-size",
                         str(args.memory_size),
+                        "--map-input",
+                        args.map_input,
                         *[a for k, v in cfg.env.items() for a in ("--env", f"{k}={json.dumps(v)}")],
                     ],
                     "bench-train-row ",
@@ -509,6 +519,7 @@ def report(console, cfg, rows, sizes, shard_counts) -> dict:
             "update_epochs": cfg.update_epochs,
             "num_minibatches": cfg.num_minibatches,
             "memory_sizes": sizes,
+            "map_input": cfg.map_input,
             "env": dict(cfg.env),
         },
         "runs": rows,

@@ -70,11 +70,12 @@ def _mlp_span(lo, hi, params, layers, x, acts, chunk):
 def _gru_span(lo, hi, params, layers, x, acts, chunk, w, obs, state, scratch):
     """Chunks lo:hi of the GRU step (``state`` = (h_prev, reset, h_new): ``h_new`` from ``obs`` and
     ``h_prev``, zero where ``reset``; ``scratch`` = (G, Gi, Gh), ``gru.step_rows``' buffers), then the trunks
-    over ``x`` = [obs, h_new] (B, obs_dim + H)."""
+    over ``x`` = [obs[:, :trunk_obs], h_new] (B, trunk_obs + H)."""
     h_prev, reset, h_new = state
     G, Gi, Gh = scratch
-    n_rows, n_obs = obs.shape
+    n_rows = obs.shape[0]
     hid = h_new.shape[1]
+    n_obs = x.shape[1] - hid  # the observation's columns the trunks read (its first)
     for c in range(lo, hi):
         r0 = c * chunk
         r1 = min(n_rows, r0 + chunk)

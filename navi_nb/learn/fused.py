@@ -71,9 +71,12 @@ META_COLS = 8
 # parameters [a0, a1) of the GRU core, whose block gradients ``memory_pass`` writes before the finish pass
 SLOT_SUM, TILE, TILE_BIAS, HEADS, MEMORY = 0, 1, 2, 3, 4
 
-# ``cols``: where each rollout field starts in a row of ``source``
+# ``cols``: where each rollout field starts in a row of ``source``, then where the policy memory's state
+# starts (the observation's width) and the observation's columns the trunks read (``policy.trunk_obs``): the
+# trunks' input is a row's first TRUNK_OBS columns and, after them, its STATE_COL columns on
 SOURCE_FIELDS = ("actions", "logp", "value", "returns", "advantages")
 ACTIONS, LOGP, VALUE, RETURNS, ADVANTAGES = range(len(SOURCE_FIELDS))
+STATE_COL, TRUNK_OBS = len(SOURCE_FIELDS), len(SOURCE_FIELDS) + 1
 
 # the hyper-parameter array (:func:`hyper_params`); flags are 1.0 / 0.0, target_kl < 0 is none
 HYPER_NAMES = (
@@ -378,11 +381,12 @@ def _chunk_pass(batch, net, sizes, coefs, A, D, slots, dlogstd, stats):
     """:func:`chunk_pass`'s region: ``batch`` = (source, rows, cols, adv), ``net`` = (params, log_std,
     meta, n_pi), ``sizes`` = (chunk, blk, slot_width), ``coefs`` = (clip_coef, clip_vloss, vf_coef,
     1 / n_total); the arrays it writes come separately (see the module doc)."""
-    source, rows = batch[0], batch[1]
+    source, rows, cols = batch[0], batch[1], batch[2]
     params, meta, n_pi = net[0], net[2], net[3]
     chunk, blk, slot_width = sizes
     n = rows.shape[0]
-    obs_dim = meta[0, NIN]
+    obs_dim = meta[0, NIN]  # the trunks' input: the observation's first trunk_obs columns, then the state's
+    trunk_obs, state_col = cols[TRUNK_OBS], cols[STATE_COL]
     n_layers = meta.shape[0]
     per_block = (blk + chunk - 1) // chunk
     n_chunks = (n // blk) * per_block
@@ -393,8 +397,10 @@ def _chunk_pass(batch, net, sizes, coefs, A, D, slots, dlogstd, stats):
         O = block_view(A, 0, n, obs_dim)
         for i in range(r0, r1):
             r = rows[i]
-            for j in range(obs_dim):
+            for j in range(trunk_obs):
                 O[i, j] = source[r, j]
+            for j in range(trunk_obs, obs_dim):
+                O[i, j] = source[r, state_col + j - trunk_obs]
         for l in range(n_layers):
             _forward_rows(A, params, meta[l], r0, r1)
         _pi_head(A, D, dlogstd, stats, meta[n_pi - 1], batch, net[1], coefs, r0, r1)

@@ -72,8 +72,8 @@ def _scatter(source, rows, HS, obs_dim, q, blk):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _state_grads(D, params, meta, n_pi, obs_dim, q, blk, n_blocks, DH, DHS):
-    """dL/dh of every row: ``D_l @ W_l[obs_dim:, :]^T`` of the two first layers (l = 0, then ``n_pi``),
+def _state_grads(D, params, meta, n_pi, trunk_obs, q, blk, n_blocks, DH, DHS):
+    """dL/dh of every row: ``D_l @ W_l[trunk_obs:, :]^T`` of the two first layers (l = 0, then ``n_pi``),
     one product per block (a block's rows are its own call whatever else runs), into ``DHS`` (T, B, H)."""
     hid = DHS.shape[2]
     n_steps = blk // q
@@ -90,7 +90,7 @@ def _state_grads(D, params, meta, n_pi, obs_dim, q, blk, n_blocks, DH, DHS):
                 (blk, hid, nout),
                 one,
                 (address(D, m[DOFF] + k * blk * nout), nout),
-                (address(params, m[WOFF] + obs_dim * nout), nout),
+                (address(params, m[WOFF] + trunk_obs * nout), nout),
                 beta,
                 (address(DH, k * blk * hid), hid),
             )
@@ -107,7 +107,8 @@ MemoryBufs = namedtuple(
         "weights",  # gru.weight_bundle: the flat parameters and the GRU's offsets in them
         "h0",  # (actors, H) the states before the rollout
         "starts",  # (steps, actors) bool, the episode starts
-        "obs_dim",  # the rows' observation columns (the state's columns follow them)
+        "obs_dim",  # the rows' observation columns (the state's columns follow them), all of which the GRU reads
+        "trunk_obs",  # the first of them that the trunks read (the state's rows of their weights follow them)
         "n_pi",  # the policy trunk's layers (the value trunk's first layer is layer n_pi)
         "q",  # actors each block gives a minibatch
         "g0",  # the GRU's first parameter (its gradient's place in a block's row)
@@ -139,9 +140,10 @@ class MemoryPass:
     """The GRU's stages of the minibatches of one learner (``PPO``): its layout, the rollout's ``h0`` and
     ``starts``, and buffers per minibatch shape."""
 
-    def __init__(self, layout, obs_dim, n_pi):
+    def __init__(self, layout, obs_dim, n_pi, trunk_obs=None):
         self.layout = layout
         self.obs_dim = int(obs_dim)
+        self.trunk_obs = self.obs_dim if trunk_obs is None else int(trunk_obs)
         self.n_pi = int(n_pi)
         self.h0 = self.starts = None
         self._bufs = {}
@@ -179,7 +181,8 @@ class MemoryPass:
                 np.empty((w.n_blocks, lay.size), dtype),
             )
             self._bufs = {key: b}  # one shape per run
-        head = (gru.weight_bundle(lay, params), self.h0, self.starts, self.obs_dim, self.n_pi, q, lay.offset)
+        head = (gru.weight_bundle(lay, params), self.h0, self.starts, self.obs_dim, self.trunk_obs, self.n_pi, q)
+        head += (lay.offset,)
         return MemoryBufs(*head, *b)
 
 
@@ -195,7 +198,7 @@ def memory_forward(source, rows, w, m):
 @njit(cache=True)
 def memory_backward(params, w, m):
     """After the chunk pass: each block's GRU gradient into its row of ``w.block_grads``."""
-    _state_grads(w.D, params, w.meta, m.n_pi, m.obs_dim, m.q, w.blk, w.n_blocks, m.DH, m.DHS)
+    _state_grads(w.D, params, w.meta, m.n_pi, m.trunk_obs, m.q, w.blk, w.n_blocks, m.DH, m.DHS)
     seq = (m.X, m.H0, m.S, m.HS, m.saved, m.DHS)
     no_tree = (_NO_OPS, 0, 0, 0)  # mode 0: each chunk's (block's) gradient stays in its slot
     gru.backward_kernel(m.weights, seq, m.DX, m.DH0, m.DGi, m.DGh, m.XC, m.HPC, m.slots, m.q, no_tree, m.slots[0])

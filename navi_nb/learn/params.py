@@ -6,8 +6,9 @@ The actor-critic's layout (``ParamLayout.actor_critic``) walks::
     v.0.W,  v.0.b,  v.1.W,  v.1.b,  ..., v.out.W,  v.out.b
     [gru.W_ih, gru.W_hh, gru.b_ih, gru.b_hh]
 
-With a memory (a GRU core of ``memory`` units, ``learn/gru.py``) the trunks read the observation and the
-GRU's state side by side (``in = obs_dim + memory``) and the GRU's block ends the buffer.
+With a memory (a GRU core of ``memory`` units, ``learn/gru.py``) the GRU reads the whole observation, the
+trunks its first ``trunk_obs`` columns (all of them unless told) and the GRU's state side by side
+(``in = trunk_obs + memory``), and the GRU's block ends the buffer.
 A weight ``W`` is shaped ``(in, out)`` (row major, so ``y = x @ W + b``) and
 its bias ``b`` follows it directly, so one layer's ``[W, b]`` is one
 contiguous segment. Gradients and Adam's moments are flat buffers of the same
@@ -60,10 +61,11 @@ class ParamLayout:
         self.index = {name: (shape, o) for name, shape, o in self.entries}
 
     @classmethod
-    def actor_critic(cls, obs_dim, act_dim, hidden_pi, hidden_v, memory=0):
+    def actor_critic(cls, obs_dim, act_dim, hidden_pi, hidden_v, memory=0, trunk_obs=None):
+        trunk_obs = obs_dim if trunk_obs is None else trunk_obs
         entries = []
         for trunk, hidden, n_head in (("pi", hidden_pi, act_dim), ("v", hidden_v, 1)):
-            sizes = [obs_dim + memory] + list(hidden) + [n_head]
+            sizes = [trunk_obs + memory] + list(hidden) + [n_head]
             for i in range(len(sizes) - 1):
                 tag = f"{trunk}.{i}" if i < len(sizes) - 2 else f"{trunk}.out"
                 entries.append((f"{tag}.W", (sizes[i], sizes[i + 1])))

@@ -10,7 +10,10 @@ layers, 0.01 on the policy output and 1.0 on the value output, zero biases,
 
 With a memory (``memory_size`` > 0) a GRU core (``gru.py``) reads the observation first and both trunks
 read the observation and the GRU's new state side by side: ``h_t = GRU(obs_t, h_{t-1})`` (``h_{t-1}``
-taken as zero at an episode's first step), ``mu, V = trunks([obs_t, h_t])``. The state per actor lives in a
+taken as zero at an episode's first step), ``mu, V = trunks([obs_t, h_t])``. ``trunk_obs`` < ``obs_dim``
+(a policy with memory only) gives the trunks the observation's first ``trunk_obs`` columns: the rest (the
+episodic map's crop, the observation's last entry) reaches them through the GRU's state alone, which costs
+the learner a third of the columns' products. The state per actor lives in a
 :class:`PolicyMemory` that acting advances; the GRU's weights start as PyTorch starts them (``gru.init_gru``),
 drawn after the trunks'.
 
@@ -92,7 +95,8 @@ class ActorCritic:
     obs_dim: observation length; act_dim: action length (4 for NavEnv);
     hidden: hidden sizes of both trunks (``hidden_v`` overrides the critic's);
     activation: "tanh" or "relu"; dtype: float32 (float64 for gradient tests); memory_size: the GRU
-    core's units (0: none, the plain MLP).
+    core's units (0: none, the plain MLP); trunk_obs: the observation's leading columns the trunks read
+    (None: all; fewer only with a memory, which reads them all).
     """
 
     def __init__(
@@ -107,6 +111,7 @@ class ActorCritic:
         log_std_init=0.0,
         chunk=64,
         memory_size=0,
+        trunk_obs=None,
     ):
         if activation not in ("tanh", "relu"):
             raise PolicyError(f"activation {activation!r}: expected 'tanh' or 'relu'")
@@ -122,13 +127,25 @@ class ActorCritic:
             raise PolicyError(f"memory_size must be in 0..{MAX_MEMORY} (0: no memory), got {memory_size}")
         self.obs_dim, self.act_dim = int(obs_dim), int(act_dim)
         self.memory_size = int(memory_size)
-        self.trunk_in = self.obs_dim + self.memory_size  # what both trunks read: the observation, then the state
+        trunk_obs = self.obs_dim if trunk_obs is None else trunk_obs
+        if isinstance(trunk_obs, bool) or not isinstance(trunk_obs, (int, np.integer)):
+            raise PolicyError(f"trunk_obs must be an integer, got {trunk_obs!r}")
+        low = 1 if self.memory_size else self.obs_dim  # without a memory the trunks are all that reads
+        if not low <= trunk_obs <= self.obs_dim:
+            raise PolicyError(
+                f"trunk_obs {trunk_obs}: the trunks read {low}..{self.obs_dim} of the {self.obs_dim} observation "
+                f"columns{'' if self.memory_size else ' (fewer than all only with a memory, which reads the rest)'}"
+            )
+        self.trunk_obs = int(trunk_obs)
+        self.trunk_in = self.trunk_obs + self.memory_size  # what both trunks read: the observation, then the state
         self.hidden, self.hidden_v = hidden, hidden_v
         self.activation = activation
         self.act_code = mlp.ACTIVATIONS[activation]
         self.dtype = np.dtype(dtype)
         self.chunk = int(chunk)
-        self.layout = ParamLayout.actor_critic(self.obs_dim, self.act_dim, hidden, hidden_v, self.memory_size)
+        self.layout = ParamLayout.actor_critic(
+            self.obs_dim, self.act_dim, hidden, hidden_v, self.memory_size, self.trunk_obs
+        )
         self.gru = None
         if self.memory_size:
             self.gru = gru_layout(self.obs_dim, self.memory_size, self.layout.index["gru.W_ih"][1])
@@ -151,6 +168,7 @@ class ActorCritic:
             "hidden_v": list(self.hidden_v),
             "activation": self.activation,
             "memory_size": self.memory_size,
+            "trunk_obs": self.trunk_obs,
         }
 
     def initialize(self, seed, log_std_init=0.0):

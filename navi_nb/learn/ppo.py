@@ -146,7 +146,9 @@ class PPO:
         self.rng = np.random.default_rng([int(seed), 0x5050])  # minibatch shuffling only
         self.modes = {l.name: self._mode(l) for l in policy.pi_layers + policy.v_layers}
         self._plan = fused.Plan(policy, self.modes, self.config.tile_rows, self.config.tile_cols)
-        self.memory = None if policy.gru is None else MemoryPass(policy.gru, policy.obs_dim, len(policy.pi_layers))
+        self.memory = None
+        if policy.gru is not None:
+            self.memory = MemoryPass(policy.gru, policy.obs_dim, len(policy.pi_layers), policy.trunk_obs)
         self.source = None
         self.updates_done = 0
         self._trees = {}
@@ -165,16 +167,18 @@ class PPO:
 
     # ---- the rollout rows --------------------------------------------------
     def set_source(self, flat_rows, input_dim, columns):
-        """flat_rows (N, width): the trunks' input (obs, then a memory's state) in [0, input_dim);
-        ``columns`` maps actions, logp, value, advantages, returns to their first column."""
-        act_dim = self.policy.act_dim
-        if input_dim != self.policy.trunk_in or columns["actions"] + act_dim > flat_rows.shape[1]:
+        """flat_rows (N, width): the observation, then a memory's state, in [0, input_dim); ``columns`` maps
+        actions, logp, value, advantages, returns to their first column."""
+        pol = self.policy
+        act_dim = pol.act_dim
+        if input_dim != pol.obs_dim + pol.memory_size or columns["actions"] + act_dim > flat_rows.shape[1]:
             raise PPOConfigError(
                 f"rollout rows of width {flat_rows.shape[1]} (input {input_dim}) do not fit a policy "
                 f"with obs_dim {self.policy.obs_dim}, memory_size {self.policy.memory_size}, act_dim {act_dim}"
             )
         self.source = flat_rows
-        self._cols = np.array([columns[name] for name in fused.SOURCE_FIELDS], np.int64)
+        fields = [columns[name] for name in fused.SOURCE_FIELDS]
+        self._cols = np.array(fields + [pol.obs_dim, pol.trunk_obs], np.int64)  # fused.STATE_COL, TRUNK_OBS
 
     # ---- the minibatches ---------------------------------------------------
     def _hyper_params(self, lr=None, target_kl=None):
@@ -336,9 +340,7 @@ class PPO:
 
     def _use_slab(self, slab):
         """The slab's rows as the minibatches' source (``set_source``)."""
-        self.set_source(
-            slab.flat, slab.input_dim, {k: slab.col(k) for k in ("actions", "logp", "value", "advantages", "returns")}
-        )
+        self.set_source(slab.flat, slab.input_dim, {k: slab.col(k) for k in fused.SOURCE_FIELDS})
         if self.memory is not None:
             self.memory.use(slab.h0, slab.starts)
 

@@ -73,6 +73,10 @@ class TrainConfig(PPOConfig):
     memory_size: int = 0
     """Units of the policy's GRU memory, read by both trunks beside the observation (0: none, the plain MLP);
     PPO then learns from whole actor sequences, so a block's actors must split evenly into the minibatches."""
+    map_input: str = _choices("all", "memory")
+    """What reads the episodic map's crop (``--env map_cell=...``): ``all`` (the GRU memory and both trunks)
+    or ``memory`` (the GRU alone, needs ``memory_size`` > 0; the trunks see the map through the GRU's state,
+    and the learner makes about half the products it makes on the crop's columns with ``all``)."""
     log_std_init: float = 0.0
     """The policy's initial log standard deviation of its Gaussian actions (one learnt number per action
     dimension): the exploration noise training starts from (0: a standard deviation of 1 on actions in -1..1)."""
@@ -165,6 +169,14 @@ class TrainConfig(PPOConfig):
             self.memory_size <= MAX_MEMORY,
             f"memory_size must be in 0..{MAX_MEMORY} (0: no memory), got {self.memory_size}",
         )
+        if self.map_input == "memory":
+            from navi_nb.env.episodic_map import map_columns
+
+            check(self.memory_size > 0, "map_input memory needs a memory: set memory_size > 0")
+            check(
+                not isinstance(self.env, dict) or map_columns(self.env) > 0,
+                "map_input memory needs the episodic map: set --env map_cell=METRES (it is off)",
+            )
         check(
             is_num(self.log_std_init) and -5.0 <= self.log_std_init <= 2.0,
             f"log_std_init must be a finite number in -5..2, got {self.log_std_init!r}",
@@ -261,6 +273,8 @@ class TrainConfig(PPOConfig):
         for name in ("memory_size", "log_std_init"):  # at 0 a run keeps the hash it had before the setting existed
             if not out[name]:
                 del out[name]
+        if out["map_input"] == "all":  # likewise
+            del out["map_input"]
         return out
 
     def hash(self) -> str:

@@ -302,11 +302,14 @@ def make_env(world_set, cfg: TrainConfig, n_actors=None, seed=None, ranks=None, 
 
 
 def make_policy(cfg: TrainConfig, obs_dim: int, act_dim: int = 4):
+    """The policy of ``cfg`` over observations of ``obs_dim`` columns (the map's crop, when on, their last)."""
+    from navi_nb.env.episodic_map import map_columns
     from navi_nb.learn.policy import ActorCritic
 
+    trunk_obs = obs_dim - map_columns(cfg.env) if cfg.map_input == "memory" else obs_dim
     return ActorCritic(
         obs_dim, act_dim, hidden=tuple(cfg.hidden), activation=cfg.activation, seed=cfg.seed,
-        memory_size=cfg.memory_size, log_std_init=cfg.log_std_init,
+        memory_size=cfg.memory_size, log_std_init=cfg.log_std_init, trunk_obs=trunk_obs,
     )  # fmt: skip
 
 

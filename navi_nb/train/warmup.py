@@ -263,15 +263,12 @@ def start(cfg, console=None) -> Warmup:
 def _learn_setup(cfg):
     """The run ``cfg``'s network, learner and rollout slab on the point-goal task of ``navi_nb.env.toy`` padded
     to the run's observation length: ``(env, ppo, slab, first observation)``."""
-    from navi_nb.env.config import EnvConfig
-    from navi_nb.env.observation import obs_layout, obs_size
     from navi_nb.env.toy import PointGoalToy
     from navi_nb.learn.ppo import PPO, PPOConfig
     from navi_nb.learn.rollout import RolloutSlab
     from navi_nb.train.runs import make_policy
 
-    env_cfg = EnvConfig.from_kwargs(**cfg.env)
-    obs_dim = obs_size(obs_layout(cfg.sensor_az * cfg.sensor_el, env_cfg.semantic_obs, cfg.task == "pointgoal"))
+    obs_dim = cfg.obs_dim()  # the map's crop included: a policy whose trunks skip it needs its columns
     env = PointGoalToy(cfg.actors, seed=cfg.seed, obs_pad=max(0, obs_dim - 5), max_steps=2)
     policy = make_policy(cfg, env.obs_dim, env.action_dim)
     ppo = PPO(policy, PPOConfig.of(cfg), seed=cfg.seed)
