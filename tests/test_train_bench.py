@@ -243,3 +243,27 @@ def test_bench_train_takes_trains_env_flags_into_the_timed_environment(tmp_path,
     assert main([*argv, "--env", "max_steps=0"]) == 2  # checked as train checks it, before anything runs
     err = " ".join(capsys.readouterr().err.split())
     assert "max_steps must be an integer >= 1, got 0" in err and "Traceback" not in err
+
+
+def test_bench_train_map_input_times_the_map_read_by_the_gru_alone(tmp_path, capsys):
+    """``--map-input memory`` as train's: the runs with a memory build the policy whose trunks skip the map's
+    crop (the setting is in the title and the JSON); without the map it is refused as train refuses it, and
+    with --from-run (the run's own setting is timed)."""
+    import json
+
+    from navi_nb.cli import main
+
+    argv = ["bench", "--json", "-", "train", "--scenes", "box", "--resolution", "32", "--actors", "4"]
+    argv += ["--sensor-az", "8", "--sensor-el", "4", "--shards", "1", "--updates", "1", "--warmup", "1"]
+    argv += ["--memory-size", "4", "--map-input", "memory"]
+    assert main([*argv, "--env", "map_cell=0.5", "--env", "map_crop=4", "--env", "map_band=0.6"]) == 0
+    out = capsys.readouterr().out
+    assert "map_input=memory" in " ".join(out.split())
+    data = json.loads(out[out.index("\n{") + 1 :])["train"]
+    assert data["setting"]["map_input"] == "memory" and data["runs"][0]["actor_steps"] == 4 * 64
+    assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "map_input memory needs the episodic map" in err and "Traceback" not in err
+    assert main(["bench", "train", "--from-run", str(tmp_path / "none"), "--map-input", "memory"]) == 2
+    err = capsys.readouterr().err
+    assert "the run's settings are timed; leave out --map-input" in err and "Traceback" not in err
