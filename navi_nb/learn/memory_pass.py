@@ -181,9 +181,8 @@ class MemoryPass:
                 np.empty((w.n_blocks, lay.size), dtype),
             )
             self._bufs = {key: b}  # one shape per run
-        head = (gru.weight_bundle(lay, params), self.h0, self.starts, self.obs_dim, self.trunk_obs, self.n_pi, q)
-        head += (lay.offset,)
-        return MemoryBufs(*head, *b)
+        weights = gru.weight_bundle(lay, params)
+        return MemoryBufs(weights, self.h0, self.starts, self.obs_dim, self.trunk_obs, self.n_pi, q, lay.offset, *b)
 
 
 @njit(cache=True)

@@ -12,8 +12,8 @@ With a memory (``memory_size`` > 0) a GRU core (``gru.py``) reads the observatio
 read the observation and the GRU's new state side by side: ``h_t = GRU(obs_t, h_{t-1})`` (``h_{t-1}``
 taken as zero at an episode's first step), ``mu, V = trunks([obs_t, h_t])``. ``trunk_obs`` < ``obs_dim``
 (a policy with memory only) gives the trunks the observation's first ``trunk_obs`` columns: the rest (the
-episodic map's crop, the observation's last entry) reaches them through the GRU's state alone, which costs
-the learner a third of the columns' products. The state per actor lives in a
+episodic map's crop, the observation's last entry) reaches them through the GRU's state alone, so the
+learner makes only the GRU's products on those columns. The state per actor lives in a
 :class:`PolicyMemory` that acting advances; the GRU's weights start as PyTorch starts them (``gru.init_gru``),
 drawn after the trunks'.
 

@@ -76,7 +76,7 @@ class TrainConfig(PPOConfig):
     map_input: str = _choices("all", "memory")
     """What reads the episodic map's crop (``--env map_cell=...``): ``all`` (the GRU memory and both trunks)
     or ``memory`` (the GRU alone, needs ``memory_size`` > 0; the trunks see the map through the GRU's state,
-    and the learner makes about half the products it makes on the crop's columns with ``all``)."""
+    and the learner makes fewer than half the products on the crop's columns that it makes with ``all``)."""
     log_std_init: float = 0.0
     """The policy's initial log standard deviation of its Gaussian actions (one learnt number per action
     dimension): the exploration noise training starts from (0: a standard deviation of 1 on actions in -1..1)."""
