@@ -174,7 +174,7 @@ class PPO:
         if input_dim != pol.obs_dim + pol.memory_size or columns["actions"] + act_dim > flat_rows.shape[1]:
             raise PPOConfigError(
                 f"rollout rows of width {flat_rows.shape[1]} (input {input_dim}) do not fit a policy "
-                f"with obs_dim {self.policy.obs_dim}, memory_size {self.policy.memory_size}, act_dim {act_dim}"
+                f"with obs_dim {pol.obs_dim}, memory_size {pol.memory_size}, act_dim {act_dim}"
             )
         self.source = flat_rows
         fields = [columns[name] for name in fused.SOURCE_FIELDS]
