@@ -120,12 +120,75 @@ def test_the_crop_reads_the_cells_around_the_actor_and_turns_with_it():
         assert np.array_equal(crops[1, c], np.rot90(crops[0, c]))
 
 
-def test_same_bits_at_1_and_2_threads_and_exact_state_round_trip():
+def test_the_coarse_channel_reads_coarse_cells_k_times_as_far_and_turns_with_the_crop():
+    """With ``map_coarse`` = 4 the crop's fourth channel at yaw 0, from the centre of map cell (ix, iz), reads the
+    coarse cell of map cell (ix - 30 + 4q, iz - 30 + 4r) (the point 4 map cells per crop cell away, here always
+    a cell's centre), 0 off the grid; a quarter turn turns it."""
+    cell, k, S = 0.5, 4, 16
+    cfg = EnvConfig(map_cell=cell, map_crop=S, map_band=0.1, map_coarse=k).validate()
+    ws = WorldSet.of(scene_world("house"))
+    em = EpisodicMap(ws, HORIZON, cfg, 2)
+    grid = em.grid
+    nx, nz = (int(v) for v in grid.dims[0])
+    cnz = int(grid.coarse_dims[0, 1])
+    assert grid.fine_cells == nx * nz and em.n_cells == nx * nz + int(np.prod(grid.coarse_dims[0]))
+    rng = np.random.default_rng(6)
+    one = np.stack([rng.integers(0, 256, em.n_cells), rng.integers(0, 4, em.n_cells)], axis=1).astype(np.uint8)
+    one[nx * nz :, 1] = 0
+    maps = np.stack([one, one])
+    ix, iz = 21, 17
+    centre = grid.lo[0] + cell * (np.array([ix, iz]) + 0.5)
+    origins = np.array([[centre[0], 1.5, centre[1]]] * 2, np.float32)
+    R = HORIZON.n_rays
+    traced = (origins, np.array([0.0, math.pi / 2], np.float32), np.zeros(2, np.int32), np.zeros((2, R), np.float32))
+    traced += (np.zeros((2, R), bool),)
+    obs = np.zeros((2, 4 * S * S), np.float32)
+    rows = np.arange(2)
+    em.observe(maps, traced, (rows, rows), None, obs, 0)
+    after = maps[0]  # the visit of (ix, iz) counted in its map cell and its coarse cell
+    assert int(after[ix * nz + iz, 0]) == min(int(one[ix * nz + iz, 0]) + 1, 255)
+    c = nx * nz + (ix // k) * cnz + iz // k
+    assert int(after[c, 0]) == min(int(one[c, 0]) + 1, 255)
+    crops = obs.reshape(2, 4, S, S)
+    off = 0
+    for r in range(S):
+        for q in range(S):
+            fx, fz = ix - 30 + 4 * q, iz - 30 + 4 * r
+            visits = after[nx * nz + (fx // k) * cnz + fz // k, 0] if 0 <= fx < nx and 0 <= fz < nz else 0
+            off += not (0 <= fx < nx and 0 <= fz < nz)
+            assert crops[0, 3, r, q] == np.float32(math.log1p(visits) / math.log1p(255)), (r, q)
+    assert off > 0  # the crop reaches past the house's grid
+    assert np.array_equal(crops[1, 3], np.rot90(crops[0, 3]))  # from a cell's centre its points are centres too
+
+
+def test_a_coarse_cell_counts_the_visits_of_its_map_cells():
+    """After a random walk (no count saturates), each coarse cell holds the sum of its k x k map cells' visits."""
+    env = make_env("house", n=3, seed=4, max_steps=400, sensor=Sensor(16, 8), map_cell=0.5, map_crop=8, map_coarse=3)
+    env.reset()
+    rng = np.random.default_rng(2)
+    for _ in range(60):
+        env.step(rng.uniform(-1, 1, (3, 4)).astype(np.float32))
+    grid = env._episodic_map.grid
+    nx, nz = (int(v) for v in grid.dims[0])
+    cx, cz = (int(v) for v in grid.coarse_dims[0])
+    visits = env.get_state()["map"][:, :, 0].astype(np.int64)
+    fine = np.zeros((3, cx * 3, cz * 3), np.int64)
+    fine[:, :nx, :nz] = visits[:, : nx * nz].reshape(3, nx, nz)
+    sums = fine.reshape(3, cx, 3, cz, 3).sum(axis=(2, 4)).reshape(3, -1)
+    assert sums.max() < 255 and sums.sum() == 3 * 61
+    assert np.array_equal(visits[:, grid.fine_cells : grid.fine_cells + cx * cz], sums)
+    assert env.obs_layout["map"].stop - env.obs_layout["map"].start == 4 * 8 * 8
+
+
+@pytest.mark.parametrize("coarse", [0, 4])
+def test_same_bits_at_1_and_2_threads_and_exact_state_round_trip(coarse):
     def run(threads):
         old = numba.get_num_threads()
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
         try:
-            env = make_env("house", n=12, seed=9, max_steps=10, sensor=Sensor(16, 8), map_cell=0.5, map_crop=8)
+            env = make_env(
+                "house", n=12, seed=9, max_steps=10, sensor=Sensor(16, 8), map_cell=0.5, map_crop=8, map_coarse=coarse
+            )
             out = [env.reset()[0].copy()]
             rng = np.random.default_rng(3)
             for _ in range(25):
@@ -193,12 +256,17 @@ def test_off_by_default_and_bad_settings_are_refused_in_one_line():
     assert "map" not in env.obs_layout and "map" not in env.get_state() and env.map_seconds == 0.0
     assert env.ram_report()["map_bytes_per_actor"] == 0
     assert map_columns({"map_cell": 0.5}) == 16 * 16 * 3 and map_columns({}) == 0
+    assert map_columns({"map_cell": 1.0, "map_crop": 8, "map_coarse": 4}) == 8 * 8 * 4
     for kw, words in (
         ({"map_cell": 0.01}, r"map_cell must be 0 \(off\) or metres in 0.05..10, got 0.01"),
         ({"map_cell": -1.0}, r"map_cell must be 0 \(off\)"),
         ({"map_cell": 0.5, "map_crop": 1}, "map_crop must be an integer in 2..64"),
         ({"map_cell": 0.5, "map_crop": 65}, "map_crop must be an integer in 2..64"),
         ({"map_cell": 0.5, "map_channels": 4}, "map_channels must be 2 or 3"),
+        ({"map_cell": 0.5, "map_coarse": 1}, r"map_coarse must be 0 \(off\) or an integer in 2..16"),
+        ({"map_cell": 0.5, "map_coarse": 17}, r"map_coarse must be 0 \(off\) or an integer in 2..16"),
+        ({"map_cell": 0.5, "map_coarse": 2.5}, r"map_coarse must be 0 \(off\)"),
+        ({"map_coarse": 4}, r"map_coarse \(4\) needs the map: set map_cell > 0"),
         ({"map_cell": 0.5, "map_band": 2.0}, "map_band must be a number of radians in 0..pi/2"),
         ({"map_cell": 0.5, "map_band": 0.1}, "map_band 0.1 holds none of the sensor's 4 elevation rows"),
     ):

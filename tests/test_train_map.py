@@ -28,18 +28,20 @@ def _files(folder):
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.name != ".lock")
 
 
-@pytest.mark.parametrize("map_input", ["all", "memory"])
-def test_same_bits_at_1_and_2_shards_and_an_exact_resume(tmp_path, map_input):
-    """A GRU policy over observations with the map (read by the GRU and both trunks, or by the GRU alone): 2
-    shards give the bytes of 1, and a run stopped after 2 updates and resumed ends with the bytes of the
-    uninterrupted one (the maps are in the checkpoint)."""
+@pytest.mark.parametrize("map_input, coarse", [("all", 0), ("memory", 0), ("memory", 2)])
+def test_same_bits_at_1_and_2_shards_and_an_exact_resume(tmp_path, map_input, coarse):
+    """A GRU policy over observations with the map (read by the GRU and both trunks, or by the GRU alone; with
+    and without the coarse channel): 2 shards give the bytes of 1, and a run stopped after 2 updates and resumed
+    ends with the bytes of the uninterrupted one (the maps are in the checkpoint)."""
+    env = {**MAP_ENV, "map_coarse": coarse} if coarse else MAP_ENV
     runs = {}
     for name, shards in (("one", 1), ("two", 2)):
-        cfg = tiny_config(tmp_path, memory_size=8, env=MAP_ENV, shards=shards, map_input=map_input)
+        cfg = tiny_config(tmp_path, memory_size=8, env=env, shards=shards, map_input=map_input)
         t = Trainer.create(cfg, run_path=tmp_path / name)
         assert t.policy.trunk_obs == (t.env.obs_layout["map"].start if map_input == "memory" else t.env.obs_dim)
         t.train(progress=False)
-        assert t.update == 4 and t.env.obs_layout["map"].stop - t.env.obs_layout["map"].start == 6 * 6 * 3
+        columns = 6 * 6 * (4 if coarse else 3)
+        assert t.update == 4 and t.env.obs_layout["map"].stop - t.env.obs_layout["map"].start == columns
         runs[name] = _state_bytes(t)
     assert runs["one"].keys() == runs["two"].keys() and "env.map" in runs["one"]
     for k in runs["one"]:
@@ -47,7 +49,7 @@ def test_same_bits_at_1_and_2_shards_and_an_exact_resume(tmp_path, map_input):
     assert np.frombuffer(runs["one"]["env.map"], np.uint8).any()
 
     part = Trainer.create(
-        tiny_config(tmp_path, memory_size=8, env=MAP_ENV, map_input=map_input), run_path=tmp_path / "part"
+        tiny_config(tmp_path, memory_size=8, env=env, map_input=map_input), run_path=tmp_path / "part"
     )
     part.train(progress=False, stop_after=2)
     del part
@@ -84,6 +86,7 @@ def test_an_mlp_trains_with_the_map_and_its_settings_are_kept(tmp_path, capsys):
         ("map_cell=0.01", "map_cell must be 0 (off) or metres in 0.05..10, got 0.01"),
         ("map_crop=100", "map_crop must be an integer in 2..64 (cells), got 100"),
         ("map_channels=1", "map_channels must be 2 or 3, got 1"),
+        ("map_coarse=1", "map_coarse must be 0 (off) or an integer in 2..16 (map cells a side of a coarse cell)"),
     ],
 )
 def test_bad_map_settings_exit_2_writing_nothing(tmp_path, capsys, setting, words):

@@ -60,6 +60,8 @@ REWARD_HEADROOM = 1e4  # a step's reward terms scale with metres (progress, path
 MIN_DIVISOR_M = 1e-3
 MAX_MAP_CROP = 64
 """The largest ``map_crop``: a crop of 64 x 64 cells is 12,288 columns, already wider than the rays."""
+MAX_MAP_COARSE = 16
+"""The largest ``map_coarse``: a coarse cell of 16 x 16 map cells is 8 m a side at the 0.5 m cell."""
 EPISODE_SETTINGS = (
     "goal_min_distance",
     "goal_max_distance",
@@ -184,6 +186,9 @@ class EnvConfig:
     """Cells a side of the egocentric crop of the map the actor observes (turned to its heading)."""
     map_channels: int = 3
     """The crop's channels: 3 (visits, seen free, seen occupied) or 2 (visits, seen occupied)."""
+    map_coarse: int = 0
+    """With k > 0, one more channel: the visits over coarse cells of k x k map cells, cropped at the same size,
+    so the crop reaches k times as far (where the actor has been, beyond what the fine channels show); 0: off."""
     map_band: float = 0.25
     """Radians from horizontal within which a sensor row's rays update the map."""
 
@@ -303,8 +308,16 @@ class EnvConfig:
             raise EnvConfigError(f"env config: map_crop must be an integer in 2..{MAX_MAP_CROP} (cells), got {crop!r}")
         if channels not in (2, 3) or isinstance(channels, bool):
             raise EnvConfigError(f"env config: map_channels must be 2 or 3, got {channels!r}")
+        coarse = self.map_coarse
+        if not isinstance(coarse, int) or isinstance(coarse, bool) or coarse not in (0, *range(2, MAX_MAP_COARSE + 1)):
+            raise EnvConfigError(
+                f"env config: map_coarse must be 0 (off) or an integer in 2..{MAX_MAP_COARSE} (map cells a side of "
+                f"a coarse cell), got {coarse!r}"
+            )
         if not (isinstance(band, (int, float)) and not isinstance(band, bool) and 0 <= band <= math.pi / 2):
             raise EnvConfigError(f"env config: map_band must be a number of radians in 0..pi/2, got {band!r}")
+        if coarse and cell == 0:
+            raise EnvConfigError(f"env config: map_coarse ({coarse}) needs the map: set map_cell > 0 (it is 0, off)")
         if self.reward_count > 0 and cell == 0:
             raise EnvConfigError(
                 f"env config: reward_count ({self.reward_count}) is a bonus from the episodic map's visit counts and "

@@ -21,8 +21,15 @@ cell ``(r, q)`` reads the map cell holding the point ``((S - 1) / 2 - r) * map_c
 actor's centre and ``(q - (S - 1) / 2) * map_cell`` to its right (nearest cell, no interpolation). Visits
 read ``log1p(count) / log1p(255)``, the seen flags 0 or 1, and points outside the grid 0.
 
+With ``map_coarse`` = k > 0 the crop gains one more channel after those: the visits over coarse cells of k x k
+map cells (``k * map_cell`` metres a side, aligned with the map's cells at the cube's corner), read at the same
+``S x S`` points spaced ``k * map_cell`` apart, so the actor sees where it has been k times as far. Each actor
+keeps the coarse counts beside its grid (a visit counts in its cell's coarse cell too, saturating at 255 on its
+own); a point reads the coarse cell of the map cell it falls in, 0 off the map's grid.
+
 Every actor's grid has the cells of the largest world of the set (each world's grid starts at its own cube's
-corner); the grids are ``(actors, cells, 2)`` uint8 (visits, seen bits), part of the environment's state.
+corner, the coarse counts after the largest world's cells in byte 0); the grids are ``(actors, cells, 2)``
+uint8 (visits, seen bits), part of the environment's state.
 The update and the crop run in one kernel over ranges of actors, each actor writing its own grid and its
 own observation rows only, so the bits do not depend on the thread count.
 """
@@ -48,15 +55,22 @@ MAP_GRAIN = 8
 _INV_LOG_CAP = 1.0 / math.log1p(VISIT_CAP)
 
 
+def crop_channels(channels, coarse) -> tuple:
+    """The names of the crop's channels, in order, for ``map_channels`` and ``map_coarse``."""
+    return CHANNELS[channels] + (("visits_coarse",) if coarse else ())
+
+
 def map_columns(cfg) -> int:
     """The observation columns the map takes under ``cfg``, an EnvConfig or a dict of its settings (the defaults
     for those it lacks; a training config's ``env``), 0 when the map is off."""
     get = cfg.get if isinstance(cfg, dict) else (lambda name, _default: getattr(cfg, name))
     cell, crop = get("map_cell", 0), get("map_crop", EnvConfig.map_crop)
-    channels = get("map_channels", EnvConfig.map_channels)
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (cell, crop, channels)):
+    channels, coarse = get("map_channels", EnvConfig.map_channels), get("map_coarse", EnvConfig.map_coarse)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (cell, crop, channels, coarse)):
         return 0  # not settings the environment takes: its validation names them
-    return int(crop) ** 2 * int(channels) if cell > 0 and 2 <= crop <= MAX_MAP_CROP and channels in (2, 3) else 0
+    if not (cell > 0 and 2 <= crop <= MAX_MAP_CROP and channels in (2, 3)):
+        return 0
+    return int(crop) ** 2 * (int(channels) + (1 if coarse > 0 else 0))
 
 
 def map_bytes(n_actors, n_cells) -> int:
@@ -67,10 +81,13 @@ def map_bytes(n_actors, n_cells) -> int:
 class MapGrid:
     """The map's geometry over a world set (shared, not per actor): per world the x-z corner of its field
     cube (``lo`` (W, 2) float64) and its cells per axis (``dims`` (W, 2) int64); cell ``(ix, iz)`` is
-    index ``ix * dims[w, 1] + iz`` of an actor's grid, which holds ``n_cells``, the largest world's count."""
+    index ``ix * dims[w, 1] + iz`` of an actor's grid. With ``coarse`` = k > 0, coarse cell
+    ``(ix // k, iz // k)`` is index ``fine_cells + (ix // k) * coarse_dims[w, 1] + iz // k``. ``n_cells``:
+    the cells a grid holds, the largest world's ``fine_cells`` and then its coarse cells."""
 
-    def __init__(self, world_set, cell):
+    def __init__(self, world_set, cell, coarse=0):
         self.cell = float(cell)
+        self.coarse = int(coarse)
         los, dims = [], []
         for wd in world_set.worlds:
             lo, hi = field_cube(wd)
@@ -78,11 +95,14 @@ class MapGrid:
             dims.append(np.maximum(1, np.ceil((hi[[0, 2]] - lo[[0, 2]]) / self.cell - 1e-9)).astype(np.int64))
         self.lo = np.stack(los).astype(np.float64)
         self.dims = np.stack(dims).astype(np.int64)
-        self.n_cells = int(np.max(self.dims[:, 0] * self.dims[:, 1]))
+        self.fine_cells = int(np.max(self.dims[:, 0] * self.dims[:, 1]))
+        k = max(self.coarse, 1)
+        self.coarse_dims = (self.dims + k - 1) // k if self.coarse else np.zeros_like(self.dims)
+        self.n_cells = self.fine_cells + int(np.max(self.coarse_dims[:, 0] * self.coarse_dims[:, 1]))
 
     def tables(self) -> tuple:
-        """The kernels' bundle ``(lo, dims, cell)``."""
-        return (self.lo, self.dims, self.cell)
+        """The kernels' bundle ``(lo, dims, cell, (coarse, coarse_dims, fine_cells))``."""
+        return (self.lo, self.dims, self.cell, (self.coarse, self.coarse_dims, self.fine_cells))
 
     def cell_of(self, w, x, z) -> int:
         """The index of the cell of world ``w`` holding the point ``(x, z)`` (for tests and pictures), -1 outside."""
@@ -154,20 +174,27 @@ def _walk(maps, i, cells, x0, z0, x1, z1, hit):
 
 @njit(inline="always", cache=True)
 def _centre_cell(grid, w, x0, z0):
-    """The cell of world ``w``'s grid that a visit of a centre at ``(x0, z0)`` (float64) counts in (clamped to
-    the grid: a centre is never off it by more than the cube's margin)."""
-    lo, dims, cell = grid
+    """The cell ``(ix, iz)`` of world ``w``'s grid that a visit of a centre at ``(x0, z0)`` (float64) counts in
+    (clamped to the grid: a centre is never off it by more than the cube's margin)."""
+    lo, dims, cell, _coarse = grid
     nx, nz = dims[w, 0], dims[w, 1]
     inv_cell = 1.0 / cell
     ix = min(max(_cell(x0, lo[w, 0], inv_cell), 0), nx - 1)
     iz = min(max(_cell(z0, lo[w, 1], inv_cell), 0), nz - 1)
-    return ix * nz + iz
+    return ix, iz
+
+
+@njit(inline="always", cache=True)
+def _coarse_cell(coarse, w, ix, iz):
+    """The grid index of the coarse cell holding map cell ``(ix, iz)`` of world ``w`` (``coarse`` > 0)."""
+    k, coarse_dims, fine_cells = coarse
+    return fine_cells + (ix // k) * coarse_dims[w, 1] + iz // k
 
 
 @njit(inline="always", cache=True)
 def _update(maps, i, grid, rays, traced, r):
     """Actor ``i``'s grid after trace row ``r``'s observation: the visit of its centre, then its rays' walks."""
-    lo, dims, cell = grid
+    lo, dims, cell, coarse = grid
     ray_index, ray_xz = rays
     origins, yaws, world_index, depth, hit = traced
     w = world_index[r]
@@ -176,9 +203,14 @@ def _update(maps, i, grid, rays, traced, r):
     inv_cell = 1.0 / cell
     x0 = np.float64(origins[r, 0])
     z0 = np.float64(origins[r, 2])
-    c = _centre_cell(grid, w, x0, z0)
+    cx, cz = _centre_cell(grid, w, x0, z0)
+    c = cx * nz + cz
     if maps[i, c, 0] < VISIT_CAP:
         maps[i, c, 0] += 1
+    if coarse[0] > 0:
+        c = _coarse_cell(coarse, w, cx, cz)
+        if maps[i, c, 0] < VISIT_CAP:
+            maps[i, c, 0] += 1
     psi = np.float64(yaws[r])
     s, co = math.sin(psi), math.cos(psi)
     cells = (lo0, lo1, nx, nz, inv_cell, cell)
@@ -193,7 +225,7 @@ def _update(maps, i, grid, rays, traced, r):
 @njit(inline="always", cache=True)
 def _crop(maps, i, grid, traced, r, out, row):
     """Actor ``i``'s crop around trace row ``r``'s pose into row ``row`` of the observations."""
-    lo, dims, cell = grid
+    lo, dims, cell, coarse = grid
     origins, yaws, world_index, _depth, _hit = traced
     obs, col, size, channels = out
     w = world_index[r]
@@ -220,6 +252,20 @@ def _crop(maps, i, grid, traced, r, out, row):
             if channels == 3:
                 obs[row, k + plane] = np.float32(seen & 1)
             obs[row, k + (channels - 1) * plane] = np.float32((seen >> 1) & 1)
+    if coarse[0] > 0:
+        far = coarse[0] * cell
+        for a in range(size):
+            f = (half - a) * far
+            for b in range(size):
+                g = (b - half) * far
+                ix = _cell(x0 + f * s + g * co, lo[w, 0], inv_cell)
+                iz = _cell(z0 - f * co + g * s, lo[w, 1], inv_cell)
+                visits = 0
+                if 0 <= ix < nx and 0 <= iz < nz:
+                    visits = maps[i, _coarse_cell(coarse, w, ix, iz), 0]
+                obs[row, col + channels * plane + a * size + b] = np.float32(
+                    math.log1p(np.float64(visits)) * _INV_LOG_CAP
+                )
 
 
 @njit(cache=True, nogil=True)
@@ -252,9 +298,11 @@ def visits_after(grid, maps, world_index, pos, out):
     ``pos`` is recorded (:func:`map_span`'s update from the same pose): the count there now plus 1, saturating
     at 255, so >= 1. grid: :meth:`MapGrid.tables`; maps (A, cells, 2) uint8; world_index (A,) int32; pos (A, 3)
     float32; writes out (A,) int32. The count bonus's n (``reward_count``, ``tasks.score_step``)."""
+    dims = grid[1]
     for i in range(pos.shape[0]):
-        c = _centre_cell(grid, world_index[i], np.float64(pos[i, 0]), np.float64(pos[i, 2]))
-        v = np.int32(maps[i, c, 0])
+        w = world_index[i]
+        cx, cz = _centre_cell(grid, w, np.float64(pos[i, 0]), np.float64(pos[i, 2]))
+        v = np.int32(maps[i, cx * dims[w, 1] + cz, 0])
         out[i] = v + 1 if v < VISIT_CAP else VISIT_CAP
 
 
@@ -274,7 +322,7 @@ class EpisodicMap:
     def __init__(self, world_set, sensor, cfg, n_actors, available=None):
         from navi_nb.ram import check_fits
 
-        self.grid = MapGrid(world_set, cfg.map_cell)
+        self.grid = MapGrid(world_set, cfg.map_cell, cfg.map_coarse)
         self.rays = band_rays(sensor, cfg.map_band)
         need = map_bytes(n_actors, self.grid.n_cells)
         check_fits(
