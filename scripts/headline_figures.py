@@ -193,13 +193,15 @@ LONGWAY_ROWS = (
     "gru128_10m",
     "mapgru128_coarse_gru_10m_zen4",
     "mapgru128_far_gru_10m",
+    "mapgru128_far_gru_10m_bm150",
 )
 """TRAINING's long-way-round table: one recipe over houses, mazes, rooms and big mazes with the MLP, the GRU
 memory, the episodic map, the map with the GRU, and a coarser, smaller map crop with the GRU, read by the GRU and
 both trunks or by the GRU alone (``--map-input memory``; each also trained at the quick start's length), and a
 wider crop through the GRU with three times the big mazes, and the crop through a GRU of 128 units beside that GRU
 without the map; that crop through the GRU of 128 again on a CPU that rounds like the reference, and there with the
-map's coarse visits channel (``map_coarse``) beside it; each judged on the same held-out episodes per family."""
+map's coarse visits channel (``map_coarse``) beside it, and that over three times the big mazes; each judged on the
+same held-out episodes per family."""
 LONGWAY_FAMILIES = ("house", "maze", "rooms", "bigmaze")
 LONG_DETOUR_BIN = "1.5+"
 """The difficulty bin of the episodes whose shortest path is 1.5 times the straight line or more."""
