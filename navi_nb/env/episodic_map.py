@@ -55,11 +55,6 @@ MAP_GRAIN = 8
 _INV_LOG_CAP = 1.0 / math.log1p(VISIT_CAP)
 
 
-def crop_channels(channels, coarse) -> tuple:
-    """The names of the crop's channels, in order, for ``map_channels`` and ``map_coarse``."""
-    return CHANNELS[channels] + (("visits_coarse",) if coarse else ())
-
-
 def map_columns(cfg) -> int:
     """The observation columns the map takes under ``cfg``, an EnvConfig or a dict of its settings (the defaults
     for those it lacks; a training config's ``env``), 0 when the map is off."""
