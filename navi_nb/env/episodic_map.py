@@ -218,6 +218,20 @@ def _update(maps, i, grid, rays, traced, r):
 
 
 @njit(inline="always", cache=True)
+def _point_cell(pose, lo0, lo1, inv_cell, f, g):
+    """The map cell ``(ix, iz)`` (unclamped) holding the point ``f`` metres ahead of and ``g`` to the right of
+    the pose ``(x0, z0, sin(yaw), cos(yaw))``."""
+    x0, z0, s, co = pose
+    return _cell(x0 + f * s + g * co, lo0, inv_cell), _cell(z0 - f * co + g * s, lo1, inv_cell)
+
+
+@njit(inline="always", cache=True)
+def _visits_value(visits):
+    """A visit count as the crop reads it: ``log1p(count) / log1p(255)``."""
+    return np.float32(math.log1p(np.float64(visits)) * _INV_LOG_CAP)
+
+
+@njit(inline="always", cache=True)
 def _crop(maps, i, grid, traced, r, out, row):
     """Actor ``i``'s crop around trace row ``r``'s pose into row ``row`` of the observations."""
     lo, dims, cell, coarse = grid
@@ -229,38 +243,33 @@ def _crop(maps, i, grid, traced, r, out, row):
     x0 = np.float64(origins[r, 0])
     z0 = np.float64(origins[r, 2])
     psi = np.float64(yaws[r])
-    s, co = math.sin(psi), math.cos(psi)
+    pose = (x0, z0, math.sin(psi), math.cos(psi))
+    lo0, lo1 = lo[w, 0], lo[w, 1]
     half = 0.5 * (size - 1)
     plane = size * size
     for a in range(size):
         f = (half - a) * cell  # metres ahead
         for b in range(size):
             g = (b - half) * cell  # metres to the right
-            ix = _cell(x0 + f * s + g * co, lo[w, 0], inv_cell)
-            iz = _cell(z0 - f * co + g * s, lo[w, 1], inv_cell)
+            ix, iz = _point_cell(pose, lo0, lo1, inv_cell, f, g)
             k = col + a * size + b
             visits, seen = 0, 0
             if 0 <= ix < nx and 0 <= iz < nz:
                 visits = maps[i, ix * nz + iz, 0]
                 seen = maps[i, ix * nz + iz, 1]
-            obs[row, k] = np.float32(math.log1p(np.float64(visits)) * _INV_LOG_CAP)
+            obs[row, k] = _visits_value(visits)
             if channels == 3:
                 obs[row, k + plane] = np.float32(seen & 1)
             obs[row, k + (channels - 1) * plane] = np.float32((seen >> 1) & 1)
     if coarse[0] > 0:
-        far = coarse[0] * cell
+        far = coarse[0] * cell  # the same points, k map cells apart
         for a in range(size):
-            f = (half - a) * far
             for b in range(size):
-                g = (b - half) * far
-                ix = _cell(x0 + f * s + g * co, lo[w, 0], inv_cell)
-                iz = _cell(z0 - f * co + g * s, lo[w, 1], inv_cell)
+                ix, iz = _point_cell(pose, lo0, lo1, inv_cell, (half - a) * far, (b - half) * far)
                 visits = 0
                 if 0 <= ix < nx and 0 <= iz < nz:
                     visits = maps[i, _coarse_cell(coarse, w, ix, iz), 0]
-                obs[row, col + channels * plane + a * size + b] = np.float32(
-                    math.log1p(np.float64(visits)) * _INV_LOG_CAP
-                )
+                obs[row, col + channels * plane + a * size + b] = _visits_value(visits)
 
 
 @njit(cache=True, nogil=True)
